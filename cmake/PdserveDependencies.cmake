@@ -1,0 +1,37 @@
+# Third-party dependencies, all from Debian 12 packages (see scripts/install_deps.sh).
+# PLATFORM.md section 2 lists which find_package calls work with Debian's packaging.
+
+# Protobuf: module mode (Debian ships no protobuf-config.cmake). gRPC's config calls it too.
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(ucx CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)
+find_package(Threads REQUIRED)
+
+# OpenBLAS's CMake config defines no target; FindBLAS with the vendor pinned does.
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)
+
+# RE2: gRPC's config already defines re2::re2 (via its Findre2 module and pkg-config).
+if(NOT TARGET re2::re2)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
+  add_library(re2::re2 ALIAS PkgConfig::RE2)
+endif()
+
+if(PDSERVE_BUILD_TESTS)
+  find_package(GTest CONFIG REQUIRED)
+  include(GoogleTest)
+endif()
+if(PDSERVE_BUILD_BENCH)
+  find_package(benchmark CONFIG REQUIRED)
+endif()
+
+# yaml-cpp 0.7 in Debian exports the target as "yaml-cpp" without a namespace.
+if(TARGET yaml-cpp::yaml-cpp)
+  set(PDSERVE_YAML_TARGET yaml-cpp::yaml-cpp)
+else()
+  set(PDSERVE_YAML_TARGET yaml-cpp)
+endif()

@@ -1,0 +1,58 @@
+# Helpers that give every pdserve target the same warnings and layout.
+
+set(PDSERVE_WARNING_FLAGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
+if(PDSERVE_WERROR)
+  list(APPEND PDSERVE_WARNING_FLAGS -Werror)
+endif()
+
+# Applies pdserve's compile options to a target we own (never to generated code).
+function(pdserve_target_options target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PDSERVE_WARNING_FLAGS}>)
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
+endfunction()
+
+# pdserve_library(NAME SOURCES a.cc b.cc DEPS lib1 lib2 [PRIVATE_DEPS ...])
+function(pdserve_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  pdserve_target_options(${name})
+endfunction()
+
+# pdserve_binary(NAME SOURCES main.cc DEPS ...): lands in build/bin/.
+function(pdserve_binary name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  pdserve_target_options(${name})
+endfunction()
+
+# pdserve_test(NAME SOURCES a_test.cc DEPS ... [LABELS unit|integration] [TIMEOUT s]
+#              [DATA_DEPS targets that must be built first, e.g. binaries the test starts])
+# Registers every TEST() with CTest through gtest_discover_tests. Test binaries land in
+# build/bin/ with the rest. Labels: "unit" (runs under the sanitizer build in CI) or
+# "integration" (multi-process).
+function(pdserve_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS;DATA_DEPS" ${ARGN})
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  pdserve_target_options(${name})
+  # Where tests find the binaries they start and the fixtures they read.
+  target_compile_definitions(${name} PRIVATE
+    PDSERVE_BIN_DIR="${CMAKE_BINARY_DIR}/bin"
+    PDSERVE_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    PDSERVE_BUILD_DIR="${CMAKE_BINARY_DIR}")
+  if(ARG_DATA_DEPS)
+    add_dependencies(${name} ${ARG_DATA_DEPS})
+  endif()
+  gtest_discover_tests(${name}
+    DISCOVERY_MODE PRE_TEST
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+endfunction()

@@ -1,0 +1,69 @@
+#include "common/grpc_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/net_address.h"
+#include "common/status_macros.h"
+
+namespace pdserve {
+
+absl::Status GrpcServerConfig::Validate() const {
+  RETURN_IF_ERROR(ParseHostPort(listen_address, "listen_address").status());
+  if (max_message_bytes < 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_message_bytes: ", max_message_bytes, " is below the minimum 4096"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
+    const GrpcServerConfig& config, const std::vector<grpc::Service*>& services) {
+  RETURN_IF_ERROR(config.Validate());
+  ASSIGN_OR_RETURN(HostPort host_port, ParseHostPort(config.listen_address, "listen_address"));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  std::unique_ptr<GrpcServer> out(new GrpcServer());
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(host_port.ToString(), grpc::InsecureServerCredentials(), &bound_port);
+  builder.SetMaxReceiveMessageSize(config.max_message_bytes);
+  builder.SetMaxSendMessageSize(config.max_message_bytes);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  out->server_ = builder.BuildAndStart();
+  if (out->server_ == nullptr || bound_port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("grpc: cannot listen on ", config.listen_address));
+  }
+  out->port_ = bound_port;
+  out->address_ = WithPort(host_port, bound_port);
+  out->SetServing(false);
+  return out;
+}
+
+GrpcServer::~GrpcServer() {
+  if (!drained_ && server_ != nullptr) Drain(absl::Now());
+}
+
+void GrpcServer::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health != nullptr) health->SetServingStatus(serving);
+}
+
+void GrpcServer::Drain(absl::Time deadline) {
+  if (drained_) return;
+  drained_ = true;
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  // Shutdown() on the health service pins NOT_SERVING and ignores later updates.
+  if (health != nullptr) health->Shutdown();
+  server_->Shutdown(absl::ToChronoTime(deadline));
+  server_->Wait();
+}
+
+}  // namespace pdserve

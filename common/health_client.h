@@ -1,0 +1,23 @@
+// Client side of grpc.health.v1, for launchers (pdctl) and tests.
+// Thread-safety: stateless functions.
+#ifndef PDSERVE_COMMON_HEALTH_CLIENT_H_
+#define PDSERVE_COMMON_HEALTH_CLIENT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pdserve {
+
+enum class HealthState { kUnknown, kServing, kNotServing };
+
+// One Check call against `address` (host:port) for the whole server.
+absl::StatusOr<HealthState> CheckHealth(const std::string& address, absl::Duration timeout);
+
+// Polls until the server reports SERVING; DEADLINE_EXCEEDED (with the last error) otherwise.
+absl::Status WaitForServing(const std::string& address, absl::Time deadline);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_HEALTH_CLIENT_H_

@@ -1,0 +1,80 @@
+#include "common/metrics_server.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <exception>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/net_address.h"
+#include "common/status_macros.h"
+#include "prometheus/exposer.h"
+#include "prometheus/gauge.h"
+
+#ifndef PDSERVE_VERSION
+#define PDSERVE_VERSION "dev"
+#endif
+
+namespace pdserve {
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& listen_address, std::shared_ptr<prometheus::Registry> registry,
+    const std::string& component) {
+  ASSIGN_OR_RETURN(HostPort host_port, ParseHostPort(listen_address, "metrics address"));
+  std::unique_ptr<MetricsServer> server(new MetricsServer());
+  server->registry_ = std::move(registry);
+  prometheus::BuildGauge()
+      .Name("pdserve_build_info")
+      .Help("Build information; the value is always 1.")
+      .Register(*server->registry_)
+      .Add({{"version", PDSERVE_VERSION}, {"component", component}})
+      .Set(1);
+  try {
+    // One serving thread: scrapes are rare and small.
+    server->exposer_ = std::make_unique<prometheus::Exposer>(host_port.ToString(), 1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics: cannot listen on ", listen_address, ": ", e.what()));
+  }
+  server->exposer_->RegisterCollectable(server->registry_);
+  const std::vector<int> ports = server->exposer_->GetListeningPorts();
+  if (ports.empty()) return absl::InternalError("metrics: exposer reports no listening port");
+  server->port_ = ports.front();
+  server->address_ = WithPort(host_port, server->port_);
+  return server;
+}
+
+MetricsServer::~MetricsServer() {
+  if (exposer_ == nullptr) return;
+  // civetweb's master thread polls its listening socket with a fixed 2 s timeout and only
+  // then notices mg_stop(), so a plain destruction blocks ~2 s. Connecting to the socket
+  // while it stops wakes the poll at once.
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* target = nullptr;
+  auto host_port = ParseHostPort(address_, "metrics address");
+  if (!host_port.ok() || getaddrinfo(host_port->host.c_str(), std::to_string(port_).c_str(),
+                                     &hints, &target) != 0) {
+    exposer_.reset();
+    return;
+  }
+  std::atomic<bool> stopped{false};
+  std::thread waker([target, &stopped] {
+    while (!stopped.load()) {
+      const int fd = ::socket(target->ai_family, SOCK_STREAM, 0);
+      ::connect(fd, target->ai_addr, target->ai_addrlen);
+      ::close(fd);
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  });
+  exposer_.reset();
+  stopped.store(true);
+  waker.join();
+  freeaddrinfo(target);
+}
+
+}  // namespace pdserve

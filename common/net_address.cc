@@ -1,0 +1,54 @@
+#include "common/net_address.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace pdserve {
+
+std::string HostPort::ToString() const {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view field) {
+  HostPort out;
+  absl::string_view port_text;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == absl::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", text, "' is not [ipv6]:port"));
+    }
+    out.host = std::string(text.substr(1, close - 1));
+    port_text = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", text, "' has no port (expected host:port)"));
+    }
+    out.host = std::string(text.substr(0, colon));
+    port_text = text.substr(colon + 1);
+    if (out.host.find(':') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", text, "': bracket IPv6 addresses as [addr]:port"));
+    }
+  }
+  int port = -1;
+  if (!absl::SimpleAtoi(port_text, &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": port '", port_text, "' is not in [0, 65535]"));
+  }
+  out.port = port;
+  return out;
+}
+
+std::string WithPort(const HostPort& address, int port) {
+  HostPort copy = address;
+  copy.port = port;
+  if (copy.host.empty() || copy.host == "0.0.0.0") copy.host = "127.0.0.1";
+  if (copy.host == "::" ) copy.host = "::1";
+  return copy.ToString();
+}
+
+}  // namespace pdserve

@@ -1,0 +1,58 @@
+#include "common/server_runner.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/net_address.h"
+#include "common/serving_info.h"
+#include "common/status_macros.h"
+
+namespace pdserve {
+
+absl::Status ServerRunnerConfig::Validate() const {
+  RETURN_IF_ERROR(grpc.Validate());
+  if (!metrics_address.empty()) {
+    RETURN_IF_ERROR(ParseHostPort(metrics_address, "metrics_address").status());
+  }
+  if (drain_timeout < absl::ZeroDuration() || drain_timeout > absl::Hours(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "drain_timeout: ", absl::FormatDuration(drain_timeout), " is outside [0s, 1h]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
+    const ServerRunnerConfig& config, const std::vector<grpc::Service*>& services,
+    std::shared_ptr<prometheus::Registry> registry, const std::string& component) {
+  RETURN_IF_ERROR(config.Validate());
+  std::unique_ptr<ServerRunner> runner(new ServerRunner());
+  runner->config_ = config;
+  ASSIGN_OR_RETURN(runner->grpc_, GrpcServer::Start(config.grpc, services));
+  if (!config.metrics_address.empty()) {
+    ASSIGN_OR_RETURN(runner->metrics_,
+                     MetricsServer::Start(config.metrics_address, std::move(registry), component));
+  }
+  if (!config.serving_info_path.empty()) {
+    ServingInfo info{{"grpc", runner->grpc_address()}, {"pid", absl::StrCat(getpid())}};
+    if (runner->metrics_) info["metrics"] = runner->metrics_->address();
+    RETURN_IF_ERROR(WriteServingInfo(config.serving_info_path, info));
+  }
+  PDS_LOG(INFO) << component << " listening: grpc=" << runner->grpc_address()
+                << " metrics=" << runner->metrics_address();
+  return runner;
+}
+
+std::string ServerRunner::metrics_address() const {
+  return metrics_ ? metrics_->address() : std::string();
+}
+
+void ServerRunner::RunUntilShutdown(ShutdownSignal& signal, const std::function<void()>& on_drain) {
+  const int sig = signal.Wait();
+  PDS_LOG(INFO) << "shutdown requested (signal " << sig << "); draining for up to "
+                << absl::FormatDuration(config_.drain_timeout);
+  grpc_->SetServing(false);
+  if (on_drain) on_drain();
+  grpc_->Drain(absl::Now() + config_.drain_timeout);
+  PDS_LOG(INFO) << "drained";
+}
+
+}  // namespace pdserve

@@ -1,0 +1,60 @@
+// The lifecycle every pdserve server process shares: start the gRPC server (health NOT_SERVING)
+// and the /metrics server, write the serving-info file with the bound addresses, go SERVING
+// when the caller is ready, and on SIGTERM/SIGINT drain: health NOT_SERVING, in-flight calls
+// get `drain_timeout` to finish, then the process exits cleanly.
+// Thread-safety: SetServing() from any thread; RunUntilShutdown() from main only.
+#ifndef PDSERVE_COMMON_SERVER_RUNNER_H_
+#define PDSERVE_COMMON_SERVER_RUNNER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/grpc_server.h"
+#include "common/metrics_server.h"
+#include "common/shutdown_signal.h"
+
+namespace pdserve {
+
+struct ServerRunnerConfig {
+  // The gRPC listener.
+  GrpcServerConfig grpc;
+  // host:port for /metrics; port 0 picks a free port; empty disables metrics.
+  // Default "127.0.0.1:0".
+  std::string metrics_address = "127.0.0.1:0";
+  // Where to write the bound addresses (see serving_info.h); empty: not written.
+  std::string serving_info_path;
+  // How long in-flight calls may run after SIGTERM before they are cancelled. Default 30 s.
+  absl::Duration drain_timeout = absl::Seconds(30);
+
+  absl::Status Validate() const;
+};
+
+class ServerRunner {
+ public:
+  static absl::StatusOr<std::unique_ptr<ServerRunner>> Start(
+      const ServerRunnerConfig& config, const std::vector<grpc::Service*>& services,
+      std::shared_ptr<prometheus::Registry> registry, const std::string& component);
+
+  const std::string& grpc_address() const { return grpc_->address(); }
+  // Empty when metrics are disabled.
+  std::string metrics_address() const;
+  void SetServing(bool serving) { grpc_->SetServing(serving); }
+
+  // Blocks until `signal` fires; then calls `on_drain` (stop admitting new work; may be
+  // empty), drains the gRPC server within the drain timeout and returns.
+  void RunUntilShutdown(ShutdownSignal& signal, const std::function<void()>& on_drain);
+
+ private:
+  ServerRunner() = default;
+  ServerRunnerConfig config_;
+  std::unique_ptr<GrpcServer> grpc_;
+  std::unique_ptr<MetricsServer> metrics_;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_SERVER_RUNNER_H_

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Configures and builds pdserve with CMake + Ninja (+ ccache when present).
+# Usage: scripts/build.sh [release|sanitize] [extra cmake args...]
+#   release  (default) -> build/        RelWithDebInfo, -Werror
+#   sanitize           -> build-asan/   Debug, ASan + UBSan, -Werror, tests only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+flavor=${1:-release}
+shift || true
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
+            -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+
+case "$flavor" in
+  release)
+    dir=build
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON)
+    ;;
+  sanitize)
+    dir=build-asan
+    # The sanitizer build runs the unit tests: no CUDA, no benchmarks.
+    args=(-DCMAKE_BUILD_TYPE=Debug -DPDSERVE_WERROR=ON -DPDSERVE_SANITIZE=ON
+          -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF)
+    ;;
+  *)
+    echo "usage: $0 [release|sanitize] [cmake args...]" >&2
+    exit 2
+    ;;
+esac
+
+if [[ ! -f "$dir/build.ninja" ]]; then
+  cmake -S . -B "$dir" -G Ninja "${launcher[@]}" "${args[@]}" "$@"
+fi
+cmake --build "$dir"

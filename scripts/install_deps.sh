@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 (bookworm) machine lacks to build, test and run pdserve.
+# Idempotent: when every package is already present it only runs dpkg-query (well under a second)
+# and touches neither the network nor apt's lists.
+#
+# Usage: scripts/install_deps.sh            # build + runtime + test dependencies
+set -euo pipefail
+
+packages=(
+  # Toolchain.
+  cmake ninja-build ccache g++ pkg-config clang libclang-rt-14-dev
+  # Libraries (see README, "Dependencies").
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libucx-dev ucx-utils libabsl-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libre2-dev libyaml-cpp-dev
+  # Tests, benchmarks and tools: NumPy reference forward, npm tokenizer fixture, promtool, plots.
+  python3 python3-numpy nodejs npm prometheus gnuplot-nox
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+# Node/npm may come from outside Debian on some images; accept any working npm.
+if command -v npm >/dev/null 2>&1; then
+  filtered=()
+  for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || filtered+=("$p"); done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "install_deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# README command (b) and CI: install what is missing, build with -Werror, run every test,
+# then build with ASan+UBSan and run the unit tests again under the sanitizers.
+# Fails when any step or test fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=$(nproc)
+scripts/install_deps.sh
+
+echo "== release build (-Werror) =="
+scripts/build.sh release
+echo "== all tests =="
+(cd build && ctest --output-on-failure --no-tests=error -j "$jobs" --timeout 600)
+
+echo "== sanitizer build (ASan + UBSan) =="
+scripts/build.sh sanitize
+echo "== unit tests under ASan + UBSan =="
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+(cd build-asan && ctest --output-on-failure --no-tests=error -L unit -j "$jobs" --timeout 900)
+echo "== all tests passed =="

@@ -1,0 +1,69 @@
+// Starts a real server binary as a child process: its health goes SERVING once ready, its
+// /metrics answers, and SIGTERM drains it to a clean exit.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "common/health_client.h"
+#include "gtest/gtest.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/http_client.h"
+
+namespace pdserve {
+namespace {
+
+using testing::ChildOptions;
+using testing::ChildProcess;
+
+TEST(ServerLifecycleTest, HealthThenSigtermExitsCleanly) {
+  auto child = ChildProcess::Start(ChildOptions{
+      .binary = "pdserve-test-server", .args = {"--ready_delay=300ms"}});
+  ASSERT_TRUE(child.ok()) << child.status();
+  // Listening but not ready yet: NOT_SERVING.
+  auto early = CheckHealth((*child)->grpc_address(), absl::Seconds(2));
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_EQ(*early, HealthState::kNotServing);
+  ASSERT_TRUE((*child)->WaitHealthy(absl::Seconds(10)).ok()) << (*child)->Log();
+
+  auto metrics = testing::HttpGet((*child)->metrics_address(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_NE(metrics->body.find("pdserve_test_server_starts_total 1"), std::string::npos);
+
+  auto status = (*child)->Stop(SIGTERM, absl::Seconds(10));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status)) << (*child)->Log();
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << (*child)->Log();
+  EXPECT_NE((*child)->Log().find("drained"), std::string::npos);
+}
+
+TEST(ServerLifecycleTest, DestructorStopsAChildThatIsStillRunning) {
+  pid_t pid = 0;
+  {
+    auto child = ChildProcess::Start(ChildOptions{.binary = "pdserve-test-server"});
+    ASSERT_TRUE(child.ok()) << child.status();
+    pid = (*child)->pid();
+    EXPECT_EQ(::kill(pid, 0), 0);
+  }
+  // Reaped by the destructor: the pid no longer names our child.
+  EXPECT_NE(::kill(pid, 0), 0);
+}
+
+TEST(ServerLifecycleTest, HelpExitsZeroAndBadFlagsFail) {
+  auto help = ChildProcess::Start(ChildOptions{
+      .binary = "pdserve-test-server", .args = {"--help"}, .expect_serving_info = false});
+  ASSERT_TRUE(help.ok());
+  auto status = (*help)->WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+  EXPECT_NE((*help)->Log().find("--listen"), std::string::npos) << (*help)->Log();
+
+  auto bad = ChildProcess::Start(ChildOptions{
+      .binary = "pdserve-test-server", .args = {"--listen=nope"}, .expect_serving_info = false});
+  ASSERT_TRUE(bad.ok());
+  status = (*bad)->WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_NE(WEXITSTATUS(*status), 0);
+  EXPECT_NE((*bad)->Log().find("listen_address"), std::string::npos) << (*bad)->Log();
+}
+
+}  // namespace
+}  // namespace pdserve

@@ -1,0 +1,165 @@
+#include "tests/testing/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/health_client.h"
+
+namespace pdserve::testing {
+
+std::string BinaryPath(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  return absl::StrCat(PDSERVE_BIN_DIR, "/", name);
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(ChildOptions options) {
+  std::unique_ptr<ChildProcess> child(new ChildProcess());
+  char dir_template[] = "/tmp/pdserve-child-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  }
+  child->dir_ = dir_template;
+  child->log_path_ = child->dir_ + "/log.txt";
+  child->info_path_ = child->dir_ + "/serving_info";
+
+  const std::string binary = BinaryPath(options.binary);
+  std::vector<std::string> argv_storage{binary};
+  for (auto& arg : options.args) argv_storage.push_back(arg);
+  if (options.expect_serving_info) {
+    argv_storage.push_back(absl::StrCat("--serving_info_path=", child->info_path_));
+  }
+  std::vector<char*> argv;
+  for (auto& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const int log_fd = ::open(child->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (log_fd < 0) return absl::InternalError(absl::StrCat("open log: ", std::strerror(errno)));
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    ::close(log_fd);
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    // Child: die with the parent, inherit no blocked signals, log to the file.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    ::close(log_fd);
+    for (auto& [name, value] : options.env) setenv(name.c_str(), value.c_str(), 1);
+    execv(binary.c_str(), argv.data());
+    std::fprintf(stderr, "execv %s: %s\n", binary.c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  ::close(log_fd);
+  child->pid_ = pid;
+  if (!options.expect_serving_info) return child;
+
+  const absl::Time deadline = absl::Now() + options.startup_timeout;
+  while (absl::Now() < deadline) {
+    auto info = ReadServingInfo(child->info_path_);
+    if (info.ok()) {
+      child->info_ = *std::move(info);
+      return child;
+    }
+    if (!child->running()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          binary, " exited (status ", child->exit_status_, ") before serving; log:\n",
+          child->Log()));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat(binary, " did not write its serving info within ",
+                   absl::FormatDuration(options.startup_timeout), "; log:\n", child->Log()));
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !reaped_) {
+    auto status = Stop(SIGTERM, absl::Seconds(10));
+    if (!status.ok()) Kill();
+  }
+  std::error_code ignored;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string ChildProcess::grpc_address() const {
+  auto it = info_.find("grpc");
+  return it == info_.end() ? std::string() : it->second;
+}
+
+std::string ChildProcess::metrics_address() const {
+  auto it = info_.find("metrics");
+  return it == info_.end() ? std::string() : it->second;
+}
+
+absl::Status ChildProcess::WaitHealthy(absl::Duration timeout) {
+  return WaitForServing(grpc_address(), absl::Now() + timeout);
+}
+
+bool ChildProcess::running() {
+  if (reaped_) return false;
+  int status = 0;
+  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    reaped_ = true;
+    exit_status_ = status;
+    return false;
+  }
+  return true;
+}
+
+std::optional<int> ChildProcess::WaitExit(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (running()) {
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return exit_status_;
+}
+
+absl::StatusOr<int> ChildProcess::Stop(int signal, absl::Duration timeout) {
+  if (!running()) return exit_status_;
+  ::kill(pid_, signal);
+  std::optional<int> status = WaitExit(timeout);
+  if (!status.has_value()) {
+    return absl::DeadlineExceededError(absl::StrCat("pid ", pid_, " still running ",
+                                                    absl::FormatDuration(timeout),
+                                                    " after signal ", signal));
+  }
+  return *status;
+}
+
+void ChildProcess::Kill() {
+  if (!running()) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  reaped_ = true;
+  exit_status_ = status;
+}
+
+std::string ChildProcess::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace pdserve::testing

@@ -1,0 +1,79 @@
+// RAII handle for a child process started by a test: a pdserve binary on 127.0.0.1 with an
+// ephemeral port. The child gets --serving_info_path=<file> and the handle waits for that
+// file to learn the real addresses. The destructor always stops the child (SIGTERM, then
+// SIGKILL after a grace period), also when the test fails; and the child dies with the test
+// process (PR_SET_PDEATHSIG) if the test itself crashes.
+// Thread-safety: use from one thread.
+#ifndef PDSERVE_TESTS_TESTING_CHILD_PROCESS_H_
+#define PDSERVE_TESTS_TESTING_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/serving_info.h"
+
+namespace pdserve::testing {
+
+struct ChildOptions {
+  // Path of the binary; a bare name is looked up in the build's bin directory.
+  std::string binary;
+  std::vector<std::string> args;
+  // Extra environment variables (NAME, value) on top of the test's environment.
+  std::vector<std::pair<std::string, std::string>> env;
+  // Adds --serving_info_path and waits for it in Start(). Off for plain commands.
+  bool expect_serving_info = true;
+  // How long Start() waits for the serving info file.
+  absl::Duration startup_timeout = absl::Seconds(60);
+};
+
+class ChildProcess {
+ public:
+  // Starts the child; with expect_serving_info, returns once the child wrote its addresses.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(ChildOptions options);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  const ServingInfo& serving_info() const { return info_; }
+  // The child's gRPC address ("grpc" in the serving info).
+  std::string grpc_address() const;
+  std::string metrics_address() const;
+
+  // Waits for grpc.health SERVING.
+  absl::Status WaitHealthy(absl::Duration timeout);
+  // Sends `signal` and waits for exit; returns the raw wait status (use WIFEXITED etc).
+  absl::StatusOr<int> Stop(int signal, absl::Duration timeout);
+  // SIGKILL and reap.
+  void Kill();
+  // Waits for exit without signalling; nullopt on timeout.
+  std::optional<int> WaitExit(absl::Duration timeout);
+  bool running();
+  // The child's combined stdout+stderr so far.
+  std::string Log() const;
+  const std::string& log_path() const { return log_path_; }
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int exit_status_ = 0;
+  std::string dir_;
+  std::string log_path_;
+  std::string info_path_;
+  ServingInfo info_;
+};
+
+// Path of a pdserve binary in the build tree.
+std::string BinaryPath(const std::string& name);
+
+}  // namespace pdserve::testing
+
+#endif  // PDSERVE_TESTS_TESTING_CHILD_PROCESS_H_
