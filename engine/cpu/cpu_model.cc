@@ -1,0 +1,321 @@
+#include "engine/cpu/cpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "engine/cpu/kernels.h"
+#include "engine/half.h"
+
+namespace pdserve::engine {
+namespace {
+
+// Rows below this run on the calling thread: waking workers costs more than it saves.
+constexpr int kMinParallelRows = 4;
+
+std::string LayerName(int layer, absl::string_view suffix) {
+  return absl::StrCat("model.layers.", layer, ".", suffix);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(Checkpoint& checkpoint,
+                                                         const CpuModelOptions& options) {
+  std::unique_ptr<CpuModel> model(new CpuModel());
+  model->config_ = checkpoint.config();
+  model->fingerprint_ = checkpoint.fingerprint();
+  int threads = options.num_threads;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads > 256) return absl::InvalidArgumentError("num_threads: at most 256");
+  model->pool_ = std::make_unique<ThreadPool>(threads);
+  model->attention_scratch_.resize(threads);
+  RETURN_IF_ERROR(model->LoadWeights(checkpoint));
+  const std::vector<std::string> unread = checkpoint.Unread();
+  if (!unread.empty()) {
+    std::vector<std::string> shown(unread.begin(), unread.begin() + std::min<size_t>(5, unread.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        checkpoint.dir(), ": ", unread.size(), " unexpected tensor(s) for ",
+        model->config_.architecture, ": ", absl::StrJoin(shown, ", "),
+        unread.size() > shown.size() ? ", ..." : ""));
+  }
+  model->ComputeInvFreq();
+  return model;
+}
+
+absl::Status CpuModel::LoadWeights(Checkpoint& ckpt) {
+  const ModelConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  const int64_t q_dim = c.q_dim();
+  const int64_t kv_dim = c.kv_dim();
+  const int64_t inter = c.intermediate_size;
+  auto read_vector = [&](const std::string& name, int64_t n, std::vector<float>* out) {
+    out->resize(n);
+    return ckpt.ReadF32(name, {n}, out->data());
+  };
+
+  embed_.resize(static_cast<size_t>(c.vocab_size) * h);
+  RETURN_IF_ERROR(ckpt.ReadF32("model.embed_tokens.weight", {c.vocab_size, h}, embed_.data()));
+  RETURN_IF_ERROR(read_vector("model.norm.weight", h, &final_norm_));
+  std::vector<float> buffer;
+  if (c.tie_word_embeddings) {
+    if (ckpt.Has("lm_head.weight")) {  // Some exports include the tied copy; it is ignored.
+      buffer.resize(embed_.size());
+      RETURN_IF_ERROR(ckpt.ReadF32("lm_head.weight", {c.vocab_size, h}, buffer.data()));
+    }
+    lm_head_ = PackedMatrix::Pack(embed_.data(), c.vocab_size, h, h);
+  } else {
+    buffer.resize(embed_.size());
+    RETURN_IF_ERROR(ckpt.ReadF32("lm_head.weight", {c.vocab_size, h}, buffer.data()));
+    lm_head_ = PackedMatrix::Pack(buffer.data(), c.vocab_size, h, h);
+  }
+  weight_bytes_ = lm_head_.bytes();
+
+  layers_.resize(c.num_layers);
+  for (int l = 0; l < c.num_layers; ++l) {
+    Layer& layer = layers_[l];
+    RETURN_IF_ERROR(read_vector(LayerName(l, "input_layernorm.weight"), h, &layer.input_norm));
+    RETURN_IF_ERROR(read_vector(LayerName(l, "post_attention_layernorm.weight"), h, &layer.post_norm));
+
+    buffer.assign((q_dim + 2 * kv_dim) * h, 0.f);
+    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.q_proj.weight"), {q_dim, h}, buffer.data()));
+    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.k_proj.weight"), {kv_dim, h}, buffer.data() + q_dim * h));
+    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.v_proj.weight"), {kv_dim, h},
+                                 buffer.data() + (q_dim + kv_dim) * h));
+    layer.qkv = PackedMatrix::Pack(buffer.data(), static_cast<int>(q_dim + 2 * kv_dim), h, h);
+    if (c.qkv_bias) {
+      layer.qkv_bias.resize(q_dim + 2 * kv_dim);
+      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.q_proj.bias"), {q_dim}, layer.qkv_bias.data()));
+      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.k_proj.bias"), {kv_dim}, layer.qkv_bias.data() + q_dim));
+      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.v_proj.bias"), {kv_dim},
+                                   layer.qkv_bias.data() + q_dim + kv_dim));
+    }
+    if (c.qk_norm) {
+      RETURN_IF_ERROR(read_vector(LayerName(l, "self_attn.q_norm.weight"), c.head_dim, &layer.q_norm));
+      RETURN_IF_ERROR(read_vector(LayerName(l, "self_attn.k_norm.weight"), c.head_dim, &layer.k_norm));
+    }
+    buffer.assign(h * q_dim, 0.f);
+    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.o_proj.weight"), {h, q_dim}, buffer.data()));
+    layer.o = PackedMatrix::Pack(buffer.data(), h, q_dim, q_dim);
+    if (c.o_bias) RETURN_IF_ERROR(read_vector(LayerName(l, "self_attn.o_proj.bias"), h, &layer.o_bias));
+
+    buffer.assign(2 * inter * h, 0.f);
+    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.gate_proj.weight"), {inter, h}, buffer.data()));
+    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.up_proj.weight"), {inter, h}, buffer.data() + inter * h));
+    layer.gate_up = PackedMatrix::Pack(buffer.data(), static_cast<int>(2 * inter), h, h);
+    buffer.assign(h * inter, 0.f);
+    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.down_proj.weight"), {h, inter}, buffer.data()));
+    layer.down = PackedMatrix::Pack(buffer.data(), h, inter, inter);
+    if (c.mlp_bias) {
+      layer.gate_up_bias.resize(2 * inter);
+      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.gate_proj.bias"), {inter}, layer.gate_up_bias.data()));
+      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.up_proj.bias"), {inter}, layer.gate_up_bias.data() + inter));
+      RETURN_IF_ERROR(read_vector(LayerName(l, "mlp.down_proj.bias"), h, &layer.down_bias));
+    }
+    weight_bytes_ += layer.qkv.bytes() + layer.o.bytes() + layer.gate_up.bytes() + layer.down.bytes();
+  }
+  return absl::OkStatus();
+}
+
+void CpuModel::ComputeInvFreq() {
+  const int half = config_.head_dim / 2;
+  inv_freq_.resize(half);
+  const RopeScaling& s = config_.rope_scaling;
+  for (int i = 0; i < half; ++i) {
+    double freq = 1.0 / std::pow(config_.rope_theta, 2.0 * i / config_.head_dim);
+    if (s.type == RopeScalingType::kLinear) {
+      freq /= s.factor;
+    } else if (s.type == RopeScalingType::kLlama3) {
+      // Llama 3.1: keep high frequencies, divide low ones by `factor`, blend in between.
+      const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+      const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+      const double wavelen = 2 * std::numbers::pi / freq;
+      if (wavelen > low_wavelen) {
+        freq /= s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                              (s.high_freq_factor - s.low_freq_factor);
+        freq = (1 - smooth) * freq / s.factor + smooth * freq;
+      }
+    }
+    inv_freq_[i] = freq;
+  }
+}
+
+void CpuModel::ForRows(int n, const std::function<void(int)>& fn) {
+  if (n < kMinParallelRows || pool_->size() == 1) {
+    for (int i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  pool_->ParallelFor(n, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) fn(i);
+  });
+}
+
+void CpuModel::WriteKv(KvPool& pool, int layer, const float* k, const float* v,
+                       const BatchSequence& seq, int position) {
+  const KvLayout& layout = pool.layout();
+  const int block = seq.block_table[position / layout.block_size];
+  const size_t offset = static_cast<size_t>(position % layout.block_size) * layout.token_bytes();
+  uint8_t* k_dst = pool.Region(layer, 0, block) + offset;
+  uint8_t* v_dst = pool.Region(layer, 1, block) + offset;
+  const int n = config_.kv_dim();
+  switch (layout.dtype) {
+    case DType::kF32:
+      std::memcpy(k_dst, k, n * sizeof(float));
+      std::memcpy(v_dst, v, n * sizeof(float));
+      break;
+    case DType::kF16:
+      FloatToHalf(k, reinterpret_cast<uint16_t*>(k_dst), n);
+      FloatToHalf(v, reinterpret_cast<uint16_t*>(v_dst), n);
+      break;
+    case DType::kBF16:
+      FloatToBf16(k, reinterpret_cast<uint16_t*>(k_dst), n);
+      FloatToBf16(v, reinterpret_cast<uint16_t*>(v_dst), n);
+      break;
+  }
+}
+
+absl::Status CpuModel::Forward(const PackedBatch& batch, KvPool& pool,
+                               const ForwardOptions& options, Logits* logits) {
+  const ModelConfig& c = config_;
+  const KvLayout& layout = pool.layout();
+  if (layout.num_layers != c.num_layers || layout.num_kv_heads != c.num_kv_heads ||
+      layout.head_dim != c.head_dim) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kv pool geometry (", layout.DebugString(), ") does not match the model (layers=",
+        c.num_layers, " kv_heads=", c.num_kv_heads, " head_dim=", c.head_dim, ")"));
+  }
+  RETURN_IF_ERROR(batch.Validate(layout, c.vocab_size, c.max_position_embeddings));
+  const int T = batch.num_tokens();
+  const int S = batch.num_sequences();
+  if (T == 0) {
+    logits->rows = 0;
+    logits->vocab = c.vocab_size;
+    logits->data.clear();
+    return absl::OkStatus();
+  }
+  const int hidden = c.hidden_size;
+  const int q_dim = c.q_dim();
+  const int kv_dim = c.kv_dim();
+  const int qkv_dim = q_dim + 2 * kv_dim;
+  const int inter = c.intermediate_size;
+  const int half = c.head_dim / 2;
+  const int group = c.num_heads / c.num_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  x_.EnsureSize(static_cast<size_t>(T) * hidden);
+  h_.EnsureSize(static_cast<size_t>(T) * hidden);
+  tmp_.EnsureSize(static_cast<size_t>(T) * hidden);
+  qkv_.EnsureSize(static_cast<size_t>(T) * qkv_dim);
+  attn_.EnsureSize(static_cast<size_t>(T) * q_dim);
+  gate_up_.EnsureSize(static_cast<size_t>(T) * 2 * inter);
+  act_.EnsureSize(static_cast<size_t>(T) * inter);
+  rope_cos_.EnsureSize(static_cast<size_t>(T) * half);
+  rope_sin_.EnsureSize(static_cast<size_t>(T) * half);
+  token_seq_.resize(T);
+  token_pos_.resize(T);
+  for (int s = 0; s < S; ++s) {
+    for (int i = 0; i < batch.sequences[s].num_tokens; ++i) {
+      const int t = batch.cu_seqlens[s] + i;
+      token_seq_[t] = s;
+      token_pos_[t] = batch.sequences[s].start_position + i;
+    }
+  }
+
+  // Embedding and rotary tables (angles in double; one table serves every layer).
+  ForRows(T, [&](int t) {
+    std::memcpy(x_.data() + static_cast<size_t>(t) * hidden,
+                embed_.data() + static_cast<size_t>(batch.tokens[t]) * hidden, hidden * sizeof(float));
+    for (int i = 0; i < half; ++i) {
+      const double angle = token_pos_[t] * inv_freq_[i];
+      rope_cos_[static_cast<size_t>(t) * half + i] = static_cast<float>(std::cos(angle));
+      rope_sin_[static_cast<size_t>(t) * half + i] = static_cast<float>(std::sin(angle));
+    }
+  });
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const Layer& layer = layers_[l];
+    ForRows(T, [&](int t) {
+      kernels::RmsNorm(x_.data() + static_cast<size_t>(t) * hidden, layer.input_norm.data(),
+                       c.rms_norm_eps, hidden, h_.data() + static_cast<size_t>(t) * hidden);
+    });
+    Gemm(h_.data(), T, hidden, layer.qkv, qkv_.data(), qkv_dim, pool_.get());
+    ForRows(T, [&](int t) {
+      float* row = qkv_.data() + static_cast<size_t>(t) * qkv_dim;
+      if (!layer.qkv_bias.empty()) kernels::Add(row, layer.qkv_bias.data(), qkv_dim);
+      float* q = row;
+      float* k = row + q_dim;
+      if (c.qk_norm) {
+        for (int hq = 0; hq < c.num_heads; ++hq) {
+          kernels::RmsNorm(q + hq * c.head_dim, layer.q_norm.data(), c.rms_norm_eps, c.head_dim,
+                           q + hq * c.head_dim);
+        }
+        for (int hk = 0; hk < c.num_kv_heads; ++hk) {
+          kernels::RmsNorm(k + hk * c.head_dim, layer.k_norm.data(), c.rms_norm_eps, c.head_dim,
+                           k + hk * c.head_dim);
+        }
+      }
+      const float* cos = rope_cos_.data() + static_cast<size_t>(t) * half;
+      const float* sin = rope_sin_.data() + static_cast<size_t>(t) * half;
+      kernels::ApplyRope(q, c.num_heads, c.head_dim, cos, sin);
+      kernels::ApplyRope(k, c.num_kv_heads, c.head_dim, cos, sin);
+      WriteKv(pool, l, k, row + q_dim + kv_dim, batch.sequences[token_seq_[t]], token_pos_[t]);
+    });
+    if (options.layer_hook && !options.layer_hook(l)) {
+      return absl::CancelledError(absl::StrCat("forward cancelled after layer ", l));
+    }
+    pool_->ParallelForDynamic(T * c.num_kv_heads, [&](int worker, int unit) {
+      const int t = unit / c.num_kv_heads;
+      const int kvh = unit % c.num_kv_heads;
+      const BatchSequence& seq = batch.sequences[token_seq_[t]];
+      const float* q = qkv_.data() + static_cast<size_t>(t) * qkv_dim + kvh * group * c.head_dim;
+      float* out = attn_.data() + static_cast<size_t>(t) * q_dim + kvh * group * c.head_dim;
+      AttendGroup(layout, pool.base(), l, kvh, q, group, token_pos_[t] + 1, seq.block_table.data(),
+                  scale, &attention_scratch_[worker], out);
+    });
+    Gemm(attn_.data(), T, q_dim, layer.o, tmp_.data(), hidden, pool_.get());
+    ForRows(T, [&](int t) {
+      float* x = x_.data() + static_cast<size_t>(t) * hidden;
+      float* o = tmp_.data() + static_cast<size_t>(t) * hidden;
+      if (!layer.o_bias.empty()) kernels::Add(o, layer.o_bias.data(), hidden);
+      kernels::Add(x, o, hidden);
+      kernels::RmsNorm(x, layer.post_norm.data(), c.rms_norm_eps, hidden,
+                       h_.data() + static_cast<size_t>(t) * hidden);
+    });
+    Gemm(h_.data(), T, hidden, layer.gate_up, gate_up_.data(), 2 * inter, pool_.get());
+    ForRows(T, [&](int t) {
+      float* gu = gate_up_.data() + static_cast<size_t>(t) * 2 * inter;
+      if (!layer.gate_up_bias.empty()) kernels::Add(gu, layer.gate_up_bias.data(), 2 * inter);
+      kernels::SiluMul(gu, gu + inter, inter, act_.data() + static_cast<size_t>(t) * inter);
+    });
+    Gemm(act_.data(), T, inter, layer.down, tmp_.data(), hidden, pool_.get());
+    ForRows(T, [&](int t) {
+      float* d = tmp_.data() + static_cast<size_t>(t) * hidden;
+      if (!layer.down_bias.empty()) kernels::Add(d, layer.down_bias.data(), hidden);
+      kernels::Add(x_.data() + static_cast<size_t>(t) * hidden, d, hidden);
+    });
+  }
+
+  // Final norm and lm_head for the last token of each sequence that wants logits.
+  const int rows = batch.num_logit_rows();
+  int r = 0;
+  for (int s = 0; s < S; ++s) {
+    if (!batch.sequences[s].want_logits) continue;
+    const int t = batch.cu_seqlens[s + 1] - 1;
+    kernels::RmsNorm(x_.data() + static_cast<size_t>(t) * hidden, final_norm_.data(),
+                     c.rms_norm_eps, hidden, h_.data() + static_cast<size_t>(r) * hidden);
+    ++r;
+  }
+  logits->rows = rows;
+  logits->vocab = c.vocab_size;
+  logits->data.resize(static_cast<size_t>(rows) * c.vocab_size);
+  Gemm(h_.data(), rows, hidden, lm_head_, logits->data.data(), c.vocab_size, pool_.get());
+  return absl::OkStatus();
+}
+
+}  // namespace pdserve::engine

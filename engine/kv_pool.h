@@ -1,0 +1,50 @@
+// The paged KV pool: one contiguous allocation laid out as KvLayout documents,
+//   [layer][K|V][block][block_size][kv_heads][head_dim],
+// either owned (64-byte aligned, zeroed) or supplied by the caller (the KV transfer layer
+// allocates and registers the memory with UCX, then hands it here).
+// Which blocks belong to whom is the block manager's business, not the pool's.
+// Thread-safety: the pool is plain memory; callers coordinate access to blocks.
+#ifndef PDSERVE_ENGINE_KV_POOL_H_
+#define PDSERVE_ENGINE_KV_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/kv_layout.h"
+
+namespace pdserve::engine {
+
+class KvPool {
+ public:
+  // Allocates and zeroes layout.pool_bytes().
+  static absl::StatusOr<std::unique_ptr<KvPool>> Allocate(const KvLayout& layout);
+  // Uses caller-owned memory of `size` bytes (>= layout.pool_bytes()), which must outlive
+  // the pool and be at least 16-byte aligned.
+  static absl::StatusOr<std::unique_ptr<KvPool>> Wrap(const KvLayout& layout, void* base,
+                                                      size_t size);
+  // How many blocks fit in `bytes` with `layout`'s geometry (num_blocks ignored).
+  static int BlocksForBytes(const KvLayout& layout, size_t bytes);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  const KvLayout& layout() const { return layout_; }
+  uint8_t* base() { return base_; }
+  const uint8_t* base() const { return base_; }
+  uint8_t* Region(int layer, int kv, int block) { return base_ + layout_.RegionOffset(layer, kv, block); }
+  const uint8_t* Region(int layer, int kv, int block) const {
+    return base_ + layout_.RegionOffset(layer, kv, block);
+  }
+
+ private:
+  KvPool() = default;
+  KvLayout layout_;
+  uint8_t* base_ = nullptr;
+  bool owned_ = false;
+};
+
+}  // namespace pdserve::engine
+
+#endif  // PDSERVE_ENGINE_KV_POOL_H_

@@ -1,0 +1,62 @@
+// The engine's backend interface: a loaded model that runs one forward pass over a packed
+// batch, reading and writing a paged KV pool. The CPU backend implements it today; a CUDA
+// backend slots in beside it behind the same interface (selected at start).
+// Thread-safety: Forward() runs one batch at a time (the caller's step loop owns it);
+// accessors are safe from any thread.
+#ifndef PDSERVE_ENGINE_MODEL_H_
+#define PDSERVE_ENGINE_MODEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/kv_layout.h"
+#include "engine/batch.h"
+#include "engine/kv_pool.h"
+#include "engine/model_config.h"
+
+namespace pdserve::engine {
+
+struct ForwardOptions {
+  // Called as soon as layer `layer`'s K/V for every token of the batch is in the pool
+  // (before that layer's attention and MLP run). The prefill worker ships the layer from
+  // here while the next layers compute. Returning false cancels the forward pass (the call
+  // returns CANCELLED); the hook should only enqueue work, it runs on the forward thread.
+  std::function<bool(int layer)> layer_hook;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  // Hash of config and weights: KV from models with different fingerprints never mixes.
+  virtual uint64_t fingerprint() const = 0;
+  // Bytes of weights the forward pass streams (the decode bandwidth floor's numerator).
+  virtual size_t weight_bytes() const = 0;
+  virtual std::string backend_name() const = 0;
+
+  // Runs the batch: writes every token's K/V into `pool` and fills `logits` with one row
+  // per sequence that wants logits. InvalidArgument for a malformed batch (bad token id,
+  // block table too short or out of range), CANCELLED if the layer hook asked to stop.
+  virtual absl::Status Forward(const PackedBatch& batch, KvPool& pool,
+                               const ForwardOptions& options, Logits* logits) = 0;
+
+  // The KV geometry this model reads and writes.
+  KvLayout MakeKvLayout(int num_blocks, int block_size, DType dtype) const {
+    KvLayout layout;
+    layout.num_layers = config().num_layers;
+    layout.num_kv_heads = config().num_kv_heads;
+    layout.head_dim = config().head_dim;
+    layout.block_size = block_size;
+    layout.dtype = dtype;
+    layout.num_blocks = num_blocks;
+    return layout;
+  }
+};
+
+}  // namespace pdserve::engine
+
+#endif  // PDSERVE_ENGINE_MODEL_H_

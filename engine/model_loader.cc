@@ -1,0 +1,74 @@
+#include "engine/model_loader.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/checkpoint.h"
+#include "engine/cpu/cpu_model.h"
+#include "nlohmann/json.hpp"
+
+namespace pdserve::engine {
+
+absl::Status EngineOptions::Validate() const {
+  if (backend != "cpu" && backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend: '", backend, "' is not one of cpu, cuda"));
+  }
+  if (num_threads < 0 || num_threads > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_threads: ", num_threads, " is outside [0, 256]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  if (options.backend == "cuda") {
+    return absl::UnimplementedError(
+        "backend cuda: the CUDA forward pass is not available in this build; use --backend=cpu");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
+  LoadedModel loaded;
+  CpuModelOptions cpu;
+  cpu.num_threads = options.num_threads;
+  ASSIGN_OR_RETURN(loaded.model, CpuModel::Load(*checkpoint, cpu));
+  const ModelConfig& config = loaded.model->config();
+  loaded.name = std::filesystem::path(dir).lexically_normal().filename().string();
+  if (loaded.name.empty()) loaded.name = std::filesystem::path(dir).parent_path().filename().string();
+  loaded.eos_token_ids = config.eos_token_ids;
+
+  const std::string generation_config = dir + "/generation_config.json";
+  if (std::filesystem::exists(generation_config)) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileToString(generation_config));
+    const auto root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!root.is_discarded() && root.is_object() && root.contains("eos_token_id")) {
+      const auto& eos = root["eos_token_id"];
+      std::vector<nlohmann::json> values = eos.is_array() ? std::vector<nlohmann::json>(eos.begin(), eos.end())
+                                                          : std::vector<nlohmann::json>{eos};
+      for (const auto& v : values) {
+        if (v.is_number_integer()) {
+          const int id = v.get<int>();
+          if (id >= 0 && id < config.vocab_size &&
+              std::find(loaded.eos_token_ids.begin(), loaded.eos_token_ids.end(), id) ==
+                  loaded.eos_token_ids.end()) {
+            loaded.eos_token_ids.push_back(id);
+          }
+        }
+      }
+    }
+  }
+  const std::string tokenizer_path = dir + "/tokenizer.json";
+  if (std::filesystem::exists(tokenizer_path)) {
+    ASSIGN_OR_RETURN(loaded.tokenizer, Tokenizer::FromFile(tokenizer_path));
+    if (loaded.tokenizer->vocab_size() > config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          tokenizer_path, ": tokenizer has ", loaded.tokenizer->vocab_size(),
+          " ids but the model's vocab_size is ", config.vocab_size));
+    }
+  }
+  return loaded;
+}
+
+}  // namespace pdserve::engine

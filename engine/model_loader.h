@@ -1,0 +1,37 @@
+// Loads a model directory (config.json, safetensors, tokenizer.json, optional
+// generation_config.json) onto a backend chosen at start.
+// Thread-safety: LoadModel is reentrant.
+#ifndef PDSERVE_ENGINE_MODEL_LOADER_H_
+#define PDSERVE_ENGINE_MODEL_LOADER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+
+namespace pdserve::engine {
+
+struct EngineOptions {
+  // "cpu" (default) or "cuda" (when built with PDSERVE_CUDA and a GPU is present).
+  std::string backend = "cpu";
+  // Forward-pass threads including the caller; 0 = one per hardware thread. Default 0.
+  int num_threads = 0;
+
+  absl::Status Validate() const;
+};
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // Null when the directory has no tokenizer.json.
+  std::string name;                      // Directory base name.
+  std::vector<int32_t> eos_token_ids;    // config.json + generation_config.json.
+};
+
+absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOptions& options);
+
+}  // namespace pdserve::engine
+
+#endif  // PDSERVE_ENGINE_MODEL_LOADER_H_

@@ -1,0 +1,136 @@
+#include "engine/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/kernels.h"
+
+namespace pdserve::engine {
+namespace {
+
+uint64_t SplitMix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+int32_t Argmax(absl::Span<const float> logits) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < static_cast<int32_t>(logits.size()); ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return best;
+}
+
+}  // namespace
+
+absl::Status SamplingConfig::Validate(int vocab_size) const {
+  if (max_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.max_tokens: ", max_tokens, " must be >= 1"));
+  }
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.temperature: ", temperature, " must be >= 0"));
+  }
+  if (!(top_p > 0.0f && top_p <= 1.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.top_p: ", top_p, " is outside (0, 1]"));
+  }
+  if (top_k < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.top_k: ", top_k, " must be 0 (disabled) or >= 1"));
+  }
+  if (static_cast<int>(stop.size()) > kMaxStopStrings) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.stop: ", stop.size(),
+                                                   " strings, at most ", kMaxStopStrings));
+  }
+  for (const std::string& s : stop) {
+    if (s.empty() || static_cast<int>(s.size()) > kMaxStopBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sampling.stop: each stop string must have 1 to ", kMaxStopBytes, " bytes"));
+    }
+  }
+  if (static_cast<int>(stop_token_ids.size()) > kMaxStopTokenIds) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.stop_token_ids: ",
+                                                   stop_token_ids.size(), " ids, at most ",
+                                                   kMaxStopTokenIds));
+  }
+  for (int32_t id : stop_token_ids) {
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling.stop_token_ids: ", id,
+                                                     " is outside [0, ", vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+double UniformForPosition(uint64_t seed, uint64_t position) {
+  const uint64_t z = SplitMix64(SplitMix64(seed) ^ (position * 0xD6E8FEB86659FD93ULL));
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+int32_t SampleToken(absl::Span<const float> logits, const SamplingConfig& config,
+                    uint64_t position, SamplerScratch* scratch) {
+  if (config.greedy()) return Argmax(logits);
+  const int n = static_cast<int>(logits.size());
+  std::vector<float>& probs = scratch->probs;
+  probs.resize(n);
+  float max = logits[0];
+  for (float v : logits) max = std::max(max, v);
+  const float inv_t = 1.0f / config.temperature;
+  for (int i = 0; i < n; ++i) probs[i] = (logits[i] - max) * inv_t;
+  const float sum = kernels::ExpInPlaceSum(probs.data(), n);
+  const double u = UniformForPosition(config.seed, position);
+
+  if (config.top_k == 0 && config.top_p >= 1.0f) {
+    // Full distribution: walk ids in order.
+    const double target = u * sum;
+    double acc = 0;
+    for (int i = 0; i < n; ++i) {
+      acc += probs[i];
+      if (acc > target) return i;
+    }
+    return n - 1;
+  }
+  // Candidates by probability (ties: lower id first), truncated by top-k then top-p.
+  std::vector<int32_t>& order = scratch->order;
+  order.resize(n);
+  std::iota(order.begin(), order.end(), 0);
+  auto by_prob = [&](int32_t a, int32_t b) {
+    return probs[a] != probs[b] ? probs[a] > probs[b] : a < b;
+  };
+  int keep = n;
+  if (config.top_k > 0 && config.top_k < n) {
+    keep = config.top_k;
+    std::partial_sort(order.begin(), order.begin() + keep, order.end(), by_prob);
+  } else {
+    std::sort(order.begin(), order.end(), by_prob);
+  }
+  if (config.top_p < 1.0f) {
+    double kept_mass = 0;
+    for (int i = 0; i < keep; ++i) kept_mass += probs[order[i]];
+    double acc = 0;
+    for (int i = 0; i < keep; ++i) {
+      acc += probs[order[i]];
+      if (acc >= config.top_p * kept_mass) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  double total = 0;
+  for (int i = 0; i < keep; ++i) total += probs[order[i]];
+  const double target = u * total;
+  double acc = 0;
+  for (int i = 0; i < keep; ++i) {
+    acc += probs[order[i]];
+    if (acc > target) return order[i];
+  }
+  return order[keep - 1];
+}
+
+}  // namespace pdserve::engine

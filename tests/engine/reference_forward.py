@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Independent NumPy reference of the Llama-family forward pass (tests only).
+
+Reads a Hugging Face model directory (config.json + safetensors, sharded or not) with its own
+safetensors parser, and computes, in float64, the logits of the last token of each sequence
+given in the request, with plain full causal attention (no paging, no batching, no chunking).
+
+Usage: reference_forward.py REQUEST.json OUTPUT.json
+  request: {"model_dir": "...", "sequences": [[token ids], ...]}
+  output:  {"logits": [[float, ...], ...]}   one row per sequence
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        raw = data[base + begin:base + end]
+        dtype = info["dtype"]
+        if dtype == "F32":
+            arr = np.frombuffer(raw, dtype="<f4")
+        elif dtype == "F16":
+            arr = np.frombuffer(raw, dtype="<f2").astype(np.float32)
+        elif dtype == "BF16":
+            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            raise ValueError(f"unsupported dtype {dtype} for {name}")
+        tensors[name] = arr.reshape(info["shape"]).astype(np.float64)
+    return tensors
+
+
+def load_weights(model_dir):
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    weights = {}
+    for name in files:
+        weights.update(load_safetensors(os.path.join(model_dir, name)))
+    return weights
+
+
+def inv_freq(cfg, head_dim):
+    theta = cfg.get("rope_theta", 10000.0)
+    freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    scaling = cfg.get("rope_scaling")
+    if scaling:
+        kind = scaling.get("rope_type", scaling.get("type"))
+        factor = scaling["factor"]
+        if kind == "linear":
+            freq = freq / factor
+        elif kind == "llama3":
+            old = scaling["original_max_position_embeddings"]
+            low_wavelen = old / scaling["low_freq_factor"]
+            high_wavelen = old / scaling["high_freq_factor"]
+            out = []
+            for f in freq:
+                wavelen = 2 * math.pi / f
+                if wavelen > low_wavelen:
+                    out.append(f / factor)
+                elif wavelen < high_wavelen:
+                    out.append(f)
+                else:
+                    smooth = (old / wavelen - scaling["low_freq_factor"]) / (
+                        scaling["high_freq_factor"] - scaling["low_freq_factor"])
+                    out.append((1 - smooth) * f / factor + smooth * f)
+            freq = np.array(out)
+    return freq
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, positions, freq):
+    # x: [T, heads, head_dim]; rotate-half convention.
+    half = x.shape[-1] // 2
+    angles = positions[:, None] * freq[None, :]          # [T, half]
+    cos = np.cos(angles)[:, None, :]
+    sin = np.sin(angles)[:, None, :]
+    a, b = x[..., :half], x[..., half:]
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+def forward_last_logits(cfg, w, tokens):
+    arch = cfg["architectures"][0]
+    h = cfg["hidden_size"]
+    n_heads = cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads", n_heads)
+    head_dim = cfg.get("head_dim") or h // n_heads
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    qkv_bias = arch == "Qwen2ForCausalLM" or cfg.get("attention_bias", False)
+    o_bias = arch != "Qwen2ForCausalLM" and cfg.get("attention_bias", False)
+    qk_norm = arch == "Qwen3ForCausalLM"
+    freq = inv_freq(cfg, head_dim)
+    T = len(tokens)
+    positions = np.arange(T, dtype=np.float64)
+    x = w["model.embed_tokens.weight"][np.array(tokens)]
+    mask = np.triu(np.full((T, T), -np.inf), k=1)
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        hn = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        q = hn @ w[p + "self_attn.q_proj.weight"].T
+        k = hn @ w[p + "self_attn.k_proj.weight"].T
+        v = hn @ w[p + "self_attn.v_proj.weight"].T
+        if qkv_bias:
+            q = q + w[p + "self_attn.q_proj.bias"]
+            k = k + w[p + "self_attn.k_proj.bias"]
+            v = v + w[p + "self_attn.v_proj.bias"]
+        q = q.reshape(T, n_heads, head_dim)
+        k = k.reshape(T, n_kv, head_dim)
+        v = v.reshape(T, n_kv, head_dim)
+        if qk_norm:
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
+        q = rope(q, positions, freq)
+        k = rope(k, positions, freq)
+        group = n_heads // n_kv
+        out = np.zeros((T, n_heads, head_dim))
+        for hq in range(n_heads):
+            kh = hq // group
+            scores = q[:, hq, :] @ k[:, kh, :].T / math.sqrt(head_dim) + mask
+            scores = scores - scores.max(axis=-1, keepdims=True)
+            probs = np.exp(scores)
+            probs = probs / probs.sum(axis=-1, keepdims=True)
+            out[:, hq, :] = probs @ v[:, kh, :]
+        o = out.reshape(T, n_heads * head_dim) @ w[p + "self_attn.o_proj.weight"].T
+        if o_bias:
+            o = o + w[p + "self_attn.o_proj.bias"]
+        x = x + o
+        hn = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        gate = hn @ w[p + "mlp.gate_proj.weight"].T
+        up = hn @ w[p + "mlp.up_proj.weight"].T
+        act = gate / (1.0 + np.exp(-gate)) * up
+        x = x + act @ w[p + "mlp.down_proj.weight"].T
+    last = rms_norm(x[-1], w["model.norm.weight"], eps)
+    head = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else w["lm_head.weight"]
+    return head @ last
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        request = json.load(f)
+    model_dir = request["model_dir"]
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    weights = load_weights(model_dir)
+    rows = [forward_last_logits(cfg, weights, seq).tolist() for seq in request["sequences"]]
+    with open(sys.argv[2], "w") as f:
+        json.dump({"logits": rows}, f)
+
+
+if __name__ == "__main__":
+    main()
