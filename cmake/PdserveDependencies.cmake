@@ -8,6 +8,7 @@ find_package(absl CONFIG REQUIRED)
 find_package(ucx CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
 find_package(Threads REQUIRED)
 
 # OpenBLAS's CMake config defines no target; FindBLAS with the vendor pinned does.

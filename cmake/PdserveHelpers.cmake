@@ -28,12 +28,13 @@ function(pdserve_binary name)
 endfunction()
 
 # pdserve_test(NAME SOURCES a_test.cc DEPS ... [LABELS unit|integration] [TIMEOUT s]
-#              [DATA_DEPS targets that must be built first, e.g. binaries the test starts])
+#              [DATA_DEPS targets that must be built first, e.g. binaries the test starts]
+#              [FIXTURE ctest fixture every test of the binary requires])
 # Registers every TEST() with CTest through gtest_discover_tests. Test binaries land in
 # build/bin/ with the rest. Labels: "unit" (runs under the sanitizer build in CI) or
 # "integration" (multi-process).
 function(pdserve_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS;DATA_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT;FIXTURE" "SOURCES;DEPS;LABELS;DATA_DEPS" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -51,8 +52,12 @@ function(pdserve_test name)
   if(ARG_DATA_DEPS)
     add_dependencies(${name} ${ARG_DATA_DEPS})
   endif()
+  set(_props LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  if(ARG_FIXTURE)
+    list(APPEND _props FIXTURES_REQUIRED ${ARG_FIXTURE})
+  endif()
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+    PROPERTIES ${_props})
 endfunction()

@@ -1,12 +1,18 @@
 #include "engine/half.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace pdserve::engine {
 namespace {
 
 bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // CPUID leaf 1: ECX bit 29 is F16C (clang's __builtin_cpu_supports does not know "f16c").
+  static const bool has = [] {
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    return (ecx & (1u << 29)) != 0 && __builtin_cpu_supports("avx");
+  }();
   return has;
 }
 

@@ -1,10 +1,15 @@
-// Paged attention for one query token of one sequence, for the query heads that share one
-// KV head (GQA), reading keys and values from the paged pool through the block table:
-//   scores[g][j] = q_g . k_j / sqrt(head_dim),  j = 0 .. context_len - 1
-//   out_g = sum_j softmax(scores[g])_j v_j
-// The order of every reduction depends only on j and head_dim, so a query's output is the
-// same whatever else shares the step and however its prompt was chunked.
-// Thread-safety: reentrant; callers give each thread its own scratch.
+// Paged attention for a group of query rows that share one sequence and one KV head (GQA):
+//   scores[r][j] = q_r . k_j / sqrt(head_dim),   j = 0 .. position_r
+//   out_r        = sum_j softmax(scores[r])_j v_j
+// reading keys and values from the paged pool through the block table (f32, f16 or bf16).
+//
+// Batch invariance: a score is one FMA chain over head_dim (the packed-panel GEMM with the
+// keys transposed into panels), and an output element is one FMA chain over j =
+// 0..position in order, so a row's result depends only on its query and the cache, never on
+// which other rows share the call (decode, prefill chunk, or a mixed step). Both phases run
+// as register-tiled microkernels (12 rows x 32 keys or dims), which gives prefill attention
+// GEMM-like throughput.
+// Thread-safety: reentrant; give each thread its own scratch.
 #ifndef PDSERVE_ENGINE_CPU_ATTENTION_H_
 #define PDSERVE_ENGINE_CPU_ATTENTION_H_
 
@@ -12,18 +17,29 @@
 #include <vector>
 
 #include "common/kv_layout.h"
+#include "engine/cpu/aligned_buffer.h"
 
 namespace pdserve::engine {
 
-struct AttentionScratch {
-  std::vector<float> scores;  // group x context_len
-  std::vector<float> kv_row;  // head_dim, for f16/bf16 caches
+// One query row: a (token, head) pair.
+struct AttentionRow {
+  const float* q;  // head_dim floats
+  float* out;      // head_dim floats
+  int position;    // Attends to keys 0..position.
 };
 
-// q: `group` rows of head_dim (contiguous); out: `group` rows of head_dim.
-void AttendGroup(const KvLayout& layout, const uint8_t* pool_base, int layer, int kv_head,
-                 const float* q, int group, int context_len, const int32_t* block_table,
-                 float scale, AttentionScratch* scratch, float* out);
+struct AttentionScratch {
+  std::vector<float> scores;             // rows x stride
+  std::vector<float> queries;            // rows x head_dim, contiguous
+  AlignedBuffer<float> key_panels;       // [ceil(keys / 32)][head_dim][32], 64-byte aligned
+  std::vector<const uint8_t*> k_rows;    // Key row of each position.
+  std::vector<const uint8_t*> v_rows;    // Value row of each position.
+  std::vector<float> inv_sum;
+};
+
+void AttendRows(const KvLayout& layout, const uint8_t* pool_base, int layer, int kv_head,
+                const AttentionRow* rows, int num_rows, const int32_t* block_table, float scale,
+                AttentionScratch* scratch);
 
 }  // namespace pdserve::engine
 

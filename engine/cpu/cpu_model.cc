@@ -17,6 +17,8 @@ namespace {
 
 // Rows below this run on the calling thread: waking workers costs more than it saves.
 constexpr int kMinParallelRows = 4;
+// Tokens of one sequence per attention work unit (with all query heads of one KV head).
+constexpr int kAttentionTokenTile = 64;
 
 std::string LayerName(int layer, absl::string_view suffix) {
   return absl::StrCat("model.layers.", layer, ".", suffix);
@@ -34,6 +36,7 @@ absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(Checkpoint& checkpoint,
   if (threads > 256) return absl::InvalidArgumentError("num_threads: at most 256");
   model->pool_ = std::make_unique<ThreadPool>(threads);
   model->attention_scratch_.resize(threads);
+  model->attention_rows_.resize(threads);
   RETURN_IF_ERROR(model->LoadWeights(checkpoint));
   const std::vector<std::string> unread = checkpoint.Unread();
   if (!unread.empty()) {
@@ -219,11 +222,16 @@ absl::Status CpuModel::Forward(const PackedBatch& batch, KvPool& pool,
   rope_sin_.EnsureSize(static_cast<size_t>(T) * half);
   token_seq_.resize(T);
   token_pos_.resize(T);
+  attention_units_.clear();
   for (int s = 0; s < S; ++s) {
     for (int i = 0; i < batch.sequences[s].num_tokens; ++i) {
       const int t = batch.cu_seqlens[s] + i;
       token_seq_[t] = s;
       token_pos_[t] = batch.sequences[s].start_position + i;
+    }
+    for (int t0 = batch.cu_seqlens[s]; t0 < batch.cu_seqlens[s + 1]; t0 += kAttentionTokenTile) {
+      const int t1 = std::min(t0 + kAttentionTokenTile, batch.cu_seqlens[s + 1]);
+      for (int kvh = 0; kvh < c.num_kv_heads; ++kvh) attention_units_.push_back({s, kvh, t0, t1});
     }
   }
 
@@ -269,14 +277,20 @@ absl::Status CpuModel::Forward(const PackedBatch& batch, KvPool& pool,
     if (options.layer_hook && !options.layer_hook(l)) {
       return absl::CancelledError(absl::StrCat("forward cancelled after layer ", l));
     }
-    pool_->ParallelForDynamic(T * c.num_kv_heads, [&](int worker, int unit) {
-      const int t = unit / c.num_kv_heads;
-      const int kvh = unit % c.num_kv_heads;
-      const BatchSequence& seq = batch.sequences[token_seq_[t]];
-      const float* q = qkv_.data() + static_cast<size_t>(t) * qkv_dim + kvh * group * c.head_dim;
-      float* out = attn_.data() + static_cast<size_t>(t) * q_dim + kvh * group * c.head_dim;
-      AttendGroup(layout, pool.base(), l, kvh, q, group, token_pos_[t] + 1, seq.block_table.data(),
-                  scale, &attention_scratch_[worker], out);
+    pool_->ParallelForDynamic(static_cast<int>(attention_units_.size()), [&](int worker, int u) {
+      const AttentionUnit& unit = attention_units_[u];
+      std::vector<AttentionRow>& rows = attention_rows_[worker];
+      rows.clear();
+      for (int t = unit.token_begin; t < unit.token_end; ++t) {
+        for (int g = 0; g < group; ++g) {
+          const int head = unit.kv_head * group + g;
+          rows.push_back({qkv_.data() + static_cast<size_t>(t) * qkv_dim + head * c.head_dim,
+                          attn_.data() + static_cast<size_t>(t) * q_dim + head * c.head_dim,
+                          token_pos_[t]});
+        }
+      }
+      AttendRows(layout, pool.base(), l, unit.kv_head, rows.data(), static_cast<int>(rows.size()),
+                 batch.sequences[unit.seq].block_table.data(), scale, &attention_scratch_[worker]);
     });
     Gemm(attn_.data(), T, q_dim, layer.o, tmp_.data(), hidden, pool_.get());
     ForRows(T, [&](int t) {

@@ -69,7 +69,12 @@ class CpuModel final : public Model {
   // Scratch, grown to the largest batch seen.
   AlignedBuffer<float> x_, h_, qkv_, attn_, tmp_, gate_up_, act_, rope_cos_, rope_sin_;
   std::vector<int32_t> token_seq_, token_pos_;
-  std::vector<AttentionScratch> attention_scratch_;
+  struct AttentionUnit {
+    int seq, kv_head, token_begin, token_end;
+  };
+  std::vector<AttentionUnit> attention_units_;
+  std::vector<AttentionScratch> attention_scratch_;      // One per worker.
+  std::vector<std::vector<AttentionRow>> attention_rows_;  // One per worker.
 };
 
 }  // namespace pdserve::engine

@@ -118,11 +118,9 @@ void KernelScalar(const float* a, int lda, const float* b, int kc, float* c, int
   }
 }
 
-// Computes Y[:, panels p0..p1) for all rows.
-void GemmPanels(const float* x, int m, int ldx, const PackedMatrix& w, float* y, int ldy, int p0,
-                int p1) {
-  const int k_total = w.cols();
-  const int n_total = w.rows();
+// Computes Y[:, panels p0..p1) for all rows. Panel p starts at panels + p * k * kPanel.
+void GemmPanelRange(const float* x, int m, int ldx, const float* panels, int n_total, int k_total,
+                    float* y, int ldy, int p0, int p1) {
   const bool avx512 = HasAvx512();
   const bool avx2 = !avx512 && HasAvx2Fma();
   const int mr = avx512 ? kMrAvx512 : (avx2 ? kMrAvx2 : 4);
@@ -135,7 +133,7 @@ void GemmPanels(const float* x, int m, int ldx, const PackedMatrix& w, float* y,
         const int rows = std::min(mr, m - m0);
         const float* a = x + static_cast<size_t>(m0) * ldx + k0;
         for (int p = g0; p < g1; ++p) {
-          const float* b = w.panel(p) + static_cast<size_t>(k0) * kPanel;
+          const float* b = panels + (static_cast<size_t>(p) * k_total + k0) * kPanel;
           float* c = y + static_cast<size_t>(m0) * ldy + p * kPanel;
           const int ncols = std::min(kPanel, n_total - p * kPanel);
           if (avx512) {
@@ -174,11 +172,20 @@ void Gemm(const float* x, int m, int ldx, const PackedMatrix& w, float* y, int l
           ThreadPool* pool) {
   if (m <= 0 || w.rows() == 0) return;
   const int panels = w.panels();
+  const float* data = w.panel(0);
   if (pool == nullptr || pool->size() == 1 || panels < 2) {
-    GemmPanels(x, m, ldx, w, y, ldy, 0, panels);
+    GemmPanelRange(x, m, ldx, data, w.rows(), w.cols(), y, ldy, 0, panels);
     return;
   }
-  pool->ParallelFor(panels, [&](int p0, int p1) { GemmPanels(x, m, ldx, w, y, ldy, p0, p1); });
+  pool->ParallelFor(panels, [&](int p0, int p1) {
+    GemmPanelRange(x, m, ldx, data, w.rows(), w.cols(), y, ldy, p0, p1);
+  });
+}
+
+void GemmPanels(const float* x, int m, int ldx, const float* panels, int n, int k, float* y,
+                int ldy) {
+  if (m <= 0 || n <= 0) return;
+  GemmPanelRange(x, m, ldx, panels, n, k, y, ldy, 0, (n + kPanel - 1) / kPanel);
 }
 
 }  // namespace pdserve::engine

@@ -50,6 +50,12 @@ class PackedMatrix {
 void Gemm(const float* x, int m, int ldx, const PackedMatrix& w, float* y, int ldy,
           ThreadPool* pool);
 
+// The same on the calling thread, with B given directly as panels laid out like
+// PackedMatrix's data: [ceil(n / kPanelWidth)][k][kPanelWidth]. Attention uses it with
+// transposed keys as B.
+void GemmPanels(const float* x, int m, int ldx, const float* panels, int n, int k, float* y,
+                int ldy);
+
 }  // namespace pdserve::engine
 
 #endif  // PDSERVE_ENGINE_CPU_GEMM_H_

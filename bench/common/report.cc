@@ -1,0 +1,109 @@
+#include "bench/common/report.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+
+namespace pdserve::bench {
+
+double Median(std::vector<double> v) { return Percentile(std::move(v), 50); }
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double rank = p / 100.0 * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (v[hi] - v[lo]) * (rank - lo);
+}
+
+double Mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+}
+
+double CoefficientOfVariation(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = Mean(v);
+  double ss = 0;
+  for (double x : v) ss += (x - m) * (x - m);
+  return m == 0 ? 0 : std::sqrt(ss / (v.size() - 1)) / m;
+}
+
+std::string Table::ToString() const {
+  std::vector<size_t> width(header_.size(), 0);
+  for (size_t c = 0; c < header_.size(); ++c) width[c] = header_[c].size();
+  for (const auto& row : rows_) {
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t c = 0; c < width.size(); ++c) {
+      const std::string cell = c < cells.size() ? cells[c] : "";
+      out += (c == 0 ? "" : "  ") + cell + std::string(width[c] - cell.size(), ' ');
+    }
+    return std::string(absl::StripTrailingAsciiWhitespace(out)) + "\n";
+  };
+  std::string out = line(header_);
+  std::string rule;
+  for (size_t c = 0; c < width.size(); ++c) rule += (c == 0 ? "" : "  ") + std::string(width[c], '-');
+  out += rule + "\n";
+  for (const auto& row : rows_) out += line(row);
+  return out;
+}
+
+std::string Fixed(double v, int decimals) { return absl::StrFormat("%.*f", decimals, v); }
+
+void Progress(const std::string& bench, const std::string& message) {
+  std::fprintf(stderr, "[%s %s] %s\n", bench.c_str(),
+               absl::FormatTime("%H:%M:%S", absl::Now(), absl::LocalTimeZone()).c_str(),
+               message.c_str());
+  std::fflush(stderr);
+}
+
+absl::Status WriteJson(const std::string& path, const nlohmann::json& value) {
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  out << value.dump(2) << "\n";
+  out.flush();
+  return out ? absl::OkStatus() : absl::InternalError(absl::StrCat("write failed: ", path));
+}
+
+absl::Status WriteSummary(const std::string& dir, const nlohmann::json& summary) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  return WriteJson(dir + "/summary.json", summary);
+}
+
+nlohmann::json MachineInfo() {
+  std::string cpu = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      cpu = std::string(absl::StripAsciiWhitespace(line.substr(line.find(':') + 1)));
+      break;
+    }
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return {{"cpu", cpu},
+          {"hardware_threads", std::thread::hardware_concurrency()},
+          {"memory_gib", static_cast<double>(pages) * page / (1 << 30)},
+          {"host", host},
+          {"date", absl::FormatTime("%Y-%m-%d %H:%M:%S %Z", absl::Now(), absl::LocalTimeZone())}};
+}
+
+}  // namespace pdserve::bench

@@ -1,0 +1,47 @@
+// Shared pieces of pdserve-bench: summary statistics, a text table on stdout, progress on
+// stderr, and summary.json in the output directory.
+// Thread-safety: single-threaded helpers.
+#ifndef PDSERVE_BENCH_COMMON_REPORT_H_
+#define PDSERVE_BENCH_COMMON_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+
+namespace pdserve::bench {
+
+double Median(std::vector<double> v);
+// Nearest-rank percentile, p in [0, 100].
+double Percentile(std::vector<double> v, double p);
+double Mean(const std::vector<double>& v);
+// Coefficient of variation: stddev / mean (0 for fewer than two values).
+double CoefficientOfVariation(const std::vector<double>& v);
+
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string ToString() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string Fixed(double v, int decimals = 2);
+
+// Progress line on stderr ("[engine] decode batch 8 ... 12.3 ms").
+void Progress(const std::string& bench, const std::string& message);
+
+// Creates `dir` and writes `summary` to dir/summary.json (pretty-printed).
+absl::Status WriteSummary(const std::string& dir, const nlohmann::json& summary);
+absl::Status WriteJson(const std::string& path, const nlohmann::json& value);
+
+// A description of the machine for reports: CPU model, cores, memory.
+nlohmann::json MachineInfo();
+
+}  // namespace pdserve::bench
+
+#endif  // PDSERVE_BENCH_COMMON_REPORT_H_

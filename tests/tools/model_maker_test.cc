@@ -1,0 +1,81 @@
+#include "tools/make_model/model_maker.h"
+
+#include <filesystem>
+
+#include "engine/model_loader.h"
+#include "gtest/gtest.h"
+#include "tools/make_model/bpe_trainer.h"
+#include "tools/make_model/corpus.h"
+
+namespace pdserve::tools {
+namespace {
+
+TEST(BpeTrainerTest, LearnsFrequentPairsFirstAndDeterministically) {
+  const std::string corpus = "low low low lower lowest newer newer wider";
+  auto a = TrainBpe(corpus, "\\s?\\p{L}+", 270);
+  auto b = TrainBpe(corpus, "\\s?\\p{L}+", 270);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->merges, b->merges);
+  ASSERT_FALSE(a->merges.empty());
+  // "Ġl" + "o" style pairs: the most frequent pair involves the repeated "low".
+  EXPECT_EQ(a->merges[0].first + a->merges[0].second, "lo");
+  EXPECT_EQ(a->tokens.size(), 256u + std::min<size_t>(a->merges.size(), 14));
+}
+
+TEST(CorpusTest, IsSeededAndMixed) {
+  const std::string a = GenerateCorpus(5, 20000), b = GenerateCorpus(5, 20000);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, GenerateCorpus(6, 20000));
+  EXPECT_GE(a.size(), 20000u);
+  EXPECT_NE(a.find('\n'), std::string::npos);
+  bool non_ascii = false;
+  for (unsigned char c : a) non_ascii |= c >= 0x80;
+  EXPECT_TRUE(non_ascii);
+}
+
+TEST(ModelMakerTest, WritesALoadableModelOfTheRequestedShape) {
+  ModelSpec spec;
+  spec.architecture = "qwen3";
+  spec.hidden_size = 32;
+  spec.num_layers = 1;
+  spec.num_heads = 2;
+  spec.num_kv_heads = 1;
+  spec.head_dim = 16;
+  spec.intermediate_size = 64;
+  spec.vocab_size = 300;
+  spec.corpus_bytes = 20000;
+  spec.shards = 2;
+  const std::string dir = ::testing::TempDir() + "/made-model";
+  std::filesystem::remove_all(dir);
+  auto made = WriteModel(spec, dir);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->vocab_size, 300);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json"));
+  auto loaded = engine::LoadModel(dir, engine::EngineOptions{.num_threads = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->model->config().architecture, "Qwen3ForCausalLM");
+  EXPECT_TRUE(loaded->model->config().qk_norm);
+  EXPECT_EQ(loaded->tokenizer->vocab_size(), 300);
+  EXPECT_EQ(loaded->eos_token_ids.size(), 2u);
+  // EnsureModel leaves an existing model alone.
+  const auto mtime = std::filesystem::last_write_time(dir + "/config.json");
+  ASSERT_TRUE(EnsureModel(spec, dir).ok());
+  EXPECT_EQ(std::filesystem::last_write_time(dir + "/config.json"), mtime);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ModelMakerTest, SpecValidationNamesTheField) {
+  ModelSpec spec;
+  spec.num_kv_heads = 3;
+  EXPECT_FALSE(spec.Validate().ok());
+  spec = ModelSpec();
+  spec.architecture = "gpt2";
+  EXPECT_NE(spec.Validate().message().find("architecture"), absl::string_view::npos);
+  EXPECT_FALSE(ModelSpec::Preset("huge").ok());
+  auto small = ModelSpec::Preset("small");
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->hidden_size, 768);
+}
+
+}  // namespace
+}  // namespace pdserve::tools
