@@ -19,4 +19,6 @@ echo "== unit tests under ASan + UBSan =="
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 (cd build-asan && ctest --output-on-failure --no-tests=error -L unit -j "$jobs" --timeout 900)
+echo "== fuzz smoke (libFuzzer, clang) =="
+scripts/fuzz.sh 15
 echo "== all tests passed =="
