@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "engine/checkpoint.h"
 #include "engine/cpu/cpu_model.h"
+#include "engine/cuda/device.h"
 #include "nlohmann/json.hpp"
 
 namespace pdserve::engine {
@@ -26,8 +27,14 @@ absl::Status EngineOptions::Validate() const {
 absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOptions& options) {
   RETURN_IF_ERROR(options.Validate());
   if (options.backend == "cuda") {
-    return absl::UnimplementedError(
-        "backend cuda: the CUDA forward pass is not available in this build; use --backend=cpu");
+    const cuda::DeviceInfo devices = cuda::ProbeDevices();
+    if (devices.count == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("backend cuda: no usable GPU (", devices.reason, "); use --backend=cpu"));
+    }
+    return absl::UnimplementedError(absl::StrCat(
+        "backend cuda: found ", devices.name, " but the CUDA forward pass is not implemented yet; "
+        "use --backend=cpu"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
   LoadedModel loaded;

@@ -3,6 +3,9 @@
 #include <random>
 
 #include "engine/cpu/gemm.h"
+#include "engine/cuda/device.h"
+#include "engine/model_loader.h"
+#include "tests/testing/test_models.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/half.h"
@@ -129,6 +132,26 @@ TEST(ThreadPoolTest, RunsEveryWorkerAndEveryIndexOnce) {
   pool.ParallelFor(17, [&](int b, int e) { covered += e - b; });
   EXPECT_EQ(covered.load(), 17);
   for (int i = 0; i < 200; ++i) pool.Run([](int, int) {});  // No lost wake-ups.
+}
+
+}  // namespace
+}  // namespace pdserve::engine
+
+namespace pdserve::engine {
+namespace {
+
+TEST(CudaBackendTest, SelectingCudaWithoutAGpuIsAClearError) {
+  const cuda::DeviceInfo info = cuda::ProbeDevices();
+  auto loaded = LoadModel(pdserve::testing::TestModelDir("micro"),
+                          EngineOptions{.backend = "cuda", .num_threads = 1});
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("backend cuda"), absl::string_view::npos);
+  if (info.count == 0) {
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_FALSE(info.reason.empty());
+  }
+  EXPECT_EQ(LoadModel("x", EngineOptions{.backend = "tpu"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
