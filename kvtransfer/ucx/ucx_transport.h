@@ -1,0 +1,101 @@
+// KvTransport over UCX (UCP). One context and one worker per transport, owned by a
+// UcxWorkerThread. Pools are allocated by UCX (UCP_MEM_MAP_ALLOCATE: shared-memory backed,
+// the fast path for same-host puts; see PLATFORM.md section 4) and registered once; rkeys are
+// packed once; endpoints and unpacked rkeys are cached per peer and epoch.
+//
+// Data path, chosen per peer from what the endpoint's lanes can do natively:
+//  - put: one-sided ucp_put_nbx into the receiver's pool where the transport does RMA
+//    (shared memory, RDMA); a flush then a COMPLETE control message.
+//  - am: where UCX would only emulate put (TCP: ~5x slower, PLATFORM.md section 3), each
+//    coalesced run is an active message whose payload the receiver pulls with a zero-copy
+//    rendezvous straight into the pool offset; the receiver counts the bytes.
+// Endpoints are created with UCP_ERR_HANDLING_MODE_NONE (shared memory disappears under
+// PEER mode in UCX 1.13) except on the active-message path (TCP), where PEER mode keeps a
+// dead peer from being fatal.
+// Thread-safety: all public methods are safe from any thread.
+#ifndef PDSERVE_KVTRANSFER_UCX_UCX_TRANSPORT_H_
+#define PDSERVE_KVTRANSFER_UCX_UCX_TRANSPORT_H_
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "kvtransfer/kv_transport.h"
+#include "kvtransfer/receiver_table.h"
+#include "kvtransfer/ucx/worker_thread.h"
+
+namespace pdserve::kvtransfer {
+
+struct UcxTransportConfig {
+  // UCX transports, as UCX_TLS: "shm", "tcp", "sm,tcp", ... Empty: UCX's default (which
+  // honours a UCX_TLS environment variable). Default "".
+  std::string transports;
+  // Network devices, as UCX_NET_DEVICES: "lo", "eth0", "mlx5_0:1". Empty: all. Default "".
+  std::string net_devices;
+  // "auto" (put where RMA is native, active messages where it is emulated), "put" or "am".
+  // Default "auto".
+  std::string data_path = "auto";
+  // Bound on calls into the worker thread (pool registration, endpoint setup). Default 10 s.
+  absl::Duration call_timeout = absl::Seconds(10);
+
+  absl::Status Validate() const;
+};
+
+class UcxTransport final : public KvTransport {
+ public:
+  static absl::StatusOr<std::unique_ptr<UcxTransport>> Create(const UcxTransportConfig& config);
+  // Pools and transfers created by this transport must be destroyed first.
+  ~UcxTransport() override;
+
+  std::string name() const override { return "ucx"; }
+  absl::StatusOr<std::unique_ptr<LocalPool>> CreatePool(const KvLayout& layout) override;
+  absl::StatusOr<KvPoolDescriptor> ServePool(LocalPool* pool, const std::string& receiver_id,
+                                              uint64_t model_fingerprint, uint64_t epoch) override;
+  absl::StatusOr<std::shared_ptr<InboundTransfer>> Expect(const TransferExpectation& e) override;
+  void Release(uint64_t token) override;
+  absl::StatusOr<std::unique_ptr<OutboundTransfer>> Open(const TransferTarget& target,
+                                                          LocalPool* source,
+                                                          uint64_t source_fingerprint) override;
+  TransportCounters counters() const override;
+
+  // The data path the transport would use towards the peer behind `descriptor` (opens the
+  // endpoint if needed). For tests and the benchmark.
+  absl::StatusOr<DataPath> PathTo(const KvPoolDescriptor& descriptor);
+
+ private:
+  class Pool;
+  class Outbound;
+  struct OutboundState;
+  struct Peer;
+  struct OpContext;
+
+  explicit UcxTransport(UcxTransportConfig config);
+  absl::StatusOr<Peer*> GetPeer(const KvPoolDescriptor& descriptor);  // Worker thread only.
+  // Worker thread only (at shutdown, while thread_ is already being reset).
+  void ClosePeers(UcxWorkerThread* thread);
+  void StartReceive(void* descriptor, ReceiverTable::DataDestination destination);
+
+  static ucs_status_t OnDataMessage(void* arg, const void* header, size_t header_length,
+                                    void* data, size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnControlMessage(void* arg, const void* header, size_t header_length,
+                                       void* data, size_t length, const ucp_am_recv_param_t* param);
+
+  UcxTransportConfig config_;
+  ucp_context_h context_ = nullptr;
+  std::unique_ptr<UcxWorkerThread> thread_;
+  ReceiverTable table_;
+  std::atomic<Pool*> served_pool_{nullptr};
+  absl::flat_hash_map<std::string, std::unique_ptr<Peer>> peers_;  // Worker thread only.
+  std::vector<std::unique_ptr<Peer>> retired_peers_;                 // Worker thread only.
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> operations_posted_{0};
+  std::atomic<uint64_t> send_failures_{0};
+};
+
+}  // namespace pdserve::kvtransfer
+
+#endif  // PDSERVE_KVTRANSFER_UCX_UCX_TRANSPORT_H_
