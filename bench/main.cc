@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "bench/engine/engine_bench.h"
+#include "bench/transfer/transfer_raw_bench.h"
 #include "common/flags.h"
 
 ABSL_FLAG(std::string, out, "", "Directory for summary.json and per-run results (required).");
@@ -13,6 +14,13 @@ ABSL_FLAG(std::string, model, "", "Model directory; empty uses the bench's defau
 ABSL_FLAG(std::vector<std::string>, threads, {}, "engine: thread counts to measure (default 1,all).");
 ABSL_FLAG(int, decode_steps, 16, "engine: timed decode steps per batch size.");
 ABSL_FLAG(int, prefill_repetitions, 3, "engine: repetitions per prefill length.");
+ABSL_FLAG(std::vector<std::string>, transports, std::vector<std::string>({"shm", "tcp"}),
+          "transfer-raw: UCX transports to measure (UCX_TLS values).");
+ABSL_FLAG(bool, perftest, true, "transfer-raw: also run ucx_perftest as the baseline.");
+ABSL_FLAG(int, repetitions, 40, "transfer-raw: repetitions of the per-layer transfer.");
+ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
+ABSL_FLAG(std::string, tls, "", "transfer-raw-sender (internal): UCX transports.");
+ABSL_FLAG(std::string, net_devices, "", "transfer-raw-sender (internal): UCX network devices.");
 
 namespace {
 
@@ -20,7 +28,8 @@ constexpr char kUsage[] =
     "pdserve-bench: benchmarks that print a table and write summary.json.\n"
     "Usage: pdserve-bench SUBCOMMAND --out=DIR [flags]\n"
     "Subcommands:\n"
-    "  engine    decode step time by batch and prefill throughput vs bandwidth/sgemm floors";
+    "  engine        decode step time by batch and prefill throughput vs bandwidth/sgemm floors\n"
+    "  transfer-raw  KV-shaped UCX transfers (shm, TCP) vs ucx_perftest and memcpy";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
@@ -51,6 +60,21 @@ int main(int argc, char** argv) {
     config.decode_steps = absl::GetFlag(FLAGS_decode_steps);
     config.prefill_repetitions = absl::GetFlag(FLAGS_prefill_repetitions);
     const absl::Status status = pdserve::bench::RunEngineBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "transfer-raw") {
+    pdserve::bench::TransferRawConfig config;
+    config.out_dir = absl::GetFlag(FLAGS_out);
+    config.self_path = argv[0];
+    config.transports = absl::GetFlag(FLAGS_transports);
+    config.run_perftest = absl::GetFlag(FLAGS_perftest);
+    config.layer_repetitions = absl::GetFlag(FLAGS_repetitions);
+    const absl::Status status = pdserve::bench::RunTransferRawBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "transfer-raw-sender") {
+    const absl::Status status = pdserve::bench::RunTransferRawSender(
+        absl::GetFlag(FLAGS_descriptor), absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices));
     return status.ok() ? 0 : Fail(status);
   }
   std::fprintf(stderr, "unknown subcommand '%s'\n%s\n", command.c_str(), kUsage);

@@ -4,6 +4,7 @@
 #define PDSERVE_ENGINE_CPU_ALIGNED_BUFFER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -21,6 +22,7 @@ class AlignedBuffer {
 
   // Discards the contents; the new array is zeroed.
   void Resize(size_t n) {
+    if (n > (SIZE_MAX / sizeof(T)) / 2) throw std::bad_alloc();
     size_ = n;
     const size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
     void* p = bytes == 0 ? nullptr : std::aligned_alloc(64, bytes);

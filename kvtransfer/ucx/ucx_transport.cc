@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -62,8 +63,15 @@ struct UcxTransport::OutboundState {
 
   absl::Mutex mu;
   int outstanding ABSL_GUARDED_BY(mu) = 0;
+  int data_outstanding ABSL_GUARDED_BY(mu) = 0;  // Data operations not yet complete.
   int layers_posted ABSL_GUARDED_BY(mu) = 0;
-  uint64_t bytes_posted ABSL_GUARDED_BY(mu) = 0;
+  uint64_t bytes_issued ABSL_GUARDED_BY(mu) = 0;     // Data posted (what COMPLETE announces).
+  uint64_t bytes_posted ABSL_GUARDED_BY(mu) = 0;     // Data whose operation completed.
+  // A finish or abort whose flush completed while data operations were still in flight
+  // (ucp_ep_flush does not wait for rendezvous active messages): it proceeds when the last
+  // one completes.
+  int deferred_kind ABSL_GUARDED_BY(mu) = -1;
+  ControlHeader deferred_header ABSL_GUARDED_BY(mu);
   int completions_sent ABSL_GUARDED_BY(mu) = 0;
   bool stopped ABSL_GUARDED_BY(mu) = false;
   absl::Status error ABSL_GUARDED_BY(mu);
@@ -107,6 +115,13 @@ ucs_status_t StatusOf(ucs_status_ptr_t p) {
   if (p == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(p)) return UCS_PTR_STATUS(p);
   return UCS_INPROGRESS;
+}
+
+// Waits for `cond` (evaluated under `mu`). No spinning here: on small machines the waiter
+// would steal the core the worker thread needs to make the condition true.
+bool AwaitCondition(absl::Mutex* mu, const std::function<bool()>& cond, absl::Duration timeout) {
+  absl::MutexLock lock(mu);
+  return mu->AwaitWithTimeout(absl::Condition(&cond), timeout);
 }
 
 }  // namespace
@@ -173,24 +188,25 @@ class UcxTransport::Outbound final : public OutboundTransfer {
       sent_before = state_->completions_sent;
     }
     state_->transport->thread_->Post([state = state_] { PostFlush(state, OpContext::kFlushFinish, 0); });
-    absl::MutexLock lock(&state_->mu);
-    auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(state_->mu) {
-      return state_->completions_sent > sent_before || !state_->error.ok();
+    OutboundState* st = state_.get();
+    auto done = [st, sent_before]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return st->completions_sent > sent_before || !st->error.ok();
     };
-    if (!state_->mu.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+    if (!AwaitCondition(&state_->mu, done, timeout)) {
       return absl::DeadlineExceededError(absl::StrCat(
           "kv transfer ", state_->target.token, ": writes not complete at ",
           state_->target.pool.receiver_id, " within ", absl::FormatDuration(timeout)));
     }
+    absl::MutexLock lock(&state_->mu);
     return state_->error;
   }
 
   absl::Status Abort(absl::Duration timeout) override {
     state_->aborted.store(true);
     state_->transport->thread_->Post([state = state_] { PostFlush(state, OpContext::kFlushAbort, 0); });
-    absl::MutexLock lock(&state_->mu);
-    auto stopped = [&]() ABSL_SHARED_LOCKS_REQUIRED(state_->mu) { return state_->stopped; };
-    if (!state_->mu.AwaitWithTimeout(absl::Condition(&stopped), timeout)) {
+    OutboundState* st = state_.get();
+    auto stopped = [st]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return st->stopped; };
+    if (!AwaitCondition(&state_->mu, stopped, timeout)) {
       return absl::DeadlineExceededError(absl::StrCat("kv transfer ", state_->target.token,
                                                       ": in-flight writes did not drain within ",
                                                       absl::FormatDuration(timeout)));
@@ -245,6 +261,11 @@ class UcxTransport::Outbound final : public OutboundTransfer {
           request = ucp_am_send_nbx(peer->ep, kAmData, &h, sizeof(h), from, bytes, &param);
         }
         state->transport->operations_posted_.fetch_add(1);
+        {
+          absl::MutexLock lock(&state->mu);
+          ++state->data_outstanding;
+          state->bytes_issued += bytes;
+        }
         Track(op, request);
       }
     }
@@ -299,55 +320,59 @@ void UcxTransport::Outbound::Completed(OpContext* op, ucs_status_t status) {
   } else if (op->kind == OpContext::kData) {
     op->transport->bytes_sent_.fetch_add(op->bytes);
   }
+  int follow_up = -1;  // A control message to send now: its flush kind.
+  ControlHeader header = op->control_header;
   {
     absl::MutexLock lock(&state.mu);
     --state.outstanding;
-    if (op->kind == OpContext::kData && status == UCS_OK) state.bytes_posted += op->bytes;
-  }
-  switch (op->kind) {
-    case OpContext::kData:
-      break;
-    case OpContext::kFlushLayer:
-    case OpContext::kFlushFinish:
-    case OpContext::kFlushAbort: {
-      if (op->kind == OpContext::kFlushAbort) {
-        absl::MutexLock lock(&state.mu);
-        state.stopped = true;  // Every write posted before the flush has completed.
-      }
-      bool failed;
-      {
-        absl::MutexLock lock(&state.mu);
-        failed = !state.error.ok();
-      }
-      if (failed && op->kind != OpContext::kFlushAbort) break;
-      auto* control = new OpContext{OpContext::kControl, op->state, op->transport, op->peer, {},
-                                    op->control_header, 0};
-      control->control_header.type = op->kind == OpContext::kFlushLayer    ? ControlType::kLayerDone
-                                     : op->kind == OpContext::kFlushFinish ? ControlType::kComplete
-                                                                           : ControlType::kAbort;
-      ucp_request_param_t param{};
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-      param.cb.send = &Outbound::OnSent;
-      param.user_data = control;
-      param.flags = UCP_AM_SEND_FLAG_EAGER;
-      {
-        absl::MutexLock lock(&state.mu);
-        control->control_header.layers = state.layers_posted;
-        if (op->peer->path == DataPath::kActiveMessage) control->control_header.bytes = state.bytes_posted;
-        ++state.outstanding;
-      }
-      ucs_status_ptr_t request = ucp_am_send_nbx(op->peer->ep, kAmControl, &control->control_header,
-                                                 sizeof(ControlHeader), nullptr, 0, &param);
-      if (request == nullptr || UCS_PTR_IS_ERR(request)) Completed(control, StatusOf(request));
-      break;
+    switch (op->kind) {
+      case OpContext::kData:
+        --state.data_outstanding;
+        if (status == UCS_OK) state.bytes_posted += op->bytes;
+        if (state.data_outstanding == 0 && state.deferred_kind >= 0) {
+          follow_up = state.deferred_kind;
+          header = state.deferred_header;
+          state.deferred_kind = -1;
+        }
+        break;
+      case OpContext::kFlushLayer:
+        if (state.error.ok()) follow_up = OpContext::kFlushLayer;  // Advisory progress.
+        break;
+      case OpContext::kFlushFinish:
+      case OpContext::kFlushAbort:
+        if (state.data_outstanding > 0) {
+          state.deferred_kind = op->kind;
+          state.deferred_header = op->control_header;
+        } else {
+          follow_up = op->kind;
+        }
+        break;
+      case OpContext::kControl:
+        if (op->control_header.type == ControlType::kComplete && status == UCS_OK) ++state.completions_sent;
+        break;
     }
-    case OpContext::kControl:
-      if (op->control_header.type == ControlType::kComplete && status == UCS_OK) {
-        absl::MutexLock lock(&state.mu);
-        ++state.completions_sent;
-      }
-      break;
+    if (follow_up == OpContext::kFlushAbort) state.stopped = true;  // Nothing more can land.
+    if (follow_up == OpContext::kFlushFinish && !state.error.ok()) follow_up = -1;
   }
+  if (follow_up < 0) return;
+  auto* control = new OpContext{OpContext::kControl, op->state, op->transport, op->peer, {}, header, 0};
+  ControlHeader& h = control->control_header;
+  h.type = follow_up == OpContext::kFlushLayer    ? ControlType::kLayerDone
+           : follow_up == OpContext::kFlushFinish ? ControlType::kComplete
+                                                  : ControlType::kAbort;
+  {
+    absl::MutexLock lock(&state.mu);
+    h.layers = state.layers_posted;
+    h.bytes = op->peer->path == DataPath::kActiveMessage ? state.bytes_issued : 0;
+    ++state.outstanding;
+  }
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.cb.send = &Outbound::OnSent;
+  param.user_data = control;
+  param.flags = UCP_AM_SEND_FLAG_EAGER;
+  ucs_status_ptr_t request = ucp_am_send_nbx(op->peer->ep, kAmControl, &h, sizeof(ControlHeader), nullptr, 0, &param);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) Completed(control, StatusOf(request));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -401,7 +426,7 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxTran
       RETURN_IF_ERROR(FromUcs(ucp_worker_set_am_recv_handler(worker, &p), "set am handler"));
     }
     return absl::OkStatus();
-  }));
+  }, config.worker_spin));
   t->thread_->SetStopHook([raw, thread = t->thread_.get()] { raw->ClosePeers(thread); });
   return t;
 }
@@ -479,8 +504,23 @@ absl::StatusOr<std::shared_ptr<InboundTransfer>> UcxTransport::Expect(const Tran
 
 void UcxTransport::Release(uint64_t token) { table_.Release(token); }
 
+namespace {
+
+std::string PeerKey(const KvPoolDescriptor& d) {
+  return absl::StrCat(d.receiver_id, "/", d.epoch, "/", Xxh64(d.worker_address));
+}
+
+}  // namespace
+
+UcxTransport::Peer* UcxTransport::FindPeer(const KvPoolDescriptor& d) const {
+  absl::MutexLock lock(&peers_mu_);
+  auto it = peers_.find(PeerKey(d));
+  return it != peers_.end() && !it->second->failed.load() ? it->second.get() : nullptr;
+}
+
 absl::StatusOr<UcxTransport::Peer*> UcxTransport::GetPeer(const KvPoolDescriptor& d) {
-  const std::string key = absl::StrCat(d.receiver_id, "/", d.epoch, "/", Xxh64(d.worker_address));
+  const std::string key = PeerKey(d);
+  absl::MutexLock lock(&peers_mu_);
   auto it = peers_.find(key);
   if (it != peers_.end() && !it->second->failed.load()) return it->second.get();
   // A new epoch of a receiver we knew (it restarted): its old endpoint and rkey are stale.
@@ -546,8 +586,11 @@ absl::StatusOr<UcxTransport::Peer*> UcxTransport::GetPeer(const KvPoolDescriptor
 }
 
 void UcxTransport::ClosePeers(UcxWorkerThread* thread) {
-  for (auto& [key, peer] : peers_) retired_peers_.push_back(std::move(peer));
-  peers_.clear();
+  {
+    absl::MutexLock lock(&peers_mu_);
+    for (auto& [key, peer] : peers_) retired_peers_.push_back(std::move(peer));
+    peers_.clear();
+  }
   for (auto& peer : retired_peers_) {
     if (peer->rkey != nullptr) ucp_rkey_destroy(peer->rkey);
     ucp_request_param_t param{};
@@ -580,13 +623,15 @@ absl::StatusOr<std::unique_ptr<OutboundTransfer>> UcxTransport::Open(const Trans
   auto* source = dynamic_cast<Pool*>(local);
   if (source == nullptr) return absl::InvalidArgumentError("kv transport: source pool was not created by this transport");
   RETURN_IF_ERROR(ValidateTarget(target, source->layout(), source_fingerprint));
-  Peer* peer = nullptr;
-  RETURN_IF_ERROR(thread_->RunSync(
-      [&]() -> absl::Status {
-        ASSIGN_OR_RETURN(peer, GetPeer(target.pool));
-        return absl::OkStatus();
-      },
-      config_.call_timeout));
+  Peer* peer = FindPeer(target.pool);
+  if (peer == nullptr) {
+    RETURN_IF_ERROR(thread_->RunSync(
+        [&]() -> absl::Status {
+          ASSIGN_OR_RETURN(peer, GetPeer(target.pool));
+          return absl::OkStatus();
+        },
+        config_.call_timeout));
+  }
   return std::unique_ptr<OutboundTransfer>(new Outbound(this, peer, target, source));
 }
 

@@ -41,6 +41,10 @@ struct UcxTransportConfig {
   std::string data_path = "auto";
   // Bound on calls into the worker thread (pool registration, endpoint setup). Default 10 s.
   absl::Duration call_timeout = absl::Seconds(10);
+  // How long the worker thread keeps polling after activity before it sleeps on the event
+  // fd. Spinning lowers latency when the thread has a core of its own, and hurts when it
+  // does not (2-core machines: measured in bench/README.md). Default 0.
+  absl::Duration worker_spin = absl::ZeroDuration();
 
   absl::Status Validate() const;
 };
@@ -75,6 +79,7 @@ class UcxTransport final : public KvTransport {
 
   explicit UcxTransport(UcxTransportConfig config);
   absl::StatusOr<Peer*> GetPeer(const KvPoolDescriptor& descriptor);  // Worker thread only.
+  Peer* FindPeer(const KvPoolDescriptor& descriptor) const;             // Any thread.
   // Worker thread only (at shutdown, while thread_ is already being reset).
   void ClosePeers(UcxWorkerThread* thread);
   void StartReceive(void* descriptor, ReceiverTable::DataDestination destination);
@@ -89,7 +94,10 @@ class UcxTransport final : public KvTransport {
   std::unique_ptr<UcxWorkerThread> thread_;
   ReceiverTable table_;
   std::atomic<Pool*> served_pool_{nullptr};
-  absl::flat_hash_map<std::string, std::unique_ptr<Peer>> peers_;  // Worker thread only.
+  // Created and destroyed on the worker thread; looked up from any thread (under peers_mu_)
+  // so that opening a transfer to a known peer needs no round trip to the worker thread.
+  mutable absl::Mutex peers_mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(peers_mu_);
   std::vector<std::unique_ptr<Peer>> retired_peers_;                 // Worker thread only.
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> operations_posted_{0};

@@ -12,9 +12,11 @@
 namespace pdserve::kvtransfer {
 
 absl::StatusOr<std::unique_ptr<UcxWorkerThread>> UcxWorkerThread::Start(
-    ucp_context_h context, const std::function<absl::Status(ucp_worker_h)>& on_created) {
+    ucp_context_h context, const std::function<absl::Status(ucp_worker_h)>& on_created,
+    absl::Duration spin) {
   std::unique_ptr<UcxWorkerThread> t(new UcxWorkerThread());
   t->context_ = context;
+  t->spin_ = spin;
   absl::Notification created;
   absl::Status status;
   t->thread_ = std::thread([&, raw = t.get()] {
@@ -116,11 +118,13 @@ bool UcxWorkerThread::ProgressUntil(const std::function<bool()>& done, absl::Dur
 
 void UcxWorkerThread::Loop() {
   epoll_event events[2];
+  absl::Time last_activity = absl::InfinitePast();
   while (!stop_.load()) {
-    const bool ran = RunPosted();
-    while (ucp_worker_progress(worker_) != 0) {
-    }
-    if (ran) continue;  // Posted work may have produced more work; go round again.
+    bool active = RunPosted();
+    while (ucp_worker_progress(worker_) != 0) active = true;
+    const absl::Time now = absl::Now();
+    if (active) last_activity = now;
+    if (now - last_activity < spin_) continue;  // Busy for a little longer before sleeping.
     const ucs_status_t armed = ucp_worker_arm(worker_);
     if (armed == UCS_ERR_BUSY) continue;  // Events pending: progress again.
     if (armed != UCS_OK) {
