@@ -1,0 +1,272 @@
+#include "decode_worker/scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "engine/block_hash.h"
+
+namespace pdserve::decode {
+
+absl::Status SchedulerConfig::Validate() const {
+  auto check = [](const char* field, int v, int lo, int hi) -> absl::Status {
+    if (v < lo || v > hi) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", v, " is outside [", lo, ", ", hi, "]"));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = check("block_size", block_size, 1, 1024); !s.ok()) return s;
+  if ((block_size & (block_size - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("block_size: ", block_size, " must be a power of two"));
+  }
+  if (absl::Status s = check("max_num_batched_tokens", max_num_batched_tokens, 1, 1 << 20); !s.ok()) return s;
+  if (absl::Status s = check("max_num_seqs", max_num_seqs, 1, 1 << 16); !s.ok()) return s;
+  if (absl::Status s = check("max_waiting", max_waiting, 0, 1 << 20); !s.ok()) return s;
+  return check("max_pending_tokens", max_pending_tokens, 1, 1 << 20);
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* blocks)
+    : config_(config), blocks_(blocks) {}
+
+Scheduler::~Scheduler() = default;
+
+absl::Status Scheduler::Add(std::unique_ptr<Sequence> seq) {
+  if (static_cast<int>(waiting_.size()) >= config_.max_waiting) {
+    return absl::ResourceExhaustedError(absl::StrCat("waiting queue is full (", config_.max_waiting,
+                                                     " requests); retry after the queue drains"));
+  }
+  seq->state = SequenceState::kWaiting;
+  Sequence* raw = seq.get();
+  owned_[raw] = std::move(seq);
+  waiting_.insert(raw);
+  return absl::OkStatus();
+}
+
+int Scheduler::num_running() const {
+  int n = 0;
+  for (const Sequence* s : running_) n += s->state == SequenceState::kRunning ? 1 : 0;
+  return n;
+}
+
+int Scheduler::num_awaiting_kv() const {
+  return static_cast<int>(running_.size()) - num_running();
+}
+
+int64_t Scheduler::pending_prefill_tokens() const {
+  int64_t n = 0;
+  for (const Sequence* s : waiting_) n += s->num_tokens() - s->num_computed;
+  for (const Sequence* s : running_) {
+    if (s->state == SequenceState::kRunning && s->uncomputed() > 1) n += s->uncomputed();
+  }
+  return n;
+}
+
+std::vector<Sequence*> Scheduler::waiting() const { return std::vector<Sequence*>(waiting_.begin(), waiting_.end()); }
+
+void Scheduler::Preempt(Sequence* seq, StepPlan* plan) {
+  // Drop its planned chunk, if any.
+  for (auto it = plan->chunks.begin(); it != plan->chunks.end(); ++it) {
+    if (it->seq == seq) {
+      if (it->decode) {
+        --plan->num_decode;
+      } else {
+        plan->num_prefill_tokens -= it->num_tokens;
+      }
+      plan->chunks.erase(it);
+      break;
+    }
+  }
+  blocks_->Release(seq->block_table);
+  seq->block_table.clear();
+  seq->block_hashes.clear();
+  seq->num_computed = 0;
+  seq->state = SequenceState::kWaiting;
+  ++seq->preemptions;
+  ++counters_.preemptions;
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  waiting_.insert(seq);
+  plan->preempted.push_back(seq);
+}
+
+bool Scheduler::EnsureBlocks(Sequence* seq, int needed, StepPlan* plan) {
+  while (blocks_->available() < needed) {
+    // The lowest-priority, newest running sequence (AWAITING_KV ones hold transfer blocks).
+    Sequence* victim = nullptr;
+    for (Sequence* s : running_) {
+      if (s->state != SequenceState::kRunning) continue;
+      if (victim == nullptr || WaitingOrder()(victim, s)) victim = s;
+    }
+    if (victim == nullptr) return false;
+    Preempt(victim, plan);
+    if (victim == seq) return false;
+  }
+  return true;
+}
+
+bool Scheduler::TryAdmit(Sequence* seq, int token_budget, StepPlan* plan) {
+  const int bs = config_.block_size;
+  std::vector<uint64_t> hashes;
+  int cached = 0;
+  if (config_.enable_prefix_caching) {
+    // At least one token must be computed (its logits sample the next token), so a prompt
+    // that is all cached leaves its last block to recompute.
+    const int cacheable = (seq->num_tokens() - 1) / bs;
+    hashes = engine::FullBlockHashes(config_.model_fingerprint,
+                                     absl::MakeConstSpan(seq->tokens).subspan(0, cacheable * bs), bs);
+    cached = blocks_->MatchPrefix(hashes);
+  }
+  const int total_blocks = BlocksFor(seq->num_tokens() + 1);
+  const int new_blocks = total_blocks - cached;
+  if (new_blocks > blocks_->available()) return false;
+  if (seq->preemptions == 0) {
+    counters_.prefix_queried_tokens += seq->num_tokens();
+    counters_.prefix_hit_tokens += static_cast<uint64_t>(cached) * bs;
+    seq->cached_prompt_tokens = cached * bs;
+  }
+  blocks_->TakeCached(hashes, cached, &seq->block_table);
+  blocks_->Allocate(new_blocks, &seq->block_table);
+  plan->blocks_allocated += new_blocks;
+  seq->block_hashes.assign(hashes.begin(), hashes.begin() + cached);
+  seq->num_computed = cached * bs;
+  seq->state = SequenceState::kRunning;
+  waiting_.erase(seq);
+  running_.push_back(seq);
+  plan->admitted.push_back(seq);
+  const int chunk = std::min(seq->uncomputed(), token_budget);
+  if (chunk > 0) {
+    plan->chunks.push_back(PlannedChunk{seq, seq->num_computed, chunk,
+                                        seq->num_computed + chunk == seq->num_tokens(), false});
+    plan->num_prefill_tokens += chunk;
+  }
+  return true;
+}
+
+StepPlan Scheduler::PlanStep() {
+  StepPlan plan;
+  int budget = config_.max_num_batched_tokens;
+  std::stable_sort(running_.begin(), running_.end(), WaitingOrder());
+  auto paused = [&](const Sequence* s) {
+    return s->sink != nullptr && s->sink->pending_tokens() > config_.max_pending_tokens;
+  };
+  // Pass 1: decodes, one token each. Pass 2: prefill chunks of running sequences.
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<Sequence*> order = running_;  // Preemption edits running_.
+    for (Sequence* seq : order) {
+      if (budget <= 0) break;
+      if (seq->state != SequenceState::kRunning || paused(seq)) continue;
+      const bool decode = seq->uncomputed() == 1;
+      if (decode != (pass == 0) || seq->uncomputed() == 0) continue;
+      const int chunk = std::min(seq->uncomputed(), budget);
+      const int needed = BlocksFor(seq->num_computed + chunk) - static_cast<int>(seq->block_table.size());
+      if (needed > 0) {
+        if (!EnsureBlocks(seq, needed, &plan)) continue;
+        blocks_->Allocate(needed, &seq->block_table);
+        plan.blocks_allocated += needed;
+      }
+      plan.chunks.push_back(PlannedChunk{seq, seq->num_computed, chunk,
+                                         seq->num_computed + chunk == seq->num_tokens(), decode});
+      if (decode) {
+        ++plan.num_decode;
+      } else {
+        plan.num_prefill_tokens += chunk;
+      }
+      budget -= chunk;
+    }
+  }
+  // Admissions, highest priority first, while blocks and budget last.
+  while (budget > 0 && !waiting_.empty() &&
+         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Sequence* head = *waiting_.begin();
+    if (!TryAdmit(head, budget, &plan)) break;
+    if (!plan.chunks.empty() && plan.chunks.back().seq == head) budget -= plan.chunks.back().num_tokens;
+  }
+  return plan;
+}
+
+void Scheduler::PublishFullBlocks(Sequence* seq) {
+  if (!config_.enable_prefix_caching) return;
+  const int bs = config_.block_size;
+  size_t i = seq->block_hashes.size();
+  while (static_cast<int>((i + 1) * bs) <= seq->num_computed && i < seq->block_table.size()) {
+    const uint64_t parent = i == 0 ? 0 : seq->block_hashes[i - 1];
+    const uint64_t h = engine::BlockHash(config_.model_fingerprint, parent,
+                                         absl::MakeConstSpan(seq->tokens).subspan(i * bs, bs));
+    seq->block_hashes.push_back(h);
+    blocks_->Publish(seq->block_table[i], h);
+    ++i;
+  }
+}
+
+void Scheduler::ApplyStep(const StepPlan& plan, absl::Span<const int32_t> sampled) {
+  size_t next = 0;
+  bool mixed = false;
+  for (const PlannedChunk& c : plan.chunks) {
+    Sequence* seq = c.seq;
+    seq->num_computed += c.num_tokens;
+    if (c.decode) {
+      ++counters_.decode_tokens;
+    } else {
+      mixed = true;
+      counters_.prefill_tokens += c.num_tokens;
+      ++counters_.prefill_chunks;
+      ++seq->prefill_chunks;
+    }
+    PublishFullBlocks(seq);
+    if (c.want_logits && next < sampled.size()) seq->tokens.push_back(sampled[next++]);
+  }
+  if (!plan.chunks.empty()) {
+    ++counters_.steps;
+    if (mixed) ++counters_.mixed_steps;
+  }
+}
+
+std::unique_ptr<Sequence> Scheduler::Finish(Sequence* seq) {
+  auto owned = owned_.find(seq);
+  PDS_CHECK(owned != owned_.end()) << "finishing an unknown sequence";
+  std::unique_ptr<Sequence> out = std::move(owned->second);
+  owned_.erase(owned);
+  if (seq->state == SequenceState::kWaiting) {
+    waiting_.erase(seq);
+  } else {
+    auto it = std::find(running_.begin(), running_.end(), seq);
+    if (it != running_.end()) running_.erase(it);
+  }
+  blocks_->Release(seq->block_table);
+  seq->block_table.clear();
+  seq->state = SequenceState::kFinished;
+  return out;
+}
+
+bool Scheduler::AdmitForTransfer(Sequence* seq) {
+  StepPlan ignored;
+  const int bs = config_.block_size;
+  std::vector<uint64_t> hashes;
+  int cached = 0;
+  if (config_.enable_prefix_caching) {
+    const int cacheable = (seq->num_tokens() - 1) / bs;
+    hashes = engine::FullBlockHashes(config_.model_fingerprint,
+                                     absl::MakeConstSpan(seq->tokens).subspan(0, cacheable * bs), bs);
+    cached = blocks_->MatchPrefix(hashes);
+  }
+  const int new_blocks = BlocksFor(seq->num_tokens() + 1) - cached;
+  if (new_blocks > blocks_->available()) return false;
+  counters_.prefix_queried_tokens += seq->num_tokens();
+  counters_.prefix_hit_tokens += static_cast<uint64_t>(cached) * bs;
+  seq->cached_prompt_tokens = cached * bs;
+  blocks_->TakeCached(hashes, cached, &seq->block_table);
+  blocks_->Allocate(new_blocks, &seq->block_table);
+  seq->block_hashes.assign(hashes.begin(), hashes.begin() + cached);
+  seq->num_computed = cached * bs;
+  seq->state = SequenceState::kAwaitingKv;
+  waiting_.erase(seq);
+  running_.push_back(seq);
+  return true;
+}
+
+void Scheduler::TransferDone(Sequence* seq, int computed_tokens) {
+  seq->num_computed = computed_tokens;
+  seq->state = SequenceState::kRunning;
+  PublishFullBlocks(seq);
+}
+
+}  // namespace pdserve::decode

@@ -1,0 +1,135 @@
+// The decode worker's continuous-batching scheduler, plan then apply (llama.cpp's
+// init_batch/apply, TensorRT-LLM's side-effect-free capacity scheduler):
+//   PlanStep()  decides the next engine step: every running decode (one token each), then
+//               prefill chunks up to the token budget (--max-num-batched-tokens; chunked
+//               prefill co-batched with decode as vLLM and Sarathi do), block-table growth,
+//               preemptions when blocks run out (the lowest-priority, newest running
+//               sequence is freed and requeued for recompute), and admissions from the
+//               waiting queue (priority desc, arrival asc) when blocks for the uncached
+//               prompt + 1 token are available after prefix-cache reuse.
+//   ApplyStep() records what the forward pass computed: KV positions, full blocks entering
+//               the prefix cache, sampled tokens.
+// A StepPlan is a plain value, so plans are testable without a model.
+// Thread-safety: not thread-safe; owned by the scheduler loop.
+#ifndef PDSERVE_DECODE_WORKER_SCHEDULER_H_
+#define PDSERVE_DECODE_WORKER_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "decode_worker/block_manager.h"
+#include "decode_worker/sequence.h"
+
+namespace pdserve::decode {
+
+struct SchedulerConfig {
+  // Tokens per KV block. Default 16.
+  int block_size = 16;
+  // Token budget of one engine step (decodes count one each). Default 512.
+  int max_num_batched_tokens = 512;
+  // Running sequences at most. Default 256.
+  int max_num_seqs = 256;
+  // Waiting sequences at most; beyond it Add() fails with RESOURCE_EXHAUSTED. Default 1024.
+  int max_waiting = 1024;
+  // Reuse cached full blocks across requests. Default true.
+  bool enable_prefix_caching = true;
+  // Pending unsent tokens beyond which a sequence is paused. Default 256.
+  int max_pending_tokens = 256;
+  // The model fingerprint the block hashes are keyed with.
+  uint64_t model_fingerprint = 0;
+
+  absl::Status Validate() const;
+};
+
+struct PlannedChunk {
+  Sequence* seq = nullptr;
+  int start = 0;       // First position computed.
+  int num_tokens = 0;  // Tokens computed.
+  bool want_logits = false;  // The chunk reaches the end of the sequence: sample after it.
+  bool decode = false;       // A single-token decode step.
+};
+
+struct StepPlan {
+  std::vector<PlannedChunk> chunks;
+  std::vector<Sequence*> admitted;
+  std::vector<Sequence*> preempted;
+  int num_decode = 0;
+  int num_prefill_tokens = 0;
+  int blocks_allocated = 0;
+  bool empty() const { return chunks.empty(); }
+};
+
+struct SchedulerCounters {
+  uint64_t preemptions = 0;
+  uint64_t prefix_queried_tokens = 0;
+  uint64_t prefix_hit_tokens = 0;
+  uint64_t steps = 0;
+  uint64_t mixed_steps = 0;
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_tokens = 0;
+  uint64_t prefill_chunks = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, BlockManager* blocks);
+  ~Scheduler();
+
+  // Queues a sequence (state kWaiting). RESOURCE_EXHAUSTED when the queue is full.
+  absl::Status Add(std::unique_ptr<Sequence> seq);
+  StepPlan PlanStep();
+  // `sampled[i]` is the token for the i-th chunk of `plan` with want_logits.
+  void ApplyStep(const StepPlan& plan, absl::Span<const int32_t> sampled);
+  // Removes a finished (or cancelled) sequence, releasing its blocks; returns ownership.
+  std::unique_ptr<Sequence> Finish(Sequence* seq);
+
+  // Offload (AWAITING_KV): admits `seq` from the waiting queue with its prompt blocks
+  // allocated; the caller then reserves them for a transfer. Returns false if blocks are
+  // short. `seq` must be waiting.
+  bool AdmitForTransfer(Sequence* seq);
+  // The transfer delivered the prompt's KV (minus the last token, which computes locally):
+  // the sequence joins the running batch.
+  void TransferDone(Sequence* seq, int computed_tokens);
+
+  const std::vector<Sequence*>& running() const { return running_; }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  int num_running() const;
+  int num_awaiting_kv() const;
+  // Prompt tokens of waiting and running sequences not computed yet (local prefill backlog).
+  int64_t pending_prefill_tokens() const;
+  std::vector<Sequence*> waiting() const;
+  const SchedulerCounters& counters() const { return counters_; }
+  const SchedulerConfig& config() const { return config_; }
+  BlockManager* blocks() { return blocks_; }
+
+ private:
+  struct WaitingOrder {
+    bool operator()(const Sequence* a, const Sequence* b) const {
+      return a->priority != b->priority ? a->priority > b->priority : a->order < b->order;
+    }
+  };
+  bool TryAdmit(Sequence* seq, int token_budget, StepPlan* plan);
+  // Makes room for `needed` more blocks by preempting running sequences other than the
+  // ones already planned; returns false if `seq` itself had to be preempted.
+  bool EnsureBlocks(Sequence* seq, int needed, StepPlan* plan);
+  void Preempt(Sequence* seq, StepPlan* plan);
+  void PublishFullBlocks(Sequence* seq);
+  int BlocksFor(int tokens) const { return (tokens + config_.block_size - 1) / config_.block_size; }
+
+  SchedulerConfig config_;
+  BlockManager* blocks_;
+  std::set<Sequence*, WaitingOrder> waiting_;
+  std::vector<Sequence*> running_;  // Includes AWAITING_KV sequences.
+  absl::flat_hash_map<Sequence*, std::unique_ptr<Sequence>> owned_;
+  SchedulerCounters counters_;
+};
+
+}  // namespace pdserve::decode
+
+#endif  // PDSERVE_DECODE_WORKER_SCHEDULER_H_

@@ -1,0 +1,55 @@
+// One request on a decode worker, from admission to its last token.
+// tokens = prompt followed by generated tokens; num_computed of them have their KV in the
+// cache. Every step computes the tokens [num_computed, tokens.size()): a prefill chunk, a
+// recompute after preemption, or (when one token is missing) a decode.
+// Thread-safety: owned by the scheduler loop; only StreamSink is shared with gRPC threads.
+#ifndef PDSERVE_DECODE_WORKER_SEQUENCE_H_
+#define PDSERVE_DECODE_WORKER_SEQUENCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "decode_worker/stream_sink.h"
+#include "engine/generation_stream.h"
+#include "engine/sampling.h"
+
+namespace pdserve::decode {
+
+enum class SequenceState { kWaiting, kRunning, kAwaitingKv, kFinished };
+
+struct Sequence {
+  uint64_t order = 0;  // Arrival order: earlier is smaller (the queue's tie-breaker).
+  std::string request_id;
+  int priority = 0;
+  absl::Time arrival;
+  std::vector<int32_t> tokens;
+  int prompt_len = 0;
+  int num_computed = 0;
+  int cached_prompt_tokens = 0;     // From the prefix cache at (first) admission.
+  std::vector<int32_t> block_table;
+  std::vector<uint64_t> block_hashes;  // Hashes of the full blocks computed so far.
+  SequenceState state = SequenceState::kWaiting;
+  engine::SamplingConfig sampling;
+  std::unique_ptr<engine::GenerationStream> stream;
+  std::shared_ptr<StreamSink> sink;
+  int preemptions = 0;
+  int prefill_chunks = 0;
+  // Timings (zero when not reached).
+  absl::Time admitted;
+  absl::Time prefill_done;
+  absl::Time first_token;
+  absl::Time last_token;
+  // Offload: set while the prefill runs on a prefill worker (see offload/).
+  void* offload = nullptr;
+
+  int num_tokens() const { return static_cast<int>(tokens.size()); }
+  int generated() const { return num_tokens() - prompt_len; }
+  int uncomputed() const { return num_tokens() - num_computed; }
+};
+
+}  // namespace pdserve::decode
+
+#endif  // PDSERVE_DECODE_WORKER_SEQUENCE_H_

@@ -1,0 +1,251 @@
+// The scheduler's decisions as tables of expected plans, without a model: admission with
+// too few blocks, chunk budget, priority order, preemption order, prefix reuse, backpressure,
+// and block accounting that always returns to "all free or cached".
+#include "decode_worker/scheduler.h"
+
+#include <numeric>
+
+#include "engine/block_hash.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pdserve::decode {
+namespace {
+
+constexpr int kBlock = 4;
+
+class FakeSink : public StreamSink {
+ public:
+  void PushTokens(const std::vector<int32_t>& ids, const std::string&, int64_t) override { pending += ids.size(); }
+  void Finish(const Final&) override {}
+  int pending_tokens() const override { return pending; }
+  bool cancelled() const override { return false; }
+  int pending = 0;
+};
+
+// A chunk as a compact string: "A:0+8" = sequence A, start 0, 8 tokens; "*" marks logits.
+std::string Describe(const PlannedChunk& c) {
+  return c.seq->request_id + ":" + std::to_string(c.start) + "+" + std::to_string(c.num_tokens) +
+         (c.want_logits ? "*" : "");
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Init(int blocks, int budget, int max_seqs = 16) {
+    blocks_ = std::make_unique<BlockManager>(blocks);
+    SchedulerConfig config;
+    config.block_size = kBlock;
+    config.max_num_batched_tokens = budget;
+    config.max_num_seqs = max_seqs;
+    config.max_waiting = 4;
+    config.model_fingerprint = 99;
+    ASSERT_TRUE(config.Validate().ok());
+    scheduler_ = std::make_unique<Scheduler>(config, blocks_.get());
+  }
+  Sequence* Add(const std::string& id, int prompt_len, int priority = 0, int first_token = 0) {
+    auto seq = std::make_unique<Sequence>();
+    seq->request_id = id;
+    seq->priority = priority;
+    seq->order = ++order_;
+    seq->tokens.resize(prompt_len);
+    std::iota(seq->tokens.begin(), seq->tokens.end(), first_token);
+    seq->prompt_len = prompt_len;
+    Sequence* raw = seq.get();
+    EXPECT_TRUE(scheduler_->Add(std::move(seq)).ok());
+    return raw;
+  }
+  // Plans and applies one step (every logits row samples token 1000); returns the chunks.
+  std::vector<std::string> Step(StepPlan* out = nullptr) {
+    StepPlan plan = scheduler_->PlanStep();
+    std::vector<std::string> described;
+    std::vector<int32_t> sampled;
+    for (const PlannedChunk& c : plan.chunks) {
+      described.push_back(Describe(c));
+      if (c.want_logits) sampled.push_back(1000);
+    }
+    scheduler_->ApplyStep(plan, sampled);
+    if (out) *out = plan;
+    return described;
+  }
+  void ExpectAllFreeOrCached() {
+    const BlockCounts c = blocks_->counts();
+    EXPECT_EQ(c.in_use, 0);
+    EXPECT_EQ(c.free + c.cached, c.total);
+  }
+
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  uint64_t order_ = 0;
+};
+
+using ::testing::ElementsAre;
+
+TEST_F(SchedulerTest, ChunkedPrefillCoBatchedWithDecodes) {
+  Init(/*blocks=*/64, /*budget=*/8);
+  Add("A", 20);
+  EXPECT_THAT(Step(), ElementsAre("A:0+8"));
+  Add("D", 3);
+  // A continues (7 tokens after D's... D is admitted after running chunks, with what is left).
+  EXPECT_THAT(Step(), ElementsAre("A:8+8"));
+  EXPECT_THAT(Step(), ElementsAre("A:16+4*", "D:0+3*"));
+  // Both decode now: one token each.
+  EXPECT_THAT(Step(), ElementsAre("A:20+1*", "D:3+1*"));
+  EXPECT_EQ(scheduler_->counters().preemptions, 0u);
+}
+
+TEST_F(SchedulerTest, DecodesComeFirstThenPrefillChunksWithinTheBudget) {
+  Init(64, 6);
+  Add("D", 2);
+  EXPECT_THAT(Step(), ElementsAre("D:0+2*"));
+  Add("P", 10);
+  EXPECT_THAT(Step(), ElementsAre("D:2+1*", "P:0+5"));
+  EXPECT_THAT(Step(), ElementsAre("D:3+1*", "P:5+5*"));
+}
+
+TEST_F(SchedulerTest, AdmissionNeedsBlocksForTheUncachedPromptPlusOneToken) {
+  Init(/*blocks=*/10, /*budget=*/64);
+  Sequence* a = Add("A", 30);         // ceil(31/4) = 8 blocks.
+  Add("B", 10, 0, /*first_token=*/500);  // 3 blocks: only 2 left.
+  EXPECT_THAT(Step(), ElementsAre("A:0+30*"));
+  EXPECT_EQ(scheduler_->num_waiting(), 1);
+  EXPECT_EQ(blocks_->counts().in_use, 8);
+  scheduler_->Finish(a);
+  EXPECT_THAT(Step(), ElementsAre("B:0+10*"));
+}
+
+TEST_F(SchedulerTest, WaitingQueueIsPriorityThenArrival) {
+  Init(64, 64, /*max_seqs=*/1);
+  Add("low", 4, 0);
+  Add("high", 4, 5);
+  Add("low2", 4, 0);
+  EXPECT_THAT(Step(), ElementsAre("high:0+4*"));
+  EXPECT_THAT(scheduler_->waiting().front()->request_id, "low");
+}
+
+TEST_F(SchedulerTest, FullQueueIsResourceExhausted) {
+  Init(64, 64, 1);
+  for (int i = 0; i < 4; ++i) Add("w" + std::to_string(i), 4);
+  auto extra = std::make_unique<Sequence>();
+  extra->tokens = {1};
+  const absl::Status s = scheduler_->Add(std::move(extra));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("4 requests"), absl::string_view::npos);
+}
+
+TEST_F(SchedulerTest, PreemptsTheLowestPriorityNewestWhenBlocksRunOut) {
+  Init(/*blocks=*/6, /*budget=*/64);
+  Sequence* hi = Add("hi", 7, 1, 0);       // 2 blocks (7 + 1 tokens).
+  Sequence* old_lo = Add("lo1", 7, 0, 100);  // 2 blocks.
+  Sequence* new_lo = Add("lo2", 7, 0, 200);  // 2 blocks: the pool is full.
+  EXPECT_THAT(Step(), ElementsAre("hi:0+7*", "lo1:0+7*", "lo2:0+7*"));
+  // Decoding position 7 fits (blocks cover 8); position 8 needs a third block each.
+  EXPECT_THAT(Step(), ElementsAre("hi:7+1*", "lo1:7+1*", "lo2:7+1*"));
+  StepPlan plan;
+  const auto chunks = Step(&plan);
+  // hi needs a block: lo2 (lowest priority, newest) is preempted, which frees two; lo1
+  // then fits.
+  ASSERT_EQ(plan.preempted.size(), 1u);
+  EXPECT_EQ(plan.preempted.front(), new_lo);
+  EXPECT_EQ(new_lo->state, SequenceState::kWaiting);
+  EXPECT_EQ(new_lo->num_computed, 0);
+  EXPECT_EQ(new_lo->preemptions, 1);
+  EXPECT_THAT(chunks, ElementsAre("hi:8+1*", "lo1:8+1*"));
+  EXPECT_EQ(hi->state, SequenceState::kRunning);
+  EXPECT_EQ(old_lo->state, SequenceState::kRunning);
+  EXPECT_EQ(scheduler_->counters().preemptions, 1u);
+  // The preempted sequence recomputes everything it had (7 prompt + 2 generated tokens):
+  // the cached blocks it released were exactly the ones evicted to make room.
+  for (Sequence* s : std::vector<Sequence*>(scheduler_->running())) scheduler_->Finish(s);
+  EXPECT_EQ(new_lo->num_tokens(), 9);
+  EXPECT_THAT(Step(), ElementsAre("lo2:0+9*"));
+}
+
+TEST_F(SchedulerTest, PrefixCacheReuseSkipsCachedBlocks) {
+  Init(64, 64);
+  Sequence* a = Add("A", 12);  // Tokens 0..11: 3 full blocks.
+  Step();
+  // A's first 3 blocks are full (12 tokens computed) and published.
+  EXPECT_EQ(a->block_hashes.size(), 3u);
+  scheduler_->Finish(a);
+  EXPECT_EQ(blocks_->counts().cached, 3);
+  // B shares the first 8 tokens (2 blocks), then differs.
+  auto b_tokens = std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 50, 51, 52};
+  Sequence* b = Add("B", 11);
+  b->tokens = b_tokens;
+  EXPECT_THAT(Step(), ElementsAre("B:8+3*"));
+  EXPECT_EQ(b->cached_prompt_tokens, 8);
+  EXPECT_EQ(scheduler_->counters().prefix_hit_tokens, 8u);
+  EXPECT_EQ(scheduler_->counters().prefix_queried_tokens, 12u + 11u);
+  // A fully cached prompt still computes its last block (to sample from its logits).
+  scheduler_->Finish(b);
+  Sequence* c = Add("C", 12);
+  EXPECT_THAT(Step(), ElementsAre("C:8+4*"));
+  scheduler_->Finish(c);
+  ExpectAllFreeOrCached();
+}
+
+TEST_F(SchedulerTest, PausesASequenceWhoseClientIsBehind) {
+  Init(64, 64);
+  Sequence* s = Add("S", 4);
+  auto sink = std::make_shared<FakeSink>();
+  s->sink = sink;
+  EXPECT_THAT(Step(), ElementsAre("S:0+4*"));
+  sink->pending = 300;  // Over max_pending_tokens (256).
+  EXPECT_TRUE(Step().empty());
+  sink->pending = 0;
+  EXPECT_THAT(Step(), ElementsAre("S:4+1*"));
+}
+
+TEST_F(SchedulerTest, AccountingReturnsToFreeOrCachedWhenIdle) {
+  Init(20, 16, /*max_seqs=*/3);
+  std::vector<Sequence*> seqs;
+  for (int i = 0; i < 4; ++i) seqs.push_back(Add("s" + std::to_string(i), 5 + i * 3, i % 2, i * 100));
+  for (int step = 0; step < 30; ++step) {
+    Step();
+    const BlockCounts c = blocks_->counts();
+    EXPECT_EQ(c.free + c.cached + c.in_use + c.reserved + c.quarantined, c.total);
+  }
+  while (!scheduler_->running().empty()) scheduler_->Finish(scheduler_->running().front());
+  for (Sequence* s : scheduler_->waiting()) scheduler_->Finish(s);
+  ExpectAllFreeOrCached();
+}
+
+TEST(BlockManagerTest, EvictsLeastRecentlyUsedCachedBlocksAndReportsEvents) {
+  BlockManager m(3);
+  std::vector<int32_t> t;
+  ASSERT_TRUE(m.Allocate(3, &t));
+  EXPECT_FALSE(m.Allocate(1, &t));
+  m.Publish(t[0], 11);
+  m.Publish(t[1], 22);
+  m.Release(t);  // 11 and 22 cached (in that LRU order), the third block free.
+  EXPECT_EQ(m.counts().cached, 2);
+  EXPECT_EQ(m.counts().free, 1);
+  auto events = m.TakeEvents();
+  EXPECT_THAT(events.stored, ElementsAre(11, 22));
+  std::vector<int32_t> u;
+  ASSERT_TRUE(m.Allocate(2, &u));  // The free block, then evicts 11.
+  events = m.TakeEvents();
+  EXPECT_THAT(events.evicted, ElementsAre(11));
+  EXPECT_EQ(m.MatchPrefix(std::vector<uint64_t>{22}), 1);
+  EXPECT_EQ(m.MatchPrefix(std::vector<uint64_t>{11, 22}), 0);
+  // Quarantine: the block is held until released, and never served from the cache.
+  m.Quarantine(absl::MakeConstSpan(u).subspan(0, 1));
+  EXPECT_EQ(m.counts().quarantined, 1);
+  m.Unquarantine(absl::MakeConstSpan(u).subspan(0, 1));
+  EXPECT_EQ(m.counts().quarantined, 0);
+}
+
+TEST(BlockHashTest, ChainsOverPrefixes) {
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<int32_t> b = {1, 2, 3, 4, 5, 6, 7, 0};
+  const auto ha = engine::FullBlockHashes(7, a, 4);
+  const auto hb = engine::FullBlockHashes(7, b, 4);
+  ASSERT_EQ(ha.size(), 2u);
+  ASSERT_EQ(hb.size(), 2u);
+  EXPECT_EQ(ha[0], hb[0]);
+  EXPECT_NE(ha[1], hb[1]);
+  EXPECT_NE(engine::FullBlockHashes(8, a, 4)[0], ha[0]);  // Another model: other hashes.
+}
+
+}  // namespace
+}  // namespace pdserve::decode
