@@ -1,0 +1,239 @@
+#include "decode_worker/decode_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/logging.h"
+
+namespace pdserve::decode {
+namespace {
+
+// A reactor that fails the call at once (validation errors, overload).
+class ErrorReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  explicit ErrorReactor(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+// The shared state between the engine loop (which pushes) and the stream's reactor (which
+// writes). Lives as long as either holds it; the reactor detaches in OnDone.
+class GrpcStreamSink final : public StreamSink {
+ public:
+  class Reactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+   public:
+    explicit Reactor(std::shared_ptr<GrpcStreamSink> sink) : sink_(std::move(sink)) {}
+    void OnWriteDone(bool ok) override { sink_->OnWriteDone(ok); }
+    void OnCancel() override { sink_->OnCancel(); }
+    void OnDone() override {
+      sink_->Detach();
+      delete this;
+    }
+
+   private:
+    std::shared_ptr<GrpcStreamSink> sink_;
+  };
+
+  GrpcStreamSink(std::string request_id, v1::Placement placement, std::function<void()> notify)
+      : request_id_(std::move(request_id)), placement_(std::move(placement)), notify_(std::move(notify)) {}
+
+  void Attach(Reactor* reactor) {
+    absl::MutexLock lock(&mu_);
+    reactor_ = reactor;
+  }
+
+  void PushTokens(const std::vector<int32_t>& ids, const std::string& text, int64_t unix_nanos) override {
+    absl::MutexLock lock(&mu_);
+    for (int32_t id : ids) pending_.add_token_ids(static_cast<uint32_t>(id));
+    pending_.mutable_text()->append(text);
+    pending_.set_time_unix_nanos(unix_nanos);
+    has_pending_ = true;
+    MaybeWriteLocked();
+  }
+
+  void Finish(const Final& f) override {
+    absl::MutexLock lock(&mu_);
+    v1::GenerateResult& r = final_;
+    r.set_finish_reason(bridge::FinishReasonToProto(static_cast<engine::FinishReason>(f.finish_reason)));
+    r.set_stop_reason(f.stop_reason);
+    r.set_error_message(f.error_message);
+    r.mutable_usage()->set_prompt_tokens(f.prompt_tokens);
+    r.mutable_usage()->set_cached_prompt_tokens(f.cached_prompt_tokens);
+    r.mutable_usage()->set_completion_tokens(f.completion_tokens);
+    v1::StageTimings& t = *r.mutable_timings();
+    t.set_queue_ms(f.queue_ms);
+    t.set_prefill_ms(f.prefill_ms);
+    t.set_transfer_ms(f.transfer_ms);
+    t.set_transfer_tail_ms(f.transfer_tail_ms);
+    t.set_prefill_queue_ms(f.prefill_queue_ms);
+    t.set_ttft_ms(f.ttft_ms);
+    t.set_decode_ms(f.decode_ms);
+    t.set_e2e_ms(f.e2e_ms);
+    *r.mutable_placement() = placement_;
+    if (f.offloaded) {
+      r.mutable_placement()->set_mode(v1::PLACEMENT_MODE_OFFLOAD);
+      r.mutable_placement()->set_prefill_worker_id(f.prefill_worker_id);
+    }
+    if (f.fell_back_to_local) {
+      r.mutable_placement()->set_fell_back_to_local(true);
+      r.mutable_placement()->set_fallback_cause(f.fallback_cause);
+    }
+    final_ready_ = true;
+    MaybeWriteLocked();
+  }
+
+  int pending_tokens() const override {
+    absl::MutexLock lock(&mu_);
+    return pending_.token_ids_size();
+  }
+  bool cancelled() const override { return cancelled_.load(); }
+
+ private:
+  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reactor_ == nullptr || writing_ || finished_) return;
+    if (!has_pending_ && !final_ready_) return;
+    in_flight_.Clear();
+    in_flight_.Swap(&pending_);
+    in_flight_.set_request_id(request_id_);
+    has_pending_ = false;
+    if (final_ready_) {
+      *in_flight_.mutable_result() = final_;
+      finished_ = true;
+      reactor_->StartWriteAndFinish(&in_flight_, grpc::WriteOptions(), grpc::Status::OK);
+      return;
+    }
+    writing_ = true;
+    reactor_->StartWrite(&in_flight_);
+  }
+  void OnWriteDone(bool ok) {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (ok) {
+        MaybeWriteLocked();
+        return;
+      }
+      cancelled_.store(true);
+    }
+    notify_();
+  }
+  void OnCancel() {
+    cancelled_.store(true);
+    notify_();
+  }
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    reactor_ = nullptr;
+  }
+
+  const std::string request_id_;
+  const v1::Placement placement_;
+  std::function<void()> notify_;
+  mutable absl::Mutex mu_;
+  Reactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
+  v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);
+  v1::GenerateResponse in_flight_ ABSL_GUARDED_BY(mu_);
+  v1::GenerateResult final_ ABSL_GUARDED_BY(mu_);
+  bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_ready_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+DecodeService::DecodeService(EngineLoop* loop, const engine::Tokenizer* tokenizer, DecodeServiceOptions options,
+                             Clock* clock, DecodeMetrics* metrics)
+    : loop_(loop), tokenizer_(tokenizer), options_(std::move(options)), clock_(clock), metrics_(metrics) {
+  worker_id_ = options_.worker_id;
+}
+
+void DecodeService::SetWorkerId(const std::string& id) {
+  absl::MutexLock lock(&id_mu_);
+  worker_id_ = id;
+}
+
+std::unique_ptr<Sequence> DecodeService::MakeSequence(const bridge::ValidatedRequest& r, absl::Time arrival,
+                                                      std::shared_ptr<StreamSink> sink) const {
+  auto seq = std::make_unique<Sequence>();
+  seq->request_id = r.request_id;
+  seq->priority = r.priority;
+  seq->arrival = arrival;
+  seq->tokens = r.prompt;
+  seq->prompt_len = static_cast<int>(r.prompt.size());
+  seq->sampling = r.sampling;
+  seq->stream = std::make_unique<engine::GenerationStream>(tokenizer_, r.sampling, options_.eos_token_ids);
+  seq->sink = std::move(sink);
+  return seq;
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(grpc::CallbackServerContext* context,
+                                                                       const v1::DecodeRequest* request) {
+  const absl::Time now = clock_->Now();
+  auto validated = bridge::ValidateGenerateRequest(request->request(), options_.limits, tokenizer_);
+  if (!validated.ok()) {
+    metrics_->requests_rejected.Increment();
+    return new ErrorReactor(bridge::ToGrpc(validated.status()));
+  }
+  v1::Placement placement = request->placement();
+  {
+    absl::MutexLock lock(&id_mu_);
+    placement.set_decode_worker_id(worker_id_);
+  }
+  if (placement.mode() == v1::PLACEMENT_MODE_UNSPECIFIED) {
+    placement.set_mode(request->prefill_workers().empty() ? v1::PLACEMENT_MODE_LOCAL : v1::PLACEMENT_MODE_OFFLOAD);
+  }
+  if (placement.reason().empty()) placement.set_reason("direct");
+  auto sink = std::make_shared<GrpcStreamSink>(validated->request_id, placement, [loop = loop_] { loop->Notify(); });
+  auto* reactor = new GrpcStreamSink::Reactor(sink);
+  sink->Attach(reactor);
+  const absl::Time arrival = request->arrival_unix_nanos() > 0 ? absl::FromUnixNanos(request->arrival_unix_nanos()) : now;
+  std::unique_ptr<Sequence> seq = MakeSequence(*validated, arrival, sink);
+  absl::Status status;
+  if (!request->prefill_workers().empty() && offload_) {
+    status = offload_(std::move(seq), *request);
+  } else {
+    status = loop_->Submit(std::move(seq));
+  }
+  if (!status.ok()) {
+    metrics_->requests_rejected.Increment();
+    sink->Attach(nullptr);
+    reactor->Finish(bridge::ToGrpc(status));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DecodeService::GetStats(grpc::CallbackServerContext* context,
+                                                  const v1::GetStatsRequest*, v1::DecodeStats* out) {
+  const WorkerStats s = loop_->Stats();
+  {
+    absl::MutexLock lock(&id_mu_);
+    out->set_worker_id(worker_id_);
+  }
+  out->set_epoch(options_.epoch);
+  v1::BlockAccounting* b = out->mutable_blocks();
+  b->set_total(s.blocks.total);
+  b->set_free(s.blocks.free);
+  b->set_cached(s.blocks.cached);
+  b->set_in_use(s.blocks.in_use);
+  b->set_reserved_for_transfer(s.blocks.reserved);
+  b->set_quarantined(s.blocks.quarantined);
+  out->set_running(s.running);
+  out->set_waiting(s.waiting);
+  out->set_awaiting_kv(s.awaiting_kv);
+  out->set_steps_total(s.counters.steps);
+  out->set_mixed_steps_total(s.counters.mixed_steps);
+  out->set_prefill_tokens_total(s.counters.prefill_tokens);
+  out->set_decode_tokens_total(s.counters.decode_tokens);
+  out->set_preemptions_total(s.counters.preemptions);
+  out->set_prefix_cache_queried_tokens_total(s.counters.prefix_queried_tokens);
+  out->set_prefix_cache_hit_tokens_total(s.counters.prefix_hit_tokens);
+  out->set_offload_fallbacks_total(s.offload_fallbacks);
+  out->set_offload_completions_total(s.offload_completions);
+  out->set_requests_finished_total(s.requests_finished);
+  out->set_prefill_chunks_total(s.counters.prefill_chunks);
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace pdserve::decode

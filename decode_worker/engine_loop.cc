@@ -1,0 +1,328 @@
+#include "decode_worker/engine_loop.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace pdserve::decode {
+namespace {
+
+constexpr size_t kMaxSamples = 512;
+constexpr size_t kMaxPendingEvents = 1 << 16;
+constexpr absl::Duration kIdleWait = absl::Milliseconds(20);
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+}  // namespace
+
+EngineLoop::EngineLoop(engine::Model* model, engine::KvPool* pool, const engine::Tokenizer* tokenizer,
+                       std::vector<int32_t> eos_token_ids, const SchedulerConfig& config,
+                       DecodeMetrics* metrics, Clock* clock)
+    : model_(model),
+      pool_(pool),
+      tokenizer_(tokenizer),
+      eos_(std::move(eos_token_ids)),
+      config_(config),
+      metrics_(metrics),
+      clock_(clock),
+      blocks_(pool->layout().num_blocks),
+      scheduler_([&] {
+        SchedulerConfig c = config;
+        c.max_waiting = 1 << 30;  // Submit() enforces the limit before the queue.
+        return c;
+      }(), &blocks_) {}
+
+EngineLoop::~EngineLoop() { Stop(); }
+
+void EngineLoop::Start() {
+  PublishStats();
+  thread_ = std::thread([this] { Run(); });
+}
+
+void EngineLoop::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status EngineLoop::Submit(std::unique_ptr<Sequence> seq) {
+  absl::MutexLock lock(&mu_);
+  if (draining_ || stop_) return absl::UnavailableError("decode worker is draining; send the request elsewhere");
+  if (stats_.waiting + static_cast<int>(inbox_.size()) >= config_.max_waiting) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "decode worker overloaded: ", config_.max_waiting, " requests already waiting (retry-after-ms: 200)"));
+  }
+  seq->order = ++next_order_;
+  inbox_.push_back(std::move(seq));
+  wake_ = true;
+  return absl::OkStatus();
+}
+
+void EngineLoop::Post(std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  posted_.push_back(std::move(fn));
+  wake_ = true;
+}
+
+void EngineLoop::Notify() {
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
+}
+
+void EngineLoop::BeginDrain() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+bool EngineLoop::WaitUntilIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return inbox_.empty() && stats_.running == 0 && stats_.waiting == 0 && stats_.awaiting_kv == 0;
+  };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+WorkerStats EngineLoop::Stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void EngineLoop::TakeReport(bool request_reset, std::vector<StepSample>* steps, PrefixCacheEvents* events,
+                            bool* reset) {
+  absl::MutexLock lock(&mu_);
+  reporting_ = true;
+  if (request_reset) {
+    reset_requested_ = true;
+    reset_ready_ = false;
+    wake_ = true;
+  }
+  steps->assign(samples_.begin(), samples_.end());
+  samples_.clear();
+  *reset = false;
+  if (reset_requested_ && !reset_ready_) return;  // The loop has not built the full list yet.
+  *reset = reset_ready_;
+  reset_ready_ = false;
+  reset_requested_ = false;
+  *events = std::move(events_);
+  events_ = {};
+}
+
+void EngineLoop::SetAwaitingKvCancelHandler(std::function<void(Sequence*)> handler) {
+  awaiting_kv_cancel_ = std::move(handler);
+}
+
+void EngineLoop::CountOffload(bool completed, const std::string& fallback_cause) {
+  if (completed) {
+    ++offload_completions_;
+    metrics_->offload_completions.Increment();
+  } else {
+    ++offload_fallbacks_;
+    metrics_->OffloadFallback(fallback_cause).Increment();
+  }
+}
+
+void EngineLoop::PublishStats() {
+  const BlockCounts counts = blocks_.counts();
+  PrefixCacheEvents events = blocks_.TakeEvents();
+  const SchedulerCounters& c = scheduler_.counters();
+  metrics_->num_requests_running.Set(scheduler_.num_running());
+  metrics_->num_requests_waiting.Set(scheduler_.num_waiting());
+  metrics_->num_requests_awaiting_kv.Set(scheduler_.num_awaiting_kv());
+  metrics_->kv_cache_usage.Set(counts.total == 0 ? 0.0 : 1.0 - double(counts.free + counts.cached) / counts.total);
+  metrics_->kv_blocks_free.Set(counts.free + counts.cached);
+  metrics_->kv_blocks_quarantined.Set(counts.quarantined);
+  metrics_->prefix_cache_queries.Increment(static_cast<double>(c.prefix_queried_tokens - published_counters_.prefix_queried_tokens));
+  metrics_->prefix_cache_hits.Increment(static_cast<double>(c.prefix_hit_tokens - published_counters_.prefix_hit_tokens));
+  metrics_->preemptions.Increment(static_cast<double>(c.preemptions - published_counters_.preemptions));
+  published_counters_ = c;
+
+  absl::MutexLock lock(&mu_);
+  stats_.blocks = counts;
+  stats_.running = scheduler_.num_running();
+  stats_.waiting = scheduler_.num_waiting();
+  stats_.awaiting_kv = scheduler_.num_awaiting_kv();
+  stats_.pending_prefill_tokens = scheduler_.pending_prefill_tokens();
+  stats_.counters = c;
+  stats_.requests_finished = requests_finished_;
+  stats_.offload_fallbacks = offload_fallbacks_;
+  stats_.offload_completions = offload_completions_;
+  if (reporting_) {
+    if (reset_requested_ && !reset_ready_) {
+      events_ = {};
+      events_.stored = blocks_.CachedHashes();
+      reset_ready_ = true;
+    } else if (events_.stored.size() + events_.evicted.size() < kMaxPendingEvents) {
+      events_.stored.insert(events_.stored.end(), events.stored.begin(), events.stored.end());
+      events_.evicted.insert(events_.evicted.end(), events.evicted.begin(), events.evicted.end());
+    } else {
+      reset_requested_ = true;  // Too far behind: resync instead of growing without bound.
+      reset_ready_ = false;
+    }
+  }
+}
+
+void EngineLoop::FinishSequence(Sequence* seq, engine::FinishReason reason, const std::string& error) {
+  const absl::Time now = clock_->Now();
+  StreamSink::Final f;
+  f.finish_reason = static_cast<int>(reason);
+  if (seq->stream != nullptr) {
+    // Text held back for stop strings is released unless a stop string cut it.
+    std::string rest = reason == engine::FinishReason::kStop ? "" : seq->stream->Finish();
+    if (!rest.empty() && seq->sink) seq->sink->PushTokens({}, rest, absl::ToUnixNanos(now));
+  }
+  f.error_message = error;
+  f.prompt_tokens = seq->prompt_len;
+  f.cached_prompt_tokens = seq->cached_prompt_tokens;
+  f.completion_tokens = seq->generated();
+  const absl::Time admitted = seq->admitted == absl::Time() ? now : seq->admitted;
+  f.queue_ms = Ms(admitted - seq->arrival);
+  if (seq->prefill_done != absl::Time()) f.prefill_ms = Ms(seq->prefill_done - admitted);
+  if (seq->first_token != absl::Time()) {
+    f.ttft_ms = Ms(seq->first_token - seq->arrival);
+    f.decode_ms = Ms(seq->last_token - seq->first_token);
+  }
+  f.e2e_ms = Ms(now - seq->arrival);
+  metrics_->e2e_request_latency.Observe(f.e2e_ms / 1e3);
+  metrics_->RequestSuccess(engine::FinishReasonName(reason)).Increment();
+  metrics_->generation_tokens.Increment(std::max(0, seq->generated()));
+  metrics_->prompt_tokens.Increment(seq->prompt_len);
+  if (seq->sink) seq->sink->Finish(f);
+  ++requests_finished_;
+  scheduler_.Finish(seq);
+}
+
+bool EngineLoop::EmitToken(Sequence* seq) {
+  const absl::Time now = clock_->Now();
+  const int32_t token = seq->tokens.back();
+  if (seq->first_token == absl::Time()) {
+    seq->first_token = now;
+    if (seq->prefill_done == absl::Time()) seq->prefill_done = now;
+    metrics_->time_to_first_token.Observe(absl::ToDoubleSeconds(now - seq->arrival));
+    if (seq->admitted != absl::Time()) {
+      metrics_->request_prefill_time.Observe(absl::ToDoubleSeconds(seq->prefill_done - seq->admitted));
+    }
+  } else {
+    metrics_->inter_token_latency.Observe(absl::ToDoubleSeconds(now - seq->last_token));
+  }
+  seq->last_token = now;
+  auto update = seq->stream->Push(token);
+  if (!update.ok()) {
+    FinishSequence(seq, engine::FinishReason::kError, std::string(update.status().message()));
+    return false;
+  }
+  if (seq->sink) seq->sink->PushTokens({token}, update->text, absl::ToUnixNanos(now));
+  if (update->finish != engine::FinishReason::kNone) {
+    FinishSequence(seq, update->finish);
+    return false;
+  }
+  if (seq->num_tokens() >= model_->config().max_position_embeddings) {
+    FinishSequence(seq, engine::FinishReason::kLength);
+    return false;
+  }
+  return true;
+}
+
+void EngineLoop::RetireCancelled() {
+  std::vector<Sequence*> all = scheduler_.waiting();
+  all.insert(all.end(), scheduler_.running().begin(), scheduler_.running().end());
+  for (Sequence* seq : all) {
+    if (seq->sink == nullptr || !seq->sink->cancelled()) continue;
+    if (seq->state == SequenceState::kAwaitingKv && awaiting_kv_cancel_) {
+      awaiting_kv_cancel_(seq);  // The coordinator finishes it once the transfer stopped.
+      continue;
+    }
+    FinishSequence(seq, engine::FinishReason::kCancelled);
+  }
+}
+
+void EngineLoop::RunStep(const StepPlan& plan) {
+  const absl::Time start = absl::Now();
+  batch_.Clear();
+  int64_t context = 0;
+  for (const PlannedChunk& c : plan.chunks) {
+    batch_.Add(absl::MakeConstSpan(c.seq->tokens).subspan(c.start, c.num_tokens), c.start, c.seq->block_table,
+               c.want_logits);
+    context += c.start + c.num_tokens;
+    if (c.seq->admitted == absl::Time()) {
+      c.seq->admitted = clock_->Now();
+      metrics_->request_queue_time.Observe(absl::ToDoubleSeconds(c.seq->admitted - c.seq->arrival));
+    }
+  }
+  const absl::Time forward_start = absl::Now();
+  const absl::Status status = model_->Forward(batch_, *pool_, {}, &logits_);
+  const absl::Time forward_end = absl::Now();
+  if (!status.ok()) {
+    PDS_LOG(ERROR) << "engine step failed: " << status;
+    for (const PlannedChunk& c : plan.chunks) {
+      if (c.seq->state != SequenceState::kFinished) FinishSequence(c.seq, engine::FinishReason::kError, std::string(status.message()));
+    }
+    return;
+  }
+  sampled_.clear();
+  int row = 0;
+  for (const PlannedChunk& c : plan.chunks) {
+    if (!c.want_logits) continue;
+    sampled_.push_back(engine::SampleToken(logits_.Row(row++), c.seq->sampling,
+                                           static_cast<uint64_t>(c.start + c.num_tokens), &sampler_scratch_));
+  }
+  scheduler_.ApplyStep(plan, sampled_);
+  for (const PlannedChunk& c : plan.chunks) {
+    if (c.want_logits) EmitToken(c.seq);  // May finish and free the sequence.
+  }
+  const absl::Time end = absl::Now();
+  StepSample sample;
+  sample.num_decode = plan.num_decode;
+  sample.num_prefill_tokens = plan.num_prefill_tokens;
+  sample.context_tokens = context;
+  sample.duration_ms = Ms(end - start);
+  sample.host_ms = Ms((forward_start - start) + (end - forward_end));
+  (plan.num_prefill_tokens > 0 ? metrics_->step_duration_mixed : metrics_->step_duration_decode_only)
+      .Observe(sample.duration_ms / 1e3);
+  metrics_->step_batch_sequences.Observe(static_cast<double>(plan.chunks.size()));
+  metrics_->step_batch_tokens.Observe(plan.num_decode + plan.num_prefill_tokens);
+  metrics_->step_host_overhead.Observe(sample.host_ms / 1e3);
+  absl::MutexLock lock(&mu_);
+  samples_.push_back(sample);
+  if (samples_.size() > kMaxSamples) samples_.pop_front();
+}
+
+void EngineLoop::Run() {
+  while (true) {
+    std::vector<std::unique_ptr<Sequence>> inbox;
+    std::vector<std::function<void()>> posted;
+    bool stop;
+    {
+      absl::MutexLock lock(&mu_);
+      inbox.swap(inbox_);
+      posted.swap(posted_);
+      wake_ = false;
+      stop = stop_;
+    }
+    for (auto& seq : inbox) {
+      Sequence* raw = seq.get();
+      if (absl::Status s = scheduler_.Add(std::move(seq)); !s.ok()) {
+        PDS_LOG(WARNING) << "dropping " << raw->request_id << ": " << s;
+      }
+    }
+    for (auto& fn : posted) fn();
+    if (stop) break;
+    RetireCancelled();
+    const StepPlan plan = scheduler_.PlanStep();
+    if (!plan.empty()) RunStep(plan);
+    PublishStats();
+    if (plan.empty()) {
+      absl::MutexLock lock(&mu_);
+      auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return wake_ || stop_; };
+      mu_.AwaitWithTimeout(absl::Condition(&woken), kIdleWait);
+    }
+  }
+  // Whatever is left when the loop stops ends with an error the client can retry.
+  std::vector<Sequence*> left = scheduler_.waiting();
+  left.insert(left.end(), scheduler_.running().begin(), scheduler_.running().end());
+  for (Sequence* seq : left) FinishSequence(seq, engine::FinishReason::kError, "decode worker stopped");
+  PublishStats();
+}
+
+}  // namespace pdserve::decode

@@ -1,0 +1,137 @@
+// The decode worker's one scheduling thread: takes new sequences and events, retires
+// cancelled ones, plans a step, runs one engine forward over the packed batch, samples,
+// streams tokens to each sequence's sink, and retires finished sequences. Everything it
+// touches (scheduler, block manager, sequences, model) belongs to this thread; other threads
+// talk to it through Submit/Post/Notify and read published snapshots.
+// Thread-safety: public methods are safe from any thread.
+#ifndef PDSERVE_DECODE_WORKER_ENGINE_LOOP_H_
+#define PDSERVE_DECODE_WORKER_ENGINE_LOOP_H_
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "decode_worker/block_manager.h"
+#include "decode_worker/decode_metrics.h"
+#include "decode_worker/scheduler.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+
+namespace pdserve::decode {
+
+// One engine step as the registry reports it (the cost model's training data).
+struct StepSample {
+  int num_decode = 0;
+  int num_prefill_tokens = 0;
+  int64_t context_tokens = 0;
+  double duration_ms = 0;
+  double host_ms = 0;  // Outside the engine forward.
+};
+
+struct WorkerStats {
+  BlockCounts blocks;
+  int running = 0;
+  int waiting = 0;
+  int awaiting_kv = 0;
+  int64_t pending_prefill_tokens = 0;
+  SchedulerCounters counters;
+  uint64_t requests_finished = 0;
+  uint64_t offload_fallbacks = 0;
+  uint64_t offload_completions = 0;
+};
+
+class EngineLoop {
+ public:
+  EngineLoop(engine::Model* model, engine::KvPool* pool, const engine::Tokenizer* tokenizer,
+             std::vector<int32_t> eos_token_ids, const SchedulerConfig& config,
+             DecodeMetrics* metrics, Clock* clock);
+  ~EngineLoop();
+
+  void Start();
+  // Stops the thread; sequences still present finish with an error.
+  void Stop();
+
+  // Queues a sequence. RESOURCE_EXHAUSTED when the waiting queue is full, UNAVAILABLE while
+  // draining.
+  absl::Status Submit(std::unique_ptr<Sequence> seq);
+  // Runs `fn` on the loop thread before the next step (offload events, tests).
+  void Post(std::function<void()> fn);
+  // Something outside changed (a client cancelled or caught up): re-plan soon.
+  void Notify();
+  // Refuse new sequences from now on.
+  void BeginDrain();
+  // Waits until no sequence is waiting or running, or `deadline`.
+  bool WaitUntilIdle(absl::Time deadline);
+
+  WorkerStats Stats() const;
+  // Step samples since the last call, prefix-cache events since the last call, and whether
+  // they are a full resync (`reset`: `events.stored` is then every cached hash). Call with
+  // request_reset after (re)connecting to the router; the full list follows within a step.
+  void TakeReport(bool request_reset, std::vector<StepSample>* steps, PrefixCacheEvents* events,
+                  bool* reset);
+
+  // Loop-thread only (offload coordinator, tests).
+  Scheduler& scheduler() { return scheduler_; }
+  engine::Model* model() { return model_; }
+  const SchedulerConfig& config() const { return config_; }
+  // Finishes a sequence: final message, metrics, blocks released.
+  void FinishSequence(Sequence* seq, engine::FinishReason reason, const std::string& error = "");
+  // Emits one generated token (the last of seq->tokens) and finishes the sequence if it is
+  // done. Returns false if it finished.
+  bool EmitToken(Sequence* seq);
+  // Offload hooks: cancellation of an AWAITING_KV sequence is the coordinator's to finish.
+  void SetAwaitingKvCancelHandler(std::function<void(Sequence*)> handler);
+  void CountOffload(bool completed, const std::string& fallback_cause);
+
+ private:
+  void Run();
+  void RunStep(const StepPlan& plan);
+  void RetireCancelled();
+  void PublishStats();
+
+  engine::Model* model_;
+  engine::KvPool* pool_;
+  const engine::Tokenizer* tokenizer_;
+  std::vector<int32_t> eos_;
+  SchedulerConfig config_;
+  DecodeMetrics* metrics_;
+  Clock* clock_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::function<void(Sequence*)> awaiting_kv_cancel_;
+
+  // Loop-thread scratch, reused every step.
+  engine::PackedBatch batch_;
+  engine::Logits logits_;
+  engine::SamplerScratch sampler_scratch_;
+  std::vector<int32_t> sampled_;
+  SchedulerCounters published_counters_;
+
+  std::thread thread_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Sequence>> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  WorkerStats stats_ ABSL_GUARDED_BY(mu_);
+  std::deque<StepSample> samples_ ABSL_GUARDED_BY(mu_);
+  PrefixCacheEvents events_ ABSL_GUARDED_BY(mu_);
+  bool reset_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool reset_ready_ ABSL_GUARDED_BY(mu_) = false;
+  bool reporting_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t requests_finished_ = 0;  // Loop thread.
+  uint64_t offload_fallbacks_ = 0;   // Loop thread.
+  uint64_t offload_completions_ = 0; // Loop thread.
+};
+
+}  // namespace pdserve::decode
+
+#endif  // PDSERVE_DECODE_WORKER_ENGINE_LOOP_H_

@@ -1,0 +1,76 @@
+// The bridge between pdserve.v1 wire types and domain types, shared by every *_service.cc
+// (decode worker, prefill worker, router) so that each validates a request the same way and
+// names the field and the limit in the same words.
+// Thread-safety: stateless.
+#ifndef PDSERVE_PROTO_BRIDGE_REQUEST_BRIDGE_H_
+#define PDSERVE_PROTO_BRIDGE_REQUEST_BRIDGE_H_
+
+#include <grpcpp/support/status.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/generation_stream.h"
+#include "engine/sampling.h"
+#include "engine/tokenizer.h"
+#include "kvtransfer/kv_transport.h"
+#include "pdserve/v1/common.pb.h"
+#include "pdserve/v1/generation.pb.h"
+
+namespace pdserve::bridge {
+
+inline constexpr int kDefaultMaxTokens = 16;
+inline constexpr size_t kMaxRequestIdBytes = 128;
+
+// What a worker can serve; requests are validated against it.
+struct ModelLimits {
+  std::string model_name;
+  int vocab_size = 0;
+  int max_context_tokens = 0;
+  // Tokens the KV pool can hold for one sequence (0: unlimited).
+  int64_t max_sequence_tokens = 0;
+};
+
+struct ValidatedRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt;
+  engine::SamplingConfig sampling;
+  int priority = 0;
+};
+
+// Sampling parameters with defaults (max_tokens 16, temperature 1, top_p 1, top_k off; an
+// unset seed is drawn at random). INVALID_ARGUMENT names the field and the limit.
+absl::StatusOr<engine::SamplingConfig> SamplingFromProto(const v1::SamplingParams& params,
+                                                        int vocab_size);
+// The prompt as token ids: text is tokenized (with the BOS the tokenizer's template adds),
+// ids are range-checked.
+absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& request,
+                                                     const engine::Tokenizer* tokenizer,
+                                                     int vocab_size);
+// Everything: model name, request id, prompt, sampling, context and pool limits.
+absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& request,
+                                                         const ModelLimits& limits,
+                                                         const engine::Tokenizer* tokenizer);
+
+// absl -> gRPC, keeping code and message. RESOURCE_EXHAUSTED carries a "retry-after-ms"
+// hint in the message when `retry_after_ms` > 0.
+grpc::Status ToGrpc(const absl::Status& status);
+absl::Status FromGrpc(const grpc::Status& status);
+
+v1::FinishReason FinishReasonToProto(engine::FinishReason reason);
+v1::SamplingParams SamplingToProto(const engine::SamplingConfig& config);
+
+// KvTarget <-> the transport's descriptor + target.
+void TargetToProto(const kvtransfer::TransferTarget& target, uint64_t fingerprint, v1::KvTarget* out);
+absl::StatusOr<kvtransfer::TransferTarget> TargetFromProto(const v1::KvTarget& target);
+void LayoutToProto(const KvLayout& layout, v1::KvLayout* out);
+absl::StatusOr<KvLayout> LayoutFromProto(const v1::KvLayout& layout);
+
+// A fresh request id ("req-" + 16 hex digits).
+std::string NewRequestId();
+
+}  // namespace pdserve::bridge
+
+#endif  // PDSERVE_PROTO_BRIDGE_REQUEST_BRIDGE_H_

@@ -1,0 +1,74 @@
+#include "tools/client/generation_client.h"
+
+#include "absl/time/clock.h"
+
+namespace pdserve::client {
+namespace {
+
+template <typename Reader>
+GenerationOutcome Collect(std::unique_ptr<Reader> reader, grpc::ClientContext* context, absl::Time start,
+                          const MessageCallback& on_message) {
+  GenerationOutcome out;
+  out.start = start;
+  v1::GenerateResponse message;
+  while (reader->Read(&message)) {
+    if (message.token_ids_size() > 0) {
+      out.token_times.push_back(absl::Now());
+      out.tokens_per_message.push_back(message.token_ids_size());
+    }
+    for (uint32_t id : message.token_ids()) out.tokens.push_back(static_cast<int32_t>(id));
+    out.text += message.text();
+    if (message.has_result()) {
+      out.result = message.result();
+      out.has_result = true;
+    }
+    if (on_message) on_message(message);
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel, const v1::DecodeRequest& request,
+                             absl::Duration timeout, const MessageCallback& on_message,
+                             const std::function<void(grpc::ClientContext*)>& context_hook) {
+  auto stub = v1::Decode::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (context_hook) context_hook(&context);
+  const absl::Time start = absl::Now();
+  return Collect(stub->Generate(&context, request), &context, start, on_message);
+}
+
+GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel, const v1::GenerateRequest& request,
+                               absl::Duration timeout, const MessageCallback& on_message,
+                               const std::function<void(grpc::ClientContext*)>& context_hook) {
+  auto stub = v1::Generation::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (context_hook) context_hook(&context);
+  const absl::Time start = absl::Now();
+  return Collect(stub->Generate(&context, request), &context, start, on_message);
+}
+
+v1::GenerateRequest MakeRequest(const std::vector<int32_t>& tokens, int max_tokens, float temperature,
+                                const std::string& text) {
+  v1::GenerateRequest r;
+  if (tokens.empty()) {
+    r.set_text(text);
+  } else {
+    for (int32_t t : tokens) r.mutable_token_ids()->add_ids(static_cast<uint32_t>(t));
+  }
+  r.mutable_sampling()->set_max_tokens(max_tokens);
+  r.mutable_sampling()->set_temperature(temperature);
+  return r;
+}
+
+}  // namespace pdserve::client

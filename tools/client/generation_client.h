@@ -1,0 +1,53 @@
+// Client helpers for pdserve's streaming Generate calls (router Generation service and
+// decode worker Decode service): run one call to the end and collect tokens, text, the final
+// result and client-side timings. Used by pdctl, the benchmarks and the tests.
+// Thread-safety: functions are reentrant; channels may be shared.
+#ifndef PDSERVE_TOOLS_CLIENT_GENERATION_CLIENT_H_
+#define PDSERVE_TOOLS_CLIENT_GENERATION_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "pdserve/v1/decode.grpc.pb.h"
+#include "pdserve/v1/generation.grpc.pb.h"
+
+namespace pdserve::client {
+
+struct GenerationOutcome {
+  grpc::Status status;
+  std::vector<int32_t> tokens;
+  std::string text;
+  v1::GenerateResult result;
+  bool has_result = false;
+  // Client-side arrival time of every message carrying tokens, and the start of the call.
+  absl::Time start;
+  std::vector<absl::Time> token_times;
+  std::vector<int> tokens_per_message;
+};
+
+using MessageCallback = std::function<void(const v1::GenerateResponse&)>;
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+
+// Decode.Generate on a decode worker. `context_hook` may configure or keep the context (e.g.
+// to cancel it from another thread).
+GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel, const v1::DecodeRequest& request,
+                             absl::Duration timeout, const MessageCallback& on_message = nullptr,
+                             const std::function<void(grpc::ClientContext*)>& context_hook = nullptr);
+// Generation.Generate on a router.
+GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel, const v1::GenerateRequest& request,
+                               absl::Duration timeout, const MessageCallback& on_message = nullptr,
+                               const std::function<void(grpc::ClientContext*)>& context_hook = nullptr);
+
+// A request for `tokens` (or `text` when tokens is empty) with greedy sampling by default.
+v1::GenerateRequest MakeRequest(const std::vector<int32_t>& tokens, int max_tokens, float temperature = 0.0f,
+                                const std::string& text = "");
+
+}  // namespace pdserve::client
+
+#endif  // PDSERVE_TOOLS_CLIENT_GENERATION_CLIENT_H_
