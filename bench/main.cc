@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
+#include "bench/decode/decode_bench.h"
 #include "bench/engine/engine_bench.h"
 #include "bench/transfer/transfer_raw_bench.h"
 #include "common/flags.h"
@@ -18,6 +19,9 @@ ABSL_FLAG(std::vector<std::string>, transports, std::vector<std::string>({"shm",
           "transfer-raw: UCX transports to measure (UCX_TLS values).");
 ABSL_FLAG(bool, perftest, true, "transfer-raw: also run ucx_perftest as the baseline.");
 ABSL_FLAG(int, repetitions, 40, "transfer-raw: repetitions of the per-layer transfer.");
+ABSL_FLAG(std::vector<std::string>, widths, std::vector<std::string>({"8", "64", "256"}),
+          "decode: running-sequence counts for the overhead measurement.");
+ABSL_FLAG(int, steps, 20, "decode: measured steps per width.");
 ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
 ABSL_FLAG(std::string, tls, "", "transfer-raw-sender (internal): UCX transports.");
 ABSL_FLAG(std::string, net_devices, "", "transfer-raw-sender (internal): UCX network devices.");
@@ -29,7 +33,8 @@ constexpr char kUsage[] =
     "Usage: pdserve-bench SUBCOMMAND --out=DIR [flags]\n"
     "Subcommands:\n"
     "  engine        decode step time by batch and prefill throughput vs bandwidth/sgemm floors\n"
-    "  transfer-raw  KV-shaped UCX transfers (shm, TCP) vs ucx_perftest and memcpy";
+    "  transfer-raw  KV-shaped UCX transfers (shm, TCP) vs ucx_perftest and memcpy\n"
+    "  decode        scheduler host overhead per step; continuous serving vs a static batch";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
@@ -60,6 +65,23 @@ int main(int argc, char** argv) {
     config.decode_steps = absl::GetFlag(FLAGS_decode_steps);
     config.prefill_repetitions = absl::GetFlag(FLAGS_prefill_repetitions);
     const absl::Status status = pdserve::bench::RunEngineBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "decode") {
+    pdserve::bench::DecodeBenchConfig config;
+    config.model_dir = absl::GetFlag(FLAGS_model);
+    config.out_dir = absl::GetFlag(FLAGS_out);
+    config.steps = absl::GetFlag(FLAGS_steps);
+    config.widths.clear();
+    for (const std::string& w : absl::GetFlag(FLAGS_widths)) {
+      int n;
+      if (!absl::SimpleAtoi(w, &n) || n < 1) {
+        std::fprintf(stderr, "--widths: '%s' is not a positive integer\n", w.c_str());
+        return 2;
+      }
+      config.widths.push_back(n);
+    }
+    const absl::Status status = pdserve::bench::RunDecodeBench(config);
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "transfer-raw") {

@@ -1,5 +1,7 @@
 #include "engine/sampling.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -17,7 +19,27 @@ uint64_t SplitMix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// The first index of the maximum (ties go to the lowest id). Vectorised: a max pass, then
+// a search for the first lane equal to it.
+__attribute__((target("avx512f"))) int32_t Argmax512(const float* x, int n) {
+  __m512 best = _mm512_set1_ps(-INFINITY);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) best = _mm512_max_ps(best, _mm512_loadu_ps(x + i));
+  float max = _mm512_reduce_max_ps(best);
+  for (int j = i; j < n; ++j) max = std::max(max, x[j]);
+  const __m512 target = _mm512_set1_ps(max);
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), target, _CMP_EQ_OQ);
+    if (eq != 0) return i + __builtin_ctz(eq);
+  }
+  for (; i < n; ++i) {
+    if (x[i] == max) return i;
+  }
+  return 0;  // All NaN.
+}
+
 int32_t Argmax(absl::Span<const float> logits) {
+  if (kernels::HasAvx512()) return Argmax512(logits.data(), static_cast<int>(logits.size()));
   int32_t best = 0;
   for (int32_t i = 1; i < static_cast<int32_t>(logits.size()); ++i) {
     if (logits[i] > logits[best]) best = i;

@@ -161,7 +161,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
       max_id = std::max(max_id, static_cast<int32_t>(id));
     }
     tok->id_to_token_.assign(max_id + 1, std::string());
-    for (const auto& [token, id] : vocab) tok->id_to_token_[id] = token;
+    tok->id_to_bytes_.assign(max_id + 1, std::string());
+    for (const auto& [token, id] : vocab) {
+      tok->id_to_token_[id] = token;
+      ByteLevelAlphabet::Get().DecodeToBytes(token, &tok->id_to_bytes_[id]);
+    }
 
     std::vector<std::pair<std::string, std::string>> merges;
     auto merges_node = model->find("merges");
@@ -310,7 +314,7 @@ bool Tokenizer::AppendTokenBytes(int32_t id, bool skip_special_tokens, std::stri
   if (id < 0 || id >= static_cast<int32_t>(id_to_token_.size()) || id_to_token_[id].empty()) {
     return false;
   }
-  ByteLevelAlphabet::Get().DecodeToBytes(id_to_token_[id], out);
+  out->append(id_to_bytes_[id]);
   return true;
 }
 

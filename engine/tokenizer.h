@@ -65,6 +65,7 @@ class Tokenizer {
   std::unique_ptr<RegexPreTokenizer> pre_tokenizer_;  // Null: the whole text is one piece.
   bool add_prefix_space_ = false;
   std::vector<std::string> id_to_token_;  // Byte-level strings (base vocab).
+  std::vector<std::string> id_to_bytes_;  // The bytes each base token stands for (decode).
   absl::flat_hash_map<int32_t, AddedToken> added_by_id_;
   absl::flat_hash_map<std::string, int32_t> added_by_content_;
   std::unique_ptr<re2::RE2> added_matcher_;

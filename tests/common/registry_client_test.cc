@@ -1,0 +1,119 @@
+// The registry client against an in-process fake Registry: it registers first, reports load
+// about every interval with a full prefix resync on the first report, and after the router
+// goes away and comes back on the same address it registers again.
+#include "common/registry_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_server.h"
+#include "gtest/gtest.h"
+#include "pdserve/v1/registry.grpc.pb.h"
+
+namespace pdserve {
+namespace {
+
+class FakeRegistry final : public v1::Registry::Service {
+ public:
+  grpc::Status Connect(grpc::ServerContext* context,
+                       grpc::ServerReaderWriter<v1::RouterMessage, v1::WorkerMessage>* stream) override {
+    v1::WorkerMessage message;
+    while (stream->Read(&message)) {
+      absl::MutexLock lock(&mu_);
+      if (message.has_registration()) {
+        registrations_.push_back(message.registration());
+        v1::RouterMessage ack;
+        ack.mutable_ack()->set_accepted(!refuse_);
+        ack.mutable_ack()->set_message(refuse_ ? "refused by test" : "welcome");
+        stream->Write(ack);
+      } else if (message.has_load()) {
+        loads_.push_back(message.load());
+      } else if (message.has_prefix_cache()) {
+        events_.push_back(message.prefix_cache());
+      }
+    }
+    return grpc::Status::OK;
+  }
+  absl::Mutex mu_;
+  bool refuse_ = false;
+  std::vector<v1::WorkerRegistration> registrations_;
+  std::vector<v1::LoadReport> loads_;
+  std::vector<v1::PrefixCacheEvents> events_;
+};
+
+bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (cond()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return cond();
+}
+
+TEST(RegistryClientTest, RegistersReportsAndReconnects) {
+  auto fake = std::make_unique<FakeRegistry>();
+  auto server = GrpcServer::Start(GrpcServerConfig{}, {fake.get()});
+  ASSERT_TRUE(server.ok());
+  const std::string address = (*server)->address();
+
+  v1::WorkerRegistration reg;
+  reg.set_worker_id("decode-7");
+  reg.set_role(v1::WORKER_ROLE_DECODE);
+  std::atomic<int> reports{0};
+  RegistryClient client(
+      RegistryClientConfig{.router_address = address, .report_interval = absl::Milliseconds(20),
+                           .min_backoff = absl::Milliseconds(20), .max_backoff = absl::Milliseconds(200)},
+      reg, [&](bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
+        load->set_running(3);
+        load->set_total_blocks(100);
+        if (reconnected) {
+          events->set_reset(true);
+          events->add_stored(42);
+        }
+        ++reports;
+      });
+  client.Start();
+  ASSERT_TRUE(WaitFor([&] { return client.connected() && reports.load() >= 5; }, absl::Seconds(5)));
+  {
+    absl::MutexLock lock(&fake->mu_);
+    ASSERT_EQ(fake->registrations_.size(), 1u);
+    EXPECT_EQ(fake->registrations_[0].worker_id(), "decode-7");
+    ASSERT_FALSE(fake->loads_.empty());
+    EXPECT_EQ(fake->loads_.back().running(), 3u);
+    EXPECT_GT(fake->loads_.back().sequence(), fake->loads_.front().sequence());
+    ASSERT_FALSE(fake->events_.empty());
+    EXPECT_TRUE(fake->events_[0].reset());
+    EXPECT_EQ(fake->events_[0].stored(0), 42u);
+  }
+  // The router goes away; a new one comes up on the same address.
+  (*server)->Drain(absl::Now());
+  server->reset();
+  ASSERT_TRUE(WaitFor([&] { return !client.connected(); }, absl::Seconds(5)));
+  auto fake2 = std::make_unique<FakeRegistry>();
+  GrpcServerConfig same;
+  same.listen_address = address;
+  auto server2 = GrpcServer::Start(same, {fake2.get()});
+  ASSERT_TRUE(server2.ok()) << server2.status();
+  ASSERT_TRUE(WaitFor([&] {
+    absl::MutexLock lock(&fake2->mu_);
+    return !fake2->registrations_.empty() && !fake2->events_.empty();
+  }, absl::Seconds(10)));
+  {
+    absl::MutexLock lock(&fake2->mu_);
+    EXPECT_TRUE(fake2->events_[0].reset());  // Full resync after reconnecting.
+  }
+  EXPECT_EQ(client.registrations(), 2);
+  client.Stop();
+  (*server2)->Drain(absl::Now());
+}
+
+TEST(RegistryClientTest, WithoutARouterItDoesNothing) {
+  RegistryClient client(RegistryClientConfig{}, v1::WorkerRegistration(), [](bool, auto*, auto*) { FAIL(); });
+  client.Start();
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(client.connected());
+  client.Stop();
+}
+
+}  // namespace
+}  // namespace pdserve
