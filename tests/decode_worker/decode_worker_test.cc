@@ -163,6 +163,24 @@ TEST_F(DecodeWorkerTest, CancellationMidStreamFreesBlocks) {
   EXPECT_NE(metrics->body.find("pdserve_request_success_total{finished_reason=\"cancelled\""), std::string::npos);
 }
 
+TEST_F(DecodeWorkerTest, MetricsFollowTheVllmSchemaWithThePdservePrefix) {
+  // Traffic first, so histograms have observations.
+  auto outcome = client::CallDecode(client::MakeChannel(worker_->grpc_address()), Request({5, 6, 7}, 4), absl::Seconds(30));
+  ASSERT_TRUE(outcome.status.ok());
+  auto metrics = pdserve::testing::HttpGet(worker_->metrics_address(), "/metrics");
+  ASSERT_TRUE(metrics.ok());
+  for (const char* name :
+       {"pdserve_time_to_first_token_seconds_bucket", "pdserve_inter_token_latency_seconds_bucket",
+        "pdserve_e2e_request_latency_seconds_bucket", "pdserve_request_queue_time_seconds_bucket",
+        "pdserve_num_requests_running", "pdserve_num_requests_waiting", "pdserve_kv_cache_usage_perc",
+        "pdserve_prefix_cache_queries_total", "pdserve_prefix_cache_hits_total", "pdserve_num_preemptions_total",
+        "pdserve_step_duration_seconds_bucket{kind=\"decode_only\"", "pdserve_step_batch_sequences_bucket",
+        "pdserve_generation_tokens_total", "pdserve_request_success_total{finished_reason=\"length\"",
+        "pdserve_build_info{component=\"decode\""}) {
+    EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
+  }
+}
+
 TEST_F(DecodeWorkerTest, BadInputIsInvalidArgumentNamingFieldAndLimit) {
   auto channel = client::MakeChannel(worker_->grpc_address());
   struct Case {
