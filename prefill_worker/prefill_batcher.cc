@@ -1,0 +1,385 @@
+#include "prefill_worker/prefill_batcher.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+
+namespace pdserve::prefill {
+namespace {
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+}  // namespace
+
+// A job being computed: its cancellation request and whether it can still write.
+struct PrefillBatcher::Active {
+  std::atomic<bool> cancelled{false};
+  absl::Mutex mu;
+  bool stopped ABSL_GUARDED_BY(mu) = false;
+  bool finished ABSL_GUARDED_BY(mu) = false;
+  std::vector<std::function<void(const std::string&)>> waiters ABSL_GUARDED_BY(mu);
+
+  // No write of this job can land any more: answer the cancellations waiting for that.
+  void MarkStopped(bool finished_ok) {
+    std::vector<std::function<void(const std::string&)>> to_call;
+    {
+      absl::MutexLock lock(&mu);
+      if (stopped) return;
+      stopped = true;
+      finished = finished_ok;
+      to_call.swap(waiters);
+    }
+    for (auto& w : to_call) w(finished_ok ? "done" : "computing");
+  }
+};
+
+absl::Status PrefillBatcherConfig::Validate() const {
+  if (max_batch_tokens < 1) return absl::InvalidArgumentError("--max_batch_tokens: must be >= 1");
+  if (transfer_mode != "layerwise" && transfer_mode != "bulk") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--transfer_mode: '", transfer_mode, "' is not one of layerwise, bulk"));
+  }
+  return absl::OkStatus();
+}
+
+PrefillBatcher::PrefillBatcher(engine::Model* model, engine::KvPool* pool, kvtransfer::KvTransport* transport,
+                               kvtransfer::LocalPool* transport_pool, const PrefillBatcherConfig& config,
+                               PrefillMetrics* metrics)
+    : model_(model),
+      pool_(pool),
+      transport_(transport),
+      transport_pool_(transport_pool),
+      config_(config),
+      metrics_(metrics),
+      blocks_(pool->layout().num_blocks) {}
+
+PrefillBatcher::~PrefillBatcher() { Stop(); }
+
+void PrefillBatcher::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void PrefillBatcher::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  std::deque<std::unique_ptr<PrefillJob>> left;
+  {
+    absl::MutexLock lock(&mu_);
+    left.swap(queue_);
+  }
+  for (auto& job : left) {
+    PrefillJobResult r;
+    r.status = absl::UnavailableError("prefill worker stopped");
+    job->done(r);
+  }
+}
+
+absl::Status PrefillBatcher::Submit(std::unique_ptr<PrefillJob> job) {
+  const KvLayout& own = pool_->layout();
+  if (absl::Status s = kvtransfer::ValidateTarget(job->target, own, model_->fingerprint()); !s.ok()) {
+    metrics_->Failure(s.code() == absl::StatusCode::kFailedPrecondition ? "layout_mismatch" : "bad_target").Increment();
+    return s;
+  }
+  const int prompt = static_cast<int>(job->prompt.size());
+  if (job->first_position % own.block_size != 0 || job->first_position >= prompt) {
+    return absl::InvalidArgumentError(absl::StrCat("target.first_position: ", job->first_position,
+                                                   " must be a multiple of ", own.block_size,
+                                                   " below the prompt length ", prompt));
+  }
+  const int suffix_blocks = (prompt + own.block_size - 1) / own.block_size - job->first_position / own.block_size;
+  if (static_cast<int>(job->target.block_ids.size()) != suffix_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat("target.block_ids: ", job->target.block_ids.size(),
+                                                   " blocks for positions [", job->first_position, ", ", prompt,
+                                                   "), expected ", suffix_blocks));
+  }
+  const int needed = (prompt + own.block_size - 1) / own.block_size;
+  if (needed > own.num_blocks) {
+    metrics_->Failure("too_long").Increment();
+    return absl::ResourceExhaustedError(absl::StrCat("prompt: ", prompt, " tokens need ", needed,
+                                                     " KV blocks; this prefill worker's pool has ", own.num_blocks));
+  }
+  absl::MutexLock lock(&mu_);
+  if (stop_ || draining_) return absl::UnavailableError("prefill worker is draining; send the prefill elsewhere");
+  pending_tokens_ += prompt;
+  metrics_->queue_tokens.Set(static_cast<double>(pending_tokens_));
+  queue_.push_back(std::move(job));
+  return absl::OkStatus();
+}
+
+void PrefillBatcher::Cancel(uint64_t token, std::function<void(const std::string& state)> stopped) {
+  std::unique_ptr<PrefillJob> queued;
+  std::shared_ptr<Active> active;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if ((*it)->target.token == token) {
+        queued = std::move(*it);
+        queue_.erase(it);
+        pending_tokens_ -= static_cast<int64_t>(queued->prompt.size());
+        metrics_->queue_tokens.Set(static_cast<double>(pending_tokens_));
+        break;
+      }
+    }
+    if (!queued) {
+      auto found = active_.find(token);
+      if (found != active_.end()) active = found->second;
+    }
+  }
+  if (queued) {
+    metrics_->requests_cancelled.Increment();
+    PrefillJobResult r;
+    r.status = absl::CancelledError("prefill cancelled before it started");
+    queued->done(r);
+    stopped("queued");
+    return;
+  }
+  if (!active) {
+    stopped("unknown");
+    return;
+  }
+  active->cancelled.store(true);
+  {
+    absl::MutexLock lock(&active->mu);
+    if (!active->stopped) {
+      active->waiters.push_back(std::move(stopped));
+      return;
+    }
+  }
+  stopped(active->finished ? "done" : "computing");
+}
+
+void PrefillBatcher::RequestCancel(uint64_t token) {
+  absl::MutexLock lock(&mu_);
+  auto found = active_.find(token);
+  if (found != active_.end()) found->second->cancelled.store(true);
+}
+
+void PrefillBatcher::BeginDrain() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+int64_t PrefillBatcher::pending_tokens() const {
+  absl::MutexLock lock(&mu_);
+  return pending_tokens_;
+}
+
+int PrefillBatcher::running() const {
+  absl::MutexLock lock(&mu_);
+  return running_;
+}
+
+double PrefillBatcher::tokens_per_second() const {
+  absl::MutexLock lock(&mu_);
+  return tokens_per_second_;
+}
+
+double PrefillBatcher::transfer_bytes_per_second() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_per_second_;
+}
+
+void PrefillBatcher::Run() {
+  while (true) {
+    std::vector<std::unique_ptr<PrefillJob>> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_) return;
+      int tokens = 0;
+      int blocks = 0;
+      const int bs = pool_->layout().block_size;
+      while (!queue_.empty()) {
+        const int n = static_cast<int>(queue_.front()->prompt.size());
+        const int need = (n + bs - 1) / bs;
+        if (!batch.empty() && (tokens + n > config_.max_batch_tokens || blocks + need > blocks_.available())) break;
+        tokens += n;
+        blocks += need;
+        // Registered as active while still under the lock, so a Cancel that no longer finds
+        // the job queued always finds it here (never "unknown" while it may still write).
+        active_[queue_.front()->target.token] = std::make_shared<Active>();
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      running_ = static_cast<int>(batch.size());
+    }
+    RunBatch(std::move(batch));
+    absl::MutexLock lock(&mu_);
+    running_ = 0;
+  }
+}
+
+void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
+  struct Entry {
+    std::unique_ptr<PrefillJob> job;
+    std::vector<int32_t> table;
+    std::vector<int32_t> source_blocks;  // The suffix's blocks in this worker's pool.
+    std::unique_ptr<kvtransfer::OutboundTransfer> transfer;
+    std::shared_ptr<Active> active;
+    bool computing = false;  // In the forward (blocks allocated, transfer open).
+    bool aborted = false;
+    absl::Status error;
+    absl::Time first_write;
+    PrefillJobResult result;
+  };
+  const absl::Time batch_start = absl::Now();
+  const int bs = pool_->layout().block_size;
+  std::vector<Entry> entries;
+  for (auto& job : jobs) {
+    Entry e;
+    {
+      absl::MutexLock lock(&mu_);
+      e.active = active_[job->target.token];
+    }
+    e.result.queue_ms = Ms(batch_start - job->arrival);
+    metrics_->queue_time.Observe(e.result.queue_ms / 1e3);
+    if (batch_start > job->deadline) {
+      e.error = absl::DeadlineExceededError("prefill deadline passed while queued");
+    } else {
+      auto transfer = transport_->Open(job->target, transport_pool_, model_->fingerprint());
+      if (transfer.ok()) {
+        e.transfer = *std::move(transfer);
+      } else {
+        e.error = transfer.status();
+      }
+    }
+    e.job = std::move(job);
+    entries.push_back(std::move(e));
+  }
+  // Blocks and the packed batch for every job that can run.
+  engine::PackedBatch batch;
+  for (Entry& e : entries) {
+    if (!e.error.ok()) continue;
+    const int n = static_cast<int>(e.job->prompt.size());
+    if (!blocks_.Allocate((n + bs - 1) / bs, &e.table)) {
+      e.error = absl::ResourceExhaustedError("prefill worker pool exhausted");
+      continue;
+    }
+    const int first = e.job->first_position / bs;
+    e.source_blocks.assign(e.table.begin() + first, e.table.begin() + first + e.job->target.block_ids.size());
+    e.computing = true;
+  }
+  for (Entry& e : entries) {
+    if (e.computing) batch.Add(e.job->prompt, 0, e.table, true);
+  }
+  const bool layerwise = config_.transfer_mode == "layerwise";
+  auto write_layer = [&](int layer) {
+    int live = 0;
+    for (Entry& e : entries) {
+      if (!e.computing || !e.error.ok() || e.aborted) continue;
+      if (e.active->cancelled.load()) {
+        // Stop writing: abort waits until nothing in flight can land, then acknowledge.
+        e.aborted = true;
+        e.error = absl::CancelledError("prefill cancelled");
+        const absl::Status s = e.transfer->Abort(absl::Seconds(10));
+        if (!s.ok()) PDS_LOG(WARNING) << e.job->request_id << ": abort: " << s;
+        e.active->MarkStopped(false);
+        metrics_->requests_cancelled.Increment();
+        continue;
+      }
+      if (e.first_write == absl::Time()) e.first_write = absl::Now();
+      if (absl::Status s = e.transfer->WriteLayer(layer, e.source_blocks); !s.ok()) {
+        e.error = s;
+        e.aborted = true;
+        e.transfer->Abort(absl::Seconds(10)).IgnoreError();
+        e.active->MarkStopped(false);
+        metrics_->Failure("transfer").Increment();
+        continue;
+      }
+      ++live;
+    }
+    return live;
+  };
+  engine::ForwardOptions options;
+  options.layer_hook = [&](int layer) {
+    const int live = layerwise ? write_layer(layer) : 1;
+    if (config_.layer_delay > absl::ZeroDuration()) absl::SleepFor(config_.layer_delay);
+    if (!layerwise) {
+      // Bulk mode still honours cancellation between layers.
+      bool any = false;
+      for (Entry& e : entries) any |= e.computing && e.error.ok() && !e.active->cancelled.load();
+      return any;
+    }
+    return live > 0;
+  };
+  engine::Logits logits;
+  absl::Status forward = batch.num_tokens() > 0 ? model_->Forward(batch, *pool_, options, &logits) : absl::OkStatus();
+  const absl::Time forward_end = absl::Now();
+  const double compute_ms = Ms(forward_end - batch_start);
+  if (!layerwise && forward.ok()) {
+    for (int l = 0; l < model_->config().num_layers; ++l) write_layer(l);
+  }
+  int row = 0;
+  uint64_t batch_bytes = 0;
+  double transfer_seconds = 0;
+  for (Entry& e : entries) {
+    const bool ran = e.computing;
+    const int my_row = ran ? row++ : -1;
+    if (ran && e.error.ok() && !forward.ok()) e.error = forward;
+    if (ran && e.error.ok() && e.active->cancelled.load() && !e.aborted) {
+      e.aborted = true;
+      e.error = absl::CancelledError("prefill cancelled");
+      e.transfer->Abort(absl::Seconds(10)).IgnoreError();
+      metrics_->requests_cancelled.Increment();
+    }
+    if (ran && e.error.ok()) {
+      const absl::Duration budget = std::min(config_.finish_timeout, e.job->deadline - absl::Now());
+      e.error = e.transfer->Finish(budget);
+      const absl::Time finished = absl::Now();
+      e.result.transfer_tail_ms = Ms(finished - forward_end);
+      e.result.transfer_ms = Ms(finished - e.first_write);
+      e.result.transfer_bytes = e.transfer->bytes_written();
+      if (e.error.ok()) {
+        engine::SamplerScratch scratch;
+        e.result.first_token = engine::SampleToken(logits.Row(my_row), e.job->sampling,
+                                                   static_cast<uint64_t>(e.job->prompt.size()), &scratch);
+        e.result.computed_tokens = static_cast<int>(e.job->prompt.size());
+        batch_bytes += e.result.transfer_bytes;
+        transfer_seconds += e.result.transfer_ms / 1e3;
+        metrics_->transfer_time.Observe(e.result.transfer_ms / 1e3);
+        metrics_->transfer_tail.Observe(e.result.transfer_tail_ms / 1e3);
+        metrics_->transfer_bytes.Increment(static_cast<double>(e.result.transfer_bytes));
+        metrics_->prefill_tokens.Increment(static_cast<double>(e.job->prompt.size()));
+        metrics_->requests_completed.Increment();
+      } else {
+        metrics_->Failure("transfer").Increment();
+        e.transfer->Abort(absl::Seconds(10)).IgnoreError();
+      }
+    }
+    e.result.compute_ms = compute_ms;
+    e.result.status = e.error;
+    if (ran) {
+      blocks_.Release(e.table);
+    } else if (!e.error.ok()) {
+      metrics_->Failure(e.error.code() == absl::StatusCode::kDeadlineExceeded ? "deadline" : "open").Increment();
+    }
+    // From here this job writes nothing more: acknowledge waiting cancellations.
+    e.active->MarkStopped(e.error.ok());
+    absl::MutexLock lock(&mu_);
+    active_.erase(e.job->target.token);
+  }
+  metrics_->prefill_time.Observe(compute_ms / 1e3);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const Entry& e : entries) pending_tokens_ -= static_cast<int64_t>(e.job->prompt.size());
+    metrics_->queue_tokens.Set(static_cast<double>(pending_tokens_));
+    if (compute_ms > 0 && batch.num_tokens() > 0) {
+      const double tps = batch.num_tokens() / (compute_ms / 1e3);
+      tokens_per_second_ = tokens_per_second_ == 0 ? tps : 0.7 * tokens_per_second_ + 0.3 * tps;
+      metrics_->prefill_tokens_per_second.Set(tokens_per_second_);
+    }
+    if (transfer_seconds > 0) {
+      const double bw = batch_bytes / transfer_seconds;
+      bytes_per_second_ = bytes_per_second_ == 0 ? bw : 0.7 * bytes_per_second_ + 0.3 * bw;
+      metrics_->transfer_bandwidth.Set(bytes_per_second_);
+    }
+  }
+  for (Entry& e : entries) e.job->done(e.result);
+}
+
+}  // namespace pdserve::prefill

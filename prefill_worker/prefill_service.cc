@@ -1,0 +1,103 @@
+#include "prefill_worker/prefill_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "proto/bridge/request_bridge.h"
+
+namespace pdserve::prefill {
+namespace {
+
+// Finishes when the job is done; cancels the job if the caller goes away first.
+class PrefillReactor final : public grpc::ServerUnaryReactor {
+ public:
+  PrefillReactor(PrefillBatcher* batcher, uint64_t token) : batcher_(batcher), token_(token) {}
+  void OnCancel() override { batcher_->RequestCancel(token_); }
+  void OnDone() override { delete this; }
+
+ private:
+  PrefillBatcher* batcher_;
+  uint64_t token_;
+};
+
+}  // namespace
+
+PrefillService::PrefillService(PrefillBatcher* batcher, int vocab_size, uint64_t epoch)
+    : batcher_(batcher), vocab_size_(vocab_size), epoch_(epoch) {}
+
+void PrefillService::SetWorkerId(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  worker_id_ = id;
+}
+
+std::string PrefillService::worker_id() const {
+  absl::MutexLock lock(&mu_);
+  return worker_id_;
+}
+
+grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* context,
+                                                  const v1::PrefillRequest* request, v1::PrefillResponse* response) {
+  auto* reactor = new PrefillReactor(batcher_, request->target().transfer_token());
+  auto fail = [&](const absl::Status& s) {
+    reactor->Finish(bridge::ToGrpc(s));
+    return reactor;
+  };
+  auto job = std::make_unique<PrefillJob>();
+  job->request_id = request->request_id();
+  job->arrival = absl::Now();
+  job->deadline = absl::FromChrono(context->deadline());
+  for (int i = 0; i < request->token_ids_size(); ++i) {
+    const uint32_t id = request->token_ids(i);
+    if (id >= static_cast<uint32_t>(vocab_size_)) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("token_ids[", i, "]: token id ", id, " is outside [0, ", vocab_size_, ")")));
+    }
+    job->prompt.push_back(static_cast<int32_t>(id));
+  }
+  if (job->prompt.empty()) return fail(absl::InvalidArgumentError("token_ids: must not be empty"));
+  auto sampling = bridge::SamplingFromProto(request->sampling(), vocab_size_);
+  if (!sampling.ok()) return fail(sampling.status());
+  job->sampling = *sampling;
+  auto target = bridge::TargetFromProto(request->target());
+  if (!target.ok()) return fail(target.status());
+  job->target = *std::move(target);
+  job->first_position = static_cast<int>(request->target().first_position());
+  const std::string id = worker_id();
+  const uint64_t epoch = epoch_;
+  job->done = [reactor, response, id, epoch](const PrefillJobResult& r) {
+    if (!r.status.ok()) {
+      reactor->Finish(bridge::ToGrpc(r.status));
+      return;
+    }
+    response->set_first_token_id(static_cast<uint32_t>(r.first_token));
+    response->set_worker_id(id);
+    response->set_epoch(epoch);
+    response->set_queue_ms(r.queue_ms);
+    response->set_compute_ms(r.compute_ms);
+    response->set_transfer_tail_ms(r.transfer_tail_ms);
+    response->set_transfer_ms(r.transfer_ms);
+    response->set_transfer_bytes(r.transfer_bytes);
+    response->set_computed_tokens(r.computed_tokens);
+    reactor->Finish(grpc::Status::OK);
+  };
+  if (absl::Status s = batcher_->Submit(std::move(job)); !s.ok()) return fail(s);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PrefillService::CancelPrefill(grpc::CallbackServerContext* context,
+                                                        const v1::CancelPrefillRequest* request,
+                                                        v1::CancelPrefillResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  const uint64_t epoch = epoch_;
+  // Answered when the job can write no more: at once when it is queued, unknown or done;
+  // from the batch thread at the next layer boundary when it is computing.
+  batcher_->Cancel(request->transfer_token(), [reactor, response, epoch](const std::string& state) {
+    response->set_writes_stopped(true);
+    response->set_epoch(epoch);
+    response->set_state(state);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+}  // namespace pdserve::prefill
