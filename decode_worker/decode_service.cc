@@ -190,8 +190,14 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(grpc::Ca
   std::unique_ptr<Sequence> seq = MakeSequence(*validated, arrival, sink);
   absl::Status status;
   if (!request->prefill_workers().empty() && offload_) {
-    status = offload_(std::move(seq), *request);
+    status = offload_(std::move(seq), *request, absl::FromChrono(context->deadline()));
   } else {
+    if (!request->prefill_workers().empty()) {
+      // Asked to offload, but this worker serves no KV transport (--kv_transport=none).
+      seq->offload.fell_back_to_local = true;
+      seq->offload.fallback_cause = "no_transport";
+      loop_->CountOffload(false, "no_transport");
+    }
     status = loop_->Submit(std::move(seq));
   }
   if (!status.ok()) {

@@ -19,9 +19,10 @@ namespace pdserve::decode {
 
 class GrpcStreamSink;
 
-// Takes over a request that names prefill workers (the offload path); null: run it locally.
+// Takes over a request that names prefill workers (the offload path) with the client's
+// deadline; null (no KV transport): such requests prefill locally.
 using OffloadHandler =
-    std::function<absl::Status(std::unique_ptr<Sequence>, const v1::DecodeRequest&)>;
+    std::function<absl::Status(std::unique_ptr<Sequence>, const v1::DecodeRequest&, absl::Time deadline)>;
 
 struct DecodeServiceOptions {
   std::string worker_id;

@@ -70,6 +70,16 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(const DecodeW
   }
   // The service learns its id only now that the address is known (health is NOT_SERVING).
   w->service_->SetWorkerId(w->worker_id_);
+  if (w->transport_) {
+    w->offload_ = std::make_unique<OffloadCoordinator>(w->loop_.get(), w->transport_.get(), w->descriptor_,
+                                                       config.offload);
+    w->offload_->Attach();
+    OffloadCoordinator* offload = w->offload_.get();
+    w->service_->SetOffloadHandler([offload](std::unique_ptr<Sequence> seq, const v1::DecodeRequest& request,
+                                             absl::Time deadline) {
+      return offload->Handle(std::move(seq), request, deadline);
+    });
+  }
   return w;
 }
 
@@ -131,6 +141,7 @@ DecodeWorker::~DecodeWorker() {
   if (loop_) loop_->Stop();
   server_.reset();
   service_.reset();
+  offload_.reset();  // After the loop stopped, before the loop and the transport go.
   loop_.reset();
   pool_.reset();
   transport_pool_.reset();

@@ -14,6 +14,7 @@
 #include "decode_worker/decode_service.h"
 #include "decode_worker/decode_worker_config.h"
 #include "decode_worker/engine_loop.h"
+#include "decode_worker/offload_coordinator.h"
 #include "engine/model_loader.h"
 #include "kvtransfer/kv_transport.h"
 
@@ -48,6 +49,7 @@ class DecodeWorker {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<DecodeMetrics> metrics_;
   std::unique_ptr<EngineLoop> loop_;
+  std::unique_ptr<OffloadCoordinator> offload_;  // Null without a KV transport.
   std::unique_ptr<DecodeService> service_;
   std::unique_ptr<ServerRunner> server_;
   std::unique_ptr<RegistryClient> registry_client_;

@@ -17,7 +17,10 @@ absl::Status DecodeWorkerConfig::Validate() const {
   if (kv_transport != "ucx" && kv_transport != "none") {
     return absl::InvalidArgumentError(absl::StrCat("--kv_transport: '", kv_transport, "' is not one of ucx, none"));
   }
-  if (kv_transport == "ucx") RETURN_IF_ERROR(transport.Validate());
+  if (kv_transport == "ucx") {
+    RETURN_IF_ERROR(transport.Validate());
+    RETURN_IF_ERROR(offload.Validate());
+  }
   if (max_model_len < 0) return absl::InvalidArgumentError("--max_model_len: must be >= 0");
   return absl::OkStatus();
 }

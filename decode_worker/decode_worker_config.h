@@ -10,6 +10,7 @@
 #include "common/kv_layout.h"
 #include "common/registry_client.h"
 #include "common/server_runner.h"
+#include "decode_worker/offload_coordinator.h"
 #include "decode_worker/scheduler.h"
 #include "engine/model_loader.h"
 #include "kvtransfer/factory.h"
@@ -35,6 +36,8 @@ struct DecodeWorkerConfig {
   // "ucx" registers the pool for offloaded prefills; "none" runs local prefill only.
   std::string kv_transport = "ucx";
   kvtransfer::KvTransportConfig transport;
+  // Offloaded prefills: timeouts and retries (with kv_transport "ucx").
+  OffloadConfig offload;
   // Maximum prompt + generated tokens; 0: the model's max_position_embeddings.
   int max_model_len = 0;
 

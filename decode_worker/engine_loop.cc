@@ -47,7 +47,7 @@ void EngineLoop::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status EngineLoop::Submit(std::unique_ptr<Sequence> seq) {
+absl::Status EngineLoop::Submit(std::unique_ptr<Sequence> seq, std::function<void(Sequence*)> on_added) {
   absl::MutexLock lock(&mu_);
   if (draining_ || stop_) return absl::UnavailableError("decode worker is draining; send the request elsewhere");
   if (stats_.waiting + static_cast<int>(inbox_.size()) >= config_.max_waiting) {
@@ -55,7 +55,7 @@ absl::Status EngineLoop::Submit(std::unique_ptr<Sequence> seq) {
         "decode worker overloaded: ", config_.max_waiting, " requests already waiting (retry-after-ms: 200)"));
   }
   seq->order = ++next_order_;
-  inbox_.push_back(std::move(seq));
+  inbox_.push_back(Incoming{std::move(seq), std::move(on_added)});
   wake_ = true;
   return absl::OkStatus();
 }
@@ -112,6 +112,8 @@ void EngineLoop::TakeReport(bool request_reset, std::vector<StepSample>* steps, 
 void EngineLoop::SetAwaitingKvCancelHandler(std::function<void(Sequence*)> handler) {
   awaiting_kv_cancel_ = std::move(handler);
 }
+
+void EngineLoop::SetIterationHook(std::function<void()> hook) { iteration_hook_ = std::move(hook); }
 
 void EngineLoop::CountOffload(bool completed, const std::string& fallback_cause) {
   if (completed) {
@@ -179,6 +181,17 @@ void EngineLoop::FinishSequence(Sequence* seq, engine::FinishReason reason, cons
   const absl::Time admitted = seq->admitted == absl::Time() ? now : seq->admitted;
   f.queue_ms = Ms(admitted - seq->arrival);
   if (seq->prefill_done != absl::Time()) f.prefill_ms = Ms(seq->prefill_done - admitted);
+  const OffloadOutcome& o = seq->offload;
+  if (o.offloaded) {
+    f.offloaded = true;
+    f.prefill_worker_id = o.prefill_worker_id;
+    f.prefill_ms = o.prefill_compute_ms;
+    f.prefill_queue_ms = o.prefill_queue_ms;
+    f.transfer_ms = o.transfer_ms;
+    f.transfer_tail_ms = o.transfer_tail_ms;
+  }
+  f.fell_back_to_local = o.fell_back_to_local;
+  f.fallback_cause = o.fallback_cause;
   if (seq->first_token != absl::Time()) {
     f.ttft_ms = Ms(seq->first_token - seq->arrival);
     f.decode_ms = Ms(seq->last_token - seq->first_token);
@@ -290,7 +303,7 @@ void EngineLoop::RunStep(const StepPlan& plan) {
 
 void EngineLoop::Run() {
   while (true) {
-    std::vector<std::unique_ptr<Sequence>> inbox;
+    std::vector<Incoming> inbox;
     std::vector<std::function<void()>> posted;
     bool stop;
     {
@@ -300,14 +313,17 @@ void EngineLoop::Run() {
       wake_ = false;
       stop = stop_;
     }
-    for (auto& seq : inbox) {
-      Sequence* raw = seq.get();
-      if (absl::Status s = scheduler_.Add(std::move(seq)); !s.ok()) {
+    for (Incoming& in : inbox) {
+      Sequence* raw = in.seq.get();
+      if (absl::Status s = scheduler_.Add(std::move(in.seq)); !s.ok()) {
         PDS_LOG(WARNING) << "dropping " << raw->request_id << ": " << s;
+        continue;
       }
+      if (in.on_added) in.on_added(raw);
     }
     for (auto& fn : posted) fn();
     if (stop) break;
+    if (iteration_hook_) iteration_hook_();
     RetireCancelled();
     const StepPlan plan = scheduler_.PlanStep();
     if (!plan.empty()) RunStep(plan);

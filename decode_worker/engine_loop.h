@@ -58,8 +58,9 @@ class EngineLoop {
   void Stop();
 
   // Queues a sequence. RESOURCE_EXHAUSTED when the waiting queue is full, UNAVAILABLE while
-  // draining.
-  absl::Status Submit(std::unique_ptr<Sequence> seq);
+  // draining. `on_added`, if set, runs on the loop thread right after the sequence joined the
+  // waiting queue and before the next plan (the offload path admits it there).
+  absl::Status Submit(std::unique_ptr<Sequence> seq, std::function<void(Sequence*)> on_added = nullptr);
   // Runs `fn` on the loop thread before the next step (offload events, tests).
   void Post(std::function<void()> fn);
   // Something outside changed (a client cancelled or caught up): re-plan soon.
@@ -87,6 +88,10 @@ class EngineLoop {
   bool EmitToken(Sequence* seq);
   // Offload hooks: cancellation of an AWAITING_KV sequence is the coordinator's to finish.
   void SetAwaitingKvCancelHandler(std::function<void(Sequence*)> handler);
+  // Runs on the loop thread once per iteration (the offload coordinator's timers). Set before
+  // Start().
+  void SetIterationHook(std::function<void()> hook);
+  // Any thread.
   void CountOffload(bool completed, const std::string& fallback_cause);
 
  private:
@@ -105,6 +110,7 @@ class EngineLoop {
   BlockManager blocks_;
   Scheduler scheduler_;
   std::function<void(Sequence*)> awaiting_kv_cancel_;
+  std::function<void()> iteration_hook_;
 
   // Loop-thread scratch, reused every step.
   engine::PackedBatch batch_;
@@ -115,7 +121,11 @@ class EngineLoop {
 
   std::thread thread_;
   mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<Sequence>> inbox_ ABSL_GUARDED_BY(mu_);
+  struct Incoming {
+    std::unique_ptr<Sequence> seq;
+    std::function<void(Sequence*)> on_added;
+  };
+  std::vector<Incoming> inbox_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -128,8 +138,8 @@ class EngineLoop {
   bool reporting_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t requests_finished_ = 0;  // Loop thread.
-  uint64_t offload_fallbacks_ = 0;   // Loop thread.
-  uint64_t offload_completions_ = 0; // Loop thread.
+  std::atomic<uint64_t> offload_fallbacks_{0};   // Any thread.
+  std::atomic<uint64_t> offload_completions_{0};
 };
 
 }  // namespace pdserve::decode

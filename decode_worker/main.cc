@@ -34,6 +34,12 @@ ABSL_FLAG(std::string, kv_transport, "ucx", "KV transport for offloaded prefills
 ABSL_FLAG(std::string, ucx_transports, "", "UCX transports (as UCX_TLS), e.g. shm, tcp; empty: UCX default.");
 ABSL_FLAG(std::string, ucx_net_devices, "", "UCX network devices (as UCX_NET_DEVICES).");
 ABSL_FLAG(std::string, ucx_data_path, "auto", "KV data path: auto, put or am.");
+ABSL_FLAG(absl::Duration, offload_attempt_timeout, absl::Seconds(60),
+          "Longest one offloaded prefill attempt may take (the request's deadline may be sooner).");
+ABSL_FLAG(absl::Duration, offload_completion_timeout, absl::Seconds(5),
+          "After a prefill worker answered, how long its KV transfer may take to complete.");
+ABSL_FLAG(absl::Duration, offload_dead_after, absl::Seconds(2),
+          "A prefill worker unreachable this long after a failed attempt is taken as dead (its blocks freed).");
 
 int main(int argc, char** argv) {
   pdserve::ShutdownSignal shutdown;
@@ -63,6 +69,9 @@ int main(int argc, char** argv) {
   config.transport.ucx.transports = absl::GetFlag(FLAGS_ucx_transports);
   config.transport.ucx.net_devices = absl::GetFlag(FLAGS_ucx_net_devices);
   config.transport.ucx.data_path = absl::GetFlag(FLAGS_ucx_data_path);
+  config.offload.attempt_timeout = absl::GetFlag(FLAGS_offload_attempt_timeout);
+  config.offload.completion_timeout = absl::GetFlag(FLAGS_offload_completion_timeout);
+  config.offload.dead_after = absl::GetFlag(FLAGS_offload_dead_after);
   if (!pdserve::ParseDType(absl::GetFlag(FLAGS_kv_dtype), &config.kv_dtype)) {
     std::fprintf(stderr, "--kv_dtype: '%s' is not one of f32, f16, bf16\n", absl::GetFlag(FLAGS_kv_dtype).c_str());
     return 2;

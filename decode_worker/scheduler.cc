@@ -76,16 +76,20 @@ void Scheduler::Preempt(Sequence* seq, StepPlan* plan) {
       break;
     }
   }
+  ReturnToWaiting(seq);
+  ++seq->preemptions;
+  ++counters_.preemptions;
+  plan->preempted.push_back(seq);
+}
+
+void Scheduler::ReturnToWaiting(Sequence* seq) {
   blocks_->Release(seq->block_table);
   seq->block_table.clear();
   seq->block_hashes.clear();
   seq->num_computed = 0;
   seq->state = SequenceState::kWaiting;
-  ++seq->preemptions;
-  ++counters_.preemptions;
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   waiting_.insert(seq);
-  plan->preempted.push_back(seq);
 }
 
 bool Scheduler::EnsureBlocks(Sequence* seq, int needed, StepPlan* plan) {

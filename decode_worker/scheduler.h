@@ -93,9 +93,13 @@ class Scheduler {
   // allocated; the caller then reserves them for a transfer. Returns false if blocks are
   // short. `seq` must be waiting.
   bool AdmitForTransfer(Sequence* seq);
-  // The transfer delivered the prompt's KV (minus the last token, which computes locally):
-  // the sequence joins the running batch.
+  // The sequence (AWAITING_KV) joins the running batch with `computed_tokens` positions in
+  // its KV: the whole prompt when the transfer delivered it (the first token is appended by
+  // the caller), or the cached prefix when its prefill falls back to local chunks.
   void TransferDone(Sequence* seq, int computed_tokens);
+  // Frees a running or AWAITING_KV sequence's blocks and puts it back in the waiting queue
+  // (it is admitted again, and recomputed, like a preempted one).
+  void ReturnToWaiting(Sequence* seq);
 
   const std::vector<Sequence*>& running() const { return running_; }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }

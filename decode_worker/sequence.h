@@ -20,6 +20,18 @@ namespace pdserve::decode {
 
 enum class SequenceState { kWaiting, kRunning, kAwaitingKv, kFinished };
 
+// How an offloaded prefill went (reported in the final message's placement and timings).
+struct OffloadOutcome {
+  bool offloaded = false;  // The prompt's KV came from a prefill worker.
+  std::string prefill_worker_id;
+  double prefill_queue_ms = 0;
+  double prefill_compute_ms = 0;
+  double transfer_ms = 0;
+  double transfer_tail_ms = 0;
+  bool fell_back_to_local = false;
+  std::string fallback_cause;
+};
+
 struct Sequence {
   uint64_t order = 0;  // Arrival order: earlier is smaller (the queue's tie-breaker).
   std::string request_id;
@@ -42,8 +54,8 @@ struct Sequence {
   absl::Time prefill_done;
   absl::Time first_token;
   absl::Time last_token;
-  // Offload: set while the prefill runs on a prefill worker (see offload/).
-  void* offload = nullptr;
+  // Offload (see offload_coordinator.h).
+  OffloadOutcome offload;
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int generated() const { return num_tokens() - prompt_len; }

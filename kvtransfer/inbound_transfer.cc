@@ -48,15 +48,37 @@ int InboundTransfer::writes_in_flight() const {
   return writes_in_flight_;
 }
 
+void InboundTransfer::OnDone(std::function<void()> fn) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!done_) {
+      on_done_ = std::move(fn);
+      return;
+    }
+  }
+  fn();
+}
+
+std::function<void()> InboundTransfer::TakeDoneCallbackLocked() {
+  std::function<void()> fn;
+  if (done_) fn.swap(on_done_);
+  return fn;
+}
+
 void InboundTransfer::LayerDone(int layer) {
   absl::MutexLock lock(&mu_);
   layers_done_ = std::max(layers_done_, layer + 1);
 }
 
 void InboundTransfer::AddReceivedBytes(uint64_t bytes) {
-  absl::MutexLock lock(&mu_);
-  received_bytes_ += bytes;
-  MaybeCompleteLocked();
+  std::function<void()> done;
+  {
+    absl::MutexLock lock(&mu_);
+    received_bytes_ += bytes;
+    MaybeCompleteLocked();
+    done = TakeDoneCallbackLocked();
+  }
+  if (done) done();
 }
 
 void InboundTransfer::WriteStarted() {
@@ -65,33 +87,48 @@ void InboundTransfer::WriteStarted() {
 }
 
 void InboundTransfer::WriteFinished() {
-  absl::MutexLock lock(&mu_);
-  --writes_in_flight_;
-  MaybeCompleteLocked();
+  std::function<void()> done;
+  {
+    absl::MutexLock lock(&mu_);
+    --writes_in_flight_;
+    MaybeCompleteLocked();
+    done = TakeDoneCallbackLocked();
+  }
+  if (done) done();
 }
 
 void InboundTransfer::SenderComplete(uint64_t total_bytes) {
-  absl::MutexLock lock(&mu_);
-  if (done_) return;
-  sender_complete_ = true;
-  sender_total_bytes_ = total_bytes;
-  layers_done_ = num_layers_;
-  if (total_bytes != 0 && total_bytes != expected_bytes_) {
-    done_ = true;
-    status_ = absl::DataLossError(absl::StrCat("kv transfer ", token_, ": sender wrote ", total_bytes,
-                                               " bytes, expected ", expected_bytes_));
-    completed_at_ = absl::Now();
-    return;
+  std::function<void()> done;
+  {
+    absl::MutexLock lock(&mu_);
+    if (done_) return;
+    sender_complete_ = true;
+    sender_total_bytes_ = total_bytes;
+    layers_done_ = num_layers_;
+    if (total_bytes != 0 && total_bytes != expected_bytes_) {
+      done_ = true;
+      status_ = absl::DataLossError(absl::StrCat("kv transfer ", token_, ": sender wrote ", total_bytes,
+                                                 " bytes, expected ", expected_bytes_));
+      completed_at_ = absl::Now();
+    } else {
+      MaybeCompleteLocked();
+    }
+    done = TakeDoneCallbackLocked();
   }
-  MaybeCompleteLocked();
+  if (done) done();
 }
 
 void InboundTransfer::Fail(absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  if (done_) return;
-  done_ = true;
-  status_ = std::move(status);
-  completed_at_ = absl::Now();
+  std::function<void()> done;
+  {
+    absl::MutexLock lock(&mu_);
+    if (done_) return;
+    done_ = true;
+    status_ = std::move(status);
+    completed_at_ = absl::Now();
+    done = TakeDoneCallbackLocked();
+  }
+  if (done) done();
 }
 
 void InboundTransfer::MaybeCompleteLocked() {

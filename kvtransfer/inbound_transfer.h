@@ -5,6 +5,7 @@
 #define PDSERVE_KVTRANSFER_INBOUND_TRANSFER_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +33,9 @@ class InboundTransfer {
   absl::Time completed_at() const;
   // Receiver-side writes into the blocks still running (active-message data path).
   int writes_in_flight() const;
+  // Calls `fn` once when the transfer completes or fails (at once if it already has), on
+  // whichever thread finished it: it must not block.
+  void OnDone(std::function<void()> fn);
 
   // --- Called by transports. ---
   void LayerDone(int layer);
@@ -45,6 +49,8 @@ class InboundTransfer {
 
  private:
   void MaybeCompleteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The done callback, if the transfer just finished (to call after unlocking).
+  std::function<void()> TakeDoneCallbackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t token_;
   const std::vector<int32_t> block_ids_;
@@ -59,6 +65,7 @@ class InboundTransfer {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_) = absl::UnavailableError("transfer in progress");
   absl::Time completed_at_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> on_done_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdserve::kvtransfer

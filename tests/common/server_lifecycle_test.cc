@@ -3,16 +3,14 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "common/child_process.h"
 #include "common/health_client.h"
 #include "gtest/gtest.h"
-#include "tests/testing/child_process.h"
 #include "tests/testing/http_client.h"
 
 namespace pdserve {
 namespace {
 
-using testing::ChildOptions;
-using testing::ChildProcess;
 
 TEST(ServerLifecycleTest, HealthThenSigtermExitsCleanly) {
   auto child = ChildProcess::Start(ChildOptions{

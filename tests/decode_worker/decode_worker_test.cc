@@ -14,7 +14,7 @@
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/decode.grpc.pb.h"
-#include "tests/testing/child_process.h"
+#include "common/child_process.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
@@ -22,8 +22,8 @@
 namespace pdserve::decode {
 namespace {
 
-using pdserve::testing::ChildOptions;
-using pdserve::testing::ChildProcess;
+using pdserve::ChildOptions;
+using pdserve::ChildProcess;
 
 std::unique_ptr<ChildProcess> StartDecode(std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",

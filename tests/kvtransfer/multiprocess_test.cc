@@ -12,13 +12,13 @@
 #include "kvtransfer/descriptor_codec.h"
 #include "kvtransfer/ucx/ucx_transport.h"
 #include "tests/kvtransfer/kv_test_data.h"
-#include "tests/testing/child_process.h"
+#include "common/child_process.h"
 
 namespace pdserve::kvtransfer {
 namespace {
 
-using pdserve::testing::ChildOptions;
-using pdserve::testing::ChildProcess;
+using pdserve::ChildOptions;
+using pdserve::ChildProcess;
 
 constexpr uint64_t kFingerprint = 0xABCDEF;
 

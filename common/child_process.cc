@@ -1,4 +1,4 @@
-#include "tests/testing/child_process.h"
+#include "common/child_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -17,11 +17,14 @@
 #include "absl/time/clock.h"
 #include "common/health_client.h"
 
-namespace pdserve::testing {
+namespace pdserve {
 
 std::string BinaryPath(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
-  return absl::StrCat(PDSERVE_BIN_DIR, "/", name);
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return name;
+  return (self.parent_path() / name).string();
 }
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(ChildOptions options) {
@@ -162,4 +165,4 @@ std::string ChildProcess::Log() const {
   return buffer.str();
 }
 
-}  // namespace pdserve::testing
+}  // namespace pdserve

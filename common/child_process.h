@@ -1,11 +1,11 @@
-// RAII handle for a child process started by a test: a pdserve binary on 127.0.0.1 with an
-// ephemeral port. The child gets --serving_info_path=<file> and the handle waits for that
-// file to learn the real addresses. The destructor always stops the child (SIGTERM, then
-// SIGKILL after a grace period), also when the test fails; and the child dies with the test
-// process (PR_SET_PDEATHSIG) if the test itself crashes.
+// RAII handle for a pdserve server process started by another process (tests, benchmarks,
+// pdctl): typically on 127.0.0.1 with an ephemeral port. The child gets
+// --serving_info_path=<file> and the handle waits for that file to learn the real addresses.
+// The destructor always stops the child (SIGTERM, then SIGKILL after a grace period), and the
+// child dies with its parent (PR_SET_PDEATHSIG) if the parent crashes.
 // Thread-safety: use from one thread.
-#ifndef PDSERVE_TESTS_TESTING_CHILD_PROCESS_H_
-#define PDSERVE_TESTS_TESTING_CHILD_PROCESS_H_
+#ifndef PDSERVE_COMMON_CHILD_PROCESS_H_
+#define PDSERVE_COMMON_CHILD_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -19,10 +19,10 @@
 #include "absl/time/time.h"
 #include "common/serving_info.h"
 
-namespace pdserve::testing {
+namespace pdserve {
 
 struct ChildOptions {
-  // Path of the binary; a bare name is looked up in the build's bin directory.
+  // Path of the binary; a bare name is looked up beside the running executable.
   std::string binary;
   std::vector<std::string> args;
   // Extra environment variables (NAME, value) on top of the test's environment.
@@ -71,9 +71,11 @@ class ChildProcess {
   ServingInfo info_;
 };
 
-// Path of a pdserve binary in the build tree.
+// Path of a pdserve binary: `name` itself if it has a '/', else the file of that name in the
+// directory of the running executable (every pdserve binary, test and benchmark is built
+// into one bin directory, and installed into one).
 std::string BinaryPath(const std::string& name);
 
-}  // namespace pdserve::testing
+}  // namespace pdserve
 
-#endif  // PDSERVE_TESTS_TESTING_CHILD_PROCESS_H_
+#endif  // PDSERVE_COMMON_CHILD_PROCESS_H_

@@ -1,0 +1,453 @@
+#include "decode_worker/offload_coordinator.h"
+
+#include <grpcpp/create_channel.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "proto/bridge/request_bridge.h"
+
+namespace pdserve::decode {
+namespace {
+
+// Codes with which a prefill worker refuses a request before computing or writing anything.
+bool RefusedBeforeWriting(grpc::StatusCode code) {
+  return code == grpc::StatusCode::FAILED_PRECONDITION || code == grpc::StatusCode::INVALID_ARGUMENT ||
+         code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::UNIMPLEMENTED;
+}
+
+std::string CauseOf(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "layout_mismatch";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "prefill_deadline";
+    default:
+      return "prefill_error";
+  }
+}
+
+}  // namespace
+
+absl::Status OffloadConfig::Validate() const {
+  auto positive = [](const char* flag, absl::Duration d) -> absl::Status {
+    if (d <= absl::ZeroDuration()) return absl::InvalidArgumentError(absl::StrCat(flag, ": must be > 0"));
+    return absl::OkStatus();
+  };
+  if (absl::Status s = positive("--offload_attempt_timeout", attempt_timeout); !s.ok()) return s;
+  if (absl::Status s = positive("--offload_completion_timeout", completion_timeout); !s.ok()) return s;
+  if (absl::Status s = positive("--offload_dead_after", dead_after); !s.ok()) return s;
+  if (absl::Status s = positive("--offload_cancel_retry", cancel_retry); !s.ok()) return s;
+  if (min_attempt_budget < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--offload_min_attempt_budget: must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+// Posts callbacks from gRPC and transport threads to the loop, until the coordinator goes;
+// counts the gRPC calls in flight so that the destructor can wait for them.
+class OffloadCoordinator::Poster {
+ public:
+  explicit Poster(EngineLoop* loop) : loop_(loop) {}
+  void Post(std::function<void()> fn) {
+    absl::MutexLock lock(&mu_);
+    if (loop_ != nullptr) loop_->Post(std::move(fn));
+  }
+  void CallStarted() {
+    absl::MutexLock lock(&mu_);
+    ++calls_;
+  }
+  void CallDone() {
+    absl::MutexLock lock(&mu_);
+    --calls_;
+  }
+  // Stops posting; waits (bounded) until no gRPC callback can still run.
+  void Close(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    loop_ = nullptr;
+    auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return calls_ == 0; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&idle), timeout)) {
+      PDS_LOG(WARNING) << "offload: " << calls_ << " calls still in flight at shutdown";
+    }
+  }
+
+ private:
+  absl::Mutex mu_;
+  EngineLoop* loop_ ABSL_GUARDED_BY(mu_);
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// One request's offload, while its sequence is AWAITING_KV.
+struct OffloadCoordinator::Offload {
+  Sequence* seq = nullptr;
+  std::vector<Target> targets;
+  size_t next_target = 0;
+  absl::Time deadline;
+  v1::SamplingParams sampling;
+  int cached_tokens = 0;            // Prefix-cache hit: positions not transferred.
+  std::shared_ptr<Attempt> current;  // The attempt in flight, if any.
+};
+
+// One Prefill call and the transfer it writes. Shared with the gRPC and transport callbacks.
+struct OffloadCoordinator::Attempt {
+  Offload* offload = nullptr;  // Null once the sequence moved on (the attempt is dead).
+  Target target;
+  uint64_t token = 0;
+  std::vector<int32_t> blocks;  // Destination blocks (reserved).
+  std::shared_ptr<kvtransfer::InboundTransfer> inbound;
+  grpc::ClientContext context;
+  v1::PrefillRequest request;
+  v1::PrefillResponse response;
+  bool call_done = false;
+  grpc::Status call_status;
+  absl::Time call_ok_at;
+  bool transfer_done = false;
+};
+
+// Blocks a failed or cancelled attempt may still write, until its writer is known to stop.
+struct OffloadCoordinator::Quarantine {
+  Target target;
+  uint64_t token = 0;
+  std::vector<int32_t> blocks;
+  std::shared_ptr<kvtransfer::InboundTransfer> inbound;
+  absl::Time since;              // Quarantined at.
+  absl::Time unreachable_since;  // First failed CancelPrefill (zero while reachable).
+  absl::Time next_try;           // Zero while a CancelPrefill is in flight.
+  bool stopped = false;          // The worker acknowledged it stopped writing.
+  std::unique_ptr<grpc::ClientContext> context;
+  v1::CancelPrefillRequest request;
+  v1::CancelPrefillResponse response;
+};
+
+OffloadCoordinator::OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport,
+                                       kvtransfer::KvPoolDescriptor pool, const OffloadConfig& config)
+    : loop_(loop),
+      transport_(transport),
+      pool_(std::move(pool)),
+      config_(config),
+      poster_(std::make_shared<Poster>(loop)),
+      rng_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)) {}
+
+OffloadCoordinator::~OffloadCoordinator() {
+  // The loop is stopped: nothing else touches the maps. Cancel what is in flight and wait
+  // for the callbacks, which hold the call state, so that none outlives the stubs.
+  for (auto& [token, attempt] : attempts_) attempt->context.TryCancel();
+  for (auto& [token, q] : quarantine_) {
+    if (q->context) q->context->TryCancel();
+  }
+  poster_->Close(absl::Seconds(10));
+  for (auto& [token, attempt] : attempts_) transport_->Release(token);
+  for (auto& [token, q] : quarantine_) transport_->Release(token);
+}
+
+void OffloadCoordinator::Attach() {
+  loop_->SetAwaitingKvCancelHandler([this](Sequence* seq) { OnClientCancel(seq); });
+  loop_->SetIterationHook([this] { Tick(); });
+}
+
+absl::Status OffloadCoordinator::Handle(std::unique_ptr<Sequence> seq, const v1::DecodeRequest& request,
+                                        absl::Time deadline) {
+  auto offload = std::make_shared<Offload>();
+  for (const v1::PrefillWorkerRef& ref : request.prefill_workers()) {
+    offload->targets.push_back(Target{ref.worker_id(), ref.address()});
+  }
+  offload->deadline = deadline;
+  offload->sampling = bridge::SamplingToProto(seq->sampling);
+  return loop_->Submit(std::move(seq), [this, offload](Sequence* added) { OnAdded(added, offload); });
+}
+
+void OffloadCoordinator::OnAdded(Sequence* seq, std::shared_ptr<Offload> offload) {
+  offload->seq = seq;
+  if (!loop_->scheduler().AdmitForTransfer(seq)) {
+    // Not enough free blocks for the prompt now: it waits for local admission like any other.
+    seq->offload.fell_back_to_local = true;
+    seq->offload.fallback_cause = "no_kv_blocks";
+    loop_->CountOffload(false, "no_kv_blocks");
+    return;
+  }
+  seq->admitted = absl::Now();
+  offload->cached_tokens = seq->num_computed;
+  offloads_[seq] = offload;
+  StartAttempt(offload.get());
+}
+
+v1::Prefill::Stub* OffloadCoordinator::Stub(const std::string& address) {
+  auto& stub = stubs_[address];
+  if (!stub) stub = v1::Prefill::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  return stub.get();
+}
+
+void OffloadCoordinator::StartAttempt(Offload* offload) {
+  Sequence* seq = offload->seq;
+  const absl::Time now = absl::Now();
+  if (offload->next_target >= offload->targets.size()) {
+    FallBackToLocal(offload, seq->offload.fallback_cause.empty() ? "prefill_error" : seq->offload.fallback_cause);
+    return;
+  }
+  if (offload->deadline - now < config_.min_attempt_budget) {
+    FallBackToLocal(offload, "prefill_deadline");
+    return;
+  }
+  const int bs = pool_.layout.block_size;
+  const int first_block = offload->cached_tokens / bs;
+  const int end_block = (seq->prompt_len + bs - 1) / bs;
+  auto attempt = std::make_shared<Attempt>();
+  attempt->offload = offload;
+  attempt->target = offload->targets[offload->next_target++];
+  attempt->blocks.assign(seq->block_table.begin() + first_block, seq->block_table.begin() + end_block);
+  do {
+    attempt->token = rng_();
+  } while (attempt->token == 0 || attempts_.contains(attempt->token) || quarantine_.contains(attempt->token));
+
+  kvtransfer::TransferExpectation expectation;
+  expectation.token = attempt->token;
+  expectation.block_ids = attempt->blocks;
+  expectation.num_layers = pool_.layout.num_layers;
+  auto inbound = transport_->Expect(expectation);
+  if (!inbound.ok()) {
+    PDS_LOG(WARNING) << seq->request_id << ": cannot reserve a KV transfer: " << inbound.status();
+    FallBackToLocal(offload, "no_transport");
+    return;
+  }
+  attempt->inbound = *std::move(inbound);
+  loop_->scheduler().blocks()->MarkReserved(attempt->blocks, true);
+
+  v1::PrefillRequest& r = attempt->request;
+  r.set_request_id(seq->request_id);
+  for (int i = 0; i < seq->prompt_len; ++i) r.add_token_ids(static_cast<uint32_t>(seq->tokens[i]));
+  *r.mutable_sampling() = offload->sampling;
+  kvtransfer::TransferTarget target;
+  target.pool = pool_;
+  target.token = attempt->token;
+  target.block_ids = attempt->blocks;
+  bridge::TargetToProto(target, pool_.model_fingerprint, r.mutable_target());
+  r.mutable_target()->set_first_position(static_cast<uint32_t>(offload->cached_tokens));
+  r.mutable_target()->set_num_tokens(static_cast<uint32_t>(seq->prompt_len - offload->cached_tokens));
+  attempt->context.set_deadline(absl::ToChronoTime(std::min(offload->deadline, now + config_.attempt_timeout)));
+
+  offload->current = attempt;
+  attempts_[attempt->token] = attempt;
+  std::shared_ptr<Poster> poster = poster_;
+  attempt->inbound->OnDone([this, poster, attempt] { poster->Post([this, attempt] { OnTransferDone(attempt); }); });
+  poster->CallStarted();
+  Stub(attempt->target.address)
+      ->async()
+      ->Prefill(&attempt->context, &attempt->request, &attempt->response,
+                [this, poster, attempt](grpc::Status status) {
+                  poster->Post([this, attempt, status] { OnCallDone(attempt, status); });
+                  poster->CallDone();
+                });
+}
+
+void OffloadCoordinator::OnCallDone(const std::shared_ptr<Attempt>& attempt, const grpc::Status& status) {
+  attempt->call_done = true;
+  attempt->call_status = status;
+  if (attempt->offload == nullptr) return;  // Already failed or cancelled; see quarantine.
+  if (!status.ok()) {
+    PDS_LOG(WARNING) << attempt->request.request_id() << ": prefill on " << attempt->target.worker_id
+                     << " failed: " << bridge::FromGrpc(status);
+    AttemptFailed(attempt.get(), CauseOf(status), !RefusedBeforeWriting(status.error_code()));
+    return;
+  }
+  attempt->call_ok_at = absl::Now();
+  if (attempt->transfer_done) Complete(attempt.get());
+}
+
+void OffloadCoordinator::OnTransferDone(const std::shared_ptr<Attempt>& attempt) {
+  attempt->transfer_done = true;
+  if (attempt->offload == nullptr) return;
+  if (const absl::Status s = attempt->inbound->status(); !s.ok()) {
+    PDS_LOG(WARNING) << attempt->request.request_id() << ": kv transfer from " << attempt->target.worker_id
+                     << " failed: " << s;
+    AttemptFailed(attempt.get(), "transfer_incomplete", true);
+    return;
+  }
+  if (attempt->call_done && attempt->call_status.ok()) Complete(attempt.get());
+}
+
+void OffloadCoordinator::Complete(Attempt* attempt) {
+  Offload* offload = attempt->offload;
+  Sequence* seq = offload->seq;
+  const v1::PrefillResponse& r = attempt->response;
+  transport_->Release(attempt->token);
+  loop_->scheduler().blocks()->MarkReserved(attempt->blocks, false);
+  attempt->offload = nullptr;
+  const uint64_t token = attempt->token;
+  OffloadOutcome& o = seq->offload;
+  o.offloaded = true;
+  o.prefill_worker_id = r.worker_id().empty() ? attempt->target.worker_id : r.worker_id();
+  o.prefill_queue_ms = r.queue_ms();
+  o.prefill_compute_ms = r.compute_ms();
+  o.transfer_ms = r.transfer_ms();
+  o.transfer_tail_ms = r.transfer_tail_ms();
+  seq->prefill_done = absl::Now();
+  loop_->scheduler().TransferDone(seq, seq->prompt_len);
+  seq->tokens.push_back(static_cast<int32_t>(r.first_token_id()));
+  loop_->CountOffload(true, "");
+  FinishOffload(seq);
+  attempts_.erase(token);
+  loop_->EmitToken(seq);  // May finish (and free) the sequence.
+}
+
+void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& cause, bool maybe_written) {
+  Offload* offload = attempt->offload;
+  Sequence* seq = offload->seq;
+  attempt->offload = nullptr;
+  offload->current.reset();
+  seq->offload.fallback_cause = cause;
+  std::shared_ptr<Attempt> keep = attempts_[attempt->token];
+  attempts_.erase(attempt->token);
+  if (!maybe_written) {
+    // Refused before writing: the blocks are clean and stay with the sequence.
+    transport_->Release(attempt->token);
+    loop_->scheduler().blocks()->MarkReserved(attempt->blocks, false);
+  } else {
+    attempt->context.TryCancel();
+    QuarantineAttempt(attempt);
+    // The sequence needs fresh blocks where the quarantined ones were.
+    const int bs = pool_.layout.block_size;
+    const int first_block = offload->cached_tokens / bs;
+    std::vector<int32_t> fresh;
+    if (!loop_->scheduler().blocks()->Allocate(static_cast<int>(attempt->blocks.size()), &fresh)) {
+      // No room now: it waits and is admitted again locally.
+      seq->block_table.erase(seq->block_table.begin() + first_block,
+                             seq->block_table.begin() + first_block + static_cast<long>(attempt->blocks.size()));
+      loop_->scheduler().ReturnToWaiting(seq);
+      seq->offload.fell_back_to_local = true;
+      loop_->CountOffload(false, cause);
+      FinishOffload(seq);
+      return;
+    }
+    std::copy(fresh.begin(), fresh.end(), seq->block_table.begin() + first_block);
+  }
+  StartAttempt(offload);
+}
+
+void OffloadCoordinator::FallBackToLocal(Offload* offload, const std::string& cause) {
+  Sequence* seq = offload->seq;
+  PDS_LOG(INFO) << seq->request_id << ": prefilling locally (" << cause << ")";
+  seq->offload.fell_back_to_local = true;
+  seq->offload.fallback_cause = cause;
+  loop_->CountOffload(false, cause);
+  // Its blocks (prefix hits plus fresh ones) stay; the suffix is computed in local chunks.
+  loop_->scheduler().TransferDone(seq, offload->cached_tokens);
+  FinishOffload(seq);
+}
+
+void OffloadCoordinator::FinishOffload(Sequence* seq) { offloads_.erase(seq); }
+
+void OffloadCoordinator::OnClientCancel(Sequence* seq) {
+  auto it = offloads_.find(seq);
+  if (it == offloads_.end()) {
+    loop_->FinishSequence(seq, engine::FinishReason::kCancelled);
+    return;
+  }
+  Offload* offload = it->second.get();
+  if (std::shared_ptr<Attempt> attempt = offload->current) {
+    attempt->offload = nullptr;
+    attempts_.erase(attempt->token);
+    attempt->context.TryCancel();
+    QuarantineAttempt(attempt.get());  // Freed once the prefill worker says it stopped.
+    // The quarantine holds those blocks now; the sequence releases only the rest.
+    std::vector<int32_t>& table = seq->block_table;
+    table.erase(std::remove_if(table.begin(), table.end(),
+                               [&](int32_t b) {
+                                 return std::find(attempt->blocks.begin(), attempt->blocks.end(), b) !=
+                                        attempt->blocks.end();
+                               }),
+                table.end());
+  }
+  FinishOffload(seq);
+  loop_->FinishSequence(seq, engine::FinishReason::kCancelled);
+}
+
+void OffloadCoordinator::QuarantineAttempt(Attempt* attempt) {
+  // Data for the token that arrives from now on is rejected by the transport; one-sided puts
+  // cannot be rejected, hence the quarantine until the writer acknowledges.
+  transport_->Release(attempt->token);
+  BlockManager* blocks = loop_->scheduler().blocks();
+  blocks->Quarantine(attempt->blocks);
+  auto q = std::make_shared<Quarantine>();
+  q->target = attempt->target;
+  q->token = attempt->token;
+  q->blocks = attempt->blocks;
+  q->inbound = attempt->inbound;
+  q->since = absl::Now();
+  quarantine_[q->token] = q;
+  SendCancel(q);
+}
+
+void OffloadCoordinator::SendCancel(const std::shared_ptr<Quarantine>& q) {
+  q->next_try = absl::Time();
+  q->context = std::make_unique<grpc::ClientContext>();
+  q->context->set_deadline(absl::ToChronoTime(absl::Now() + std::max(config_.cancel_retry, absl::Seconds(1))));
+  q->request.set_transfer_token(q->token);
+  q->response.Clear();
+  std::shared_ptr<Poster> poster = poster_;
+  poster->CallStarted();
+  Stub(q->target.address)
+      ->async()
+      ->CancelPrefill(q->context.get(), &q->request, &q->response, [this, poster, q](grpc::Status status) {
+        const bool stopped = status.ok() && q->response.writes_stopped();
+        poster->Post([this, q, status, stopped] { OnCancelDone(q, status, stopped); });
+        poster->CallDone();
+      });
+}
+
+void OffloadCoordinator::OnCancelDone(const std::shared_ptr<Quarantine>& q, const grpc::Status& status,
+                                      bool writes_stopped) {
+  if (!quarantine_.contains(q->token)) return;
+  const absl::Time now = absl::Now();
+  if (writes_stopped) {
+    q->stopped = true;
+    if (q->inbound->writes_in_flight() == 0) Release(q.get(), "writer stopped");
+    return;  // Receiver-side copies still running: Tick() releases once they end.
+  }
+  if (q->unreachable_since == absl::Time()) q->unreachable_since = now;
+  if (now - q->unreachable_since >= config_.dead_after && q->inbound->writes_in_flight() == 0) {
+    PDS_LOG(WARNING) << "prefill worker " << q->target.worker_id << " unreachable for "
+                     << absl::FormatDuration(now - q->unreachable_since) << " (" << bridge::FromGrpc(status)
+                     << "): taking it as dead and freeing " << q->blocks.size() << " quarantined blocks";
+    Release(q.get(), "writer dead");
+    return;
+  }
+  q->next_try = now + config_.cancel_retry;
+}
+
+void OffloadCoordinator::Release(Quarantine* q, const char* why) {
+  PDS_LOG(DEBUG) << "kv transfer " << q->token << ": " << why << ", releasing " << q->blocks.size() << " blocks";
+  loop_->scheduler().blocks()->Unquarantine(q->blocks);
+  quarantine_.erase(q->token);
+}
+
+void OffloadCoordinator::Tick() {
+  if (attempts_.empty() && quarantine_.empty()) return;
+  const absl::Time now = absl::Now();
+  std::vector<Attempt*> late;
+  for (auto& [token, attempt] : attempts_) {
+    if (attempt->offload != nullptr && attempt->call_done && attempt->call_status.ok() && !attempt->transfer_done &&
+        now - attempt->call_ok_at > config_.completion_timeout) {
+      late.push_back(attempt.get());
+    }
+  }
+  for (Attempt* attempt : late) {
+    PDS_LOG(WARNING) << attempt->request.request_id() << ": prefill on " << attempt->target.worker_id
+                     << " answered but its kv transfer did not complete within "
+                     << absl::FormatDuration(config_.completion_timeout);
+    AttemptFailed(attempt, "transfer_incomplete", true);
+  }
+  std::vector<std::shared_ptr<Quarantine>> due;
+  for (auto& [token, q] : quarantine_) due.push_back(q);
+  for (const auto& q : due) {
+    if (q->stopped) {
+      if (q->inbound->writes_in_flight() == 0) Release(q.get(), "writer stopped");
+    } else if (q->next_try != absl::Time() && now >= q->next_try) {
+      SendCancel(q);
+    }
+  }
+}
+
+}  // namespace pdserve::decode

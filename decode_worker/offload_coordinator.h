@@ -1,0 +1,117 @@
+// The decode worker's side of an offloaded prefill (ARCHITECTURE section 4).
+//
+// A Decode.Generate that names prefill workers is admitted AWAITING_KV: blocks for the whole
+// prompt are allocated after prefix-cache reuse, the uncached suffix's blocks are reserved
+// for one transfer (a one-time token, this worker's epoch), and Prefill is called on the
+// first prefill worker. When both the call's answer (the first token) and the transfer's
+// completion are in, the sequence joins the running batch with its whole prompt computed.
+//
+// Failure without loss: a failed call, a deadline, or a completion that never comes moves
+// on to the next prefill worker (while the request's deadline allows) and finally to local
+// chunked prefill. Blocks that a failed or cancelled attempt may still be writing are
+// quarantined, replaced by fresh blocks for the sequence, and freed only when the prefill
+// worker acknowledges (CancelPrefill) that it stopped writing, or has been unreachable for
+// `dead_after`. A refusal before any compute (FAILED_PRECONDITION, INVALID_ARGUMENT,
+// RESOURCE_EXHAUSTED: layout or model mismatch, bad target, prompt too long) wrote nothing,
+// so its blocks are reused at once.
+//
+// Threading: every piece of state lives on the engine loop's thread. gRPC callbacks and the
+// transport's completion callbacks only post events to the loop; the loop's iteration hook
+// runs the timers. Handle() is called from gRPC threads.
+#ifndef PDSERVE_DECODE_WORKER_OFFLOAD_COORDINATOR_H_
+#define PDSERVE_DECODE_WORKER_OFFLOAD_COORDINATOR_H_
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "decode_worker/engine_loop.h"
+#include "kvtransfer/kv_transport.h"
+#include "pdserve/v1/decode.pb.h"
+#include "pdserve/v1/prefill.grpc.pb.h"
+
+namespace pdserve::decode {
+
+struct OffloadConfig {
+  // Longest one prefill attempt (call plus transfer) may take when the request's own
+  // deadline is later. Default 60 s.
+  absl::Duration attempt_timeout = absl::Seconds(60);
+  // After Prefill answered OK, how long the transfer's completion may take to arrive.
+  // Default 5 s.
+  absl::Duration completion_timeout = absl::Seconds(5);
+  // An attempt starts only while at least this much of the request's deadline is left;
+  // otherwise the prefill runs locally. Default 50 ms.
+  absl::Duration min_attempt_budget = absl::Milliseconds(50);
+  // A prefill worker unreachable for this long after a failed attempt is taken as dead and
+  // the blocks it might have written are freed. Default 2 s.
+  absl::Duration dead_after = absl::Seconds(2);
+  // Interval between CancelPrefill retries to an unreachable worker. Default 200 ms.
+  absl::Duration cancel_retry = absl::Milliseconds(200);
+
+  absl::Status Validate() const;
+};
+
+class OffloadCoordinator {
+ public:
+  // `pool` is this worker's served pool (ServePool's descriptor); `model_fingerprint` the
+  // model's. The loop must be stopped before the coordinator is destroyed.
+  OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport, kvtransfer::KvPoolDescriptor pool,
+                     const OffloadConfig& config);
+  ~OffloadCoordinator();
+
+  // Installs the loop hooks (cancel handler, timers). Call before the loop starts.
+  void Attach();
+  // The DecodeService's offload handler: takes over `seq` for `request`'s prefill workers.
+  // Errors as EngineLoop::Submit.
+  absl::Status Handle(std::unique_ptr<Sequence> seq, const v1::DecodeRequest& request, absl::Time deadline);
+
+ private:
+  struct Target {
+    std::string worker_id;
+    std::string address;
+  };
+  struct Offload;
+  struct Attempt;
+  struct Quarantine;
+  class Poster;
+
+  // Loop thread.
+  void OnAdded(Sequence* seq, std::shared_ptr<Offload> offload);
+  void StartAttempt(Offload* offload);
+  void OnCallDone(const std::shared_ptr<Attempt>& attempt, const grpc::Status& status);
+  void OnTransferDone(const std::shared_ptr<Attempt>& attempt);
+  void Complete(Attempt* attempt);
+  // Ends `attempt` (its sequence moves on): `maybe_written` blocks are quarantined and
+  // replaced; then the next prefill worker or local prefill.
+  void AttemptFailed(Attempt* attempt, const std::string& cause, bool maybe_written);
+  void FallBackToLocal(Offload* offload, const std::string& cause);
+  void OnClientCancel(Sequence* seq);
+  // Takes `attempt`'s blocks out of its sequence into quarantine and asks the prefill
+  // worker to stop.
+  void QuarantineAttempt(Attempt* attempt);
+  void SendCancel(const std::shared_ptr<Quarantine>& q);
+  void OnCancelDone(const std::shared_ptr<Quarantine>& q, const grpc::Status& status, bool writes_stopped);
+  void Release(Quarantine* q, const char* why);
+  void Tick();
+  v1::Prefill::Stub* Stub(const std::string& address);
+  void FinishOffload(Sequence* seq);
+
+  EngineLoop* loop_;
+  kvtransfer::KvTransport* transport_;
+  const kvtransfer::KvPoolDescriptor pool_;
+  const OffloadConfig config_;
+  std::shared_ptr<Poster> poster_;
+  std::mt19937_64 rng_;  // Transfer tokens (loop thread).
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::Prefill::Stub>> stubs_;
+  absl::flat_hash_map<Sequence*, std::shared_ptr<Offload>> offloads_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Attempt>> attempts_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Quarantine>> quarantine_;
+};
+
+}  // namespace pdserve::decode
+
+#endif  // PDSERVE_DECODE_WORKER_OFFLOAD_COORDINATOR_H_

@@ -1,0 +1,360 @@
+// The offloaded path with real processes: a decode worker and prefill workers talking gRPC and
+// UCX (shared memory and TCP). Offloaded greedy generation is token-identical to local
+// generation (short, long, prefix-cache hits, concurrent shared prefixes); a prefill worker
+// killed mid-transfer or unreachable costs no request; cancelling a request while its KV is in
+// flight stops the prefill worker and frees the blocks only after it acknowledged; a model or
+// layout mismatch is refused with FAILED_PRECONDITION before anything is written and the
+// request prefills locally.
+#include <signal.h>
+
+#include <random>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "engine/generator.h"
+#include "engine/model_loader.h"
+#include "gtest/gtest.h"
+#include "pdserve/v1/decode.grpc.pb.h"
+#include "common/child_process.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/test_models.h"
+#include "tools/client/generation_client.h"
+
+namespace pdserve::prefill {
+namespace {
+
+using pdserve::ChildOptions;
+using pdserve::ChildProcess;
+
+std::vector<std::string> UcxArgs(const std::string& transport) {
+  std::vector<std::string> args = {"--ucx_transports=" + transport};
+  if (transport == "tcp") args.push_back("--ucx_net_devices=lo");
+  return args;
+}
+
+std::unique_ptr<ChildProcess> Start(const std::string& binary, std::vector<std::string> args) {
+  auto child = ChildProcess::Start(ChildOptions{.binary = binary, .args = std::move(args)});
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return nullptr;
+  EXPECT_TRUE((*child)->WaitHealthy(absl::Seconds(30)).ok()) << (*child)->Log();
+  return *std::move(child);
+}
+
+std::unique_ptr<ChildProcess> StartPrefill(const std::string& transport, std::vector<std::string> extra = {},
+                                           const std::string& model = "tiny") {
+  std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir(model), "--threads=1",
+                                   "--kv_cache_bytes=67108864", "--drain_timeout=5s"};
+  for (auto& a : UcxArgs(transport)) args.push_back(a);
+  for (auto& e : extra) args.push_back(e);
+  return Start("pdserve-prefill", args);
+}
+
+std::unique_ptr<ChildProcess> StartDecode(const std::string& transport) {
+  std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",
+                                   "--num_blocks=400", "--max_num_batched_tokens=64", "--drain_timeout=5s",
+                                   "--offload_dead_after=1s", "--offload_completion_timeout=3s"};
+  for (auto& a : UcxArgs(transport)) args.push_back(a);
+  return Start("pdserve-decode", args);
+}
+
+struct Worker {
+  std::string id;
+  std::string address;
+};
+
+v1::DecodeRequest Request(const std::vector<int32_t>& prompt, int max_tokens, const std::vector<Worker>& prefill) {
+  v1::DecodeRequest r;
+  *r.mutable_request() = client::MakeRequest(prompt, max_tokens);
+  for (const Worker& w : prefill) {
+    v1::PrefillWorkerRef* ref = r.add_prefill_workers();
+    ref->set_worker_id(w.id);
+    ref->set_address(w.address);
+  }
+  return r;
+}
+
+v1::DecodeStats Stats(const std::string& address) {
+  auto stub = v1::Decode::NewStub(client::MakeChannel(address));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::DecodeStats stats;
+  EXPECT_TRUE(stub->GetStats(&ctx, v1::GetStatsRequest(), &stats).ok());
+  return stats;
+}
+
+bool AtBaseline(const v1::DecodeStats& s) {
+  return s.running() == 0 && s.waiting() == 0 && s.awaiting_kv() == 0 && s.blocks().in_use() == 0 &&
+         s.blocks().reserved_for_transfer() == 0 && s.blocks().quarantined() == 0 &&
+         s.blocks().free() + s.blocks().cached() == s.blocks().total();
+}
+
+bool WaitForBaseline(const std::string& address, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (AtBaseline(Stats(address))) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+// Waits until the decode worker holds `n` sequences in AWAITING_KV.
+bool WaitForAwaitingKv(const std::string& address, uint32_t n, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (Stats(address).awaiting_kv() == n) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return false;
+}
+
+// The value of a metric line starting with `prefix` on a /metrics page (-1 if absent).
+double Metric(const std::string& metrics_address, const std::string& prefix) {
+  auto page = pdserve::testing::HttpGet(metrics_address, "/metrics", absl::Seconds(5));
+  if (!page.ok()) return -1;
+  for (absl::string_view line : absl::StrSplit(page->body, '\n')) {
+    if (!absl::StartsWith(line, prefix)) continue;
+    double v;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) return v;
+  }
+  return -1;
+}
+
+// Greedy tokens a sequence gets alone, in this process (the reference).
+class Reference {
+ public:
+  Reference() {
+    auto loaded = engine::LoadModel(pdserve::testing::TestModelDir("tiny"), engine::EngineOptions{.num_threads = 1});
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    loaded_ = *std::move(loaded);
+  }
+  std::vector<int32_t> Generate(const std::vector<int32_t>& prompt, int max_tokens) {
+    engine::SamplingConfig sampling;
+    sampling.max_tokens = max_tokens;
+    sampling.temperature = 0;
+    auto out = engine::GenerateSingle(*loaded_.model, loaded_.tokenizer.get(), prompt, sampling,
+                                      loaded_.eos_token_ids, engine::GenerateOptions{});
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? out->tokens : std::vector<int32_t>{};
+  }
+  int vocab() const { return loaded_.model->config().vocab_size; }
+  std::vector<int32_t> RandomPrompt(std::mt19937& rng, int length) const {
+    std::vector<int32_t> p(length);
+    for (auto& t : p) t = static_cast<int32_t>(rng() % vocab());
+    return p;
+  }
+
+ private:
+  engine::LoadedModel loaded_;
+};
+
+class OffloadTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    decode_ = StartDecode(GetParam());
+    ASSERT_NE(decode_, nullptr);
+    prefill_ = StartPrefill(GetParam());
+    ASSERT_NE(prefill_, nullptr);
+    channel_ = client::MakeChannel(decode_->grpc_address());
+  }
+  Worker PrefillRef() const { return Worker{"prefill-a", prefill_->grpc_address()}; }
+
+  client::GenerationOutcome Call(const v1::DecodeRequest& r,
+                                 const std::function<void(grpc::ClientContext*)>& hook = nullptr) {
+    return client::CallDecode(channel_, r, absl::Seconds(60), nullptr, hook);
+  }
+
+  // Checks one offloaded request end to end.
+  void ExpectOffloaded(const client::GenerationOutcome& out, const std::vector<int32_t>& expected,
+                       const std::string& prefill_id, const std::string& what) {
+    ASSERT_TRUE(out.status.ok()) << what << ": " << out.status.error_message() << "\n" << decode_->Log();
+    EXPECT_EQ(out.tokens, expected) << what;
+    ASSERT_TRUE(out.has_result) << what;
+    const v1::Placement& p = out.result.placement();
+    EXPECT_EQ(p.mode(), v1::PLACEMENT_MODE_OFFLOAD) << what;
+    EXPECT_FALSE(p.fell_back_to_local()) << what << ": " << p.fallback_cause();
+    EXPECT_EQ(p.prefill_worker_id(), prefill_id) << what;
+    EXPECT_GT(out.result.timings().transfer_ms(), 0) << what;
+    EXPECT_GT(out.result.timings().prefill_ms(), 0) << what;
+  }
+
+  Reference reference_;
+  std::unique_ptr<ChildProcess> decode_;
+  std::unique_ptr<ChildProcess> prefill_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_P(OffloadTest, OffloadedGenerationIsTokenIdenticalToLocal) {
+  std::mt19937 rng(7);
+  // Short, block-boundary and long prompts, each with nothing cached.
+  for (int length : {1, 5, 15, 16, 17, 33, 120, 400}) {
+    const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, length);
+    const std::vector<int32_t> expected = reference_.Generate(prompt, 12);
+    ExpectOffloaded(Call(Request(prompt, 12, {PrefillRef()})), expected, "prefill-" + prefill_->grpc_address(),
+                    absl::StrCat("prompt of ", length));
+  }
+  EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
+  EXPECT_GT(Metric(prefill_->metrics_address(), "pdserve_kv_transfer_bytes_total"), 0);
+}
+
+TEST_P(OffloadTest, PrefixCacheHitsTransferOnlyTheSuffix) {
+  std::mt19937 rng(11);
+  const std::vector<int32_t> shared = reference_.RandomPrompt(rng, 96);
+  // Warm the prefix cache (offloaded too: the transferred blocks enter the cache).
+  std::vector<int32_t> first = shared;
+  first.push_back(5);
+  ExpectOffloaded(Call(Request(first, 4, {PrefillRef()})), reference_.Generate(first, 4),
+                  "prefill-" + prefill_->grpc_address(), "warm-up");
+  for (int suffix : {1, 20, 64}) {
+    std::vector<int32_t> prompt = shared;
+    for (int i = 0; i < suffix; ++i) prompt.push_back(static_cast<int32_t>(rng() % reference_.vocab()));
+    const auto out = Call(Request(prompt, 10, {PrefillRef()}));
+    ExpectOffloaded(out, reference_.Generate(prompt, 10), "prefill-" + prefill_->grpc_address(),
+                    absl::StrCat("suffix of ", suffix));
+    EXPECT_EQ(out.result.usage().cached_prompt_tokens(), 96u) << "suffix of " << suffix;
+  }
+  EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
+}
+
+TEST_P(OffloadTest, ConcurrentPromptsSharingPrefixes) {
+  std::mt19937 rng(13);
+  const std::vector<int32_t> a = reference_.RandomPrompt(rng, 48);
+  const std::vector<int32_t> b = reference_.RandomPrompt(rng, 80);
+  constexpr int kRequests = 12;
+  std::vector<std::vector<int32_t>> prompts(kRequests);
+  std::vector<std::vector<int32_t>> expected(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    prompts[i] = i % 2 == 0 ? a : b;
+    for (int j = 0, n = 1 + static_cast<int>(rng() % 40); j < n; ++j) {
+      prompts[i].push_back(static_cast<int32_t>(rng() % reference_.vocab()));
+    }
+    expected[i] = reference_.Generate(prompts[i], 8);
+  }
+  std::vector<client::GenerationOutcome> outcomes(kRequests);
+  std::vector<std::thread> threads;
+  // Half offloaded, half local, all at once: both paths share blocks and batches.
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      outcomes[i] = Call(Request(prompts[i], 8, i % 3 == 2 ? std::vector<Worker>{} : std::vector<Worker>{PrefillRef()}));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(outcomes[i].status.ok()) << i << ": " << outcomes[i].status.error_message();
+    EXPECT_EQ(outcomes[i].tokens, expected[i]) << "request " << i;
+    EXPECT_EQ(outcomes[i].result.placement().mode(),
+              i % 3 == 2 ? v1::PLACEMENT_MODE_LOCAL : v1::PLACEMENT_MODE_OFFLOAD) << i;
+  }
+  EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
+}
+
+TEST_P(OffloadTest, PrefillWorkerKilledMidTransferFallsBackWithIdenticalTokens) {
+  std::mt19937 rng(17);
+  for (const bool with_alternate : {true, false}) {
+    SCOPED_TRACE(with_alternate ? "alternate prefill worker" : "local fallback");
+    auto slow = StartPrefill(GetParam(), {"--layer_delay=400ms"});
+    ASSERT_NE(slow, nullptr);
+    const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, 200);
+    const std::vector<int32_t> expected = reference_.Generate(prompt, 10);
+    std::vector<Worker> targets = {Worker{"prefill-slow", slow->grpc_address()}};
+    if (with_alternate) targets.push_back(PrefillRef());
+    client::GenerationOutcome out;
+    std::thread call([&] { out = Call(Request(prompt, 10, targets)); });
+    ASSERT_TRUE(WaitForAwaitingKv(decode_->grpc_address(), 1, absl::Seconds(10)));
+    absl::SleepFor(absl::Milliseconds(600));  // At least one layer written.
+    slow->Kill();
+    call.join();
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.tokens, expected);
+    const v1::Placement& p = out.result.placement();
+    if (with_alternate) {
+      EXPECT_EQ(p.mode(), v1::PLACEMENT_MODE_OFFLOAD);
+      EXPECT_EQ(p.prefill_worker_id(), "prefill-" + prefill_->grpc_address());
+      EXPECT_FALSE(p.fell_back_to_local());
+    } else {
+      EXPECT_TRUE(p.fell_back_to_local());
+      EXPECT_EQ(p.fallback_cause(), "prefill_error");
+    }
+    // The killed worker's blocks stay quarantined until it is known dead, then all return.
+    EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(15))) << Stats(decode_->grpc_address()).DebugString();
+  }
+  EXPECT_GE(Stats(decode_->grpc_address()).offload_fallbacks_total(), 1u);
+}
+
+TEST_P(OffloadTest, UnreachablePrefillWorkerMovesToTheAlternate) {
+  std::mt19937 rng(19);
+  const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, 70);
+  // Nothing listens on port 1.
+  const auto out = Call(Request(prompt, 6, {Worker{"prefill-gone", "127.0.0.1:1"}, PrefillRef()}));
+  ExpectOffloaded(out, reference_.Generate(prompt, 6), "prefill-" + prefill_->grpc_address(), "alternate");
+  EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(15)));
+}
+
+TEST_P(OffloadTest, CancelWhileAwaitingKvStopsThePrefillAndFreesBlocksAfterItsAck) {
+  auto slow = StartPrefill(GetParam(), {"--layer_delay=1s"});
+  ASSERT_NE(slow, nullptr);
+  std::mt19937 rng(23);
+  const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, 150);
+  grpc::ClientContext* context = nullptr;
+  absl::Mutex mu;
+  client::GenerationOutcome out;
+  std::thread call([&] {
+    out = Call(Request(prompt, 10, {Worker{"prefill-slow", slow->grpc_address()}}), [&](grpc::ClientContext* c) {
+      absl::MutexLock lock(&mu);
+      context = c;
+    });
+  });
+  ASSERT_TRUE(WaitForAwaitingKv(decode_->grpc_address(), 1, absl::Seconds(10)));
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_NE(context, nullptr);
+    context->TryCancel();
+  }
+  call.join();
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::CANCELLED);
+  // The prefill worker is sleeping inside a layer: until it reaches the next layer boundary
+  // and acknowledges, the transfer's blocks are quarantined, not free.
+  bool saw_quarantine = false;
+  for (int i = 0; i < 50 && !saw_quarantine; ++i) {
+    const v1::DecodeStats s = Stats(decode_->grpc_address());
+    saw_quarantine = s.blocks().quarantined() > 0 && s.awaiting_kv() == 0;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(saw_quarantine);
+  EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
+  EXPECT_EQ(Metric(slow->metrics_address(), "pdserve_prefill_cancelled_total"), 1);
+  EXPECT_EQ(Metric(slow->metrics_address(), "pdserve_prefill_requests_total"), 0);
+}
+
+TEST_P(OffloadTest, ModelOrLayoutMismatchIsRefusedAndPrefillsLocally) {
+  std::mt19937 rng(29);
+  struct Case {
+    std::string what;
+    std::string model;
+    std::vector<std::string> flags;
+  };
+  for (const Case& c : {Case{"other model", "tiny-qwen2", {}}, Case{"other block size", "tiny", {"--block_size=32"}},
+                        Case{"other kv dtype", "tiny", {"--kv_dtype=f16"}}}) {
+    SCOPED_TRACE(c.what);
+    auto other = StartPrefill(GetParam(), c.flags, c.model);
+    ASSERT_NE(other, nullptr);
+    const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, 50);
+    const auto out = Call(Request(prompt, 8, {Worker{"prefill-other", other->grpc_address()}}));
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.tokens, reference_.Generate(prompt, 8));
+    EXPECT_TRUE(out.result.placement().fell_back_to_local());
+    EXPECT_EQ(out.result.placement().fallback_cause(), "layout_mismatch");
+    EXPECT_EQ(Metric(other->metrics_address(), "pdserve_kv_transfer_bytes_total"), 0);
+    EXPECT_EQ(Metric(other->metrics_address(), "pdserve_prefill_failures_total{model_name=\"" +
+                                                   std::string(c.model == "tiny" ? "tiny" : "tiny-qwen2") +
+                                                   "\",reason=\"layout_mismatch\"}"),
+              1);
+    EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(5)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ucx, OffloadTest, ::testing::Values("shm", "tcp"));
+
+}  // namespace
+}  // namespace pdserve::prefill
