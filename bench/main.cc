@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/decode/decode_bench.h"
 #include "bench/engine/engine_bench.h"
+#include "bench/transfer/transfer_bench.h"
 #include "bench/transfer/transfer_raw_bench.h"
 #include "common/flags.h"
 
@@ -16,12 +17,16 @@ ABSL_FLAG(std::vector<std::string>, threads, {}, "engine: thread counts to measu
 ABSL_FLAG(int, decode_steps, 16, "engine: timed decode steps per batch size.");
 ABSL_FLAG(int, prefill_repetitions, 3, "engine: repetitions per prefill length.");
 ABSL_FLAG(std::vector<std::string>, transports, std::vector<std::string>({"shm", "tcp"}),
-          "transfer-raw: UCX transports to measure (UCX_TLS values).");
+          "transfer-raw: UCX transports to measure (UCX_TLS values); transfer: the first is used.");
 ABSL_FLAG(bool, perftest, true, "transfer-raw: also run ucx_perftest as the baseline.");
 ABSL_FLAG(int, repetitions, 40, "transfer-raw: repetitions of the per-layer transfer.");
 ABSL_FLAG(std::vector<std::string>, widths, std::vector<std::string>({"8", "64", "256"}),
           "decode: running-sequence counts for the overhead measurement.");
 ABSL_FLAG(int, steps, 20, "decode: measured steps per width.");
+ABSL_FLAG(std::vector<std::string>, prompt_lengths, std::vector<std::string>({"512", "2048", "8192"}),
+          "transfer: prompt lengths of the offloaded requests.");
+ABSL_FLAG(int, requests, 3,
+          "transfer: requests per prompt length and mode (three times as many for P <= 1024, a third for P >= 8192).");
 ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
 ABSL_FLAG(std::string, tls, "", "transfer-raw-sender (internal): UCX transports.");
 ABSL_FLAG(std::string, net_devices, "", "transfer-raw-sender (internal): UCX network devices.");
@@ -33,6 +38,7 @@ constexpr char kUsage[] =
     "Usage: pdserve-bench SUBCOMMAND --out=DIR [flags]\n"
     "Subcommands:\n"
     "  engine        decode step time by batch and prefill throughput vs bandwidth/sgemm floors\n"
+    "  transfer      offloaded TTFT breakdown, layer-wise streaming vs bulk, through real workers\n"
     "  transfer-raw  KV-shaped UCX transfers (shm, TCP) vs ucx_perftest and memcpy\n"
     "  decode        scheduler host overhead per step; continuous serving vs a static batch";
 
@@ -82,6 +88,28 @@ int main(int argc, char** argv) {
       config.widths.push_back(n);
     }
     const absl::Status status = pdserve::bench::RunDecodeBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "transfer") {
+    pdserve::bench::TransferBenchConfig config;
+    config.out_dir = absl::GetFlag(FLAGS_out);
+    config.model_dir = absl::GetFlag(FLAGS_model);
+    config.repetitions = absl::GetFlag(FLAGS_requests);
+    config.transport = absl::GetFlag(FLAGS_transports).empty() ? "shm" : absl::GetFlag(FLAGS_transports)[0];
+    config.prompt_lengths.clear();
+    for (const std::string& p : absl::GetFlag(FLAGS_prompt_lengths)) {
+      int n;
+      if (!absl::SimpleAtoi(p, &n) || n < 1) {
+        std::fprintf(stderr, "--prompt_lengths: '%s' is not a positive integer\n", p.c_str());
+        return 2;
+      }
+      config.prompt_lengths.push_back(n);
+    }
+    if (config.prompt_lengths.empty()) {
+      std::fprintf(stderr, "--prompt_lengths: must not be empty\n");
+      return 2;
+    }
+    const absl::Status status = pdserve::bench::RunTransferBench(config);
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "transfer-raw") {

@@ -27,11 +27,12 @@ absl::Status ValidateTarget(const TransferTarget& target, const KvLayout& source
         "kv transfer: model fingerprint mismatch with receiver ", target.pool.receiver_id, ": ",
         absl::Hex(source_fingerprint), " vs ", absl::Hex(target.pool.model_fingerprint)));
   }
-  if (target.block_ids.empty()) return absl::InvalidArgumentError("kv transfer: no target blocks");
-  for (int32_t b : target.block_ids) {
+  if (target.block_ids.empty()) return absl::InvalidArgumentError("target.block_ids: must not be empty");
+  for (size_t i = 0; i < target.block_ids.size(); ++i) {
+    const int32_t b = target.block_ids[i];
     if (b < 0 || b >= dst.num_blocks) {
-      return absl::InvalidArgumentError(absl::StrCat("kv transfer: target block ", b,
-                                                     " is outside [0, ", dst.num_blocks, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("target.block_ids[", i, "]: block ", b,
+                                                     " is outside the receiver's pool [0, ", dst.num_blocks, ")"));
     }
   }
   return absl::OkStatus();

@@ -331,6 +331,8 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
       const absl::Duration budget = std::min(config_.finish_timeout, e.job->deadline - absl::Now());
       e.error = e.transfer->Finish(budget);
       const absl::Time finished = absl::Now();
+      // The tail: what the transfer adds after the forward (the last layer's KV is written
+      // into the pool, and its writes issued, before that layer's attention and MLP run).
       e.result.transfer_tail_ms = Ms(finished - forward_end);
       e.result.transfer_ms = Ms(finished - e.first_write);
       e.result.transfer_bytes = e.transfer->bytes_written();

@@ -1,5 +1,7 @@
 #include "prefill_worker/prefill_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
@@ -62,6 +64,13 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   if (!target.ok()) return fail(target.status());
   job->target = *std::move(target);
   job->first_position = static_cast<int>(request->target().first_position());
+  const uint32_t expected_tokens = static_cast<uint32_t>(job->prompt.size()) - std::min<uint32_t>(
+      request->target().first_position(), static_cast<uint32_t>(job->prompt.size()));
+  if (request->target().num_tokens() != expected_tokens) {
+    return fail(absl::InvalidArgumentError(absl::StrCat("target.num_tokens: ", request->target().num_tokens(),
+                                                        ", expected the prompt length minus first_position (",
+                                                        expected_tokens, ")")));
+  }
   const std::string id = worker_id();
   const uint64_t epoch = epoch_;
   job->done = [reactor, response, id, epoch](const PrefillJobResult& r) {

@@ -121,6 +121,22 @@ double Metric(const std::string& metrics_address, const std::string& prefix) {
   return -1;
 }
 
+// Joins a thread however the test leaves its scope (an ASSERT must not leave it running),
+// after `unblock` made it finish.
+class JoinOnExit {
+ public:
+  JoinOnExit(std::thread* thread, std::function<void()> unblock) : thread_(thread), unblock_(std::move(unblock)) {}
+  ~JoinOnExit() {
+    if (!thread_->joinable()) return;
+    unblock_();
+    thread_->join();
+  }
+
+ private:
+  std::thread* thread_;
+  std::function<void()> unblock_;
+};
+
 // Greedy tokens a sequence gets alone, in this process (the reference).
 class Reference {
  public:
@@ -261,6 +277,7 @@ TEST_P(OffloadTest, PrefillWorkerKilledMidTransferFallsBackWithIdenticalTokens) 
     if (with_alternate) targets.push_back(PrefillRef());
     client::GenerationOutcome out;
     std::thread call([&] { out = Call(Request(prompt, 10, targets)); });
+    JoinOnExit joiner(&call, [&] { slow->Kill(); });
     ASSERT_TRUE(WaitForAwaitingKv(decode_->grpc_address(), 1, absl::Seconds(10)));
     absl::SleepFor(absl::Milliseconds(600));  // At least one layer written.
     slow->Kill();
@@ -296,23 +313,27 @@ TEST_P(OffloadTest, CancelWhileAwaitingKvStopsThePrefillAndFreesBlocksAfterItsAc
   ASSERT_NE(slow, nullptr);
   std::mt19937 rng(23);
   const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, 150);
-  grpc::ClientContext* context = nullptr;
-  absl::Mutex mu;
-  client::GenerationOutcome out;
+  // The test owns the call's context, so it can cancel it however the call ends.
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  auto stub = v1::Decode::NewStub(channel_);
+  auto reader = stub->Generate(&context, Request(prompt, 10, {Worker{"prefill-slow", slow->grpc_address()}}));
+  v1::GenerateResponse last;
+  grpc::Status status;
   std::thread call([&] {
-    out = Call(Request(prompt, 10, {Worker{"prefill-slow", slow->grpc_address()}}), [&](grpc::ClientContext* c) {
-      absl::MutexLock lock(&mu);
-      context = c;
-    });
+    v1::GenerateResponse message;
+    while (reader->Read(&message)) last = message;
+    status = reader->Finish();
   });
+  JoinOnExit joiner(&call, [&] { context.TryCancel(); });
   ASSERT_TRUE(WaitForAwaitingKv(decode_->grpc_address(), 1, absl::Seconds(10)));
-  {
-    absl::MutexLock lock(&mu);
-    ASSERT_NE(context, nullptr);
-    context->TryCancel();
-  }
+  // Let the prefill worker start computing (a queued job would be stopped at once): it is
+  // then inside its first layer's pause when the cancellation arrives.
+  absl::SleepFor(absl::Milliseconds(400));
+  context.TryCancel();
   call.join();
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_EQ(status.error_code(), grpc::StatusCode::CANCELLED)
+      << "the call ended before it was cancelled: " << last.DebugString() << "\n" << decode_->Log();
   // The prefill worker is sleeping inside a layer: until it reaches the next layer boundary
   // and acknowledges, the transfer's blocks are quarantined, not free.
   bool saw_quarantine = false;
