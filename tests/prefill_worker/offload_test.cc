@@ -51,11 +51,12 @@ std::unique_ptr<ChildProcess> StartPrefill(const std::string& transport, std::ve
   return Start("pdserve-prefill", args);
 }
 
-std::unique_ptr<ChildProcess> StartDecode(const std::string& transport) {
+std::unique_ptr<ChildProcess> StartDecode(const std::string& transport, std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",
                                    "--num_blocks=400", "--max_num_batched_tokens=64", "--drain_timeout=5s",
                                    "--offload_dead_after=1s", "--offload_completion_timeout=3s"};
   for (auto& a : UcxArgs(transport)) args.push_back(a);
+  for (auto& e : extra) args.push_back(e);
   return Start("pdserve-decode", args);
 }
 
@@ -373,6 +374,39 @@ TEST_P(OffloadTest, ModelOrLayoutMismatchIsRefusedAndPrefillsLocally) {
               1);
     EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(5)));
   }
+}
+
+TEST_P(OffloadTest, RestartedWorkersGetFreshEndpoints) {
+  std::mt19937 rng(31);
+  // A prefill worker restarted at the same address: the decode worker's next request reaches
+  // the new process, which connects to the decode worker afresh.
+  auto first = StartPrefill(GetParam());
+  ASSERT_NE(first, nullptr);
+  const std::string address = first->grpc_address();
+  std::vector<int32_t> prompt = reference_.RandomPrompt(rng, 60);
+  ExpectOffloaded(Call(Request(prompt, 5, {Worker{"p", address}})), reference_.Generate(prompt, 5),
+                  "prefill-" + address, "before the prefill restart");
+  first->Kill();
+  auto second = StartPrefill(GetParam(), {"--listen=" + address});
+  ASSERT_NE(second, nullptr);
+  prompt = reference_.RandomPrompt(rng, 61);
+  ExpectOffloaded(Call(Request(prompt, 5, {Worker{"p", address}})), reference_.Generate(prompt, 5),
+                  "prefill-" + address, "after the prefill restart");
+
+  // A decode worker restarted at the same address (same id, new epoch, new pool): the prefill
+  // worker must retire its endpoint and rkey for the old epoch.
+  prompt = reference_.RandomPrompt(rng, 62);
+  ExpectOffloaded(Call(Request(prompt, 5, {PrefillRef()})), reference_.Generate(prompt, 5),
+                  "prefill-" + prefill_->grpc_address(), "before the decode restart");
+  const std::string decode_address = decode_->grpc_address();
+  decode_->Kill();
+  decode_ = StartDecode(GetParam(), {"--listen=" + decode_address});
+  ASSERT_NE(decode_, nullptr);
+  channel_ = client::MakeChannel(decode_address);
+  prompt = reference_.RandomPrompt(rng, 63);
+  ExpectOffloaded(Call(Request(prompt, 5, {PrefillRef()})), reference_.Generate(prompt, 5),
+                  "prefill-" + prefill_->grpc_address(), "after the decode restart");
+  EXPECT_TRUE(WaitForBaseline(decode_address, absl::Seconds(10)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, OffloadTest, ::testing::Values("shm", "tcp"));
