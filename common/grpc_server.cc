@@ -5,13 +5,22 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/logging.h"
 #include "common/net_address.h"
 #include "common/status_macros.h"
 
 namespace pdserve {
+namespace {
+
+// How long after the drain deadline cancelled calls may take to finish.
+constexpr absl::Duration kDrainGrace = absl::Seconds(10);
+
+}  // namespace
 
 absl::Status GrpcServerConfig::Validate() const {
   RETURN_IF_ERROR(ParseHostPort(listen_address, "listen_address").status());
@@ -62,8 +71,20 @@ void GrpcServer::Drain(absl::Time deadline) {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   // Shutdown() on the health service pins NOT_SERVING and ignores later updates.
   if (health != nullptr) health->Shutdown();
+  // Shutdown cancels what is still running at the deadline, then waits for every call's
+  // reactor to finish. A reactor that never finishes would hang the process forever: that is
+  // a bug, so say so loudly and exit rather than hang (the orchestrator restarts us).
+  absl::Notification done;
+  std::thread watchdog([&done, deadline] {
+    if (done.WaitForNotificationWithDeadline(deadline + kDrainGrace)) return;
+    PDS_LOG(ERROR) << "gRPC server still not shut down " << absl::FormatDuration(kDrainGrace)
+                   << " after the drain deadline: a call never finished; exiting";
+    std::_Exit(3);
+  });
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
+  done.Notify();
+  watchdog.join();
 }
 
 }  // namespace pdserve

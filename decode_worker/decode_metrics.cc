@@ -1,5 +1,7 @@
 #include "decode_worker/decode_metrics.h"
 
+#include "common/metric_buckets.h"
+
 namespace pdserve::decode {
 namespace {
 
@@ -8,16 +10,6 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 
 }  // namespace
-
-prometheus::Histogram::BucketBoundaries LatencyBuckets() {
-  return {0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
-          1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
-}
-
-prometheus::Histogram::BucketBoundaries InterTokenBuckets() {
-  return {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
-          0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5};
-}
 
 DecodeMetrics::DecodeMetrics(prometheus::Registry& r, const std::string& model)
     : time_to_first_token(BuildHistogram().Name("pdserve_time_to_first_token_seconds")

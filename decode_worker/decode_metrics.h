@@ -53,11 +53,6 @@ struct DecodeMetrics {
   std::string model_;
 };
 
-// Latency buckets (seconds) dense where SLOs sit (10 ms - 2 s) and wide enough for long
-// prompts on CPU.
-prometheus::Histogram::BucketBoundaries LatencyBuckets();
-prometheus::Histogram::BucketBoundaries InterTokenBuckets();
-
 }  // namespace pdserve::decode
 
 #endif  // PDSERVE_DECODE_WORKER_DECODE_METRICS_H_

@@ -43,43 +43,51 @@ class GrpcStreamSink final : public StreamSink {
   }
 
   void PushTokens(const std::vector<int32_t>& ids, const std::string& text, int64_t unix_nanos) override {
-    absl::MutexLock lock(&mu_);
-    for (int32_t id : ids) pending_.add_token_ids(static_cast<uint32_t>(id));
-    pending_.mutable_text()->append(text);
-    pending_.set_time_unix_nanos(unix_nanos);
-    has_pending_ = true;
-    MaybeWriteLocked();
+    Op op;
+    {
+      absl::MutexLock lock(&mu_);
+      for (int32_t id : ids) pending_.add_token_ids(static_cast<uint32_t>(id));
+      pending_.mutable_text()->append(text);
+      pending_.set_time_unix_nanos(unix_nanos);
+      has_pending_ = true;
+      op = PlanLocked();
+    }
+    Run(op);
   }
 
   void Finish(const Final& f) override {
-    absl::MutexLock lock(&mu_);
-    v1::GenerateResult& r = final_;
-    r.set_finish_reason(bridge::FinishReasonToProto(static_cast<engine::FinishReason>(f.finish_reason)));
-    r.set_stop_reason(f.stop_reason);
-    r.set_error_message(f.error_message);
-    r.mutable_usage()->set_prompt_tokens(f.prompt_tokens);
-    r.mutable_usage()->set_cached_prompt_tokens(f.cached_prompt_tokens);
-    r.mutable_usage()->set_completion_tokens(f.completion_tokens);
-    v1::StageTimings& t = *r.mutable_timings();
-    t.set_queue_ms(f.queue_ms);
-    t.set_prefill_ms(f.prefill_ms);
-    t.set_transfer_ms(f.transfer_ms);
-    t.set_transfer_tail_ms(f.transfer_tail_ms);
-    t.set_prefill_queue_ms(f.prefill_queue_ms);
-    t.set_ttft_ms(f.ttft_ms);
-    t.set_decode_ms(f.decode_ms);
-    t.set_e2e_ms(f.e2e_ms);
-    *r.mutable_placement() = placement_;
-    if (f.offloaded) {
-      r.mutable_placement()->set_mode(v1::PLACEMENT_MODE_OFFLOAD);
-      r.mutable_placement()->set_prefill_worker_id(f.prefill_worker_id);
+    Op op;
+    {
+      absl::MutexLock lock(&mu_);
+      v1::GenerateResult& r = final_;
+      r.set_finish_reason(bridge::FinishReasonToProto(static_cast<engine::FinishReason>(f.finish_reason)));
+      r.set_stop_reason(f.stop_reason);
+      r.set_error_message(f.error_message);
+      r.mutable_usage()->set_prompt_tokens(f.prompt_tokens);
+      r.mutable_usage()->set_cached_prompt_tokens(f.cached_prompt_tokens);
+      r.mutable_usage()->set_completion_tokens(f.completion_tokens);
+      v1::StageTimings& t = *r.mutable_timings();
+      t.set_queue_ms(f.queue_ms);
+      t.set_prefill_ms(f.prefill_ms);
+      t.set_transfer_ms(f.transfer_ms);
+      t.set_transfer_tail_ms(f.transfer_tail_ms);
+      t.set_prefill_queue_ms(f.prefill_queue_ms);
+      t.set_ttft_ms(f.ttft_ms);
+      t.set_decode_ms(f.decode_ms);
+      t.set_e2e_ms(f.e2e_ms);
+      *r.mutable_placement() = placement_;
+      if (f.offloaded) {
+        r.mutable_placement()->set_mode(v1::PLACEMENT_MODE_OFFLOAD);
+        r.mutable_placement()->set_prefill_worker_id(f.prefill_worker_id);
+      }
+      if (f.fell_back_to_local) {
+        r.mutable_placement()->set_fell_back_to_local(true);
+        r.mutable_placement()->set_fallback_cause(f.fallback_cause);
+      }
+      final_ready_ = true;
+      op = PlanLocked();
     }
-    if (f.fell_back_to_local) {
-      r.mutable_placement()->set_fell_back_to_local(true);
-      r.mutable_placement()->set_fallback_cause(f.fallback_cause);
-    }
-    final_ready_ = true;
-    MaybeWriteLocked();
+    Run(op);
   }
 
   int pending_tokens() const override {
@@ -89,36 +97,78 @@ class GrpcStreamSink final : public StreamSink {
   bool cancelled() const override { return cancelled_.load(); }
 
  private:
-  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (reactor_ == nullptr || writing_ || finished_) return;
-    if (!has_pending_ && !final_ready_) return;
+  // A gRPC operation decided under the lock and started after releasing it (its reaction
+  // may run inline and take the lock).
+  struct Op {
+    enum Kind { kNone, kWrite, kWriteAndFinish, kFinishCancelled } kind = kNone;
+    Reactor* reactor = nullptr;
+  };
+
+  Op PlanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Op op;
+    if (reactor_ == nullptr || writing_ || finished_) return op;
+    if (broken_) {  // The client is gone: end the call so that the reactor completes.
+      finished_ = true;
+      op.kind = Op::kFinishCancelled;
+      op.reactor = reactor_;
+      return op;
+    }
+    if (!has_pending_ && !final_ready_) return op;
     in_flight_.Clear();
     in_flight_.Swap(&pending_);
     in_flight_.set_request_id(request_id_);
     has_pending_ = false;
+    op.reactor = reactor_;
     if (final_ready_) {
       *in_flight_.mutable_result() = final_;
       finished_ = true;
-      reactor_->StartWriteAndFinish(&in_flight_, grpc::WriteOptions(), grpc::Status::OK);
-      return;
+      op.kind = Op::kWriteAndFinish;
+      return op;
     }
     writing_ = true;
-    reactor_->StartWrite(&in_flight_);
+    op.kind = Op::kWrite;
+    return op;
   }
+
+  void Run(const Op& op) {
+    switch (op.kind) {
+      case Op::kNone:
+        return;
+      case Op::kWrite:
+        op.reactor->StartWrite(&in_flight_);
+        return;
+      case Op::kWriteAndFinish:
+        op.reactor->StartWriteAndFinish(&in_flight_, grpc::WriteOptions(), grpc::Status::OK);
+        return;
+      case Op::kFinishCancelled:
+        op.reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+        return;
+    }
+  }
+
   void OnWriteDone(bool ok) {
+    Op op;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
-      if (ok) {
-        MaybeWriteLocked();
-        return;
+      if (!ok) {
+        broken_ = true;
+        cancelled_.store(true);
       }
-      cancelled_.store(true);
+      op = PlanLocked();
     }
-    notify_();
+    Run(op);
+    if (!ok) notify_();
   }
   void OnCancel() {
-    cancelled_.store(true);
+    Op op;
+    {
+      absl::MutexLock lock(&mu_);
+      broken_ = true;
+      cancelled_.store(true);
+      op = PlanLocked();
+    }
+    Run(op);
     notify_();
   }
   void Detach() {
@@ -132,12 +182,14 @@ class GrpcStreamSink final : public StreamSink {
   mutable absl::Mutex mu_;
   Reactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
   v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);
-  v1::GenerateResponse in_flight_ ABSL_GUARDED_BY(mu_);
+  // The message being written: filled under the lock, then owned by the one write in flight.
+  v1::GenerateResponse in_flight_;
   v1::GenerateResult final_ ABSL_GUARDED_BY(mu_);
   bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool final_ready_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // Cancelled or a write failed: no more writes.
   std::atomic<bool> cancelled_{false};
 };
 

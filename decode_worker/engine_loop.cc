@@ -257,7 +257,8 @@ void EngineLoop::RunStep(const StepPlan& plan) {
   for (const PlannedChunk& c : plan.chunks) {
     batch_.Add(absl::MakeConstSpan(c.seq->tokens).subspan(c.start, c.num_tokens), c.start, c.seq->block_table,
                c.want_logits);
-    context += c.start + c.num_tokens;
+    // Attention work: token i of the chunk attends to start + i + 1 positions.
+    context += static_cast<int64_t>(c.num_tokens) * c.start + static_cast<int64_t>(c.num_tokens) * (c.num_tokens + 1) / 2;
     if (c.seq->admitted == absl::Time()) {
       c.seq->admitted = clock_->Now();
       metrics_->request_queue_time.Observe(absl::ToDoubleSeconds(c.seq->admitted - c.seq->arrival));

@@ -29,7 +29,7 @@ namespace pdserve::decode {
 struct StepSample {
   int num_decode = 0;
   int num_prefill_tokens = 0;
-  int64_t context_tokens = 0;
+  int64_t context_tokens = 0;  // Attention work: sum over tokens of the positions attended.
   double duration_ms = 0;
   double host_ms = 0;  // Outside the engine forward.
 };

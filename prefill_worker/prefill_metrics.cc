@@ -1,6 +1,6 @@
 #include "prefill_worker/prefill_metrics.h"
 
-#include "decode_worker/decode_metrics.h"
+#include "common/metric_buckets.h"
 
 namespace pdserve::prefill {
 
@@ -11,16 +11,16 @@ using prometheus::BuildHistogram;
 PrefillMetrics::PrefillMetrics(prometheus::Registry& r, const std::string& model)
     : queue_time(BuildHistogram().Name("pdserve_prefill_queue_time_seconds")
                      .Help("Time a prefill waited before its batch started.")
-                     .Register(r).Add({{"model_name", model}}, decode::LatencyBuckets())),
+                     .Register(r).Add({{"model_name", model}}, LatencyBuckets())),
       prefill_time(BuildHistogram().Name("pdserve_prefill_time_seconds")
                        .Help("Engine compute time of a prefill batch.")
-                       .Register(r).Add({{"model_name", model}}, decode::LatencyBuckets())),
+                       .Register(r).Add({{"model_name", model}}, LatencyBuckets())),
       transfer_time(BuildHistogram().Name("pdserve_kv_transfer_seconds")
                         .Help("First layer write until the transfer completed at the receiver.")
-                        .Register(r).Add({{"model_name", model}}, decode::LatencyBuckets())),
+                        .Register(r).Add({{"model_name", model}}, LatencyBuckets())),
       transfer_tail(BuildHistogram().Name("pdserve_kv_transfer_tail_seconds")
                         .Help("Last layer computed until the transfer completed (not hidden by compute).")
-                        .Register(r).Add({{"model_name", model}}, decode::InterTokenBuckets())),
+                        .Register(r).Add({{"model_name", model}}, InterTokenBuckets())),
       prefill_tokens(BuildCounter().Name("pdserve_prefill_tokens_total")
                          .Help("Prompt tokens prefilled.").Register(r).Add({{"model_name", model}})),
       transfer_bytes(BuildCounter().Name("pdserve_kv_transfer_bytes_total")

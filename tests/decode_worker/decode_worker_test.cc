@@ -145,16 +145,14 @@ TEST_F(DecodeWorkerTest, CancellationMidStreamFreesBlocks) {
   const std::string address = worker_->grpc_address();
   v1::DecodeRequest r = Request(std::vector<int32_t>(100, 7), 3000);
   r.mutable_request()->mutable_sampling()->set_ignore_eos(true);
-  grpc::ClientContext* active = nullptr;
-  absl::Mutex mu;
-  int seen = 0;
+  client::CallHandle handle;
+  int seen = 0;  // The message callback runs on the calling thread.
   auto outcome = client::CallDecode(
       client::MakeChannel(address), r, absl::Seconds(60),
       [&](const v1::GenerateResponse&) {
-        absl::MutexLock lock(&mu);
-        if (++seen == 5 && active != nullptr) active->TryCancel();
+        if (++seen == 5) handle.Cancel();
       },
-      [&](grpc::ClientContext* ctx) { active = ctx; });
+      &handle);
   EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_LT(outcome.tokens.size(), 3000u);
   EXPECT_TRUE(WaitForBaseline(address, absl::Seconds(5))) << "blocks were not freed";

@@ -177,9 +177,8 @@ class OffloadTest : public ::testing::TestWithParam<std::string> {
   }
   Worker PrefillRef() const { return Worker{"prefill-a", prefill_->grpc_address()}; }
 
-  client::GenerationOutcome Call(const v1::DecodeRequest& r,
-                                 const std::function<void(grpc::ClientContext*)>& hook = nullptr) {
-    return client::CallDecode(channel_, r, absl::Seconds(60), nullptr, hook);
+  client::GenerationOutcome Call(const v1::DecodeRequest& r) {
+    return client::CallDecode(channel_, r, absl::Seconds(60));
   }
 
   // Checks one offloaded request end to end.

@@ -3,6 +3,37 @@
 #include "absl/time/clock.h"
 
 namespace pdserve::client {
+
+void CallHandle::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (context_ != nullptr) context_->TryCancel();
+}
+
+bool CallHandle::cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+// Ties a context to a handle for the context's lifetime.
+class CallAttachment {
+ public:
+  CallAttachment(CallHandle* handle, grpc::ClientContext* context) : handle_(handle) {
+    if (handle_ == nullptr) return;
+    absl::MutexLock lock(&handle_->mu_);
+    handle_->context_ = context;
+    if (handle_->cancelled_) context->TryCancel();
+  }
+  ~CallAttachment() {
+    if (handle_ == nullptr) return;
+    absl::MutexLock lock(&handle_->mu_);
+    handle_->context_ = nullptr;
+  }
+
+ private:
+  CallHandle* handle_;
+};
+
 namespace {
 
 template <typename Reader>
@@ -38,22 +69,22 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 
 GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel, const v1::DecodeRequest& request,
                              absl::Duration timeout, const MessageCallback& on_message,
-                             const std::function<void(grpc::ClientContext*)>& context_hook) {
+                             CallHandle* handle) {
   auto stub = v1::Decode::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  if (context_hook) context_hook(&context);
+  CallAttachment attached(handle, &context);
   const absl::Time start = absl::Now();
   return Collect(stub->Generate(&context, request), &context, start, on_message);
 }
 
 GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel, const v1::GenerateRequest& request,
                                absl::Duration timeout, const MessageCallback& on_message,
-                               const std::function<void(grpc::ClientContext*)>& context_hook) {
+                               CallHandle* handle) {
   auto stub = v1::Generation::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  if (context_hook) context_hook(&context);
+  CallAttachment attached(handle, &context);
   const absl::Time start = absl::Now();
   return Collect(stub->Generate(&context, request), &context, start, on_message);
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "pdserve/v1/generation.grpc.pb.h"
@@ -32,17 +33,31 @@ struct GenerationOutcome {
 
 using MessageCallback = std::function<void(const v1::GenerateResponse&)>;
 
+// Cancels a call from another thread, whenever: before it starts (it then fails at once
+// with CANCELLED), while it runs, or after it ended (nothing happens). The call's context
+// lives inside the Call* function; this handle is the only safe way to reach it.
+class CallHandle {
+ public:
+  void Cancel();
+  bool cancelled() const;
+
+ private:
+  friend class CallAttachment;
+  mutable absl::Mutex mu_;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 
-// Decode.Generate on a decode worker. `context_hook` may configure or keep the context (e.g.
-// to cancel it from another thread).
+// Decode.Generate on a decode worker. `handle`, if set, can cancel it from another thread.
 GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel, const v1::DecodeRequest& request,
                              absl::Duration timeout, const MessageCallback& on_message = nullptr,
-                             const std::function<void(grpc::ClientContext*)>& context_hook = nullptr);
+                             CallHandle* handle = nullptr);
 // Generation.Generate on a router.
 GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel, const v1::GenerateRequest& request,
                                absl::Duration timeout, const MessageCallback& on_message = nullptr,
-                               const std::function<void(grpc::ClientContext*)>& context_hook = nullptr);
+                               CallHandle* handle = nullptr);
 
 // A request for `tokens` (or `text` when tokens is empty) with greedy sampling by default.
 v1::GenerateRequest MakeRequest(const std::vector<int32_t>& tokens, int max_tokens, float temperature = 0.0f,

@@ -1,0 +1,253 @@
+#include "router/cost_model.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+namespace pdserve::router {
+namespace {
+
+// Feature scales keep the least-squares problem well conditioned: every feature is O(1) for
+// typical steps.
+constexpr double kPrefillScale = 100.0;     // Step prefill tokens per unit.
+constexpr double kAttentionScale = 1e5;     // Step attention positions per unit.
+constexpr double kPromptScale = 1000.0;     // Prefill prompt tokens per unit.
+// Samples before a fit replaces its prior in PrefillMs.
+constexpr int64_t kMinPrefillSamples = 3;
+
+std::array<double, 4> StepFeatures(double decode, double prefill, double attention) {
+  return {1.0, decode, prefill / kPrefillScale, attention / kAttentionScale};
+}
+std::array<double, 3> PrefillFeatures(double tokens) {
+  const double l = tokens / kPromptScale;
+  return {1.0, l, l * l};
+}
+
+absl::Status Positive(const char* field, double v) {
+  if (!(v > 0)) return absl::InvalidArgumentError(absl::StrCat("cost model: ", field, " must be > 0, got ", v));
+  return absl::OkStatus();
+}
+absl::Status NonNegative(const char* field, double v) {
+  if (!(v >= 0)) return absl::InvalidArgumentError(absl::StrCat("cost model: ", field, " must be >= 0, got ", v));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CostModelParams::Validate() const {
+  for (auto [field, v] : {std::pair{"step.intercept_ms", step_intercept_ms},
+                          std::pair{"step.per_decode_ms", step_per_decode_ms},
+                          std::pair{"step.per_prefill_token_ms", step_per_prefill_token_ms},
+                          std::pair{"step.per_attention_ms", step_per_attention_ms},
+                          std::pair{"prefill.overhead_ms", prefill_overhead_ms},
+                          std::pair{"prefill.per_token_ms", prefill_per_token_ms},
+                          std::pair{"prefill.per_token_squared_ms", prefill_per_token_squared_ms},
+                          std::pair{"transfer.latency_ms", transfer_latency_ms},
+                          std::pair{"offload_overhead_ms", offload_overhead_ms}}) {
+    if (absl::Status s = NonNegative(field, v); !s.ok()) return s;
+  }
+  if (absl::Status s = Positive("transfer.bytes_per_ms", transfer_bytes_per_ms); !s.ok()) return s;
+  if (absl::Status s = Positive("online.prior_variance", prior_variance); !s.ok()) return s;
+  if (!(forgetting > 0.5 && forgetting <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("cost model: online.forgetting must be in (0.5, 1], got ", forgetting));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CostModelParams> ParseCostModel(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("cost model: not a JSON object");
+  CostModelParams p;
+  // Every known key, by section; anything else is a typo and an error.
+  const std::map<std::string, std::map<std::string, double*>> sections = {
+      {"step",
+       {{"intercept_ms", &p.step_intercept_ms},
+        {"per_decode_ms", &p.step_per_decode_ms},
+        {"per_prefill_token_ms", &p.step_per_prefill_token_ms},
+        {"per_attention_ms", &p.step_per_attention_ms}}},
+      {"prefill",
+       {{"overhead_ms", &p.prefill_overhead_ms},
+        {"per_token_ms", &p.prefill_per_token_ms},
+        {"per_token_squared_ms", &p.prefill_per_token_squared_ms}}},
+      {"transfer", {{"latency_ms", &p.transfer_latency_ms}, {"bytes_per_ms", &p.transfer_bytes_per_ms}}},
+      {"online", {{"forgetting", &p.forgetting}, {"prior_variance", &p.prior_variance}}},
+  };
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "description" || key == "calibration") continue;  // Free-form.
+    if (key == "offload_overhead_ms") {
+      if (!it->is_number()) return absl::InvalidArgumentError("cost model: offload_overhead_ms must be a number");
+      p.offload_overhead_ms = it->get<double>();
+      continue;
+    }
+    auto section = sections.find(key);
+    if (section == sections.end()) return absl::InvalidArgumentError(absl::StrCat("cost model: unknown key '", key, "'"));
+    if (!it->is_object()) return absl::InvalidArgumentError(absl::StrCat("cost model: '", key, "' must be an object"));
+    for (auto f = it->begin(); f != it->end(); ++f) {
+      auto field = section->second.find(f.key());
+      if (field == section->second.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("cost model: unknown key '", key, ".", f.key(), "'"));
+      }
+      if (!f->is_number()) {
+        return absl::InvalidArgumentError(absl::StrCat("cost model: '", key, ".", f.key(), "' must be a number"));
+      }
+      *field->second = f->get<double>();
+    }
+  }
+  if (absl::Status s = p.Validate(); !s.ok()) return s;
+  return p;
+}
+
+absl::StatusOr<CostModelParams> LoadCostModel(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--cost_model: cannot open '", path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto params = ParseCostModel(text.str());
+  if (!params.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", params.status().message()));
+  return params;
+}
+
+template <int N>
+double CostModel::Fit<N>::Predict(const std::array<double, N>& x) const {
+  double y = 0;
+  for (int i = 0; i < N; ++i) y += theta[i] * x[i];
+  return y;
+}
+
+template <int N>
+void CostModel::Fit<N>::Update(const std::array<double, N>& x, double y, double forgetting, double max_variance) {
+  // Standard RLS: k = P x / (lambda + x' P x); theta += k (y - x' theta); P = (P - k x' P) / lambda.
+  std::array<double, N> px{};
+  for (int i = 0; i < N; ++i) {
+    for (int j = 0; j < N; ++j) px[i] += p[i][j] * x[j];
+  }
+  double denom = forgetting;
+  for (int i = 0; i < N; ++i) denom += x[i] * px[i];
+  const double error = y - Predict(x);
+  for (int i = 0; i < N; ++i) theta[i] += px[i] / denom * error;
+  for (int i = 0; i < N; ++i) {
+    for (int j = 0; j < N; ++j) p[i][j] = (p[i][j] - px[i] * px[j] / denom) / forgetting;
+  }
+  // Forgetting inflates P along directions the samples do not excite (a decode worker that
+  // only decodes says nothing about prefill tokens): cap it at the prior's size so that one
+  // unusual step cannot swing the fit (covariance wind-up).
+  double trace = 0;
+  for (int i = 0; i < N; ++i) trace += p[i][i];
+  if (trace > N * max_variance) {
+    const double scale = N * max_variance / trace;
+    for (int i = 0; i < N; ++i) {
+      for (int j = 0; j < N; ++j) p[i][j] *= scale;
+    }
+  }
+  ++samples;
+}
+
+CostModel::CostModel(const CostModelParams& params) : params_(params), transfer_latency_ms_(params.transfer_latency_ms) {
+  step_prior_.theta = {params_.step_intercept_ms, params_.step_per_decode_ms,
+                       params_.step_per_prefill_token_ms * kPrefillScale, params_.step_per_attention_ms * kAttentionScale};
+  for (int i = 0; i < 4; ++i) step_prior_.p[i][i] = params_.prior_variance;
+  prefill_prior_.theta = {params_.prefill_overhead_ms, params_.prefill_per_token_ms * kPromptScale,
+                          params_.prefill_per_token_squared_ms * kPromptScale * kPromptScale};
+  for (int i = 0; i < 3; ++i) prefill_prior_.p[i][i] = params_.prior_variance;
+}
+
+const CostModel::Fit<4>& CostModel::StepFitLocked(uint64_t fingerprint) const {
+  auto it = step_.find(fingerprint);
+  return it != step_.end() ? it->second : step_prior_;
+}
+
+const CostModel::Fit<3>& CostModel::PrefillFitLocked(uint64_t fingerprint) const {
+  auto it = prefill_.find(fingerprint);
+  return it != prefill_.end() ? it->second : prefill_prior_;
+}
+
+double CostModel::StepMs(uint64_t fingerprint, double decode, double prefill, double attention) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return std::max(0.0, StepFitLocked(fingerprint).Predict(StepFeatures(decode, prefill, attention)));
+}
+
+double CostModel::PrefillMs(uint64_t fingerprint, double tokens) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto prefill = prefill_.find(fingerprint);
+  if (prefill != prefill_.end() && prefill->second.samples >= kMinPrefillSamples) {
+    return std::max(0.0, prefill->second.Predict(PrefillFeatures(tokens)));
+  }
+  // Until offloaded prefills have been timed, a prefill worker is taken to compute like a
+  // decode worker running the whole prompt in one step (same model, same kind of machine):
+  // that keeps local and offloaded predictions on one scale when only decode workers have
+  // reported so far.
+  auto step = step_.find(fingerprint);
+  if (step != step_.end() && step->second.samples >= kMinPrefillSamples) {
+    const double base = step->second.Predict(StepFeatures(0, 0, 0));
+    return std::max(0.0, step->second.Predict(StepFeatures(0, tokens, tokens * (tokens + 1) / 2)) - base) +
+           std::max(0.0, prefill_prior_.theta[0]);
+  }
+  return std::max(0.0, prefill_prior_.Predict(PrefillFeatures(tokens)));
+}
+
+double CostModel::TransferTailMs(double last_layer_bytes) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return transfer_latency_ms_ + last_layer_bytes / params_.transfer_bytes_per_ms;
+}
+
+double CostModel::ObserveStep(uint64_t fingerprint, double decode, double prefill, double attention, double ms) {
+  absl::MutexLock lock(&mu_);
+  Fit<4>& fit = step_.try_emplace(fingerprint, step_prior_).first->second;
+  const auto x = StepFeatures(decode, prefill, attention);
+  const double predicted = std::max(0.0, fit.Predict(x));
+  fit.Update(x, ms, params_.forgetting, params_.prior_variance);
+  return predicted;
+}
+
+double CostModel::ObservePrefill(uint64_t fingerprint, double tokens, double ms) {
+  absl::MutexLock lock(&mu_);
+  Fit<3>& fit = prefill_.try_emplace(fingerprint, prefill_prior_).first->second;
+  const auto x = PrefillFeatures(tokens);
+  const double predicted = std::max(0.0, fit.Predict(x));
+  fit.Update(x, ms, params_.forgetting, params_.prior_variance);
+  return predicted;
+}
+
+void CostModel::ObserveTransferTail(double ms, double last_layer_bytes) {
+  absl::MutexLock lock(&mu_);
+  const double latency = std::max(0.0, ms - last_layer_bytes / params_.transfer_bytes_per_ms);
+  transfer_latency_ms_ = 0.9 * transfer_latency_ms_ + 0.1 * latency;
+}
+
+std::map<std::string, double> CostModel::Coefficients() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::map<std::string, double> out = {
+      {"step.intercept_ms", params_.step_intercept_ms},
+      {"step.per_decode_ms", params_.step_per_decode_ms},
+      {"step.per_prefill_token_ms", params_.step_per_prefill_token_ms},
+      {"step.per_attention_ms", params_.step_per_attention_ms},
+      {"prefill.overhead_ms", params_.prefill_overhead_ms},
+      {"prefill.per_token_ms", params_.prefill_per_token_ms},
+      {"prefill.per_token_squared_ms", params_.prefill_per_token_squared_ms},
+      {"transfer.latency_ms", transfer_latency_ms_},
+      {"transfer.bytes_per_ms", params_.transfer_bytes_per_ms},
+  };
+  for (const auto& [fp, fit] : step_) {
+    const std::string at = absl::StrFormat("@%016x", fp);
+    out["step.intercept_ms" + at] = fit.theta[0];
+    out["step.per_decode_ms" + at] = fit.theta[1];
+    out["step.per_prefill_token_ms" + at] = fit.theta[2] / kPrefillScale;
+    out["step.per_attention_ms" + at] = fit.theta[3] / kAttentionScale;
+    out["step.samples" + at] = static_cast<double>(fit.samples);
+  }
+  for (const auto& [fp, fit] : prefill_) {
+    const std::string at = absl::StrFormat("@%016x", fp);
+    out["prefill.overhead_ms" + at] = fit.theta[0];
+    out["prefill.per_token_ms" + at] = fit.theta[1] / kPromptScale;
+    out["prefill.per_token_squared_ms" + at] = fit.theta[2] / (kPromptScale * kPromptScale);
+    out["prefill.samples" + at] = static_cast<double>(fit.samples);
+  }
+  return out;
+}
+
+}  // namespace pdserve::router

@@ -1,0 +1,112 @@
+#include "router/generation_service.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/bridge/request_bridge.h"
+#include "router/request_errors.h"
+#include "tools/client/generation_client.h"
+
+namespace pdserve::router {
+namespace {
+
+// Fails the call at once (validation, admission).
+class ErrorReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  explicit ErrorReactor(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+GenerationService::GenerationService(const ModelCatalog* catalog, Placer* placer, WorkerRegistry* registry,
+                                     CostModel* cost_model, RouterMetrics* metrics,
+                                     const GenerationServiceOptions& options)
+    : catalog_(catalog), registry_(registry), metrics_(metrics), options_(options) {
+  deps_.placer = placer;
+  deps_.registry = registry;
+  deps_.cost_model = cost_model;
+  deps_.metrics = metrics;
+  deps_.stub = [this](const std::string& address) { return Stub(address); };
+  deps_.on_finish = [this] {
+    in_flight_.fetch_sub(1);
+    metrics_->requests_in_flight.Decrement();
+  };
+}
+
+v1::Decode::Stub* GenerationService::Stub(const std::string& address) {
+  absl::MutexLock lock(&stubs_mu_);
+  auto& stub = stubs_[address];
+  if (!stub) stub = v1::Decode::NewStub(client::MakeChannel(address));
+  return stub.get();
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(grpc::CallbackServerContext* context,
+                                                                           const v1::GenerateRequest* request) {
+  const absl::Time arrival = absl::Now();
+  auto fail = [&](const std::string& model, const absl::Status& status) {
+    const grpc::Status s = ToGrpcWithRetryAfter(status, context);
+    RecordOutcome(*metrics_, model, s);
+    return new ErrorReactor(s);
+  };
+  auto model = catalog_->Find(request->model());
+  if (!model.ok()) return fail(request->model(), model.status());
+  const CatalogModel& m = **model;
+  bridge::ModelLimits limits;
+  limits.model_name = m.name;
+  limits.vocab_size = m.config.vocab_size;
+  limits.max_context_tokens = m.config.max_position_embeddings;
+  // The catalog's name is what an empty request names.
+  v1::GenerateRequest forwarded = *request;
+  forwarded.set_model(m.name);
+  auto validated = bridge::ValidateGenerateRequest(forwarded, limits, m.tokenizer.get());
+  if (!validated.ok()) return fail(m.name, validated.status());
+  if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
+    in_flight_.fetch_sub(1);
+    return fail(m.name, absl::ResourceExhaustedError(absl::StrCat(
+                            "router overloaded: ", options_.max_in_flight, " requests in flight (retry-after-ms: ",
+                            absl::ToInt64Milliseconds(options_.retry_after), ")")));
+  }
+  metrics_->requests_in_flight.Increment();
+  // Downstream, the prompt travels as token ids (tokenized once, here).
+  forwarded.set_request_id(validated->request_id);
+  forwarded.mutable_token_ids()->clear_ids();
+  for (int32_t t : validated->prompt) forwarded.mutable_token_ids()->add_ids(static_cast<uint32_t>(t));
+  PlacementRequest placement;
+  placement.request_id = validated->request_id;
+  placement.model = &m;
+  placement.max_tokens = validated->sampling.max_tokens;
+  return RelayCall::Start(deps_, context, std::move(forwarded), std::move(validated->prompt), std::move(placement),
+                          arrival);
+}
+
+grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,
+                                                        const v1::ListModelsRequest*,
+                                                        v1::ListModelsResponse* response) {
+  const v1::ClusterStatus status = registry_->Status();
+  for (const auto& m : catalog_->models()) {
+    v1::ModelInfo* info = response->add_models();
+    info->set_name(m->name);
+    info->set_architecture(m->config.architecture);
+    info->set_vocab_size(m->config.vocab_size);
+    uint32_t max_context = m->config.max_position_embeddings;
+    for (const v1::WorkerStatus& w : status.workers()) {
+      const v1::WorkerRegistration& r = w.registration();
+      if (r.model() != m->name) continue;
+      info->set_fingerprint(r.model_fingerprint());
+      if (r.role() == v1::WORKER_ROLE_DECODE) {
+        info->set_decode_workers(info->decode_workers() + 1);
+        max_context = std::min(max_context, r.max_context_tokens());
+      } else {
+        info->set_prefill_workers(info->prefill_workers() + 1);
+      }
+    }
+    info->set_max_context_tokens(max_context);
+  }
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace pdserve::router

@@ -1,0 +1,55 @@
+// The router's public API: Generation.Generate (validate and tokenize, admit, place, relay)
+// and ListModels. The only router file besides registry_service.cc that sees both protobuf
+// and domain types.
+// Thread-safety: gRPC calls it from its own threads; shared state is atomic or locked.
+#ifndef PDSERVE_ROUTER_GENERATION_SERVICE_H_
+#define PDSERVE_ROUTER_GENERATION_SERVICE_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "pdserve/v1/decode.grpc.pb.h"
+#include "pdserve/v1/generation.grpc.pb.h"
+#include "router/model_catalog.h"
+#include "router/relay_call.h"
+
+namespace pdserve::router {
+
+struct GenerationServiceOptions {
+  // Requests relayed at once; beyond it RESOURCE_EXHAUSTED. Default 4096.
+  int max_in_flight = 4096;
+  // Retry-after hint with RESOURCE_EXHAUSTED. Default 200 ms.
+  absl::Duration retry_after = absl::Milliseconds(200);
+};
+
+class GenerationService final : public v1::Generation::CallbackService {
+ public:
+  GenerationService(const ModelCatalog* catalog, Placer* placer, WorkerRegistry* registry, CostModel* cost_model,
+                    RouterMetrics* metrics, const GenerationServiceOptions& options);
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
+                                                           const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context, const v1::ListModelsRequest* request,
+                                       v1::ListModelsResponse* response) override;
+
+  int in_flight() const { return in_flight_.load(); }
+
+ private:
+  v1::Decode::Stub* Stub(const std::string& address);
+
+  const ModelCatalog* catalog_;
+  WorkerRegistry* registry_;
+  RouterMetrics* metrics_;
+  const GenerationServiceOptions options_;
+  RelayDeps deps_;
+  std::atomic<int> in_flight_{0};
+  absl::Mutex stubs_mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::Decode::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
+};
+
+}  // namespace pdserve::router
+
+#endif  // PDSERVE_ROUTER_GENERATION_SERVICE_H_

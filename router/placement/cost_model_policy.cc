@@ -1,0 +1,46 @@
+// cost_model: offload iff the interference a local prefill would cause exceeds what the
+// offload costs (transfer tail plus any TTFT it adds over local), within the SLOs
+// (ARCHITECTURE section 5; the break-even rule of seed 002).
+#include "router/placement/placement_policy.h"
+
+namespace pdserve::router {
+namespace {
+
+class CostModelPolicy final : public PlacementPolicy {
+ public:
+  explicit CostModelPolicy(const PolicyConfig& config) : config_(config) {}
+  const std::string& name() const override { return name_; }
+
+  PlacementDecision Decide(const PlacementInputs& in, const CostModel& model) const override {
+    CostEstimate e = EstimateCosts(in, model);
+    if (e.prefill.empty()) return Local(e, "no_prefill_worker");
+    if (in.uncached_tokens() < config_.min_offload_tokens) {
+      const bool warm = in.cached_tokens > 0 && in.prompt_tokens >= config_.min_offload_tokens;
+      return Local(e, warm ? "warm_prefix" : "short_prompt");
+    }
+    // Prefill workers whose queue alone is too long are not candidates.
+    std::erase_if(e.prefill, [&](const PrefillEstimate& p) { return p.queue_ms > config_.max_prefill_queue_ms; });
+    if (e.prefill.empty()) return Local(e, "prefill_queue_too_long");
+    e.ttft_offload_ms = e.prefill[0].ttft_ms;
+    e.offload_cost_ms = e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms);
+    const SloConfig& slo = config_.slo;
+    if (e.ttft_offload_ms > slo.ttft_ms && e.ttft_local_ms <= slo.ttft_ms) return Local(e, "slo_infeasible_offload");
+    if (in.decode.running > 0 && e.mixed_step_ms > slo.tpot_ms && e.ttft_offload_ms <= slo.ttft_ms) {
+      return Offload(e, config_.alternates, "local_exceeds_tpot_slo");
+    }
+    if (e.interference_ms > e.offload_cost_ms) return Offload(e, config_.alternates, "interference_exceeds_transfer");
+    return Local(e, "interference_below_transfer");
+  }
+
+ private:
+  const std::string name_ = "cost_model";
+  const PolicyConfig config_;
+};
+
+}  // namespace
+
+std::unique_ptr<PlacementPolicy> MakeCostModelPolicy(const PolicyConfig& config) {
+  return std::make_unique<CostModelPolicy>(config);
+}
+
+}  // namespace pdserve::router

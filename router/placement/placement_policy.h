@@ -1,0 +1,125 @@
+// How a request's prefill is placed once its decode worker is chosen: LOCAL (chunked on the
+// decode worker, co-batched with its running decodes) or OFFLOAD (on a prefill worker, KV
+// streamed into the decode worker). One policy per file, chosen once by name:
+//   cost_model        offload iff the predicted interference exceeds the offload's cost
+//                     (ARCHITECTURE section 5), within the TTFT/TPOT SLOs. The default.
+//   always_local      never offload (a monolithic engine with chunked prefill).
+//   always_offload    offload whenever a prefill worker exists (plain PD disaggregation).
+//   length_threshold  offload when the uncached prompt is at least N tokens (the static rule
+//                     shipped systems use).
+// Every policy reports the cost model's predictions so that decisions can be compared.
+// Thread-safety: policies are immutable after construction; Decide() is reentrant.
+#ifndef PDSERVE_ROUTER_PLACEMENT_PLACEMENT_POLICY_H_
+#define PDSERVE_ROUTER_PLACEMENT_PLACEMENT_POLICY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "router/cost_model.h"
+
+namespace pdserve::router {
+
+// The chosen decode worker, as the cost model needs it.
+struct DecodeCandidate {
+  int running = 0;                // Running decodes (D), including the router's unreported ones.
+  int64_t pending_prefill_tokens = 0;  // Its local chunked-prefill backlog.
+  int step_token_budget = 512;    // max_num_batched_tokens: decodes first, the rest prefill.
+  double attention_per_decode = 0;
+  uint64_t fingerprint = 0;
+  int64_t kv_bytes_per_token = 0;  // All layers, K and V.
+  int num_layers = 1;
+};
+
+// A prefill worker that could take the request (same model and KV layout).
+struct PrefillCandidate {
+  int index = 0;  // Caller's index, returned in the decision.
+  int64_t pending_tokens = 0;
+  double tokens_per_second = 0;  // Reported; 0 before its first prefill.
+};
+
+struct PlacementInputs {
+  int prompt_tokens = 0;
+  int cached_tokens = 0;  // Prefix-cache hit on the decode worker.
+  int uncached_tokens() const { return prompt_tokens - cached_tokens; }
+  DecodeCandidate decode;
+  std::vector<PrefillCandidate> prefill;
+};
+
+struct SloConfig {
+  // Time to first token the router aims for; offloading that would miss it while local would
+  // not is refused. Default 2 s.
+  double ttft_ms = 2000;
+  // Time per output token of running streams; a local prefill whose mixed steps exceed it is
+  // offloaded if possible. Default 200 ms.
+  double tpot_ms = 200;
+};
+
+// One prefill worker's predicted offload.
+struct PrefillEstimate {
+  int index = 0;  // The candidate's index.
+  double queue_ms = 0;
+  double ttft_ms = 0;
+};
+
+// The cost model's view of one request, computed once and shared by every policy.
+struct CostEstimate {
+  double interference_ms = 0;     // Delay summed over running streams if local.
+  double ttft_local_ms = 0;
+  double mixed_step_ms = 0;       // Step time while its chunks run (vs the TPOT SLO).
+  double ttft_offload_ms = 0;     // Best prefill worker.
+  double offload_cost_ms = 0;     // Transfer tail + extra TTFT over local.
+  double transfer_tail_ms = 0;
+  std::vector<PrefillEstimate> prefill;  // Best predicted TTFT first.
+};
+CostEstimate EstimateCosts(const PlacementInputs& inputs, const CostModel& model);
+
+struct PlacementDecision {
+  bool offload = false;
+  std::string reason;
+  std::vector<int> prefill;  // OFFLOAD: caller's indices, primary first, then alternates.
+  CostEstimate estimate;
+};
+
+struct PolicyConfig {
+  // cost_model, always_local, always_offload or length_threshold. Default cost_model.
+  std::string name = "cost_model";
+  // Below this many uncached tokens a prefill stays local (short_prompt / warm_prefix) under
+  // cost_model. Default 256.
+  int min_offload_tokens = 256;
+  // length_threshold: offload when uncached tokens >= this. Default 1024.
+  int length_threshold = 1024;
+  // A prefill worker whose queue alone takes longer than this is not used. Default 1 s.
+  double max_prefill_queue_ms = 1000;
+  // Alternate prefill workers named in an OFFLOAD decision. Default 1.
+  int alternates = 1;
+  SloConfig slo;
+
+  absl::Status Validate() const;
+};
+
+class PlacementPolicy {
+ public:
+  virtual ~PlacementPolicy() = default;
+  virtual const std::string& name() const = 0;
+  virtual PlacementDecision Decide(const PlacementInputs& inputs, const CostModel& model) const = 0;
+};
+
+absl::StatusOr<std::unique_ptr<PlacementPolicy>> MakePlacementPolicy(const PolicyConfig& config);
+
+// Policy factories (one per file).
+std::unique_ptr<PlacementPolicy> MakeCostModelPolicy(const PolicyConfig& config);
+std::unique_ptr<PlacementPolicy> MakeAlwaysLocalPolicy(const PolicyConfig& config);
+std::unique_ptr<PlacementPolicy> MakeAlwaysOffloadPolicy(const PolicyConfig& config);
+std::unique_ptr<PlacementPolicy> MakeLengthThresholdPolicy(const PolicyConfig& config);
+
+// Shared by the policies: the decision to offload to `estimate.prefill_order` (primary plus
+// `alternates`), or to stay local, with `reason`.
+PlacementDecision Offload(const CostEstimate& estimate, int alternates, std::string reason);
+PlacementDecision Local(const CostEstimate& estimate, std::string reason);
+
+}  // namespace pdserve::router
+
+#endif  // PDSERVE_ROUTER_PLACEMENT_PLACEMENT_POLICY_H_

@@ -1,0 +1,74 @@
+// Places one validated request: picks its decode worker (longest cached prefix from the
+// prefix index, then load, then free KV; workers over their queue limit are skipped), then
+// asks the placement policy whether its prefill runs there or on a prefill worker (with
+// alternates), records the decision (metrics, decision log, structured log line) and counts
+// the request against the chosen workers until their next load report.
+// Thread-safety: Place() is safe from any thread.
+#ifndef PDSERVE_ROUTER_PLACER_H_
+#define PDSERVE_ROUTER_PLACER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pdserve/v1/decode.pb.h"
+#include "router/decision_log.h"
+#include "router/model_catalog.h"
+#include "router/placement/placement_policy.h"
+#include "router/router_metrics.h"
+#include "router/worker_registry.h"
+
+namespace pdserve::router {
+
+struct PlacerConfig {
+  // A decode worker with this many requests waiting (reported plus dispatched since) takes
+  // no more; when every candidate is that full the request gets RESOURCE_EXHAUSTED.
+  // Default 256.
+  int max_waiting_per_worker = 256;
+  // The retry-after hint given with RESOURCE_EXHAUSTED. Default 200 ms.
+  absl::Duration retry_after = absl::Milliseconds(200);
+};
+
+struct PlacementRequest {
+  std::string request_id;
+  const CatalogModel* model = nullptr;
+  const std::vector<int32_t>* prompt = nullptr;
+  int max_tokens = 0;
+  // Decode workers not to use (a retry after one failed before its first token).
+  std::vector<std::string> exclude;
+};
+
+struct PlacementResult {
+  v1::Placement placement;  // The router's decision.
+  std::string decode_address;
+  uint64_t decode_session = 0;  // For WorkerRegistry::Acquire.
+  std::vector<v1::PrefillWorkerRef> prefill;
+  double decision_us = 0;
+  double predicted_ttft_ms = 0;  // Of the chosen mode.
+  uint64_t fingerprint = 0;
+  double last_layer_bytes = 0;   // Of a transfer of the uncached suffix.
+};
+
+class Placer {
+ public:
+  Placer(WorkerRegistry* registry, const CostModel* cost_model, const PlacementPolicy* policy,
+         const PlacerConfig& config, RouterMetrics* metrics, DecisionLog* log);
+
+  // UNAVAILABLE when no decode worker serves the model or can hold the request,
+  // RESOURCE_EXHAUSTED (with a retry-after hint) when all that could are full.
+  absl::StatusOr<PlacementResult> Place(const PlacementRequest& request);
+
+  const PlacementPolicy& policy() const { return *policy_; }
+
+ private:
+  WorkerRegistry* registry_;
+  const CostModel* cost_model_;
+  const PlacementPolicy* policy_;
+  const PlacerConfig config_;
+  RouterMetrics* metrics_;
+  DecisionLog* log_;
+};
+
+}  // namespace pdserve::router
+
+#endif  // PDSERVE_ROUTER_PLACER_H_

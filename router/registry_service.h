@@ -1,0 +1,45 @@
+// The router's internal Registry service: one bidirectional stream per worker (registration,
+// then load reports and prefix-cache events, fed to the worker registry) and
+// GetClusterStatus for `pdctl status`.
+// Thread-safety: gRPC calls it from its own threads; state lives in the worker registry.
+#ifndef PDSERVE_ROUTER_REGISTRY_SERVICE_H_
+#define PDSERVE_ROUTER_REGISTRY_SERVICE_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "pdserve/v1/registry.grpc.pb.h"
+#include "router/cost_model.h"
+#include "router/decision_log.h"
+#include "router/worker_registry.h"
+
+namespace pdserve::router {
+
+struct RegistryServiceOptions {
+  // The report interval the router asks workers for. Default 100 ms.
+  absl::Duration report_interval = absl::Milliseconds(100);
+  std::string policy;                  // Reported in the cluster status.
+  std::function<int()> in_flight;      // Requests being relayed now.
+};
+
+class RegistryService final : public v1::Registry::CallbackService {
+ public:
+  RegistryService(WorkerRegistry* registry, DecisionLog* log, const CostModel* cost_model,
+                  RegistryServiceOptions options);
+
+  grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* Connect(grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* GetClusterStatus(grpc::CallbackServerContext* context,
+                                             const v1::ClusterStatusRequest* request,
+                                             v1::ClusterStatus* response) override;
+
+ private:
+  WorkerRegistry* registry_;
+  DecisionLog* log_;
+  const CostModel* cost_model_;
+  const RegistryServiceOptions options_;
+};
+
+}  // namespace pdserve::router
+
+#endif  // PDSERVE_ROUTER_REGISTRY_SERVICE_H_

@@ -1,0 +1,280 @@
+#include "router/relay_call.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "router/request_errors.h"
+
+namespace pdserve::router {
+
+// The downstream Decode.Generate call.
+class RelayCall::Downstream final : public grpc::ClientReadReactor<v1::GenerateResponse> {
+ public:
+  explicit Downstream(RelayCall* call) : call_(call) {}
+  void Begin(v1::Decode::Stub* stub) {
+    stub->async()->Generate(&context, &request, this);
+    StartRead(&in);
+    StartCall();
+  }
+  void ReadNext() { StartRead(&in); }
+  void OnReadDone(bool ok) override {
+    if (ok) call_->OnMessage();  // Otherwise the stream ended: OnDone follows.
+  }
+  void OnDone(const grpc::Status& status) override { call_->OnDownstreamDone(status); }
+
+  grpc::ClientContext context;
+  v1::DecodeRequest request;
+  v1::GenerateResponse in;
+
+ private:
+  RelayCall* const call_;
+};
+
+// Registered with the worker registry while the call runs on a decode worker; detached
+// before the call is deleted, so a late removal never reaches a dead call.
+class RelayCall::Listener final : public WorkerListener {
+ public:
+  explicit Listener(RelayCall* call) : call_(call) {}
+  void WorkerRemoved(const std::string& why) override {
+    RelayCall* call;
+    {
+      absl::MutexLock lock(&mu_);
+      call = call_;
+      if (call == nullptr) return;
+      absl::MutexLock call_lock(&call->mu_);
+      ++call->busy_;  // Keeps the call alive once this lock is released.
+    }
+    call->OnWorkerRemoved(why);
+  }
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    call_ = nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  RelayCall* call_ ABSL_GUARDED_BY(mu_);
+};
+
+RelayCall* RelayCall::Start(const RelayDeps& deps, grpc::CallbackServerContext* context, v1::GenerateRequest request,
+                            std::vector<int32_t> prompt, PlacementRequest placement_request, absl::Time arrival) {
+  auto* call = new RelayCall(deps, context, std::move(request), std::move(placement_request), arrival);
+  Actions actions;
+  {
+    absl::MutexLock lock(&call->mu_);
+    call->prompt_ = std::move(prompt);
+    call->placement_request_.prompt = &call->prompt_;
+    ++call->busy_;
+    call->PlaceLocked(&actions);
+  }
+  call->Act(actions);
+  return call;
+}
+
+RelayCall::RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context, v1::GenerateRequest request,
+                     PlacementRequest placement_request, absl::Time arrival)
+    : deps_(deps),
+      context_(context),
+      request_(std::move(request)),
+      placement_request_(std::move(placement_request)),
+      arrival_(arrival) {}
+
+RelayCall::~RelayCall() = default;
+
+void RelayCall::PlaceLocked(Actions* actions) {
+  while (true) {
+    auto placed = deps_.placer->Place(placement_request_);
+    if (!placed.ok()) {
+      FinishLocked(ToGrpcWithRetryAfter(placed.status(), context_), actions);
+      return;
+    }
+    placement_ = *std::move(placed);
+    router_ms_ = absl::ToDoubleMilliseconds(absl::Now() - arrival_);
+    if (!listener_) listener_ = std::make_shared<Listener>(this);
+    lease_ = deps_.registry->Acquire(placement_.decode_session, listener_);
+    if (lease_ != 0) break;
+    // The worker left between placement and now: place again without it.
+    placement_request_.exclude.push_back(placement_.placement.decode_worker_id());
+  }
+  auto downstream = std::make_unique<Downstream>(this);
+  v1::DecodeRequest& r = downstream->request;
+  *r.mutable_request() = request_;
+  *r.mutable_placement() = placement_.placement;
+  for (const v1::PrefillWorkerRef& ref : placement_.prefill) *r.add_prefill_workers() = ref;
+  r.set_arrival_unix_nanos(absl::ToUnixNanos(arrival_));
+  downstream->context.set_deadline(context_->deadline());
+  downstream_done_ = false;
+  downstream_ = downstream.get();
+  all_downstreams_.push_back(std::move(downstream));
+  actions->begin = downstream_;
+  actions->stub = deps_.stub(placement_.decode_address);
+}
+
+void RelayCall::OnMessage() {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    ++busy_;
+    ++messages_;
+    v1::GenerateResponse& in = downstream_->in;
+    const absl::Time now = absl::Now();
+    const std::string& model = placement_request_.model->name;
+    if (in.token_ids_size() > 0) {
+      if (first_token_ == absl::Time()) {
+        first_token_ = now;
+        const bool offloaded = placement_.placement.mode() == v1::PLACEMENT_MODE_OFFLOAD;
+        deps_.metrics->Ttft(model, offloaded ? "offload" : "local").Observe(absl::ToDoubleSeconds(now - arrival_));
+      } else {
+        deps_.metrics->Itl(model).Observe(absl::ToDoubleSeconds(now - last_token_));
+      }
+      last_token_ = now;
+    }
+    if (in.has_result()) {
+      in.mutable_result()->mutable_timings()->set_router_ms(router_ms_);
+      ObserveResult(in.result());
+    }
+    if (!finished_ && !cancelled_) {
+      out_.Swap(&in);
+      writing_ = true;
+      actions.write = true;
+    }
+  }
+  Act(actions);
+}
+
+void RelayCall::ObserveResult(const v1::GenerateResult& result) {
+  const v1::Placement& p = result.placement();
+  const v1::StageTimings& t = result.timings();
+  const bool offloaded = p.mode() == v1::PLACEMENT_MODE_OFFLOAD && !p.fell_back_to_local();
+  if (p.fell_back_to_local()) deps_.metrics->fallbacks_seen.Increment();
+  if (placement_.predicted_ttft_ms > 0 && t.ttft_ms() > 0) {
+    deps_.metrics->TtftPrediction(offloaded ? "offload" : "local").Observe(t.ttft_ms() / placement_.predicted_ttft_ms);
+  }
+  if (offloaded && t.prefill_ms() > 0) {
+    deps_.cost_model->ObservePrefill(placement_.fingerprint, result.usage().prompt_tokens(), t.prefill_ms());
+    deps_.cost_model->ObserveTransferTail(t.transfer_tail_ms(), placement_.last_layer_bytes);
+  }
+}
+
+void RelayCall::OnWriteDone(bool ok) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    ++busy_;
+    writing_ = false;
+    if (pending_finish_) {
+      FinishLocked(pending_status_, &actions);
+    } else if (!ok) {  // The client went away.
+      cancelled_ = true;
+      if (!downstream_done_) actions.cancel = downstream_;
+    } else if (!downstream_done_ && !finished_) {
+      actions.read = downstream_;
+    }
+  }
+  Act(actions);
+}
+
+void RelayCall::OnDownstreamDone(const grpc::Status& status) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    ++busy_;
+    downstream_done_ = true;
+    ReleaseLeaseLocked();
+    if (!finished_) {
+      grpc::Status s = status;
+      bool retried = false;
+      if (cancelled_) {
+        s = grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request");
+      } else if (!worker_gone_.empty() && !status.ok()) {
+        s = grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("decode worker ",
+                                                                     placement_.placement.decode_worker_id(),
+                                                                     " left the cluster: ", worker_gone_));
+      } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE && messages_ == 0 && retries_ < 1) {
+        // It failed before producing anything: place once more, elsewhere.
+        ++retries_;
+        retried = true;
+        PDS_LOG(WARNING) << request_.request_id() << ": decode worker " << placement_.placement.decode_worker_id()
+                         << " unavailable (" << status.error_message() << "); placing again";
+        placement_request_.exclude.push_back(placement_.placement.decode_worker_id());
+        PlaceLocked(&actions);
+      }
+      if (!retried) {
+        if (writing_) {
+          pending_finish_ = true;
+          pending_status_ = s;
+        } else {
+          FinishLocked(s, &actions);
+        }
+      }
+    }
+  }
+  Act(actions);
+}
+
+void RelayCall::OnWorkerRemoved(const std::string& why) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    worker_gone_ = why;
+    if (downstream_ != nullptr && !downstream_done_) actions.cancel = downstream_;
+  }
+  Act(actions);
+}
+
+void RelayCall::OnCancel() {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    ++busy_;
+    cancelled_ = true;
+    if (downstream_ != nullptr && !downstream_done_) actions.cancel = downstream_;
+  }
+  Act(actions);
+}
+
+void RelayCall::OnDone() {
+  {
+    absl::MutexLock lock(&mu_);
+    ++busy_;
+    server_done_ = true;
+  }
+  Act(Actions());
+}
+
+void RelayCall::Act(const Actions& a) {
+  if (a.cancel != nullptr) a.cancel->context.TryCancel();
+  if (a.begin != nullptr) a.begin->Begin(a.stub);
+  if (a.write) StartWrite(&out_);
+  if (a.read != nullptr) a.read->ReadNext();
+  if (a.finish) Finish(a.status);
+  std::shared_ptr<Listener> listener;
+  {
+    absl::MutexLock lock(&mu_);
+    --busy_;
+    if (busy_ > 0 || !server_done_ || !downstream_done_ || deleting_) return;
+    deleting_ = true;
+    listener = std::move(listener_);
+  }
+  if (listener) listener->Detach();
+  delete this;
+}
+
+void RelayCall::ReleaseLeaseLocked() {
+  if (lease_ != 0) deps_.registry->Release(placement_.decode_session, lease_);
+  lease_ = 0;
+}
+
+void RelayCall::FinishLocked(const grpc::Status& status, Actions* actions) {
+  if (finished_) return;
+  finished_ = true;
+  pending_finish_ = false;
+  const std::string& model = placement_request_.model->name;
+  RecordOutcome(*deps_.metrics, model, status);
+  deps_.metrics->E2e(model).Observe(absl::ToDoubleSeconds(absl::Now() - arrival_));
+  if (deps_.on_finish) deps_.on_finish();
+  actions->finish = true;
+  actions->status = status;
+}
+
+}  // namespace pdserve::router

@@ -1,0 +1,116 @@
+// One Generation.Generate call relayed to a decode worker's Decode.Generate: the router's
+// placement goes down with the request, token messages come back one at a time (the next is
+// read only after the client took the previous one, so a slow client is back-pressured
+// rather than buffered), and the final message gets the router's timings. The client's
+// deadline bounds the downstream call; the client's cancellation cancels it (the decode
+// worker then cancels its prefill, if any). If the decode worker leaves the registry the call
+// ends with UNAVAILABLE; if it fails before its first token with UNAVAILABLE, the request is
+// placed once more on another decode worker.
+// Thread-safety: gRPC drives it from its threads; shared state is locked.
+#ifndef PDSERVE_ROUTER_RELAY_CALL_H_
+#define PDSERVE_ROUTER_RELAY_CALL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "pdserve/v1/decode.grpc.pb.h"
+#include "router/cost_model.h"
+#include "router/placer.h"
+#include "router/router_metrics.h"
+#include "router/worker_registry.h"
+
+namespace pdserve::router {
+
+// What every relayed call shares.
+struct RelayDeps {
+  Placer* placer = nullptr;
+  WorkerRegistry* registry = nullptr;
+  CostModel* cost_model = nullptr;
+  RouterMetrics* metrics = nullptr;
+  // Decode worker stubs by address (channels are reused across calls).
+  std::function<v1::Decode::Stub*(const std::string& address)> stub;
+  std::function<void()> on_finish;  // In-flight accounting.
+};
+
+class RelayCall final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  // `request` is validated (its prompt as token ids, request id set) and `prompt` is that
+  // prompt. Places it and opens the downstream call; the reactor deletes itself when both
+  // ends are done.
+  static RelayCall* Start(const RelayDeps& deps, grpc::CallbackServerContext* context, v1::GenerateRequest request,
+                          std::vector<int32_t> prompt, PlacementRequest placement_request, absl::Time arrival);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  class Downstream;
+  class Listener;
+  // gRPC operations decided under the lock and run after it is released: a reaction may run
+  // inline from the operation that completes it, and must be able to take the lock.
+  struct Actions {
+    Downstream* begin = nullptr;
+    v1::Decode::Stub* stub = nullptr;
+    Downstream* cancel = nullptr;
+    Downstream* read = nullptr;
+    bool write = false;
+    bool finish = false;
+    grpc::Status status;
+  };
+
+  RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context, v1::GenerateRequest request,
+            PlacementRequest placement_request, absl::Time arrival);
+  ~RelayCall() override;
+
+  // Places the request and prepares the downstream call (or the error finish).
+  void PlaceLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnMessage();  // The downstream read a message.
+  void OnDownstreamDone(const grpc::Status& status);
+  void OnWorkerRemoved(const std::string& why);  // Called with busy_ already raised.
+  void FinishLocked(const grpc::Status& status, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ObserveResult(const v1::GenerateResult& result);
+  void ReleaseLeaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `actions`, then drops this thread's busy mark; the last one out of a finished call
+  // deletes it.
+  void Act(const Actions& actions);
+
+  const RelayDeps deps_;
+  grpc::CallbackServerContext* const context_;
+  const v1::GenerateRequest request_;
+  std::vector<int32_t> prompt_;
+  PlacementRequest placement_request_;
+  const absl::Time arrival_;
+
+  absl::Mutex mu_;
+  PlacementResult placement_ ABSL_GUARDED_BY(mu_);
+  Downstream* downstream_ ABSL_GUARDED_BY(mu_) = nullptr;  // Current; owned by all_downstreams_.
+  std::vector<std::unique_ptr<Downstream>> all_downstreams_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Listener> listener_ ABSL_GUARDED_BY(mu_);
+  uint64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::GenerateResponse out_ ABSL_GUARDED_BY(mu_);
+  int busy_ ABSL_GUARDED_BY(mu_) = 0;  // Threads between deciding and running actions.
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool downstream_done_ ABSL_GUARDED_BY(mu_) = true;
+  bool server_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool deleting_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool pending_finish_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status pending_status_ ABSL_GUARDED_BY(mu_);
+  std::string worker_gone_ ABSL_GUARDED_BY(mu_);
+  int messages_ ABSL_GUARDED_BY(mu_) = 0;
+  int retries_ ABSL_GUARDED_BY(mu_) = 0;
+  double router_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time first_token_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_token_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pdserve::router
+
+#endif  // PDSERVE_ROUTER_RELAY_CALL_H_

@@ -1,0 +1,76 @@
+// A router process, assembled: model catalog (tokenizers), worker registry with its prefix
+// index, cost model, placement policy, the public Generation service, the internal Registry
+// service, /metrics and health, and the sweeper that forgets silent workers. main.cc parses
+// flags into RouterConfig and calls Create + Run.
+// Thread-safety: Create/Run/destruction from the main thread.
+#ifndef PDSERVE_ROUTER_ROUTER_H_
+#define PDSERVE_ROUTER_ROUTER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "common/server_runner.h"
+#include "router/cost_model.h"
+#include "router/decision_log.h"
+#include "router/generation_service.h"
+#include "router/model_catalog.h"
+#include "router/placement/placement_policy.h"
+#include "router/placer.h"
+#include "router/registry_service.h"
+#include "router/router_metrics.h"
+#include "router/worker_registry.h"
+
+namespace pdserve::router {
+
+struct RouterConfig {
+  // Model directories (config.json + tokenizer.json; weights are not read). Required.
+  std::vector<std::string> model_dirs;
+  // Public Generation service and the Registry service share this gRPC listener.
+  ServerRunnerConfig server;
+  // A worker silent this long is removed and its requests end with UNAVAILABLE. Default 2 s.
+  absl::Duration report_timeout = absl::Seconds(2);
+  // cost_model.json; empty uses the built-in defaults (CostModelParams).
+  std::string cost_model_path;
+  PolicyConfig policy;
+  PlacerConfig placer;
+  GenerationServiceOptions generation;
+  // Placement decisions kept for `pdctl status`. Default 1000.
+  int decision_log_size = 1000;
+
+  absl::Status Validate() const;
+};
+
+class Router {
+ public:
+  static absl::StatusOr<std::unique_ptr<Router>> Create(const RouterConfig& config);
+  ~Router();
+  void Run(ShutdownSignal& shutdown);
+  const std::string& grpc_address() const { return server_->grpc_address(); }
+
+ private:
+  Router() = default;
+  void Sweep();
+
+  RouterConfig config_;
+  std::unique_ptr<ModelCatalog> catalog_;
+  std::shared_ptr<prometheus::Registry> prometheus_;
+  std::unique_ptr<RouterMetrics> metrics_;
+  std::unique_ptr<CostModel> cost_model_;
+  std::unique_ptr<PlacementPolicy> policy_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<DecisionLog> decisions_;
+  std::unique_ptr<Placer> placer_;
+  std::unique_ptr<GenerationService> generation_;
+  std::unique_ptr<RegistryService> registry_service_;
+  std::unique_ptr<ServerRunner> server_;
+  absl::Notification stop_sweeper_;
+  std::thread sweeper_;
+};
+
+}  // namespace pdserve::router
+
+#endif  // PDSERVE_ROUTER_ROUTER_H_

@@ -1,0 +1,111 @@
+// The router's view of the cluster: every registered worker (one per registry stream), its
+// latest load report, the prefix index of the decode workers' caches, and the router's own
+// requests on each worker. A worker whose stream closes, or that stays silent past the report
+// timeout, is removed, and every request the router is relaying to it is told (it then ends
+// with UNAVAILABLE instead of hanging). Step samples in load reports feed the cost model.
+// Thread-safety: all methods are safe from any thread; placement runs under WithLock().
+#ifndef PDSERVE_ROUTER_WORKER_REGISTRY_H_
+#define PDSERVE_ROUTER_WORKER_REGISTRY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "pdserve/v1/registry.pb.h"
+#include "router/cost_model.h"
+#include "router/prefix_index.h"
+#include "router/router_metrics.h"
+
+namespace pdserve::router {
+
+// Told when the worker a request runs on leaves the cluster.
+class WorkerListener {
+ public:
+  virtual ~WorkerListener() = default;
+  virtual void WorkerRemoved(const std::string& why) = 0;
+};
+
+// One registered worker. Plain data, read and written under the registry's lock.
+struct WorkerEntry {
+  PrefixIndex::Slot slot = 0;
+  uint64_t session = 0;
+  v1::WorkerRegistration registration;
+  v1::LoadReport load;  // Latest (recent_steps cleared).
+  absl::Time registered;
+  absl::Time last_report;
+  bool reported = false;  // At least one load report arrived.
+  // Requests the router dispatched since the last report (the report does not count them
+  // yet), and requests it is relaying now.
+  int dispatched_since_report = 0;
+  int in_flight = 0;
+  // Attention work per running decode in its latest decode-only step (cost model input).
+  double attention_per_decode = 0;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<WorkerListener>> listeners;
+  bool is_decode() const { return registration.role() == v1::WORKER_ROLE_DECODE; }
+  bool is_prefill() const { return registration.role() == v1::WORKER_ROLE_PREFILL; }
+};
+
+class WorkerRegistry {
+ public:
+  WorkerRegistry(Clock* clock, absl::Duration report_timeout, CostModel* cost_model, RouterMetrics* metrics);
+
+  // A registry stream's first message. INVALID_ARGUMENT for a malformed registration,
+  // FAILED_PRECONDITION when another worker serves the same model name with a different
+  // fingerprint. A worker id that is already registered is replaced (it restarted or
+  // reconnected): requests on the old registration end.
+  absl::StatusOr<uint64_t> Register(const v1::WorkerRegistration& registration);
+  // False when the session is no longer registered (replaced or expired): its stream should
+  // close so that the worker registers again.
+  bool Report(uint64_t session, const v1::LoadReport& load);
+  bool ApplyPrefix(uint64_t session, const v1::PrefixCacheEvents& events);
+  // The stream closed.
+  void Unregister(uint64_t session, const std::string& why);
+  // Removes workers whose last report (or registration) is older than the timeout; returns
+  // how many.
+  int ExpireSilent();
+
+  // A request runs on `session`'s worker: counted in its in-flight, and `listener` is told if
+  // the worker leaves. Returns a key for Release, or 0 if the worker is already gone.
+  uint64_t Acquire(uint64_t session, std::shared_ptr<WorkerListener> listener);
+  void Release(uint64_t session, uint64_t key);
+
+  // Runs `fn` with the registry locked: placement reads and updates entries atomically.
+  // `fn` must be quick and must not call back into the registry.
+  void WithLock(const std::function<void(std::vector<WorkerEntry*>& workers, const PrefixIndex& prefix)>& fn);
+
+  v1::ClusterStatus Status() const;  // Workers only; the caller adds the rest.
+  int size() const;
+
+ private:
+  struct Removal {
+    std::vector<std::shared_ptr<WorkerListener>> listeners;
+    std::string why;
+  };
+  WorkerEntry* FindSessionLocked(uint64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Removal RemoveLocked(WorkerEntry* entry, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishCountsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Notify(Removal removal);
+  void ObserveStepsLocked(WorkerEntry* entry, const v1::LoadReport& load) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Clock* clock_;
+  const absl::Duration report_timeout_;
+  CostModel* cost_model_;
+  RouterMetrics* metrics_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<WorkerEntry>> slots_ ABSL_GUARDED_BY(mu_);  // Null: free slot.
+  std::vector<WorkerEntry*> live_ ABSL_GUARDED_BY(mu_);                   // Registered entries.
+  PrefixIndex prefix_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_key_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace pdserve::router
+
+#endif  // PDSERVE_ROUTER_WORKER_REGISTRY_H_

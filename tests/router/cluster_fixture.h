@@ -1,0 +1,57 @@
+// A whole local cluster of real processes for end-to-end tests: one pdserve-router, prefill
+// workers and decode workers on the tiny model, all on 127.0.0.1 with ephemeral ports,
+// registered with the router before the test starts, and stopped with the fixture.
+#ifndef PDSERVE_TESTS_ROUTER_CLUSTER_FIXTURE_H_
+#define PDSERVE_TESTS_ROUTER_CLUSTER_FIXTURE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/child_process.h"
+#include "pdserve/v1/decode.grpc.pb.h"
+#include "pdserve/v1/generation.grpc.pb.h"
+#include "pdserve/v1/registry.grpc.pb.h"
+
+namespace pdserve::testing {
+
+struct ClusterOptions {
+  std::string model = "tiny";
+  int prefill_workers = 1;
+  int decode_workers = 2;
+  std::vector<std::string> router_flags;
+  std::vector<std::string> decode_flags;
+  std::vector<std::string> prefill_flags;
+};
+
+class LocalCluster {
+ public:
+  // Starts everything and waits until every worker has registered and reported.
+  static std::unique_ptr<LocalCluster> Start(const ClusterOptions& options);
+
+  ChildProcess& router() { return *router_; }
+  std::vector<std::unique_ptr<ChildProcess>>& decode() { return decode_; }
+  std::vector<std::unique_ptr<ChildProcess>>& prefill() { return prefill_; }
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+
+  v1::ClusterStatus Status(uint32_t max_decisions = 20) const;
+  // Waits until the router lists exactly these many workers of each role, all reported.
+  bool WaitForWorkers(int decode, int prefill, absl::Duration timeout) const;
+  // A decode worker's stats, straight from it.
+  static v1::DecodeStats DecodeStats(const ChildProcess& worker);
+  // Waits until a decode worker runs nothing and all its blocks are free or cached.
+  static bool WaitForBaseline(const ChildProcess& worker, absl::Duration timeout);
+  // The decode worker process whose registered id is `worker_id` (null if none).
+  ChildProcess* DecodeById(const std::string& worker_id);
+
+ private:
+  std::unique_ptr<ChildProcess> router_;
+  std::vector<std::unique_ptr<ChildProcess>> decode_;
+  std::vector<std::unique_ptr<ChildProcess>> prefill_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+}  // namespace pdserve::testing
+
+#endif  // PDSERVE_TESTS_ROUTER_CLUSTER_FIXTURE_H_

@@ -1,0 +1,338 @@
+// The router end to end with real binaries (1 router, 1 prefill worker, 2 decode workers,
+// tiny model): long cold prompts next to running decodes are offloaded under cost_model and
+// never under always_local; a conversation's second turn lands on the decode worker holding
+// its prefix and prefills locally; a killed decode worker leaves the registry, its in-flight
+// request ends UNAVAILABLE and new requests succeed on the other; unknown models are
+// NOT_FOUND; bad input is INVALID_ARGUMENT before any worker is touched; overload is
+// RESOURCE_EXHAUSTED at once with a retry-after hint; cancelling requests at random phases
+// leaves every worker's blocks at baseline.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <random>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "engine/generator.h"
+#include "engine/model_loader.h"
+#include "gtest/gtest.h"
+#include "tests/router/cluster_fixture.h"
+#include "tests/testing/test_models.h"
+#include "tools/client/generation_client.h"
+
+namespace pdserve::router {
+namespace {
+
+using pdserve::testing::ClusterOptions;
+using pdserve::testing::LocalCluster;
+
+class Reference {
+ public:
+  Reference() {
+    auto loaded = engine::LoadModel(pdserve::testing::TestModelDir("tiny"), engine::EngineOptions{.num_threads = 1});
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    loaded_ = *std::move(loaded);
+  }
+  std::vector<int32_t> Generate(const std::vector<int32_t>& prompt, int max_tokens) {
+    engine::SamplingConfig sampling;
+    sampling.max_tokens = max_tokens;
+    sampling.temperature = 0;
+    auto out = engine::GenerateSingle(*loaded_.model, loaded_.tokenizer.get(), prompt, sampling,
+                                      loaded_.eos_token_ids, engine::GenerateOptions{});
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? out->tokens : std::vector<int32_t>{};
+  }
+  std::vector<int32_t> RandomPrompt(std::mt19937& rng, int length) const {
+    std::vector<int32_t> p(length);
+    for (auto& t : p) t = static_cast<int32_t>(rng() % loaded_.model->config().vocab_size);
+    return p;
+  }
+
+ private:
+  engine::LoadedModel loaded_;
+};
+
+v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_tokens, bool ignore_eos = false) {
+  v1::GenerateRequest r = client::MakeRequest(prompt, max_tokens);
+  r.mutable_sampling()->set_ignore_eos(ignore_eos);
+  return r;
+}
+
+// Streams that keep decoding in the background (D > 0 on the decode workers) until stopped.
+class BackgroundStreams {
+ public:
+  BackgroundStreams(std::shared_ptr<grpc::Channel> channel, int count) : handles_(count) {
+    for (int i = 0; i < count; ++i) started_.push_back(std::make_unique<absl::Notification>());
+    for (int i = 0; i < count; ++i) {
+      threads_.emplace_back([this, channel, i] {
+        client::CallGenerate(
+            channel, Request({1, 2, 3, static_cast<int32_t>(i + 4)}, 4000, /*ignore_eos=*/true), absl::Seconds(60),
+            [this, i](const v1::GenerateResponse&) {
+              if (!started_[i]->HasBeenNotified()) started_[i]->Notify();
+            },
+            &handles_[i]);
+      });
+    }
+  }
+  bool WaitStarted(absl::Duration timeout) {
+    for (auto& s : started_) {
+      if (!s->WaitForNotificationWithTimeout(timeout)) return false;
+    }
+    return true;
+  }
+  ~BackgroundStreams() {
+    for (auto& h : handles_) h.Cancel();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::vector<client::CallHandle> handles_;
+  std::vector<std::unique_ptr<absl::Notification>> started_;
+  std::vector<std::thread> threads_;
+};
+
+class PolicyTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PolicyTest, LongColdPromptsNextToRunningDecodes) {
+  auto cluster = LocalCluster::Start(ClusterOptions{.router_flags = {"--policy=" + GetParam()}});
+  ASSERT_NE(cluster, nullptr);
+  Reference reference;
+  std::mt19937 rng(41);
+  BackgroundStreams background(cluster->channel(), 2);
+  ASSERT_TRUE(background.WaitStarted(absl::Seconds(20)));
+  absl::SleepFor(absl::Milliseconds(300));  // The router sees them in load reports.
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 600 + 50 * i);
+    const auto out = client::CallGenerate(cluster->channel(), Request(prompt, 6), absl::Seconds(60));
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.tokens, reference.Generate(prompt, 6)) << "prompt " << i;
+    const v1::Placement& p = out.result.placement();
+    SCOPED_TRACE(p.DebugString());
+    EXPECT_GT(p.running_decodes(), 0u);
+    EXPECT_EQ(p.uncached_tokens(), prompt.size());
+    EXPECT_EQ(p.policy(), GetParam());
+    if (GetParam() == "always_local") {
+      EXPECT_EQ(p.mode(), v1::PLACEMENT_MODE_LOCAL);
+      EXPECT_EQ(p.reason(), "policy_always_local");
+    } else {
+      EXPECT_EQ(p.mode(), v1::PLACEMENT_MODE_OFFLOAD);
+      EXPECT_TRUE(p.reason() == "interference_exceeds_transfer" || p.reason() == "local_exceeds_tpot_slo")
+          << p.reason();
+      EXPECT_GT(p.predicted_interference_ms(), p.predicted_offload_cost_ms());
+      EXPECT_EQ(p.prefill_worker_id(), "prefill-0");
+      EXPECT_FALSE(p.fell_back_to_local());
+      EXPECT_GT(out.result.timings().transfer_ms(), 0);
+    }
+    EXPECT_GT(out.result.timings().router_ms(), 0);
+    EXPECT_GT(out.result.timings().ttft_ms(), out.result.timings().router_ms());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, PolicyTest, ::testing::Values("cost_model", "always_local"));
+
+class RouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = LocalCluster::Start(ClusterOptions{});
+    ASSERT_NE(cluster_, nullptr);
+  }
+  std::unique_ptr<LocalCluster> cluster_;
+  Reference reference_;
+};
+
+TEST_F(RouterTest, SecondTurnLandsWhereItsPrefixIsAndRunsLocally) {
+  std::mt19937 rng(43);
+  const std::vector<int32_t> turn1 = reference_.RandomPrompt(rng, 300);
+  const auto first = client::CallGenerate(cluster_->channel(), Request(turn1, 20, true), absl::Seconds(60));
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  const std::string worker = first.result.placement().decode_worker_id();
+  absl::SleepFor(absl::Milliseconds(400));  // Prefix-cache events reach the router.
+  std::vector<int32_t> turn2 = turn1;
+  turn2.insert(turn2.end(), first.tokens.begin(), first.tokens.end());
+  for (int i = 0; i < 30; ++i) turn2.push_back(static_cast<int32_t>(rng() % 100 + 5));
+  // Load the other worker a little so that only the prefix explains the choice.
+  const auto second = client::CallGenerate(cluster_->channel(), Request(turn2, 8), absl::Seconds(60));
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  const v1::Placement& p = second.result.placement();
+  EXPECT_EQ(p.decode_worker_id(), worker) << p.DebugString();
+  EXPECT_EQ(p.mode(), v1::PLACEMENT_MODE_LOCAL) << p.DebugString();
+  EXPECT_EQ(p.reason(), "warm_prefix") << p.DebugString();
+  EXPECT_LT(p.uncached_tokens(), 64u) << p.DebugString();
+  EXPECT_GE(second.result.usage().cached_prompt_tokens(), 300u);
+  EXPECT_EQ(second.tokens, reference_.Generate(turn2, 8));
+  // The decision is in the router's log with its inputs.
+  const v1::ClusterStatus status = cluster_->Status();
+  ASSERT_GE(status.recent_decisions_size(), 2);
+  EXPECT_EQ(status.recent_decisions(0).placement().reason(), "warm_prefix");
+  EXPECT_EQ(status.recent_decisions(0).prompt_tokens(), turn2.size());
+}
+
+TEST_F(RouterTest, KilledDecodeWorkerLeavesTheRegistryAndItsRequestEndsUnavailable) {
+  // A long request, then kill the decode worker it runs on.
+  absl::Notification streaming;
+  client::GenerationOutcome long_call;
+  client::CallHandle handle;
+  std::thread call([&] {
+    long_call = client::CallGenerate(
+        cluster_->channel(), Request({7, 8, 9}, 4000, true), absl::Seconds(60),
+        [&](const v1::GenerateResponse&) {
+          if (!streaming.HasBeenNotified()) streaming.Notify();
+        },
+        &handle);
+  });
+  auto stop_call = [&] {
+    handle.Cancel();
+    call.join();
+  };
+  if (!streaming.WaitForNotificationWithTimeout(absl::Seconds(20))) {
+    stop_call();
+    FAIL() << "the long request never streamed: " << long_call.status.error_message();
+  }
+  const v1::ClusterStatus before = cluster_->Status();
+  ASSERT_GE(before.recent_decisions_size(), 1);
+  const std::string victim_id = before.recent_decisions(0).placement().decode_worker_id();
+  pdserve::ChildProcess* victim = cluster_->DecodeById(victim_id);
+  if (victim == nullptr) {
+    stop_call();
+    FAIL() << "no decode worker " << victim_id;
+  }
+  const absl::Time killed = absl::Now();
+  victim->Kill();
+  call.join();
+  EXPECT_EQ(long_call.status.error_code(), grpc::StatusCode::UNAVAILABLE) << long_call.status.error_message();
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(5));
+  EXPECT_TRUE(cluster_->WaitForWorkers(1, 1, absl::Seconds(5))) << cluster_->Status().DebugString();
+  std::mt19937 rng(47);
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, 40);
+    const auto out = client::CallGenerate(cluster_->channel(), Request(prompt, 5), absl::Seconds(30));
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_NE(out.result.placement().decode_worker_id(), victim_id);
+    EXPECT_EQ(out.tokens, reference_.Generate(prompt, 5));
+  }
+}
+
+TEST_F(RouterTest, UnknownModelAndBadInputFailBeforeAnyWorkerIsTouched) {
+  v1::GenerateRequest unknown = Request({1, 2, 3}, 4);
+  unknown.set_model("no-such-model");
+  auto out = client::CallGenerate(cluster_->channel(), unknown, absl::Seconds(10));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(absl::StrContains(out.status.error_message(), "no-such-model")) << out.status.error_message();
+
+  struct Case {
+    std::string what;
+    v1::GenerateRequest request;
+    std::string field;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"no prompt", v1::GenerateRequest(), "prompt"});
+  cases.push_back({"token out of vocab", Request({1, 1u << 30}, 4), "prompt.token_ids[1]"});
+  v1::GenerateRequest temperature = Request({1, 2}, 4);
+  temperature.mutable_sampling()->set_temperature(-1);
+  cases.push_back({"negative temperature", temperature, "temperature"});
+  cases.push_back({"beyond the context", Request({1, 2}, 1 << 20), "max_tokens"});
+  v1::GenerateRequest long_id = Request({1, 2}, 4);
+  long_id.set_request_id(std::string(300, 'x'));
+  cases.push_back({"request id too long", long_id, "request_id"});
+  for (const Case& c : cases) {
+    out = client::CallGenerate(cluster_->channel(), c.request, absl::Seconds(10));
+    EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.what << ": " << out.status.error_message();
+    EXPECT_TRUE(absl::StrContains(out.status.error_message(), c.field)) << c.what << ": " << out.status.error_message();
+  }
+  // Nothing reached the workers.
+  for (auto& worker : cluster_->decode()) {
+    const v1::DecodeStats s = LocalCluster::DecodeStats(*worker);
+    EXPECT_EQ(s.requests_finished_total(), 0u);
+  }
+  EXPECT_EQ(cluster_->Status().recent_decisions_size(), 0);
+}
+
+TEST_F(RouterTest, CancellingAtRandomPhasesLeavesEveryWorkerAtBaseline) {
+  std::mt19937 rng(53);
+  constexpr int kRequests = 24;
+  std::vector<std::thread> threads;
+  absl::Mutex mu;
+  int cancelled = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, i % 2 == 0 ? 600 : 30);
+    const absl::Duration cancel_after = absl::Milliseconds(rng() % 400);
+    threads.emplace_back([&, prompt, cancel_after] {
+      client::CallHandle handle;
+      absl::Notification done;
+      std::thread canceller([&] {
+        if (!done.WaitForNotificationWithTimeout(cancel_after)) handle.Cancel();
+      });
+      const auto out =
+          client::CallGenerate(cluster_->channel(), Request(prompt, 200, true), absl::Seconds(60), nullptr, &handle);
+      done.Notify();
+      canceller.join();
+      EXPECT_TRUE(out.status.ok() || out.status.error_code() == grpc::StatusCode::CANCELLED)
+          << out.status.error_message();
+      if (!out.status.ok()) {
+        absl::MutexLock lock(&mu);
+        ++cancelled;
+      }
+    });
+    absl::SleepFor(absl::Milliseconds(rng() % 50));
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GT(cancelled, kRequests / 4);
+  for (auto& worker : cluster_->decode()) {
+    EXPECT_TRUE(LocalCluster::WaitForBaseline(*worker, absl::Seconds(15)))
+        << LocalCluster::DecodeStats(*worker).DebugString();
+  }
+  EXPECT_EQ(cluster_->Status().in_flight(), 0u);
+  // Every cancelled stream finished its call: the workers shut down at once (a call left
+  // unfinished would hold the drain until its deadline).
+  for (auto& worker : cluster_->decode()) {
+    auto status = worker->Stop(SIGTERM, absl::Seconds(3));
+    ASSERT_TRUE(status.ok()) << status.status() << "\n" << worker->Log();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << worker->Log();
+  }
+}
+
+TEST(RouterOverloadTest, FullRouterAnswersResourceExhaustedAtOnceWithRetryAfter) {
+  auto cluster = LocalCluster::Start(
+      ClusterOptions{.prefill_workers = 0, .decode_workers = 1, .router_flags = {"--max_in_flight=2", "--retry_after=300ms"}});
+  ASSERT_NE(cluster, nullptr);
+  BackgroundStreams background(cluster->channel(), 2);
+  ASSERT_TRUE(background.WaitStarted(absl::Seconds(20)));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  auto stub = v1::Generation::NewStub(cluster->channel());
+  const absl::Time start = absl::Now();
+  auto reader = stub->Generate(&ctx, Request({1, 2, 3}, 4));
+  v1::GenerateResponse message;
+  EXPECT_FALSE(reader->Read(&message));
+  const grpc::Status status = reader->Finish();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "retry-after-ms: 300")) << status.error_message();
+  auto trailer = ctx.GetServerTrailingMetadata().find("retry-after-ms");
+  ASSERT_NE(trailer, ctx.GetServerTrailingMetadata().end());
+  EXPECT_EQ(std::string(trailer->second.data(), trailer->second.size()), "300");
+}
+
+TEST(RouterBinaryTest, HelpAndBadFlags) {
+  auto help = pdserve::ChildProcess::Start(
+      pdserve::ChildOptions{.binary = "pdserve-router", .args = {"--help"}, .expect_serving_info = false});
+  ASSERT_TRUE(help.ok());
+  auto status = (*help)->WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  EXPECT_TRUE(absl::StrContains((*help)->Log(), "--policy"));
+  auto bad = pdserve::ChildProcess::Start(pdserve::ChildOptions{
+      .binary = "pdserve-router",
+      .args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--policy=random"},
+      .expect_serving_info = false});
+  ASSERT_TRUE(bad.ok());
+  status = (*bad)->WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << (*bad)->Log();
+  EXPECT_TRUE(absl::StrContains((*bad)->Log(), "--policy")) << (*bad)->Log();
+}
+
+}  // namespace
+}  // namespace pdserve::router
