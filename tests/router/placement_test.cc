@@ -1,0 +1,142 @@
+// Placement as tables: every policy's decision and reason for the situations the cost model
+// distinguishes, with the cost model's predictions checked against hand computation.
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "router/placement/placement_policy.h"
+
+namespace pdserve::router {
+namespace {
+
+// A cost model with round numbers: steps cost 10 + 1*D + 0.1*P ms (no attention term),
+// prefill costs 0.08 ms per token, transfers 0.5 ms + bytes / 1e6 per ms.
+CostModelParams Params() {
+  CostModelParams p;
+  p.step_intercept_ms = 10;
+  p.step_per_decode_ms = 1;
+  p.step_per_prefill_token_ms = 0.1;
+  p.step_per_attention_ms = 0;
+  p.prefill_overhead_ms = 0;
+  p.prefill_per_token_ms = 0.08;
+  p.prefill_per_token_squared_ms = 0;
+  p.transfer_latency_ms = 0.5;
+  p.transfer_bytes_per_ms = 1e6;
+  p.offload_overhead_ms = 2;
+  return p;
+}
+
+PlacementInputs Inputs(int prompt, int cached, int running, std::vector<int64_t> prefill_queues = {0}) {
+  PlacementInputs in;
+  in.prompt_tokens = prompt;
+  in.cached_tokens = cached;
+  in.decode.running = running;
+  in.decode.step_token_budget = 512;
+  in.decode.fingerprint = 1;
+  in.decode.kv_bytes_per_token = 4000;  // 4 layers x 1000 bytes.
+  in.decode.num_layers = 4;
+  for (size_t i = 0; i < prefill_queues.size(); ++i) {
+    in.prefill.push_back(PrefillCandidate{static_cast<int>(i), prefill_queues[i], /*tokens_per_second=*/10000});
+  }
+  return in;
+}
+
+TEST(EstimateCostsTest, MatchesHandComputation) {
+  CostModel model(Params());
+  // 2000 uncached tokens next to 12 decodes: chunks of 500, 4 chunks.
+  const CostEstimate e = EstimateCosts(Inputs(2000, 0, 12), model);
+  const double prefill_part = 0.1 * 2000;  // Linear model: the prefill's share of its steps.
+  const double step_decode = 10 + 12;
+  EXPECT_NEAR(e.interference_ms, 12 * prefill_part, 1e-6);
+  EXPECT_NEAR(e.ttft_local_ms, 4 * step_decode + prefill_part, 1e-6);
+  EXPECT_NEAR(e.mixed_step_ms, step_decode + prefill_part / 4, 1e-6);
+  const double tail = 0.5 + 2000 * 4000.0 / 4 / 1e6;
+  EXPECT_NEAR(e.transfer_tail_ms, tail, 1e-6);
+  EXPECT_NEAR(e.ttft_offload_ms, 2 + 0.08 * 2000 + tail, 1e-6);
+  EXPECT_NEAR(e.offload_cost_ms, tail + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms), 1e-6);
+}
+
+struct Row {
+  std::string what;
+  std::string policy;
+  PlacementInputs inputs;
+  bool offload;
+  std::string reason;
+  std::vector<int> prefill;  // Expected order when offloading.
+};
+
+TEST(PlacementPolicyTest, DecisionsAndReasons) {
+  CostModel model(Params());
+  const std::vector<Row> rows = {
+      {"no prefill worker", "cost_model", Inputs(4000, 0, 8, {}), false, "no_prefill_worker", {}},
+      {"short prompt", "cost_model", Inputs(100, 0, 8), false, "short_prompt", {}},
+      {"warm prefix", "cost_model", Inputs(3000, 2912, 8), false, "warm_prefix", {}},
+      {"nothing to interfere with", "cost_model", Inputs(4000, 0, 0), false, "interference_below_transfer", {}},
+      {"interference exceeds transfer", "cost_model", Inputs(4000, 0, 8, {0, 0}), true,
+       "interference_exceeds_transfer", {0, 1}},
+      {"the idle prefill worker first", "cost_model", Inputs(4000, 0, 8, {5000, 0}), true,
+       "interference_exceeds_transfer", {1, 0}},
+      {"prefill queue too long", "cost_model", Inputs(4000, 0, 8, {20000}), false, "prefill_queue_too_long", {}},
+      {"long prefill queues are skipped", "cost_model", Inputs(4000, 0, 8, {20000, 0}), true,
+       "interference_exceeds_transfer", {1}},
+      {"always local", "always_local", Inputs(4000, 0, 8), false, "policy_always_local", {}},
+      {"always offload", "always_offload", Inputs(100, 0, 0), true, "policy_always_offload", {0}},
+      {"always offload without workers", "always_offload", Inputs(100, 0, 0, {}), false, "no_prefill_worker", {}},
+      {"length threshold: long", "length_threshold", Inputs(1024, 0, 0), true, "length_threshold", {0}},
+      {"length threshold: short", "length_threshold", Inputs(1023, 0, 8), false, "length_threshold", {}},
+      {"length threshold: warm", "length_threshold", Inputs(3000, 2000, 8), false, "length_threshold", {}},
+  };
+  for (const Row& row : rows) {
+    PolicyConfig config;
+    config.name = row.policy;
+    config.alternates = 1;
+    config.slo.ttft_ms = 100000;  // The SLO cases are below.
+    auto policy = MakePlacementPolicy(config);
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    const PlacementDecision d = (*policy)->Decide(row.inputs, model);
+    EXPECT_EQ(d.offload, row.offload) << row.what;
+    EXPECT_EQ(d.reason, row.reason) << row.what;
+    if (row.offload) {
+      EXPECT_EQ(d.prefill, row.prefill) << row.what;
+    }
+    EXPECT_EQ((*policy)->name(), row.policy);
+  }
+}
+
+TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
+  CostModel model(Params());
+  PolicyConfig config;
+  // TTFT: an offload that would miss it while local would not stays local, even with heavy
+  // interference.
+  config.slo.ttft_ms = 300;
+  config.slo.tpot_ms = 100000;
+  auto policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  PlacementDecision d = (*policy)->Decide(Inputs(2000, 0, 8, {900 * 10}), model);  // 900 ms queue.
+  EXPECT_FALSE(d.offload);
+  EXPECT_EQ(d.reason, "slo_infeasible_offload");
+  // TPOT: mixed steps slower than the objective move the prefill away even when the
+  // interference alone would not.
+  config.slo.ttft_ms = 100000;
+  config.slo.tpot_ms = 20;
+  config.min_offload_tokens = 256;
+  policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  d = (*policy)->Decide(Inputs(300, 0, 1), model);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+}
+
+TEST(PlacementPolicyTest, ConfigErrorsNameTheFlag) {
+  PolicyConfig config;
+  config.name = "random";
+  EXPECT_NE(MakePlacementPolicy(config).status().message().find("--policy"), absl::string_view::npos);
+  config = PolicyConfig();
+  config.alternates = 99;
+  EXPECT_NE(MakePlacementPolicy(config).status().message().find("--alternates"), absl::string_view::npos);
+  config = PolicyConfig();
+  config.slo.ttft_ms = 0;
+  EXPECT_NE(MakePlacementPolicy(config).status().message().find("--slo_ttft"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace pdserve::router
