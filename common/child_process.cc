@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,13 +30,22 @@ std::string BinaryPath(const std::string& name) {
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(ChildOptions options) {
   std::unique_ptr<ChildProcess> child(new ChildProcess());
-  char dir_template[] = "/tmp/pdserve-child-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  if (options.run_dir.empty()) {
+    char dir_template[] = "/tmp/pdserve-child-XXXXXX";
+    if (mkdtemp(dir_template) == nullptr) {
+      return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+    }
+    child->dir_ = dir_template;
+    child->owns_dir_ = true;
+  } else {
+    std::error_code error;
+    std::filesystem::create_directories(options.run_dir, error);
+    if (error) return absl::InternalError(absl::StrCat("create ", options.run_dir, ": ", error.message()));
+    child->dir_ = options.run_dir;
   }
-  child->dir_ = dir_template;
-  child->log_path_ = child->dir_ + "/log.txt";
-  child->info_path_ = child->dir_ + "/serving_info";
+  child->log_path_ = absl::StrCat(child->dir_, "/", options.name, ".log");
+  child->info_path_ = absl::StrCat(child->dir_, "/", options.name, ".serving");
+  std::filesystem::remove(child->info_path_);  // A stale file from an earlier run.
 
   const std::string binary = BinaryPath(options.binary);
   std::vector<std::string> argv_storage{binary};
@@ -56,9 +66,23 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(ChildOptions o
     return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   }
   if (pid == 0) {
-    // Child: die with the parent, inherit no blocked signals, log to the file.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
+    // Child: die with the parent (unless detached), inherit no blocked signals, log to the
+    // file, run on the given CPUs.
+    if (options.detached) {
+      setsid();
+    } else {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+    }
+    if (!options.cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int cpu : options.cpus) CPU_SET(cpu, &set);
+      if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+        std::fprintf(stderr, "sched_setaffinity: %s\n", std::strerror(errno));
+        _exit(127);
+      }
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -99,7 +123,12 @@ ChildProcess::~ChildProcess() {
     if (!status.ok()) Kill();
   }
   std::error_code ignored;
-  if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  if (owns_dir_) std::filesystem::remove_all(dir_, ignored);
+}
+
+pid_t ChildProcess::Release() {
+  reaped_ = true;  // Nothing left for the destructor to stop.
+  return pid_;
 }
 
 std::string ChildProcess::grpc_address() const {

@@ -31,6 +31,16 @@ struct ChildOptions {
   bool expect_serving_info = true;
   // How long Start() waits for the serving info file.
   absl::Duration startup_timeout = absl::Seconds(60);
+  // Where the child's stdout+stderr and serving info go; empty: a temporary directory that
+  // the handle removes. A given directory is kept (pdctl's run directory).
+  std::string run_dir;
+  // Base name of the log and serving-info files in run_dir. Default "child".
+  std::string name = "child";
+  // Detached: the child gets its own session and does not die with the parent; Release()
+  // then lets the handle go without stopping it (pdctl up).
+  bool detached = false;
+  // CPUs the child may run on (sched_setaffinity); empty: no pinning.
+  std::vector<int> cpus;
 };
 
 class ChildProcess {
@@ -53,6 +63,8 @@ class ChildProcess {
   absl::StatusOr<int> Stop(int signal, absl::Duration timeout);
   // SIGKILL and reap.
   void Kill();
+  // Forgets the child: the destructor no longer stops it (it keeps running). Returns its pid.
+  pid_t Release();
   // Waits for exit without signalling; nullopt on timeout.
   std::optional<int> WaitExit(absl::Duration timeout);
   bool running();
@@ -66,6 +78,7 @@ class ChildProcess {
   bool reaped_ = false;
   int exit_status_ = 0;
   std::string dir_;
+  bool owns_dir_ = false;
   std::string log_path_;
   std::string info_path_;
   ServingInfo info_;

@@ -40,30 +40,6 @@ double CoefficientOfVariation(const std::vector<double>& v) {
   return m == 0 ? 0 : std::sqrt(ss / (v.size() - 1)) / m;
 }
 
-std::string Table::ToString() const {
-  std::vector<size_t> width(header_.size(), 0);
-  for (size_t c = 0; c < header_.size(); ++c) width[c] = header_[c].size();
-  for (const auto& row : rows_) {
-    for (size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    for (size_t c = 0; c < width.size(); ++c) {
-      const std::string cell = c < cells.size() ? cells[c] : "";
-      out += (c == 0 ? "" : "  ") + cell + std::string(width[c] - cell.size(), ' ');
-    }
-    return std::string(absl::StripTrailingAsciiWhitespace(out)) + "\n";
-  };
-  std::string out = line(header_);
-  std::string rule;
-  for (size_t c = 0; c < width.size(); ++c) rule += (c == 0 ? "" : "  ") + std::string(width[c], '-');
-  out += rule + "\n";
-  for (const auto& row : rows_) out += line(row);
-  return out;
-}
-
-std::string Fixed(double v, int decimals) { return absl::StrFormat("%.*f", decimals, v); }
-
 void Progress(const std::string& bench, const std::string& message) {
   std::fprintf(stderr, "[%s %s] %s\n", bench.c_str(),
                absl::FormatTime("%H:%M:%S", absl::Now(), absl::LocalTimeZone()).c_str(),

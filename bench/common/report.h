@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/text_table.h"
 #include "nlohmann/json.hpp"
 
 namespace pdserve::bench {
@@ -18,19 +19,6 @@ double Percentile(std::vector<double> v, double p);
 double Mean(const std::vector<double>& v);
 // Coefficient of variation: stddev / mean (0 for fewer than two values).
 double CoefficientOfVariation(const std::vector<double>& v);
-
-class Table {
- public:
-  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
-  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  std::string ToString() const;
-
- private:
-  std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
-};
-
-std::string Fixed(double v, int decimals = 2);
 
 // Progress line on stderr ("[engine] decode batch 8 ... 12.3 ms").
 void Progress(const std::string& bench, const std::string& message);

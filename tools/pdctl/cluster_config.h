@@ -1,0 +1,43 @@
+// A local cluster's description (deploy/local/cluster.yaml): the model, the router and each
+// worker process with its threads, CPU pinning and extra flags. Relative paths are taken from
+// the directory pdctl runs in. Errors name the file and the key.
+// Thread-safety: a value type.
+#ifndef PDSERVE_TOOLS_PDCTL_CLUSTER_CONFIG_H_
+#define PDSERVE_TOOLS_PDCTL_CLUSTER_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pdserve::pdctl {
+
+struct ProcessSpec {
+  std::string name;
+  int threads = 1;            // Forward threads (workers).
+  std::vector<int> cpus;      // Pinning; empty: none.
+  std::vector<std::string> flags;  // Extra command-line flags, passed as given.
+};
+
+struct ClusterConfig {
+  std::string run_dir = ".pdserve/run";  // Logs, serving info, cluster.json.
+  std::string model_dir = "models/tiny";
+  std::string model_preset;               // Generate model_dir with this preset if it is empty.
+  std::string ucx_transports = "shm";
+  std::string router_listen = "127.0.0.1:50051";
+  std::string router_metrics_listen = "127.0.0.1:0";
+  std::string policy = "cost_model";
+  std::string cost_model;                 // Path; empty: the router's built-in defaults.
+  ProcessSpec router;
+  std::vector<ProcessSpec> prefill;
+  std::vector<ProcessSpec> decode;
+  absl::Duration startup_timeout = absl::Seconds(120);
+};
+
+absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text, const std::string& file_name);
+absl::StatusOr<ClusterConfig> LoadClusterConfig(const std::string& path);
+
+}  // namespace pdserve::pdctl
+
+#endif  // PDSERVE_TOOLS_PDCTL_CLUSTER_CONFIG_H_

@@ -1,0 +1,41 @@
+// What `pdctl up` leaves for later commands: the processes it started (name, role, pid,
+// addresses, log) in <run_dir>/cluster.json.
+// Thread-safety: a value type.
+#ifndef PDSERVE_TOOLS_PDCTL_CLUSTER_STATE_H_
+#define PDSERVE_TOOLS_PDCTL_CLUSTER_STATE_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pdserve::pdctl {
+
+struct ProcessState {
+  std::string name;
+  std::string role;    // router, prefill, decode
+  std::string binary;  // Base name, to recognise the pid later.
+  pid_t pid = 0;
+  std::string grpc;
+  std::string metrics;
+  std::string log;
+};
+
+struct ClusterState {
+  std::string router;          // The router's gRPC address.
+  std::string router_metrics;
+  std::vector<ProcessState> processes;  // Router first.
+
+  static std::string PathIn(const std::string& run_dir) { return run_dir + "/cluster.json"; }
+  absl::Status Write(const std::string& path) const;
+  static absl::StatusOr<ClusterState> Read(const std::string& path);
+};
+
+// Whether `pid` is alive and runs `binary` (a pid reused by another program does not count).
+bool ProcessRuns(pid_t pid, const std::string& binary);
+
+}  // namespace pdserve::pdctl
+
+#endif  // PDSERVE_TOOLS_PDCTL_CLUSTER_STATE_H_

@@ -1,0 +1,277 @@
+#include "tools/pdctl/commands.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/child_process.h"
+#include "common/health_client.h"
+#include "common/text_table.h"
+#include "pdserve/v1/registry.grpc.pb.h"
+#include "proto/bridge/request_bridge.h"
+#include "tools/client/generation_client.h"
+#include "tools/make_model/model_maker.h"
+#include "tools/pdctl/cluster_config.h"
+#include "tools/pdctl/cluster_state.h"
+
+namespace pdserve::pdctl {
+namespace {
+
+struct Started {
+  std::unique_ptr<ChildProcess> child;
+  ProcessState state;
+};
+
+absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& spec, const std::string& role,
+                                     const std::string& binary, std::vector<std::string> args) {
+  for (const std::string& f : spec.flags) args.push_back(f);
+  ChildOptions options;
+  options.binary = binary;
+  options.args = std::move(args);
+  options.run_dir = c.run_dir;
+  options.name = spec.name;
+  options.detached = true;
+  options.cpus = spec.cpus;
+  options.startup_timeout = c.startup_timeout;
+  auto child = ChildProcess::Start(options);
+  if (!child.ok()) return absl::UnavailableError(absl::StrCat(spec.name, ": ", child.status().message()));
+  if (absl::Status s = (*child)->WaitHealthy(c.startup_timeout); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat(spec.name, " did not become healthy: ", s.message(), "\nlog (",
+                                               (*child)->log_path(), "):\n", (*child)->Log()));
+  }
+  Started out;
+  out.state.name = spec.name;
+  out.state.role = role;
+  out.state.binary = binary;
+  out.state.pid = (*child)->pid();
+  out.state.grpc = (*child)->grpc_address();
+  out.state.metrics = (*child)->metrics_address();
+  out.state.log = (*child)->log_path();
+  out.child = *std::move(child);
+  return out;
+}
+
+absl::StatusOr<v1::ClusterStatus> ClusterStatusOf(const std::string& router, int decisions) {
+  auto stub = v1::Registry::NewStub(client::MakeChannel(router));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::ClusterStatusRequest request;
+  request.set_max_decisions(static_cast<uint32_t>(decisions));
+  v1::ClusterStatus status;
+  const grpc::Status s = stub->GetClusterStatus(&ctx, request, &status);
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat("router ", router, ": ", s.error_message()));
+  return status;
+}
+
+absl::Status WaitForRegistrations(const std::string& router, size_t workers, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    auto status = ClusterStatusOf(router, 0);
+    if (status.ok()) {
+      size_t reported = 0;
+      for (const v1::WorkerStatus& w : status->workers()) reported += w.load().sequence() > 0 ? 1 : 0;
+      if (reported == workers) return absl::OkStatus();
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("not every worker registered with the router within ",
+                                                      absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
+std::string RouterOf(const std::string& run_dir, const std::string& override_address) {
+  if (!override_address.empty()) return override_address;
+  auto state = ClusterState::Read(ClusterState::PathIn(run_dir));
+  return state.ok() ? state->router : "";
+}
+
+std::string ModeName(v1::PlacementMode mode) {
+  return mode == v1::PLACEMENT_MODE_OFFLOAD ? "OFFLOAD" : mode == v1::PLACEMENT_MODE_LOCAL ? "LOCAL" : "?";
+}
+
+}  // namespace
+
+absl::Status Up(const std::string& config_path, std::ostream& out) {
+  auto config = LoadClusterConfig(config_path);
+  if (!config.ok()) return config.status();
+  const ClusterConfig& c = *config;
+  const std::string state_path = ClusterState::PathIn(c.run_dir);
+  if (auto old = ClusterState::Read(state_path); old.ok()) {
+    for (const ProcessState& p : old->processes) {
+      if (ProcessRuns(p.pid, p.binary)) {
+        return absl::FailedPreconditionError(absl::StrCat("a cluster is already up (", p.name, ", pid ", p.pid,
+                                                          "); run pdctl down first"));
+      }
+    }
+  }
+  if (!std::filesystem::exists(c.model_dir + "/config.json")) {
+    if (c.model_preset.empty()) {
+      return absl::NotFoundError(absl::StrCat(config_path, ": model.dir: ", c.model_dir,
+                                              " has no config.json and no model.preset is given to make one"));
+    }
+    out << "making the " << c.model_preset << " model in " << c.model_dir << " (first use)..." << std::endl;
+    auto spec = tools::ModelSpec::Preset(c.model_preset);
+    if (!spec.ok()) return spec.status();
+    if (absl::Status s = tools::EnsureModel(*spec, c.model_dir); !s.ok()) return s;
+  }
+  std::vector<Started> started;
+  std::vector<std::string> router_args = {"--model=" + c.model_dir, "--listen=" + c.router_listen,
+                                          "--metrics_listen=" + c.router_metrics_listen, "--policy=" + c.policy};
+  if (!c.cost_model.empty()) router_args.push_back("--cost_model=" + c.cost_model);
+  auto router = StartProcess(c, c.router, "router", "pdserve-router", router_args);
+  if (!router.ok()) return router.status();
+  const std::string router_address = router->state.grpc;
+  started.push_back(*std::move(router));
+  auto worker_args = [&](const ProcessSpec& p) {
+    return std::vector<std::string>{"--model=" + c.model_dir, "--router=" + router_address, "--worker_id=" + p.name,
+                                    absl::StrCat("--threads=", p.threads), "--ucx_transports=" + c.ucx_transports};
+  };
+  for (const ProcessSpec& p : c.prefill) {
+    auto w = StartProcess(c, p, "prefill", "pdserve-prefill", worker_args(p));
+    if (!w.ok()) return w.status();  // Already started processes stop with their handles.
+    started.push_back(*std::move(w));
+  }
+  for (const ProcessSpec& p : c.decode) {
+    auto w = StartProcess(c, p, "decode", "pdserve-decode", worker_args(p));
+    if (!w.ok()) return w.status();
+    started.push_back(*std::move(w));
+  }
+  if (absl::Status s = WaitForRegistrations(router_address, c.prefill.size() + c.decode.size(), c.startup_timeout);
+      !s.ok()) {
+    return s;
+  }
+  ClusterState state;
+  state.router = router_address;
+  state.router_metrics = started[0].state.metrics;
+  for (Started& s : started) state.processes.push_back(s.state);
+  if (absl::Status s = state.Write(state_path); !s.ok()) return s;
+  for (Started& s : started) s.child->Release();  // They outlive pdctl now.
+
+  Table table({"process", "pid", "grpc", "metrics", "log"});
+  for (const ProcessState& p : state.processes) {
+    table.AddRow({p.name, absl::StrCat(p.pid), p.grpc, "http://" + p.metrics + "/metrics", p.log});
+  }
+  out << "cluster up (policy " << c.policy << ", model " << c.model_dir << ")\n"
+      << table.ToString() << "clients: " << router_address << " (pdserve.v1.Generation)\n"
+      << "state: " << state_path << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status Status(const std::string& run_dir, const std::string& router_override, int decisions, std::ostream& out) {
+  const std::string router = RouterOf(run_dir, router_override);
+  if (router.empty()) return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
+  auto status = ClusterStatusOf(router, decisions);
+  if (!status.ok()) return status.status();
+  out << "router " << router << ": policy " << status->policy() << ", " << status->in_flight()
+      << " requests in flight\n\n";
+  Table workers({"worker", "role", "address", "running", "waiting", "awaiting_kv", "kv_used", "prefill_backlog",
+                 "prefill_tok/s", "router_in_flight", "cached_blocks", "last_report"});
+  for (const v1::WorkerStatus& w : status->workers()) {
+    const v1::WorkerRegistration& r = w.registration();
+    const v1::LoadReport& l = w.load();
+    const bool decode = r.role() == v1::WORKER_ROLE_DECODE;
+    const double used = l.total_blocks() == 0 ? 0 : 1.0 - static_cast<double>(l.free_blocks()) / l.total_blocks();
+    workers.AddRow({r.worker_id(), decode ? "decode" : "prefill", r.grpc_address(), absl::StrCat(l.running()),
+                    absl::StrCat(l.waiting()), decode ? absl::StrCat(l.awaiting_kv()) : "-",
+                    decode ? Fixed(100 * used, 1) + "%" : "-", absl::StrCat(l.pending_prefill_tokens()),
+                    decode ? "-" : Fixed(l.prefill_tokens_per_second(), 0), absl::StrCat(w.router_in_flight()),
+                    decode ? absl::StrCat(w.indexed_blocks()) : "-", Fixed(w.seconds_since_report(), 1) + "s ago"});
+  }
+  out << "workers\n" << workers.ToString() << "\n";
+  Table recent({"time", "request", "prompt", "U", "D", "decision", "reason", "decode", "prefill",
+                "interference_ms", "offload_cost_ms", "decide_us"});
+  for (const v1::DecisionRecord& d : status->recent_decisions()) {
+    const v1::Placement& p = d.placement();
+    recent.AddRow({absl::FormatTime("%H:%M:%S", absl::FromUnixNanos(d.time_unix_nanos()), absl::LocalTimeZone()),
+                   d.request_id(), absl::StrCat(d.prompt_tokens()), absl::StrCat(p.uncached_tokens()),
+                   absl::StrCat(p.running_decodes()), ModeName(p.mode()), p.reason(), p.decode_worker_id(),
+                   p.prefill_worker_id().empty() ? "-" : p.prefill_worker_id(), Fixed(p.predicted_interference_ms(), 1),
+                   Fixed(p.predicted_offload_cost_ms(), 1), Fixed(d.decision_us(), 1)});
+  }
+  out << "recent placement decisions (newest first)\n" << (recent.empty() ? "(none yet)\n" : recent.ToString());
+  if (auto state = ClusterState::Read(ClusterState::PathIn(run_dir)); state.ok() && router_override.empty()) {
+    out << "\nmetrics:";
+    for (const ProcessState& p : state->processes) out << " " << p.name << "=http://" << p.metrics << "/metrics";
+    out << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Generate(const GenerateOptions& o, std::ostream& out) {
+  const std::string router = RouterOf(o.run_dir, o.router);
+  if (router.empty()) return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
+  v1::GenerateRequest request;
+  request.set_request_id(o.request_id);
+  request.set_model(o.model);
+  if (!o.prompt.empty()) {
+    request.set_text(o.prompt);
+  } else {
+    for (uint32_t id : o.token_ids) request.mutable_token_ids()->add_ids(id);
+  }
+  v1::SamplingParams* sampling = request.mutable_sampling();
+  sampling->set_max_tokens(o.max_tokens);
+  sampling->set_temperature(o.temperature);
+  if (o.seed.has_value()) sampling->set_seed(*o.seed);
+  sampling->set_ignore_eos(o.ignore_eos);
+  const auto outcome = client::CallGenerate(
+      client::MakeChannel(router), request, o.timeout, [&](const v1::GenerateResponse& m) {
+        if (!o.quiet && !m.text().empty()) out << m.text() << std::flush;
+      });
+  if (!outcome.status.ok()) return bridge::FromGrpc(outcome.status);
+  const v1::GenerateResult& r = outcome.result;
+  const v1::Placement& p = r.placement();
+  const v1::StageTimings& t = r.timings();
+  if (!o.quiet) out << "\n";
+  out << "placement: " << ModeName(p.mode()) << " (" << p.reason() << ", policy " << p.policy() << ") decode "
+      << p.decode_worker_id();
+  if (p.mode() == v1::PLACEMENT_MODE_OFFLOAD) out << ", prefill " << p.prefill_worker_id();
+  if (p.fell_back_to_local()) out << ", fell back to local: " << p.fallback_cause();
+  out << absl::StrFormat("; U=%d of %d prompt tokens, D=%d running; predicted interference %.1f ms vs offload "
+                         "cost %.1f ms, TTFT local %.1f ms / offload %.1f ms\n",
+                         p.uncached_tokens(), r.usage().prompt_tokens(), p.running_decodes(),
+                         p.predicted_interference_ms(), p.predicted_offload_cost_ms(), p.predicted_ttft_local_ms(),
+                         p.predicted_ttft_offload_ms());
+  out << absl::StrFormat(
+      "timings: TTFT %.1f ms (router %.2f, queue %.1f, prefill queue %.1f, prefill %.1f, transfer tail %.2f), "
+      "decode %.1f ms, e2e %.1f ms; tokens: %d prompt (%d cached), %d generated, finish %s\n",
+      t.ttft_ms(), t.router_ms(), t.queue_ms(), t.prefill_queue_ms(), t.prefill_ms(), t.transfer_tail_ms(),
+      t.decode_ms(), t.e2e_ms(), r.usage().prompt_tokens(), r.usage().cached_prompt_tokens(),
+      r.usage().completion_tokens(), v1::FinishReason_Name(r.finish_reason()));
+  return absl::OkStatus();
+}
+
+absl::Status Down(const std::string& run_dir, absl::Duration grace, std::ostream& out) {
+  const std::string path = ClusterState::PathIn(run_dir);
+  auto state = ClusterState::Read(path);
+  if (!state.ok()) return state.status();
+  // Workers first (they drain their requests), the router last.
+  std::vector<ProcessState> order(state->processes.rbegin(), state->processes.rend());
+  for (const ProcessState& p : order) {
+    if (!ProcessRuns(p.pid, p.binary)) {
+      out << p.name << " (pid " << p.pid << ") was not running\n";
+      continue;
+    }
+    kill(p.pid, SIGTERM);
+    const absl::Time deadline = absl::Now() + grace;
+    while (ProcessRuns(p.pid, p.binary) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+    if (ProcessRuns(p.pid, p.binary)) {
+      kill(p.pid, SIGKILL);
+      out << "killed " << p.name << " (pid " << p.pid << ") after " << absl::FormatDuration(grace) << "\n";
+    } else {
+      out << "stopped " << p.name << " (pid " << p.pid << ")\n";
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
+  out << "cluster down (logs kept in " << run_dir << ")\n";
+  return absl::OkStatus();
+}
+
+}  // namespace pdserve::pdctl

@@ -1,0 +1,43 @@
+// pdctl's commands: up (start a local cluster described by cluster.yaml, detached, and wait
+// until every worker has registered), status (workers, load, KV usage, recent placement
+// decisions), generate (stream one completion, then its placement and timings) and down.
+// Thread-safety: each command runs alone in the pdctl process.
+#ifndef PDSERVE_TOOLS_PDCTL_COMMANDS_H_
+#define PDSERVE_TOOLS_PDCTL_COMMANDS_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace pdserve::pdctl {
+
+absl::Status Up(const std::string& config_path, std::ostream& out);
+// `router` overrides the address recorded by `up` in `run_dir`.
+absl::Status Status(const std::string& run_dir, const std::string& router, int decisions, std::ostream& out);
+
+struct GenerateOptions {
+  std::string run_dir;
+  std::string router;  // Overrides the recorded address.
+  std::string prompt;
+  std::vector<uint32_t> token_ids;  // Used when prompt is empty.
+  std::string model;
+  std::string request_id;
+  int max_tokens = 64;
+  float temperature = 0;
+  std::optional<uint64_t> seed;
+  bool ignore_eos = false;
+  absl::Duration timeout = absl::Minutes(5);
+  bool quiet = false;  // Only the placement line (scripts).
+};
+absl::Status Generate(const GenerateOptions& options, std::ostream& out);
+
+absl::Status Down(const std::string& run_dir, absl::Duration grace, std::ostream& out);
+
+}  // namespace pdserve::pdctl
+
+#endif  // PDSERVE_TOOLS_PDCTL_COMMANDS_H_

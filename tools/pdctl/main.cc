@@ -1,0 +1,103 @@
+// pdctl: runs a pdserve cluster on this machine and talks to it.
+//   pdctl up -f deploy/local/cluster.yaml   start the router and workers, wait until ready
+//   pdctl status                            workers, load, KV usage, recent placements
+//   pdctl generate --prompt="..."           stream a completion, then placement and timings
+//   pdctl down                              stop everything `up` started
+#include <cstdio>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "common/flags.h"
+#include "tools/pdctl/cluster_config.h"
+#include "tools/pdctl/commands.h"
+
+ABSL_FLAG(std::string, f, "deploy/local/cluster.yaml", "Cluster description (up; also where run_dir comes from).");
+ABSL_FLAG(std::string, run_dir, "", "Run directory of the cluster (default: the one in -f).");
+ABSL_FLAG(std::string, router, "", "status/generate: router address (default: the cluster `up` started).");
+ABSL_FLAG(int, decisions, 10, "status: recent placement decisions to show.");
+ABSL_FLAG(std::string, prompt, "", "generate: prompt text.");
+ABSL_FLAG(std::vector<std::string>, token_ids, {}, "generate: prompt token ids (comma-separated) instead of text.");
+ABSL_FLAG(std::string, model, "", "generate: model name (default: the cluster's only model).");
+ABSL_FLAG(std::string, request_id, "", "generate: request id (default: generated).");
+ABSL_FLAG(int, max_tokens, 64, "generate: tokens to generate at most.");
+ABSL_FLAG(double, temperature, 0.0, "generate: sampling temperature (0: greedy).");
+ABSL_FLAG(int64_t, seed, -1, "generate: sampling seed (-1: random).");
+ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past end-of-sequence.");
+ABSL_FLAG(bool, quiet, false, "generate: print only the placement and timings.");
+ABSL_FLAG(absl::Duration, timeout, absl::Minutes(5), "generate: deadline of the request.");
+ABSL_FLAG(absl::Duration, grace, absl::Seconds(30), "down: how long each process may drain before SIGKILL.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "pdctl: run a local pdserve cluster and talk to it.\n"
+    "Usage: pdctl up [-f deploy/local/cluster.yaml]\n"
+    "       pdctl status [--router=HOST:PORT]\n"
+    "       pdctl generate --prompt=TEXT [--max_tokens=N] [--temperature=T]\n"
+    "       pdctl down";
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "pdctl: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+std::string RunDir() {
+  if (!absl::GetFlag(FLAGS_run_dir).empty()) return absl::GetFlag(FLAGS_run_dir);
+  auto config = pdserve::pdctl::LoadClusterConfig(absl::GetFlag(FLAGS_f));
+  return config.ok() ? config->run_dir : pdserve::pdctl::ClusterConfig().run_dir;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args = pdserve::ParseCommandLine(argc, argv, kUsage);
+  if (args.size() != 2) {
+    std::fprintf(stderr, "%s\n", kUsage);
+    return 2;
+  }
+  const std::string& command = args[1];
+  absl::Status status;
+  if (command == "up") {
+    status = pdserve::pdctl::Up(absl::GetFlag(FLAGS_f), std::cout);
+  } else if (command == "status") {
+    const int decisions = absl::GetFlag(FLAGS_decisions);
+    if (decisions < 0 || decisions > 1000) {
+      std::fprintf(stderr, "--decisions: must be in [0, 1000]\n");
+      return 2;
+    }
+    status = pdserve::pdctl::Status(RunDir(), absl::GetFlag(FLAGS_router), decisions, std::cout);
+  } else if (command == "generate") {
+    pdserve::pdctl::GenerateOptions o;
+    o.run_dir = RunDir();
+    o.router = absl::GetFlag(FLAGS_router);
+    o.prompt = absl::GetFlag(FLAGS_prompt);
+    for (const std::string& t : absl::GetFlag(FLAGS_token_ids)) {
+      uint32_t id;
+      if (!absl::SimpleAtoi(t, &id)) {
+        std::fprintf(stderr, "--token_ids: '%s' is not a token id\n", t.c_str());
+        return 2;
+      }
+      o.token_ids.push_back(id);
+    }
+    if (o.prompt.empty() && o.token_ids.empty()) {
+      std::fprintf(stderr, "generate: give --prompt or --token_ids\n");
+      return 2;
+    }
+    o.model = absl::GetFlag(FLAGS_model);
+    o.request_id = absl::GetFlag(FLAGS_request_id);
+    o.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+    o.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+    if (absl::GetFlag(FLAGS_seed) >= 0) o.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
+    o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+    o.quiet = absl::GetFlag(FLAGS_quiet);
+    o.timeout = absl::GetFlag(FLAGS_timeout);
+    status = pdserve::pdctl::Generate(o, std::cout);
+  } else if (command == "down") {
+    status = pdserve::pdctl::Down(RunDir(), absl::GetFlag(FLAGS_grace), std::cout);
+  } else {
+    std::fprintf(stderr, "unknown command '%s'\n%s\n", command.c_str(), kUsage);
+    return 2;
+  }
+  return status.ok() ? 0 : Fail(status);
+}
