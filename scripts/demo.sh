@@ -1,17 +1,66 @@
 #!/usr/bin/env bash
-# README command (a): install what is missing, build, and run the main job.
-# The furthest-along part of pdserve today is the model engine: this generates the
-# embedded default model (a seeded random-weight Llama in the real Hugging Face format) on
-# first use and streams a completion from it with pdserve-generate. It becomes the local
-# cluster demo (router + prefill + decode workers) once those land.
+# README command (a): install what is missing, build, and run the main job: a local cluster
+# (router + 1 prefill worker + 2 decode workers, deploy/local/cluster.yaml) on the embedded
+# default model (generated into models/tiny on first use), serving a short prompt, a long
+# cold prompt next to running decodes, and a follow-up turn of the first conversation. Each
+# request prints its text and the router's placement decision with its reason; the cluster
+# status and the metrics endpoints follow; then the cluster stops. The default model has
+# seeded random weights (no weights can be downloaded here), so its text is gibberish: what
+# the demo shows is the serving system.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh release >/dev/null
-model=models/tiny
-if [[ ! -f $model/config.json ]]; then
-  build/bin/pdserve-make-model --preset=tiny --out="$model"
-fi
-echo "== pdserve-generate on $model (engine only; the cluster is not built yet) =="
-build/bin/pdserve-generate --model="$model" --prompt="The llama is a domesticated" \
-  --max_tokens=24 --temperature=0.8 --seed=7
+pdctl=build/bin/pdctl
+config=deploy/local/cluster.yaml
+
+background=()
+cleanup() {
+  for pid in "${background[@]+"${background[@]}"}"; do kill "$pid" 2>/dev/null || true; done
+  "$pdctl" down -f "$config" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+"$pdctl" down -f "$config" >/dev/null 2>&1 || true  # A cluster left over from an interrupted run.
+echo "== pdctl up -f $config"
+"$pdctl" up -f "$config"
+
+turn1="You are a helpful assistant for llama farmers. A farmer writes: my llama has stopped eating \
+its hay and spends the day standing by the fence. What should I check first?"
+echo
+echo "== 1. a short prompt (first turn of a conversation)"
+info=$(mktemp)
+answer1=$("$pdctl" generate -f "$config" --prompt="$turn1" --max_tokens=64 --temperature=0 2>"$info")
+echo "$answer1"
+cat "$info"
+rm -f "$info"
+
+echo
+echo "== 2. a long cold prompt while two other requests are decoding"
+for i in 1 2; do
+  "$pdctl" generate -f "$config" --prompt="Background stream $i: count the llamas in the field." \
+    --max_tokens=3000 --ignore_eos --quiet 2>/dev/null &
+  background+=($!)
+done
+sleep 1
+long=""
+for i in $(seq 1 35); do
+  long+="Record $i: the herd moved from pasture $((i * 7 % 13)) to pasture $((i * 5 % 11)) and ate $((i * 3)) bales. "
+done
+"$pdctl" generate -f "$config" --prompt="$long Summarise the records." --max_tokens=16 --temperature=0 >/dev/null
+for pid in "${background[@]}"; do kill "$pid" 2>/dev/null || true; done
+wait 2>/dev/null || true
+background=()
+
+echo
+echo "== 3. the follow-up turn of the first conversation (its prefix is cached on one decode worker)"
+"$pdctl" generate -f "$config" --prompt="$turn1$answer1 Thanks. And if it also has a fever?" --max_tokens=32 \
+  --temperature=0
+
+echo
+echo "== pdctl status"
+"$pdctl" status -f "$config" --decisions=6
+echo
+echo "== pdctl down"
+"$pdctl" down -f "$config"
+trap - EXIT

@@ -204,7 +204,7 @@ absl::Status Status(const std::string& run_dir, const std::string& router_overri
   return absl::OkStatus();
 }
 
-absl::Status Generate(const GenerateOptions& o, std::ostream& out) {
+absl::Status Generate(const GenerateOptions& o, std::ostream& text, std::ostream& out) {
   const std::string router = RouterOf(o.run_dir, o.router);
   if (router.empty()) return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
   v1::GenerateRequest request;
@@ -222,13 +222,13 @@ absl::Status Generate(const GenerateOptions& o, std::ostream& out) {
   sampling->set_ignore_eos(o.ignore_eos);
   const auto outcome = client::CallGenerate(
       client::MakeChannel(router), request, o.timeout, [&](const v1::GenerateResponse& m) {
-        if (!o.quiet && !m.text().empty()) out << m.text() << std::flush;
+        if (!o.quiet && !m.text().empty()) text << m.text() << std::flush;
       });
   if (!outcome.status.ok()) return bridge::FromGrpc(outcome.status);
   const v1::GenerateResult& r = outcome.result;
   const v1::Placement& p = r.placement();
   const v1::StageTimings& t = r.timings();
-  if (!o.quiet) out << "\n";
+  if (!o.quiet) text << std::endl;
   out << "placement: " << ModeName(p.mode()) << " (" << p.reason() << ", policy " << p.policy() << ") decode "
       << p.decode_worker_id();
   if (p.mode() == v1::PLACEMENT_MODE_OFFLOAD) out << ", prefill " << p.prefill_worker_id();

@@ -32,9 +32,10 @@ struct GenerateOptions {
   std::optional<uint64_t> seed;
   bool ignore_eos = false;
   absl::Duration timeout = absl::Minutes(5);
-  bool quiet = false;  // Only the placement line (scripts).
+  bool quiet = false;  // No completion text, only the placement and timings.
 };
-absl::Status Generate(const GenerateOptions& options, std::ostream& out);
+// The completion's text streams to `text`; the placement and timings go to `info`.
+absl::Status Generate(const GenerateOptions& options, std::ostream& text, std::ostream& info);
 
 absl::Status Down(const std::string& run_dir, absl::Duration grace, std::ostream& out);
 

@@ -1,7 +1,8 @@
 // pdctl: runs a pdserve cluster on this machine and talks to it.
 //   pdctl up -f deploy/local/cluster.yaml   start the router and workers, wait until ready
 //   pdctl status                            workers, load, KV usage, recent placements
-//   pdctl generate --prompt="..."           stream a completion, then placement and timings
+//   pdctl generate --prompt="..."           stream a completion (stdout), then its placement
+//                                           and timings (stderr)
 //   pdctl down                              stop everything `up` started
 #include <cstdio>
 #include <iostream>
@@ -24,7 +25,7 @@ ABSL_FLAG(int, max_tokens, 64, "generate: tokens to generate at most.");
 ABSL_FLAG(double, temperature, 0.0, "generate: sampling temperature (0: greedy).");
 ABSL_FLAG(int64_t, seed, -1, "generate: sampling seed (-1: random).");
 ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past end-of-sequence.");
-ABSL_FLAG(bool, quiet, false, "generate: print only the placement and timings.");
+ABSL_FLAG(bool, quiet, false, "generate: do not print the completion, only its placement and timings (stderr).");
 ABSL_FLAG(absl::Duration, timeout, absl::Minutes(5), "generate: deadline of the request.");
 ABSL_FLAG(absl::Duration, grace, absl::Seconds(30), "down: how long each process may drain before SIGKILL.");
 
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
     o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
     o.quiet = absl::GetFlag(FLAGS_quiet);
     o.timeout = absl::GetFlag(FLAGS_timeout);
-    status = pdserve::pdctl::Generate(o, std::cout);
+    status = pdserve::pdctl::Generate(o, std::cout, std::cerr);
   } else if (command == "down") {
     status = pdserve::pdctl::Down(RunDir(), absl::GetFlag(FLAGS_grace), std::cout);
   } else {
