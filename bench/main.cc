@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/decode/decode_bench.h"
 #include "bench/engine/engine_bench.h"
+#include "bench/router/router_bench.h"
 #include "bench/transfer/transfer_bench.h"
 #include "bench/transfer/transfer_raw_bench.h"
 #include "common/flags.h"
@@ -27,6 +28,7 @@ ABSL_FLAG(std::vector<std::string>, prompt_lengths, std::vector<std::string>({"5
           "transfer: prompt lengths of the offloaded requests.");
 ABSL_FLAG(int, requests, 3,
           "transfer: requests per prompt length and mode (three times as many for P <= 1024, a third for P >= 8192).");
+ABSL_FLAG(int, decisions, 20000, "router: timed placement decisions per cluster size.");
 ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
 ABSL_FLAG(std::string, tls, "", "transfer-raw-sender (internal): UCX transports.");
 ABSL_FLAG(std::string, net_devices, "", "transfer-raw-sender (internal): UCX network devices.");
@@ -40,7 +42,8 @@ constexpr char kUsage[] =
     "  engine        decode step time by batch and prefill throughput vs bandwidth/sgemm floors\n"
     "  transfer      offloaded TTFT breakdown, layer-wise streaming vs bulk, through real workers\n"
     "  transfer-raw  KV-shaped UCX transfers (shm, TCP) vs ucx_perftest and memcpy\n"
-    "  decode        scheduler host overhead per step; continuous serving vs a static batch";
+    "  decode        scheduler host overhead per step; continuous serving vs a static batch\n"
+    "  router        placement decision latency by cluster size; relay overhead (ITL, TTFT) vs direct";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
@@ -88,6 +91,18 @@ int main(int argc, char** argv) {
       config.widths.push_back(n);
     }
     const absl::Status status = pdserve::bench::RunDecodeBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "router") {
+    pdserve::bench::RouterBenchConfig config;
+    config.out_dir = absl::GetFlag(FLAGS_out);
+    config.model_dir = absl::GetFlag(FLAGS_model);
+    config.decisions = absl::GetFlag(FLAGS_decisions);
+    if (config.decisions < 100) {
+      std::fprintf(stderr, "--decisions: must be >= 100\n");
+      return 2;
+    }
+    const absl::Status status = pdserve::bench::RunRouterBench(config);
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "transfer") {

@@ -1,0 +1,299 @@
+#include "bench/router/router_bench.h"
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "bench/common/report.h"
+#include "common/child_process.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "engine/block_hash.h"
+#include "prometheus/registry.h"
+#include "router/placer.h"
+#include "tools/client/generation_client.h"
+#include "tools/make_model/model_maker.h"
+
+namespace pdserve::bench {
+namespace {
+
+constexpr uint64_t kFingerprint = 0x5eed;
+constexpr int kBlockSize = 16;
+constexpr int kVocab = 32000;
+
+v1::WorkerRegistration Registration(int i, bool decode) {
+  v1::WorkerRegistration r;
+  r.set_worker_id(absl::StrCat(decode ? "decode-" : "prefill-", i));
+  r.set_role(decode ? v1::WORKER_ROLE_DECODE : v1::WORKER_ROLE_PREFILL);
+  r.set_grpc_address(absl::StrCat("10.0.", i / 250, ".", i % 250 + 1, ":50051"));
+  r.set_model("bench");
+  r.set_model_fingerprint(kFingerprint);
+  v1::KvLayout* l = r.mutable_kv_layout();
+  l->set_num_layers(32);
+  l->set_num_kv_heads(8);
+  l->set_head_dim(128);
+  l->set_block_size(kBlockSize);
+  l->set_dtype(v1::DTYPE_BF16);
+  l->set_num_blocks(20000);
+  r.set_max_num_batched_tokens(2048);
+  r.set_max_num_seqs(256);
+  r.set_max_context_tokens(32768);
+  r.set_vocab_size(kVocab);
+  return r;
+}
+
+struct DecisionResult {
+  int workers = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  double mean_us = 0;
+};
+
+// A registry of `workers` workers with populated prefix caches, and `decisions` placements of
+// realistic prompts (most share one of a few hundred system prompts), timed one by one.
+absl::StatusOr<DecisionResult> MeasureDecisions(int workers, int decisions) {
+  prometheus::Registry prometheus;
+  router::RouterMetrics metrics(prometheus);
+  router::CostModel cost_model{router::CostModelParams()};
+  FakeClock clock;
+  router::WorkerRegistry registry(&clock, absl::Hours(1), &cost_model, &metrics);
+  auto policy = router::MakePlacementPolicy(router::PolicyConfig());
+  if (!policy.ok()) return policy.status();
+  router::DecisionLog log(1000);
+  router::PlacerConfig placer_config;
+  placer_config.max_waiting_per_worker = 1 << 20;
+  router::Placer placer(&registry, &cost_model, policy->get(), placer_config, &metrics, &log);
+  router::CatalogModel model;
+  model.name = "bench";
+
+  std::mt19937 rng(workers);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = static_cast<int32_t>(rng() % kVocab);
+    return t;
+  };
+  constexpr int kSystemPrompts = 256;
+  std::vector<std::vector<int32_t>> system_prompts;
+  for (int i = 0; i < kSystemPrompts; ++i) system_prompts.push_back(random_tokens(512));
+  const int num_decode = std::max(1, workers * 3 / 4);
+  const int num_prefill = std::max(1, workers - num_decode);
+  std::vector<uint64_t> sessions;
+  for (int i = 0; i < num_decode + num_prefill; ++i) {
+    ASSIGN_OR_RETURN(uint64_t s, registry.Register(Registration(i, i < num_decode)));
+    sessions.push_back(s);
+  }
+  auto report_all = [&] {
+    for (int i = 0; i < num_decode + num_prefill; ++i) {
+      v1::LoadReport load;
+      load.set_running(rng() % 64);
+      load.set_waiting(rng() % 4);
+      load.set_free_blocks(5000 + rng() % 10000);
+      load.set_total_blocks(20000);
+      load.set_pending_prefill_tokens(rng() % 4096);
+      load.set_prefill_tokens_per_second(20000);
+      registry.Report(sessions[i], load);
+    }
+  };
+  report_all();
+  // Each decode worker caches 24 system prompts and 1000 blocks of its own.
+  for (int i = 0; i < num_decode; ++i) {
+    v1::PrefixCacheEvents events;
+    for (int k = 0; k < 24; ++k) {
+      for (uint64_t h : engine::FullBlockHashes(kFingerprint, system_prompts[rng() % kSystemPrompts], kBlockSize)) {
+        events.add_stored(h);
+      }
+    }
+    for (uint64_t h : engine::FullBlockHashes(kFingerprint, random_tokens(16000), kBlockSize)) events.add_stored(h);
+    registry.ApplyPrefix(sessions[i], events);
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 1000; ++i) {
+    std::vector<int32_t> p;
+    if (rng() % 10 < 7) p = system_prompts[rng() % kSystemPrompts];
+    const std::vector<int32_t> rest = random_tokens(100 + static_cast<int>(rng() % 3500));
+    p.insert(p.end(), rest.begin(), rest.end());
+    prompts.push_back(std::move(p));
+  }
+  std::vector<double> us;
+  us.reserve(decisions);
+  for (int i = 0; i < decisions; ++i) {
+    if (i % 200 == 0) report_all();  // Workers report; dispatched counts reset.
+    router::PlacementRequest request;
+    request.request_id = "bench";
+    request.model = &model;
+    request.prompt = &prompts[i % prompts.size()];
+    request.max_tokens = 256;
+    const absl::Time start = absl::Now();
+    auto placed = placer.Place(request);
+    us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+    if (!placed.ok()) return placed.status();
+  }
+  DecisionResult r;
+  r.workers = num_decode + num_prefill;
+  r.p50_us = Percentile(us, 50);
+  r.p99_us = Percentile(us, 99);
+  r.mean_us = Mean(us);
+  return r;
+}
+
+struct StreamTimes {
+  std::vector<double> itl_ms;   // Per token.
+  std::vector<double> ttft_ms;
+};
+
+void Collect(const client::GenerationOutcome& out, StreamTimes* times) {
+  if (out.token_times.empty()) return;
+  times->ttft_ms.push_back(absl::ToDoubleMilliseconds(out.token_times[0] - out.start));
+  for (size_t i = 1; i < out.token_times.size(); ++i) {
+    const double gap = absl::ToDoubleMilliseconds(out.token_times[i] - out.token_times[i - 1]);
+    times->itl_ms.push_back(gap / std::max(1, out.tokens_per_message[i]));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::string& binary, std::vector<std::string> args) {
+  ASSIGN_OR_RETURN(auto child, ChildProcess::Start(ChildOptions{.binary = binary, .args = std::move(args),
+                                                                .startup_timeout = absl::Minutes(5)}));
+  if (absl::Status s = child->WaitHealthy(absl::Minutes(2)); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat(binary, ": ", s.message(), "\n", child->Log()));
+  }
+  return child;
+}
+
+}  // namespace
+
+absl::Status RunRouterBench(const RouterBenchConfig& cfg) {
+  if (cfg.out_dir.empty()) return absl::InvalidArgumentError("--out: required");
+  nlohmann::json summary;
+  summary["machine"] = MachineInfo();
+  Table table({"measurement", "value", "baseline", "ratio"});
+
+  // 1. Decision latency (no logging: a decision's log line is written after it is timed).
+  const LogSeverity saved = MinLogSeverity();
+  SetMinLogSeverity(LogSeverity::kWarning);
+  nlohmann::json decisions = nlohmann::json::array();
+  double p50_small = 0;
+  for (int workers : cfg.cluster_sizes) {
+    auto r = MeasureDecisions(workers, cfg.decisions);
+    if (!r.ok()) {
+      SetMinLogSeverity(saved);
+      return r.status();
+    }
+    Progress("router", absl::StrCat("decision with ", r->workers, " workers: p50 ", Fixed(r->p50_us, 1), " us, p99 ",
+                                    Fixed(r->p99_us, 1), " us"));
+    decisions.push_back({{"workers", r->workers}, {"p50_us", r->p50_us}, {"p99_us", r->p99_us}, {"mean_us", r->mean_us}});
+    if (p50_small == 0) p50_small = r->p50_us;
+    table.AddRow({absl::StrCat("decision, ", r->workers, " workers"),
+                  absl::StrCat("p50 ", Fixed(r->p50_us, 1), " us, p99 ", Fixed(r->p99_us, 1), " us"),
+                  absl::StrCat("p50 at ", cfg.cluster_sizes[0], " workers"), Fixed(r->p50_us / p50_small, 2) + "x"});
+    if (workers == 64) {
+      summary["decision_p50_us"] = r->p50_us;
+      summary["decision_p99_us"] = r->p99_us;
+    }
+  }
+  SetMinLogSeverity(saved);
+  summary["decisions"] = decisions;
+
+  // 2. Relay overhead through real processes.
+  std::string dir = cfg.model_dir;
+  if (dir.empty()) {
+    dir = "models/small";
+    ASSIGN_OR_RETURN(tools::ModelSpec spec, tools::ModelSpec::Preset("small"));
+    RETURN_IF_ERROR(tools::EnsureModel(spec, dir));
+  }
+  Progress("router", "relay: starting pdserve-router and one pdserve-decode on " + dir);
+  ASSIGN_OR_RETURN(auto router, Start("pdserve-router", {"--model=" + dir, "--log_level=warning"}));
+  ASSIGN_OR_RETURN(auto decode, Start("pdserve-decode", {"--model=" + dir, "--router=" + router->grpc_address(),
+                                                         "--kv_transport=none", "--log_level=warning",
+                                                         "--num_blocks=2048"}));
+  const auto router_channel = client::MakeChannel(router->grpc_address());
+  const auto decode_channel = client::MakeChannel(decode->grpc_address());
+  // Wait until the router can place (the decode worker registered and reported).
+  for (int i = 0;; ++i) {
+    auto out = client::CallGenerate(router_channel, client::MakeRequest({1, 2, 3}, 2), absl::Seconds(30));
+    if (out.status.ok()) break;
+    if (i > 100) return absl::UnavailableError("the decode worker never registered with the router");
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  std::mt19937 rng(99);
+  StreamTimes through_router;
+  StreamTimes direct;
+  for (int round = 0; round < cfg.relay_rounds; ++round) {
+    for (int pass = 0; pass < 2; ++pass) {
+      // Alternate which goes first, so that drift hits both alike.
+      const bool via_router = (round + pass) % 2 == 0;
+      std::vector<client::GenerationOutcome> outs(cfg.relay_streams);
+      std::vector<std::thread> threads;
+      for (int s = 0; s < cfg.relay_streams; ++s) {
+        std::vector<int32_t> prompt(64);
+        for (auto& t : prompt) t = static_cast<int32_t>(rng() % 4000);
+        threads.emplace_back([&, s, prompt] {
+          v1::GenerateRequest request = client::MakeRequest(prompt, cfg.relay_tokens);
+          request.mutable_sampling()->set_ignore_eos(true);
+          if (via_router) {
+            outs[s] = client::CallGenerate(router_channel, request, absl::Minutes(5));
+          } else {
+            v1::DecodeRequest d;
+            *d.mutable_request() = request;
+            outs[s] = client::CallDecode(decode_channel, d, absl::Minutes(5));
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (const auto& out : outs) {
+        if (!out.status.ok()) return absl::InternalError(absl::StrCat("relay stream: ", out.status.error_message()));
+        Collect(out, via_router ? &through_router : &direct);
+      }
+    }
+    Progress("router", absl::StrCat("relay round ", round + 1, "/", cfg.relay_rounds));
+  }
+  // TTFT one request at a time: concurrent arrivals would measure which engine step each
+  // request happened to join, not the relay.
+  std::vector<double> ttft_router_ms;
+  std::vector<double> ttft_direct_ms;
+  for (int i = 0; i < 2 * cfg.ttft_requests; ++i) {
+    std::vector<int32_t> prompt(64);
+    for (auto& t : prompt) t = static_cast<int32_t>(rng() % 4000);
+    v1::GenerateRequest request = client::MakeRequest(prompt, 1);
+    client::GenerationOutcome out;
+    if (i % 2 == 0) {
+      out = client::CallGenerate(router_channel, request, absl::Minutes(1));
+    } else {
+      v1::DecodeRequest d;
+      *d.mutable_request() = request;
+      out = client::CallDecode(decode_channel, d, absl::Minutes(1));
+    }
+    if (!out.status.ok() || out.token_times.empty()) {
+      return absl::InternalError(absl::StrCat("ttft request: ", out.status.error_message()));
+    }
+    (i % 2 == 0 ? ttft_router_ms : ttft_direct_ms)
+        .push_back(absl::ToDoubleMilliseconds(out.token_times[0] - out.start));
+  }
+  const double itl_router = Mean(through_router.itl_ms);
+  const double itl_direct = Mean(direct.itl_ms);
+  const double ttft_router = Median(ttft_router_ms);
+  const double ttft_direct = Median(ttft_direct_ms);
+  summary["relay_itl_ms_router"] = itl_router;
+  summary["relay_itl_ms_direct"] = itl_direct;
+  summary["relay_itl_overhead"] = itl_router / itl_direct - 1.0;
+  summary["relay_itl_p50_ms_router"] = Median(through_router.itl_ms);
+  summary["relay_itl_p50_ms_direct"] = Median(direct.itl_ms);
+  summary["relay_ttft_ms_router"] = ttft_router;
+  summary["relay_ttft_ms_direct"] = ttft_direct;
+  summary["relay_ttft_overhead_ms"] = ttft_router - ttft_direct;
+  table.AddRow({"ITL through the router (mean)", Fixed(itl_router, 3) + " ms", Fixed(itl_direct, 3) + " ms direct",
+                Fixed(itl_router / itl_direct, 3) + "x"});
+  table.AddRow({"TTFT through the router (median, one at a time)", Fixed(ttft_router, 2) + " ms",
+                Fixed(ttft_direct, 2) + " ms direct", Fixed(ttft_router / ttft_direct, 3) + "x"});
+  const double p99 = summary.value("decision_p99_us", 0.0);
+  const double overhead = summary["relay_itl_overhead"].get<double>();
+  summary["targets"] = {{"decision_p99_us_max", 50}, {"relay_itl_overhead_max", 0.03},
+                        {"decision_met", p99 > 0 && p99 <= 50}, {"relay_met", overhead <= 0.03}};
+  std::printf("pdserve-bench router\n%s", table.ToString().c_str());
+  std::printf("targets: decision p99 <= 50 us at 64 workers: %s; relay ITL overhead <= 3%%: %s (%.2f%%)\n",
+              p99 > 0 && p99 <= 50 ? "met" : "NOT met", overhead <= 0.03 ? "met" : "NOT met", 100 * overhead);
+  return WriteSummary(cfg.out_dir, summary);
+}
+
+}  // namespace pdserve::bench
