@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/decode/decode_bench.h"
 #include "bench/engine/engine_bench.h"
+#include "bench/interference/interference_bench.h"
 #include "bench/router/router_bench.h"
 #include "bench/transfer/transfer_bench.h"
 #include "bench/transfer/transfer_raw_bench.h"
@@ -20,7 +21,9 @@ ABSL_FLAG(int, prefill_repetitions, 3, "engine: repetitions per prefill length."
 ABSL_FLAG(std::vector<std::string>, transports, std::vector<std::string>({"shm", "tcp"}),
           "transfer-raw: UCX transports to measure (UCX_TLS values); transfer: the first is used.");
 ABSL_FLAG(bool, perftest, true, "transfer-raw: also run ucx_perftest as the baseline.");
-ABSL_FLAG(int, repetitions, 40, "transfer-raw: repetitions of the per-layer transfer.");
+ABSL_FLAG(int, repetitions, 0,
+          "Repetitions (0: the subcommand's default): transfer-raw per-layer transfers (40); interference "
+          "runs per configuration (3 quick, 5 full).");
 ABSL_FLAG(std::vector<std::string>, widths, std::vector<std::string>({"8", "64", "256"}),
           "decode: running-sequence counts for the overhead measurement.");
 ABSL_FLAG(int, steps, 20, "decode: measured steps per width.");
@@ -29,6 +32,13 @@ ABSL_FLAG(std::vector<std::string>, prompt_lengths, std::vector<std::string>({"5
 ABSL_FLAG(int, requests, 3,
           "transfer: requests per prompt length and mode (three times as many for P <= 1024, a third for P >= 8192).");
 ABSL_FLAG(int, decisions, 20000, "router: timed placement decisions per cluster size.");
+ABSL_FLAG(bool, full, false, "interference/serve: the full grid instead of the quick one.");
+ABSL_FLAG(std::vector<std::string>, d, {}, "interference: running decodes D to measure (overrides the grid).");
+ABSL_FLAG(std::vector<std::string>, p, {}, "interference: cold prefill lengths P (overrides the grid).");
+ABSL_FLAG(std::vector<std::string>, chunks, {}, "interference: chunk sizes (overrides the grid).");
+ABSL_FLAG(int, context_tokens, 512, "interference: warm context of the background decode streams.");
+ABSL_FLAG(std::vector<std::string>, cpus, {}, "interference: CPUs to pin the decode worker to.");
+ABSL_FLAG(double, transfer_cost_ms, 0, "interference: offload cost on the break-even plot (0: from the fit).");
 ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
 ABSL_FLAG(std::string, tls, "", "transfer-raw-sender (internal): UCX transports.");
 ABSL_FLAG(std::string, net_devices, "", "transfer-raw-sender (internal): UCX network devices.");
@@ -43,7 +53,22 @@ constexpr char kUsage[] =
     "  transfer      offloaded TTFT breakdown, layer-wise streaming vs bulk, through real workers\n"
     "  transfer-raw  KV-shaped UCX transfers (shm, TCP) vs ucx_perftest and memcpy\n"
     "  decode        scheduler host overhead per step; continuous serving vs a static batch\n"
-    "  router        placement decision latency by cluster size; relay overhead (ITL, TTFT) vs direct";
+    "  router        placement decision latency by cluster size; relay overhead (ITL, TTFT) vs direct\n"
+    "  interference  prefill/decode interference table, fitted cost_model.json, heatmap and break-even plots";
+
+// Parses a comma-separated list of non-negative integers given to `flag`.
+bool Ints(const char* flag, const std::vector<std::string>& values, std::vector<int>* out) {
+  out->clear();
+  for (const std::string& v : values) {
+    int n;
+    if (!absl::SimpleAtoi(v, &n) || n < 0) {
+      std::fprintf(stderr, "--%s: '%s' is not a non-negative integer\n", flag, v.c_str());
+      return false;
+    }
+    out->push_back(n);
+  }
+  return true;
+}
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
@@ -93,6 +118,36 @@ int main(int argc, char** argv) {
     const absl::Status status = pdserve::bench::RunDecodeBench(config);
     return status.ok() ? 0 : Fail(status);
   }
+  if (command == "interference") {
+    pdserve::bench::InterferenceBenchConfig config = absl::GetFlag(FLAGS_full)
+                                                         ? pdserve::bench::InterferenceBenchConfig::Full()
+                                                         : pdserve::bench::InterferenceBenchConfig::Quick();
+    config.out_dir = absl::GetFlag(FLAGS_out);
+    config.model_dir = absl::GetFlag(FLAGS_model);
+    std::vector<int> list;
+    if (!absl::GetFlag(FLAGS_d).empty()) {
+      if (!Ints("d", absl::GetFlag(FLAGS_d), &list)) return 2;
+      config.decode_counts = list;
+    }
+    if (!absl::GetFlag(FLAGS_p).empty()) {
+      if (!Ints("p", absl::GetFlag(FLAGS_p), &list)) return 2;
+      config.prefill_tokens = list;
+    }
+    if (!absl::GetFlag(FLAGS_chunks).empty()) {
+      if (!Ints("chunks", absl::GetFlag(FLAGS_chunks), &list)) return 2;
+      config.chunk_sizes = list;
+    }
+    if (!Ints("cpus", absl::GetFlag(FLAGS_cpus), &config.cpus)) return 2;
+    if (absl::GetFlag(FLAGS_repetitions) > 0) config.repetitions = absl::GetFlag(FLAGS_repetitions);
+    if (!absl::GetFlag(FLAGS_threads).empty()) {
+      if (!Ints("threads", absl::GetFlag(FLAGS_threads), &list)) return 2;
+      config.threads = list[0];
+    }
+    config.context_tokens = absl::GetFlag(FLAGS_context_tokens);
+    config.transfer_cost_ms = absl::GetFlag(FLAGS_transfer_cost_ms);
+    const absl::Status status = pdserve::bench::RunInterferenceBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
   if (command == "router") {
     pdserve::bench::RouterBenchConfig config;
     config.out_dir = absl::GetFlag(FLAGS_out);
@@ -133,7 +188,7 @@ int main(int argc, char** argv) {
     config.self_path = argv[0];
     config.transports = absl::GetFlag(FLAGS_transports);
     config.run_perftest = absl::GetFlag(FLAGS_perftest);
-    config.layer_repetitions = absl::GetFlag(FLAGS_repetitions);
+    if (absl::GetFlag(FLAGS_repetitions) > 0) config.layer_repetitions = absl::GetFlag(FLAGS_repetitions);
     const absl::Status status = pdserve::bench::RunTransferRawBench(config);
     return status.ok() ? 0 : Fail(status);
   }

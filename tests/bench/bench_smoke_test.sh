@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Smoke run of `pdserve-bench interference` on the tiny model (seconds): the outputs exist and
+# are well formed (per-run JSON, the CSV, a cost_model.json the router loads, summary keys,
+# the plots when gnuplot is installed), and a second run resumes instead of measuring again.
+set -euo pipefail
+bench=$1
+model=$2
+router=$3
+make_model=$4
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+if [[ ! -f "$model/config.json" ]]; then
+  "$make_model" --preset=tiny --out="$model" > /dev/null
+fi
+args=(interference --out="$out" --model="$model" --d=0,1 --p=48,96 --chunks=32 --repetitions=2
+      --context_tokens=32 --threads=1)
+"$bench" "${args[@]}" > "$out/stdout.txt" 2> "$out/stderr.txt" || { cat "$out/stderr.txt"; exit 1; }
+test "$(find "$out/results" -name '*.json' | wc -l)" -eq 8
+head -1 "$out/interference_table.csv" | grep -q '^chunk_size,decode_batch_size,new_prefill_tokens,'
+test "$(wc -l < "$out/interference_table.csv")" -eq 5
+for key in r2_heldout max_cv fit; do grep -q "\"$key\"" "$out/summary.json"; done
+grep -q '"per_prefill_token_ms"' "$out/cost_model.json"
+# The router refuses a malformed cost model, so starting it with this one checks it loads.
+"$router" --model="$model" --cost_model="$out/cost_model.json" --listen=127.0.0.1:0 --metrics_listen= \
+  --serving_info_path="$out/router.info" > "$out/router.log" 2>&1 &
+router_pid=$!
+for _ in $(seq 1 100); do [[ -s "$out/router.info" ]] && break; sleep 0.05; done
+kill "$router_pid"; wait "$router_pid" || true
+test -s "$out/router.info" || { cat "$out/router.log"; exit 1; }
+if command -v gnuplot > /dev/null; then
+  test -s "$out/heatmap.png"
+  test -s "$out/breakeven.png"
+fi
+# Resuming measures nothing again.
+"$bench" "${args[@]}" > /dev/null 2> "$out/stderr2.txt"
+grep -q "8 runs resumed" "$out/stderr2.txt" || { cat "$out/stderr2.txt"; exit 1; }
+echo "interference smoke: ok"

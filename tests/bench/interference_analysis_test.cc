@@ -1,0 +1,95 @@
+// The interference analysis on synthetic runs from a known step model: aggregation, the fit
+// recovering the coefficients (R^2 near 1 on held-out configurations), cost_model.json that
+// the router loads, and the CSV.
+#include "bench/interference/interference_analysis.h"
+
+#include <random>
+
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "router/cost_model.h"
+
+namespace pdserve::bench {
+namespace {
+
+// Runs as a decode worker with step = 2 + 0.5*D + 0.01*P + 1e-5*A ms would produce them.
+std::vector<InterferenceRun> Synthetic(double noise) {
+  auto step = [](double d, double p, double a) { return 2 + 0.5 * d + 0.01 * p + 1e-5 * a; };
+  std::mt19937 rng(3);
+  std::vector<InterferenceRun> runs;
+  for (int chunk : {256, 1024}) {
+    for (int d : {0, 1, 2, 4, 8}) {
+      for (int p : {256, 512, 1024, 2048}) {
+        for (int rep = 0; rep < 3; ++rep) {
+          const double jitter = 1 + noise * ((rng() % 1000) / 500.0 - 1);
+          InterferenceRun r;
+          r.chunk = chunk;
+          r.decode = d;
+          r.prefill_tokens = p;
+          r.repetition = rep;
+          const int c = chunk - d;
+          r.chunks_actual = r.chunks_expected = (p + c - 1) / c;
+          r.decode_context = 600;
+          const double a_dec = d * 600.0;
+          const double a_chunk = double(p) * (p + 1) / 2 / r.chunks_actual;
+          r.tpot_baseline_p50_ms = step(d, 0, a_dec) * jitter;
+          r.tpot_baseline_p90_ms = r.tpot_baseline_p99_ms = r.tpot_baseline_p50_ms;
+          const double mixed = step(d, double(p) / r.chunks_actual, a_dec + a_chunk) * jitter;
+          r.tpot_during_p50_ms = r.tpot_during_p90_ms = d > 0 ? mixed : 0;
+          r.tpot_after_p50_ms = r.tpot_baseline_p50_ms;
+          r.prefill_duration_ms = mixed * r.chunks_actual;
+          runs.push_back(r);
+        }
+      }
+    }
+  }
+  return runs;
+}
+
+TEST(InterferenceAnalysisTest, RunRecordsRoundTrip) {
+  const InterferenceRun r = Synthetic(0)[45];
+  auto back = InterferenceRun::FromJson(r.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ToJson(), r.ToJson());
+  EXPECT_FALSE(InterferenceRun::FromJson(nlohmann::json{{"config", 1}}).ok());
+}
+
+TEST(InterferenceAnalysisTest, FitRecoversTheStepModelAndPredictsHeldOutConfigurations) {
+  const auto configs = Aggregate(Synthetic(0.03));
+  ASSERT_EQ(configs.size(), 2u * 5 * 4);
+  for (const auto& c : configs) {
+    EXPECT_EQ(c.repetitions, 3);
+    EXPECT_LT(c.cv, 0.05);
+    if (c.decode > 0) {
+      EXPECT_GT(c.penalty_ratio, 1.0);
+    }
+  }
+  auto fit = FitStepModel(configs);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->per_decode_ms, 0.5, 0.05);
+  EXPECT_NEAR(fit->per_prefill_token_ms, 0.01, 0.002);
+  EXPECT_NEAR(fit->per_attention_ms, 1e-5, 2e-6);
+  EXPECT_GT(fit->heldout_configs, 3);
+  EXPECT_GT(fit->r2_heldout, 0.95);
+  // What the router loads.
+  const nlohmann::json j = CostModelJson(*fit, {{"source", "test"}});
+  auto params = router::ParseCostModel(j.dump());
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_NEAR(params->step_per_prefill_token_ms, fit->per_prefill_token_ms, 1e-12);
+  // Too little data is an error, not a fit.
+  EXPECT_FALSE(FitStepModel({configs[0]}).ok());
+}
+
+TEST(InterferenceAnalysisTest, CsvHasAHeaderAndOneRowPerConfiguration) {
+  const auto configs = Aggregate(Synthetic(0));
+  const std::string csv = InterferenceCsv(configs);
+  const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), configs.size() + 1);
+  EXPECT_EQ(lines[0].substr(0, 41), "chunk_size,decode_batch_size,new_prefill_");
+  for (const std::string& line : lines) {
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 13) << line;
+  }
+}
+
+}  // namespace
+}  // namespace pdserve::bench
