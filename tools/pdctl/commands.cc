@@ -16,75 +16,12 @@
 #include "pdserve/v1/registry.grpc.pb.h"
 #include "proto/bridge/request_bridge.h"
 #include "tools/client/generation_client.h"
-#include "tools/make_model/model_maker.h"
 #include "tools/pdctl/cluster_config.h"
+#include "tools/pdctl/cluster_launcher.h"
 #include "tools/pdctl/cluster_state.h"
 
 namespace pdserve::pdctl {
 namespace {
-
-struct Started {
-  std::unique_ptr<ChildProcess> child;
-  ProcessState state;
-};
-
-absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& spec, const std::string& role,
-                                     const std::string& binary, std::vector<std::string> args) {
-  for (const std::string& f : spec.flags) args.push_back(f);
-  ChildOptions options;
-  options.binary = binary;
-  options.args = std::move(args);
-  options.run_dir = c.run_dir;
-  options.name = spec.name;
-  options.detached = true;
-  options.cpus = spec.cpus;
-  options.startup_timeout = c.startup_timeout;
-  auto child = ChildProcess::Start(options);
-  if (!child.ok()) return absl::UnavailableError(absl::StrCat(spec.name, ": ", child.status().message()));
-  if (absl::Status s = (*child)->WaitHealthy(c.startup_timeout); !s.ok()) {
-    return absl::UnavailableError(absl::StrCat(spec.name, " did not become healthy: ", s.message(), "\nlog (",
-                                               (*child)->log_path(), "):\n", (*child)->Log()));
-  }
-  Started out;
-  out.state.name = spec.name;
-  out.state.role = role;
-  out.state.binary = binary;
-  out.state.pid = (*child)->pid();
-  out.state.grpc = (*child)->grpc_address();
-  out.state.metrics = (*child)->metrics_address();
-  out.state.log = (*child)->log_path();
-  out.child = *std::move(child);
-  return out;
-}
-
-absl::StatusOr<v1::ClusterStatus> ClusterStatusOf(const std::string& router, int decisions) {
-  auto stub = v1::Registry::NewStub(client::MakeChannel(router));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  v1::ClusterStatusRequest request;
-  request.set_max_decisions(static_cast<uint32_t>(decisions));
-  v1::ClusterStatus status;
-  const grpc::Status s = stub->GetClusterStatus(&ctx, request, &status);
-  if (!s.ok()) return absl::UnavailableError(absl::StrCat("router ", router, ": ", s.error_message()));
-  return status;
-}
-
-absl::Status WaitForRegistrations(const std::string& router, size_t workers, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    auto status = ClusterStatusOf(router, 0);
-    if (status.ok()) {
-      size_t reported = 0;
-      for (const v1::WorkerStatus& w : status->workers()) reported += w.load().sequence() > 0 ? 1 : 0;
-      if (reported == workers) return absl::OkStatus();
-    }
-    if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("not every worker registered with the router within ",
-                                                      absl::FormatDuration(timeout)));
-    }
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-}
 
 std::string RouterOf(const std::string& run_dir, const std::string& override_address) {
   if (!override_address.empty()) return override_address;
@@ -111,55 +48,21 @@ absl::Status Up(const std::string& config_path, std::ostream& out) {
       }
     }
   }
-  if (!std::filesystem::exists(c.model_dir + "/config.json")) {
-    if (c.model_preset.empty()) {
-      return absl::NotFoundError(absl::StrCat(config_path, ": model.dir: ", c.model_dir,
-                                              " has no config.json and no model.preset is given to make one"));
-    }
+  if (!std::filesystem::exists(c.model_dir + "/config.json") && !c.model_preset.empty()) {
     out << "making the " << c.model_preset << " model in " << c.model_dir << " (first use)..." << std::endl;
-    auto spec = tools::ModelSpec::Preset(c.model_preset);
-    if (!spec.ok()) return spec.status();
-    if (absl::Status s = tools::EnsureModel(*spec, c.model_dir); !s.ok()) return s;
   }
-  std::vector<Started> started;
-  std::vector<std::string> router_args = {"--model=" + c.model_dir, "--listen=" + c.router_listen,
-                                          "--metrics_listen=" + c.router_metrics_listen, "--policy=" + c.policy};
-  if (!c.cost_model.empty()) router_args.push_back("--cost_model=" + c.cost_model);
-  auto router = StartProcess(c, c.router, "router", "pdserve-router", router_args);
-  if (!router.ok()) return router.status();
-  const std::string router_address = router->state.grpc;
-  started.push_back(*std::move(router));
-  auto worker_args = [&](const ProcessSpec& p) {
-    return std::vector<std::string>{"--model=" + c.model_dir, "--router=" + router_address, "--worker_id=" + p.name,
-                                    absl::StrCat("--threads=", p.threads), "--ucx_transports=" + c.ucx_transports};
-  };
-  for (const ProcessSpec& p : c.prefill) {
-    auto w = StartProcess(c, p, "prefill", "pdserve-prefill", worker_args(p));
-    if (!w.ok()) return w.status();  // Already started processes stop with their handles.
-    started.push_back(*std::move(w));
-  }
-  for (const ProcessSpec& p : c.decode) {
-    auto w = StartProcess(c, p, "decode", "pdserve-decode", worker_args(p));
-    if (!w.ok()) return w.status();
-    started.push_back(*std::move(w));
-  }
-  if (absl::Status s = WaitForRegistrations(router_address, c.prefill.size() + c.decode.size(), c.startup_timeout);
-      !s.ok()) {
-    return s;
-  }
-  ClusterState state;
-  state.router = router_address;
-  state.router_metrics = started[0].state.metrics;
-  for (Started& s : started) state.processes.push_back(s.state);
-  if (absl::Status s = state.Write(state_path); !s.ok()) return s;
-  for (Started& s : started) s.child->Release();  // They outlive pdctl now.
+  if (absl::Status s = EnsureClusterModel(c, config_path); !s.ok()) return s;
+  auto cluster = LaunchCluster(c, /*detached=*/true);
+  if (!cluster.ok()) return cluster.status();
+  if (absl::Status s = cluster->state.Write(state_path); !s.ok()) return s;
+  cluster->Release();  // They outlive pdctl now.
 
   Table table({"process", "pid", "grpc", "metrics", "log"});
-  for (const ProcessState& p : state.processes) {
+  for (const ProcessState& p : cluster->state.processes) {
     table.AddRow({p.name, absl::StrCat(p.pid), p.grpc, "http://" + p.metrics + "/metrics", p.log});
   }
   out << "cluster up (policy " << c.policy << ", model " << c.model_dir << ")\n"
-      << table.ToString() << "clients: " << router_address << " (pdserve.v1.Generation)\n"
+      << table.ToString() << "clients: " << cluster->state.router << " (pdserve.v1.Generation)\n"
       << "state: " << state_path << "\n";
   return absl::OkStatus();
 }
@@ -167,7 +70,7 @@ absl::Status Up(const std::string& config_path, std::ostream& out) {
 absl::Status Status(const std::string& run_dir, const std::string& router_override, int decisions, std::ostream& out) {
   const std::string router = RouterOf(run_dir, router_override);
   if (router.empty()) return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
-  auto status = ClusterStatusOf(router, decisions);
+  auto status = FetchClusterStatus(router, decisions);
   if (!status.ok()) return status.status();
   out << "router " << router << ": policy " << status->policy() << ", " << status->in_flight()
       << " requests in flight\n\n";

@@ -1,0 +1,133 @@
+#include "tools/pdctl/cluster_launcher.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "pdserve/v1/registry.grpc.pb.h"
+#include "tools/client/generation_client.h"
+#include "tools/make_model/model_maker.h"
+
+namespace pdserve::pdctl {
+namespace {
+
+struct Started {
+  std::unique_ptr<ChildProcess> child;
+  ProcessState state;
+};
+
+absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& spec, const std::string& role,
+                                     const std::string& binary, std::vector<std::string> args, bool detached) {
+  for (const std::string& f : spec.flags) args.push_back(f);
+  ChildOptions options;
+  options.binary = binary;
+  options.args = std::move(args);
+  options.run_dir = c.run_dir;
+  options.name = spec.name;
+  options.detached = detached;
+  options.cpus = spec.cpus;
+  options.startup_timeout = c.startup_timeout;
+  auto child = ChildProcess::Start(options);
+  if (!child.ok()) return absl::UnavailableError(absl::StrCat(spec.name, ": ", child.status().message()));
+  if (absl::Status s = (*child)->WaitHealthy(c.startup_timeout); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat(spec.name, " did not become healthy: ", s.message(), "\nlog (",
+                                               (*child)->log_path(), "):\n", (*child)->Log()));
+  }
+  Started out;
+  out.state.name = spec.name;
+  out.state.role = role;
+  out.state.binary = binary;
+  out.state.pid = (*child)->pid();
+  out.state.grpc = (*child)->grpc_address();
+  out.state.metrics = (*child)->metrics_address();
+  out.state.log = (*child)->log_path();
+  out.child = *std::move(child);
+  return out;
+}
+
+absl::Status WaitForRegistrations(const std::string& router, size_t workers, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    auto status = FetchClusterStatus(router, 1);
+    if (status.ok()) {
+      size_t reported = 0;
+      for (const v1::WorkerStatus& w : status->workers()) reported += w.load().sequence() > 0 ? 1 : 0;
+      if (reported == workers) return absl::OkStatus();
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("not every worker registered with the router within ",
+                                                      absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, int decisions) {
+  auto stub = v1::Registry::NewStub(client::MakeChannel(router));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::ClusterStatusRequest request;
+  request.set_max_decisions(static_cast<uint32_t>(decisions));
+  v1::ClusterStatus status;
+  const grpc::Status s = stub->GetClusterStatus(&ctx, request, &status);
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat("router ", router, ": ", s.error_message()));
+  return status;
+}
+
+void LaunchedCluster::Release() {
+  for (auto& child : children) child->Release();
+}
+
+absl::Status EnsureClusterModel(const ClusterConfig& c, const std::string& config_name) {
+  if (std::filesystem::exists(c.model_dir + "/config.json")) return absl::OkStatus();
+  if (c.model_preset.empty()) {
+    return absl::NotFoundError(absl::StrCat(config_name, ": model.dir: ", c.model_dir,
+                                            " has no config.json and no model.preset is given to make one"));
+  }
+  auto spec = tools::ModelSpec::Preset(c.model_preset);
+  if (!spec.ok()) return spec.status();
+  return tools::EnsureModel(*spec, c.model_dir);
+}
+
+absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detached) {
+  LaunchedCluster cluster;
+  std::vector<std::string> router_args = {"--model=" + c.model_dir, "--listen=" + c.router_listen,
+                                          "--metrics_listen=" + c.router_metrics_listen, "--policy=" + c.policy};
+  if (!c.cost_model.empty()) router_args.push_back("--cost_model=" + c.cost_model);
+  auto add = [&](absl::StatusOr<Started> s) -> absl::Status {
+    if (!s.ok()) return s.status();  // Processes already started stop with their handles.
+    cluster.state.processes.push_back(s->state);
+    cluster.children.push_back(std::move(s->child));
+    return absl::OkStatus();
+  };
+  if (absl::Status s = add(StartProcess(c, c.router, "router", "pdserve-router", router_args, detached)); !s.ok()) {
+    return s;
+  }
+  cluster.state.router = cluster.state.processes[0].grpc;
+  cluster.state.router_metrics = cluster.state.processes[0].metrics;
+  auto worker_args = [&](const ProcessSpec& p) {
+    return std::vector<std::string>{"--model=" + c.model_dir, "--router=" + cluster.state.router,
+                                    "--worker_id=" + p.name, absl::StrCat("--threads=", p.threads),
+                                    "--ucx_transports=" + c.ucx_transports};
+  };
+  for (const ProcessSpec& p : c.prefill) {
+    if (absl::Status s = add(StartProcess(c, p, "prefill", "pdserve-prefill", worker_args(p), detached)); !s.ok()) {
+      return s;
+    }
+  }
+  for (const ProcessSpec& p : c.decode) {
+    if (absl::Status s = add(StartProcess(c, p, "decode", "pdserve-decode", worker_args(p), detached)); !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = WaitForRegistrations(cluster.state.router, c.prefill.size() + c.decode.size(),
+                                            c.startup_timeout);
+      !s.ok()) {
+    return s;
+  }
+  return cluster;
+}
+
+}  // namespace pdserve::pdctl

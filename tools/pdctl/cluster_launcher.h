@@ -1,0 +1,40 @@
+// Starts the processes of a cluster described by a ClusterConfig: the router, then the
+// prefill and decode workers registered with it, each healthy before the next starts, and
+// returns once every worker has registered and reported. Used by `pdctl up` (detached
+// processes that outlive it) and by benchmarks (children that stop with the handle).
+// Thread-safety: use from one thread.
+#ifndef PDSERVE_TOOLS_PDCTL_CLUSTER_LAUNCHER_H_
+#define PDSERVE_TOOLS_PDCTL_CLUSTER_LAUNCHER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/child_process.h"
+#include "pdserve/v1/registry.pb.h"
+#include "tools/pdctl/cluster_config.h"
+#include "tools/pdctl/cluster_state.h"
+
+namespace pdserve::pdctl {
+
+struct LaunchedCluster {
+  std::vector<std::unique_ptr<ChildProcess>> children;  // Router first.
+  ClusterState state;
+  // Lets every process outlive this handle (pdctl up).
+  void Release();
+};
+
+// The router's view of the cluster (Registry.GetClusterStatus), with `decisions` recent
+// placement decisions.
+absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, int decisions);
+
+// Makes the model if the config says how (model.preset) and it is missing.
+absl::Status EnsureClusterModel(const ClusterConfig& config, const std::string& config_name);
+// UNAVAILABLE with the failing process's log when one does not come up; processes already
+// started are stopped.
+absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& config, bool detached);
+
+}  // namespace pdserve::pdctl
+
+#endif  // PDSERVE_TOOLS_PDCTL_CLUSTER_LAUNCHER_H_
