@@ -9,6 +9,7 @@
 #include "bench/engine/engine_bench.h"
 #include "bench/interference/interference_bench.h"
 #include "bench/router/router_bench.h"
+#include "bench/serve/serve_bench.h"
 #include "bench/transfer/transfer_bench.h"
 #include "bench/transfer/transfer_raw_bench.h"
 #include "common/flags.h"
@@ -39,6 +40,11 @@ ABSL_FLAG(std::vector<std::string>, chunks, {}, "interference: chunk sizes (over
 ABSL_FLAG(int, context_tokens, 512, "interference: warm context of the background decode streams.");
 ABSL_FLAG(std::vector<std::string>, cpus, {}, "interference: CPUs to pin the decode worker to.");
 ABSL_FLAG(double, transfer_cost_ms, 0, "interference: offload cost on the break-even plot (0: from the fit).");
+ABSL_FLAG(std::vector<std::string>, policies, {}, "serve: placement policies to compare (default all four).");
+ABSL_FLAG(std::vector<std::string>, mixes, {}, "serve: workload mixes (default chat,documents,mixed).");
+ABSL_FLAG(std::vector<std::string>, rates, {},
+          "serve: request rates as multiples of the mix's unloaded capacity (default 0.5,1,2,3,4,6,8).");
+ABSL_FLAG(int, requests_per_rate, 0, "serve: requests per rate point (0: 40 quick, 150 full).");
 ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
 ABSL_FLAG(std::string, tls, "", "transfer-raw-sender (internal): UCX transports.");
 ABSL_FLAG(std::string, net_devices, "", "transfer-raw-sender (internal): UCX network devices.");
@@ -54,7 +60,8 @@ constexpr char kUsage[] =
     "  transfer-raw  KV-shaped UCX transfers (shm, TCP) vs ucx_perftest and memcpy\n"
     "  decode        scheduler host overhead per step; continuous serving vs a static batch\n"
     "  router        placement decision latency by cluster size; relay overhead (ITL, TTFT) vs direct\n"
-    "  interference  prefill/decode interference table, fitted cost_model.json, heatmap and break-even plots";
+    "  interference  prefill/decode interference table, fitted cost_model.json, heatmap and break-even plots\n"
+    "  serve         Poisson load per placement policy and mix: SLO attainment, goodput, latency percentiles";
 
 // Parses a comma-separated list of non-negative integers given to `flag`.
 bool Ints(const char* flag, const std::vector<std::string>& values, std::vector<int>* out) {
@@ -116,6 +123,29 @@ int main(int argc, char** argv) {
       config.widths.push_back(n);
     }
     const absl::Status status = pdserve::bench::RunDecodeBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "serve") {
+    pdserve::bench::ServeBenchConfig config = absl::GetFlag(FLAGS_full) ? pdserve::bench::ServeBenchConfig::Full()
+                                                                        : pdserve::bench::ServeBenchConfig::Quick();
+    config.out_dir = absl::GetFlag(FLAGS_out);
+    config.model_dir = absl::GetFlag(FLAGS_model);
+    if (!absl::GetFlag(FLAGS_policies).empty()) config.policies = absl::GetFlag(FLAGS_policies);
+    if (!absl::GetFlag(FLAGS_mixes).empty()) config.mixes = absl::GetFlag(FLAGS_mixes);
+    if (!absl::GetFlag(FLAGS_rates).empty()) {
+      config.rate_multipliers.clear();
+      for (const std::string& r : absl::GetFlag(FLAGS_rates)) {
+        double v;
+        if (!absl::SimpleAtod(r, &v) || v <= 0) {
+          std::fprintf(stderr, "--rates: '%s' is not a positive number\n", r.c_str());
+          return 2;
+        }
+        config.rate_multipliers.push_back(v);
+      }
+    }
+    if (absl::GetFlag(FLAGS_requests_per_rate) > 0) config.requests_per_rate = absl::GetFlag(FLAGS_requests_per_rate);
+    if (!absl::GetFlag(FLAGS_cpus).empty() && !Ints("cpus", absl::GetFlag(FLAGS_cpus), &config.cpus)) return 2;
+    const absl::Status status = pdserve::bench::RunServeBench(config);
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "interference") {

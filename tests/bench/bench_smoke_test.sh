@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke run of `pdserve-bench interference` on the tiny model (seconds): the outputs exist and
+# Smoke runs of `pdserve-bench interference` and `serve` on the tiny model (seconds): the outputs exist and
 # are well formed (per-run JSON, the CSV, a cost_model.json the router loads, summary keys,
 # the plots when gnuplot is installed), and a second run resumes instead of measuring again.
 set -euo pipefail
@@ -35,3 +35,21 @@ fi
 "$bench" "${args[@]}" > /dev/null 2> "$out/stderr2.txt"
 grep -q "8 runs resumed" "$out/stderr2.txt" || { cat "$out/stderr2.txt"; exit 1; }
 echo "interference smoke: ok"
+
+# Smoke run of `pdserve-bench serve`: one mix, two policies, one rate, a few requests.
+serve=(serve --out="$out/serve" --model="$model" --mixes=mixed --policies=always_local,cost_model --rates=1
+       --requests_per_rate=6)
+"$bench" "${serve[@]}" > "$out/serve.txt" 2> "$out/serve.err" || { cat "$out/serve.err"; exit 1; }
+for key in goodput_cost_model_over_best_fixed tpot_p90_inflation_cost_model tpot_p90_inflation_always_local \
+           loadgen_cpu_share slo_ttft_ms; do
+  grep -q "\"$key\"" "$out/serve/summary.json" || { echo "summary.json lacks $key"; exit 1; }
+done
+test -s "$out/serve/runs/mixed/unloaded.json"
+test -s "$out/serve/runs/mixed/always_local/rate_0.json"
+test -s "$out/serve/runs/mixed/cost_model/rate_0.json"
+grep -q '"attainment"' "$out/serve/runs/mixed/cost_model/rate_0.json"
+if command -v gnuplot > /dev/null; then test -s "$out/serve/mixed.png"; fi
+# Resuming starts no cluster.
+"$bench" "${serve[@]}" > /dev/null 2> "$out/serve2.err"
+if grep -q "starting the" "$out/serve2.err"; then cat "$out/serve2.err"; exit 1; fi
+echo "serve smoke: ok"

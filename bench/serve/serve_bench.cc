@@ -1,0 +1,465 @@
+#include "bench/serve/serve_bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "bench/common/report.h"
+#include "bench/common/subprocess.h"
+#include "bench/serve/workload.h"
+#include "common/status_macros.h"
+#include "engine/model_config.h"
+#include "tools/client/generation_client.h"
+#include "tools/make_model/model_maker.h"
+#include "tools/pdctl/cluster_launcher.h"
+
+namespace pdserve::bench {
+namespace {
+
+struct RequestResult {
+  bool ok = false;
+  std::string error;
+  std::string kind;
+  double ttft_ms = 0;
+  double tpot_ms = 0;  // Mean time per output token after the first.
+  std::vector<double> itl_ms;
+  double e2e_ms = 0;
+  bool offloaded = false;
+  std::vector<int32_t> prompt;  // As sent.
+  std::vector<int32_t> output;
+};
+
+RequestResult Send(const std::shared_ptr<grpc::Channel>& channel, std::vector<int32_t> prompt, int max_tokens,
+                   const std::string& kind) {
+  v1::GenerateRequest request = client::MakeRequest(prompt, max_tokens);
+  request.mutable_sampling()->set_ignore_eos(true);
+  const client::GenerationOutcome out = client::CallGenerate(channel, request, absl::Minutes(5));
+  RequestResult r;
+  r.kind = kind;
+  r.prompt = std::move(prompt);
+  if (!out.status.ok() || out.token_times.empty()) {
+    r.error = out.status.ok() ? "no tokens" : out.status.error_message();
+    return r;
+  }
+  r.ok = true;
+  r.output = out.tokens;
+  r.ttft_ms = absl::ToDoubleMilliseconds(out.token_times[0] - out.start);
+  r.e2e_ms = absl::ToDoubleMilliseconds(out.token_times.back() - out.start);
+  for (size_t i = 1; i < out.token_times.size(); ++i) {
+    const double gap = absl::ToDoubleMilliseconds(out.token_times[i] - out.token_times[i - 1]);
+    for (int t = 0; t < out.tokens_per_message[i]; ++t) r.itl_ms.push_back(gap / out.tokens_per_message[i]);
+  }
+  if (out.tokens.size() > 1) {
+    r.tpot_ms = absl::ToDoubleMilliseconds(out.token_times.back() - out.token_times[0]) / (out.tokens.size() - 1);
+  }
+  r.offloaded = out.result.placement().mode() == v1::PLACEMENT_MODE_OFFLOAD && !out.result.placement().fell_back_to_local();
+  return r;
+}
+
+// Sends `workload` at its arrival times (one thread per request in flight); a follow-up waits
+// for the turn it continues and sends that turn's prompt + output + its new question.
+std::vector<RequestResult> RunLoad(const std::shared_ptr<grpc::Channel>& channel,
+                                   const std::vector<WorkloadRequest>& workload, bool sequential) {
+  std::vector<RequestResult> results(workload.size());
+  std::vector<std::unique_ptr<absl::Notification>> done;
+  for (size_t i = 0; i < workload.size(); ++i) done.push_back(std::make_unique<absl::Notification>());
+  auto run_one = [&](size_t i) {
+    const WorkloadRequest& w = workload[i];
+    std::vector<int32_t> prompt;
+    if (w.follow_up_of >= 0) {
+      done[w.follow_up_of]->WaitForNotificationWithTimeout(absl::Minutes(5));
+      const RequestResult& earlier = results[w.follow_up_of];
+      prompt = earlier.prompt;
+      prompt.insert(prompt.end(), earlier.output.begin(), earlier.output.end());
+    }
+    prompt.insert(prompt.end(), w.prompt.begin(), w.prompt.end());
+    results[i] = Send(channel, std::move(prompt), w.max_tokens, w.kind);
+    done[i]->Notify();
+  };
+  if (sequential) {
+    for (size_t i = 0; i < workload.size(); ++i) run_one(i);
+    return results;
+  }
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  for (size_t i = 0; i < workload.size(); ++i) {
+    const absl::Duration wait = start + absl::Seconds(workload[i].arrival_s) - absl::Now();
+    if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
+    threads.emplace_back(run_one, i);
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+struct Slo {
+  double ttft_ms = 0;
+  double tpot_ms = 0;
+  double e2e_ms = 0;  // Unloaded median, for the rate scale.
+};
+
+nlohmann::json Percentiles(std::vector<double> v) {
+  if (v.empty()) return {{"p50", 0}, {"p90", 0}, {"p99", 0}};
+  return {{"p50", Percentile(v, 50)}, {"p90", Percentile(v, 90)}, {"p99", Percentile(v, 99)}};
+}
+
+nlohmann::json RatePoint(const std::vector<RequestResult>& results, const Slo& slo, double rate) {
+  std::vector<double> ttft, tpot, itl, e2e;
+  int ok = 0, attained = 0, errors = 0, offloaded = 0;
+  for (const RequestResult& r : results) {
+    if (!r.ok) {
+      ++errors;
+      continue;
+    }
+    ++ok;
+    ttft.push_back(r.ttft_ms);
+    if (r.tpot_ms > 0) tpot.push_back(r.tpot_ms);
+    itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
+    e2e.push_back(r.e2e_ms);
+    offloaded += r.offloaded ? 1 : 0;
+    if (r.ttft_ms <= slo.ttft_ms && r.tpot_ms <= slo.tpot_ms) ++attained;
+  }
+  return {{"rate", rate},
+          {"requests", results.size()},
+          {"errors", errors},
+          {"offloaded", offloaded},
+          {"attainment", results.empty() ? 0.0 : double(attained) / results.size()},
+          {"ttft_ms", Percentiles(ttft)},
+          {"tpot_ms", Percentiles(tpot)},
+          {"itl_ms", Percentiles(itl)},
+          {"e2e_ms", Percentiles(e2e)}};
+}
+
+// Highest rate with >= 90 % attainment, interpolated to the first rate below it.
+double Goodput(const std::vector<nlohmann::json>& points) {
+  double best = 0;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const double a = points[i]["attainment"].get<double>();
+    if (a < 0.9) continue;
+    double g = points[i]["rate"].get<double>();
+    if (i + 1 < points.size()) {
+      const double b = points[i + 1]["attainment"].get<double>();
+      if (b < 0.9) g += (a - 0.9) / std::max(1e-9, a - b) * (points[i + 1]["rate"].get<double>() - g);
+    }
+    best = std::max(best, g);
+  }
+  return best;
+}
+
+pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& dir, const std::string& policy) {
+  pdctl::ClusterConfig c;
+  c.run_dir = absl::StrCat(cfg.out_dir, "/cluster/", policy);
+  c.model_dir = dir;
+  c.router_listen = "127.0.0.1:0";
+  c.router_metrics_listen = "127.0.0.1:0";
+  c.policy = policy;
+  c.router.name = "router";
+  c.router.flags = {absl::StrCat("--length_threshold=", cfg.length_threshold), "--log_level=warning"};
+  auto worker = [&](const std::string& name, int cpu_index) {
+    pdctl::ProcessSpec p;
+    p.name = name;
+    p.threads = 1;
+    if (!cfg.cpus.empty()) p.cpus = {cfg.cpus[cpu_index % cfg.cpus.size()]};
+    p.flags = {"--log_level=warning"};
+    return p;
+  };
+  if (policy == "always_local") {
+    c.decode = {worker("decode-0", 0), worker("decode-1", 1)};
+  } else {
+    c.decode = {worker("decode-0", 0)};
+    c.prefill = {worker("prefill-0", 1)};
+  }
+  return c;
+}
+
+// The worst running stream's TPOT p90 while a 2048-token cold prefill runs, over its p90 just
+// before.
+absl::StatusOr<double> TpotInflationProbe(const std::shared_ptr<grpc::Channel>& channel, int vocab, int max_context) {
+  struct Stream {
+    client::CallHandle handle;
+    absl::Mutex mu;
+    std::vector<absl::Time> times ABSL_GUARDED_BY(mu);
+    std::thread thread;
+  };
+  constexpr int kStreams = 2;
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    auto s = std::make_unique<Stream>();
+    Stream* raw = s.get();
+    std::vector<int32_t> prompt(64);
+    for (int k = 0; k < 64; ++k) prompt[k] = (k * 131 + i * 17) % vocab;
+    const int max_tokens = std::min(4000, max_context - 64 - 2);
+    raw->thread = std::thread([raw, channel, prompt, max_tokens] {
+      // Long enough to outlast the probe on a fast model; cancelled at its end.
+      v1::GenerateRequest r = client::MakeRequest(prompt, max_tokens);
+      r.mutable_sampling()->set_ignore_eos(true);
+      client::CallGenerate(
+          channel, r, absl::Minutes(5),
+          [raw](const v1::GenerateResponse& m) {
+            absl::MutexLock lock(&raw->mu);
+            for (int t = 0; t < m.token_ids_size(); ++t) raw->times.push_back(absl::Now());
+          },
+          &raw->handle);
+    });
+    streams.push_back(std::move(s));
+  }
+  auto stop = [&] {
+    for (auto& s : streams) {
+      s->handle.Cancel();
+      s->thread.join();
+    }
+  };
+  // Steady: every stream 32 tokens in, then one more second of baseline.
+  const absl::Time deadline = absl::Now() + absl::Minutes(1);
+  while (true) {
+    bool ready = true;
+    for (auto& s : streams) {
+      absl::MutexLock lock(&s->mu);
+      ready &= s->times.size() >= 32;
+    }
+    if (ready) break;
+    if (absl::Now() > deadline) {
+      stop();
+      return absl::DeadlineExceededError("probe streams never started");
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  absl::SleepFor(absl::Seconds(1));
+  std::vector<int32_t> cold(2048);
+  for (int k = 0; k < 2048; ++k) cold[k] = static_cast<int32_t>((k * 7919 + 13) % vocab);
+  const absl::Time inject = absl::Now();
+  const RequestResult injected = Send(channel, cold, 4, "probe");
+  const absl::Time end = inject + absl::Milliseconds(injected.ttft_ms);
+  stop();
+  if (!injected.ok) return absl::InternalError(absl::StrCat("probe prefill: ", injected.error));
+  double worst = 0;
+  for (auto& s : streams) {
+    absl::MutexLock lock(&s->mu);
+    std::vector<double> before, during;
+    for (size_t i = 1; i < s->times.size(); ++i) {
+      const double gap = absl::ToDoubleMilliseconds(s->times[i] - s->times[i - 1]);
+      if (s->times[i] > inject && s->times[i] <= end) during.push_back(gap);
+      if (s->times[i] <= inject && s->times[i] > inject - absl::Seconds(1)) before.push_back(gap);
+    }
+    // A stream that emitted nothing during the prefill waited all of it for its next token.
+    if (during.empty()) {
+      for (size_t i = 1; i < s->times.size(); ++i) {
+        if (s->times[i] > inject) {
+          during.push_back(absl::ToDoubleMilliseconds(s->times[i] - s->times[i - 1]));
+          break;
+        }
+      }
+    }
+    if (before.empty() || during.empty()) continue;
+    worst = std::max(worst, Percentile(during, 90) / Percentile(before, 90));
+  }
+  return worst;
+}
+
+absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) return absl::DataLossError(path);
+  return j;
+}
+
+double CpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+}
+
+absl::Status Plot(const ServeBenchConfig& cfg, const std::map<std::string, std::map<std::string, std::vector<nlohmann::json>>>& points) {
+  std::string script = "set terminal pngcairo size 1100,450 noenhanced\nset key bottom left\nset grid\n";
+  for (const auto& [mix, by_policy] : points) {
+    std::ofstream data(absl::StrCat(cfg.out_dir, "/", mix, ".dat"));
+    std::vector<std::string> plots_att, plots_ttft;
+    int index = 0;
+    for (const auto& [policy, pts] : by_policy) {
+      data << "\"" << policy << "\"\n";
+      for (const auto& p : pts) {
+        data << p["rate"].get<double>() << " " << p["attainment"].get<double>() << " "
+             << p["ttft_ms"]["p90"].get<double>() << " " << p["tpot_ms"]["p90"].get<double>() << "\n";
+      }
+      data << "\n\n";
+      plots_att.push_back(absl::StrCat("'", cfg.out_dir, "/", mix, ".dat' index ", index,
+                                       " using 1:2 with linespoints title columnheader(1)"));
+      plots_ttft.push_back(absl::StrCat("'", cfg.out_dir, "/", mix, ".dat' index ", index,
+                                        " using 1:3 with linespoints title columnheader(1)"));
+      ++index;
+    }
+    absl::StrAppend(&script, "set output '", cfg.out_dir, "/", mix, ".png'\nset multiplot layout 1,2 title '", mix,
+                    " mix'\n", "set xlabel 'request rate (1/s)'\nset ylabel 'SLO attainment'\nset yrange [0:1.05]\n",
+                    "plot ", absl::StrJoin(plots_att, ", "), ", 0.9 with lines dashtype 2 title '90 %'\n",
+                    "set ylabel 'TTFT p90 (ms)'\nset autoscale y\nset logscale y\nplot ",
+                    absl::StrJoin(plots_ttft, ", "), "\nunset logscale y\nunset multiplot\n");
+  }
+  {
+    std::ofstream out(cfg.out_dir + "/plots.gnuplot");
+    out << script;
+  }
+  auto run = RunCommand({"gnuplot", cfg.out_dir + "/plots.gnuplot"}, {}, absl::Seconds(60));
+  return run.ok() ? absl::OkStatus() : run.status();
+}
+
+}  // namespace
+
+ServeBenchConfig ServeBenchConfig::Quick() { return ServeBenchConfig(); }
+
+ServeBenchConfig ServeBenchConfig::Full() {
+  ServeBenchConfig c;
+  c.requests_per_rate = 150;
+  c.rate_multipliers = {0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8, 12};
+  return c;
+}
+
+absl::Status RunServeBench(const ServeBenchConfig& cfg) {
+  if (cfg.out_dir.empty()) return absl::InvalidArgumentError("--out: required");
+  if (cfg.policies.empty() || cfg.mixes.empty()) return absl::InvalidArgumentError("--policies, --mixes: empty");
+  if (cfg.requests_per_rate < 4) return absl::InvalidArgumentError("--requests: must be >= 4");
+  std::string dir = cfg.model_dir;
+  if (dir.empty()) {
+    dir = "models/tiny";
+    ASSIGN_OR_RETURN(tools::ModelSpec spec, tools::ModelSpec::Preset("tiny"));
+    RETURN_IF_ERROR(tools::EnsureModel(spec, dir));
+  }
+  std::ifstream config_file(dir + "/config.json");
+  std::stringstream config_text;
+  config_text << config_file.rdbuf();
+  ASSIGN_OR_RETURN(engine::ModelConfig model, engine::ModelConfig::FromJson(config_text.str()));
+  std::filesystem::create_directories(cfg.out_dir + "/runs");
+  const absl::Time wall_start = absl::Now();
+  const double cpu_start = CpuSeconds();
+
+  std::map<std::string, Slo> slos;
+  std::map<std::string, std::map<std::string, std::vector<nlohmann::json>>> points;  // mix -> policy -> points.
+  std::map<std::string, double> inflation;
+  for (const std::string& policy : cfg.policies) {
+    std::unique_ptr<pdctl::LaunchedCluster> cluster;
+    std::shared_ptr<grpc::Channel> channel;
+    auto ensure_cluster = [&]() -> absl::Status {
+      if (cluster) return absl::OkStatus();
+      Progress("serve", "starting the " + policy + " cluster");
+      ASSIGN_OR_RETURN(pdctl::LaunchedCluster launched, pdctl::LaunchCluster(ClusterFor(cfg, dir, policy), false));
+      cluster = std::make_unique<pdctl::LaunchedCluster>(std::move(launched));
+      channel = client::MakeChannel(cluster->state.router);
+      return absl::OkStatus();
+    };
+    for (const std::string& mix_name : cfg.mixes) {
+      ASSIGN_OR_RETURN(MixSpec mix, Mix(mix_name, model.max_position_embeddings));
+      const std::string mix_dir = absl::StrCat(cfg.out_dir, "/runs/", mix_name);
+      std::filesystem::create_directories(mix_dir + "/" + policy);
+      // Unloaded latency of the mix (measured once, on the first policy's cluster).
+      if (!slos.contains(mix_name)) {
+        auto saved = ReadJson(mix_dir + "/unloaded.json");
+        if (!saved.ok()) {
+          RETURN_IF_ERROR(ensure_cluster());
+          const auto work = MakeWorkload(mix, 1.0, 8, cfg.seed ^ 0x5105, model.vocab_size);
+          const auto results = RunLoad(channel, work, /*sequential=*/true);
+          std::vector<double> ttft, tpot, e2e;
+          for (size_t i = 1; i < results.size(); ++i) {  // The first warms up.
+            if (!results[i].ok) return absl::InternalError(absl::StrCat("unloaded request: ", results[i].error));
+            ttft.push_back(results[i].ttft_ms);
+            tpot.push_back(results[i].tpot_ms);
+            e2e.push_back(results[i].e2e_ms);
+          }
+          nlohmann::json j = {{"ttft_ms", Median(ttft)}, {"tpot_ms", Median(tpot)}, {"e2e_ms", Median(e2e)},
+                              {"measured_with", policy}};
+          RETURN_IF_ERROR(WriteJson(mix_dir + "/unloaded.json", j));
+          saved = j;
+        }
+        Slo slo;
+        slo.ttft_ms = cfg.ttft_slo_multiple * (*saved)["ttft_ms"].get<double>();
+        slo.tpot_ms = cfg.tpot_slo_multiple * (*saved)["tpot_ms"].get<double>();
+        slo.e2e_ms = (*saved)["e2e_ms"].get<double>();
+        slos[mix_name] = slo;
+        Progress("serve", absl::StrCat(mix_name, ": SLO TTFT <= ", Fixed(slo.ttft_ms, 1), " ms, TPOT <= ",
+                                       Fixed(slo.tpot_ms, 2), " ms (", cfg.ttft_slo_multiple, "x / ",
+                                       cfg.tpot_slo_multiple, "x unloaded)"));
+      }
+      const Slo& slo = slos[mix_name];
+      const double base_rate = 1000.0 / std::max(1.0, slo.e2e_ms);
+      int failures = 0;
+      for (size_t k = 0; k < cfg.rate_multipliers.size() && failures < cfg.stop_after_failures; ++k) {
+        const double rate = base_rate * cfg.rate_multipliers[k];
+        const std::string path = absl::StrCat(mix_dir, "/", policy, "/rate_", k, ".json");
+        auto saved = ReadJson(path);
+        nlohmann::json point;
+        if (saved.ok()) {
+          point = *saved;
+        } else {
+          RETURN_IF_ERROR(ensure_cluster());
+          const auto work = MakeWorkload(mix, rate, cfg.requests_per_rate, cfg.seed + k, model.vocab_size);
+          point = RatePoint(RunLoad(channel, work, false), slo, rate);
+          RETURN_IF_ERROR(WriteJson(path, point));
+          absl::SleepFor(absl::Milliseconds(500));  // Let queues drain between rates.
+        }
+        failures = point["attainment"].get<double>() < 0.5 ? failures + 1 : 0;
+        Progress("serve", absl::StrCat(policy, " ", mix_name, " ", Fixed(rate, 2), " req/s: attainment ",
+                                       Fixed(point["attainment"].get<double>(), 2), ", TTFT p90 ",
+                                       Fixed(point["ttft_ms"]["p90"].get<double>(), 1), " ms, TPOT p90 ",
+                                       Fixed(point["tpot_ms"]["p90"].get<double>(), 2), " ms, offloaded ",
+                                       point["offloaded"].get<int>(), "/", point["requests"].get<int>()));
+        points[mix_name][policy].push_back(point);
+      }
+    }
+    const std::string probe_path = absl::StrCat(cfg.out_dir, "/runs/probe_", policy, ".json");
+    auto saved = ReadJson(probe_path);
+    if (saved.ok()) {
+      inflation[policy] = (*saved)["tpot_p90_inflation"].get<double>();
+    } else {
+      RETURN_IF_ERROR(ensure_cluster());
+      ASSIGN_OR_RETURN(double ratio, TpotInflationProbe(channel, model.vocab_size, model.max_position_embeddings));
+      RETURN_IF_ERROR(WriteJson(probe_path, {{"tpot_p90_inflation", ratio}}));
+      inflation[policy] = ratio;
+    }
+    Progress("serve", absl::StrCat(policy, ": TPOT p90 inflation under a 2048-token cold prefill ",
+                                   Fixed(inflation[policy], 2), "x"));
+  }
+
+  nlohmann::json summary;
+  summary["machine"] = MachineInfo();
+  summary["model"] = dir;
+  const double wall = absl::ToDoubleSeconds(absl::Now() - wall_start);
+  summary["loadgen_cpu_share"] = (CpuSeconds() - cpu_start) / std::max(1e-9, wall * std::thread::hardware_concurrency());
+  Table table({"mix", "policy", "goodput (req/s)", "vs best fixed", "TPOT p90 inflation (2048 cold)"});
+  for (const auto& [mix, by_policy] : points) {
+    nlohmann::json m;
+    m["slo_ttft_ms"] = slos[mix].ttft_ms;
+    m["slo_tpot_ms"] = slos[mix].tpot_ms;
+    double best_fixed = 0;
+    for (const auto& [policy, pts] : by_policy) {
+      const double g = Goodput(pts);
+      m["goodput"][policy] = g;
+      m["points"][policy] = pts;
+      if (policy != "cost_model") best_fixed = std::max(best_fixed, g);
+    }
+    const double cost_model = m["goodput"].value("cost_model", 0.0);
+    m["goodput_cost_model_over_best_fixed"] = best_fixed > 0 ? cost_model / best_fixed : 0.0;
+    m["tpot_p90_inflation_cost_model"] = inflation.contains("cost_model") ? inflation["cost_model"] : 0.0;
+    m["tpot_p90_inflation_always_local"] = inflation.contains("always_local") ? inflation["always_local"] : 0.0;
+    for (const auto& [policy, pts] : by_policy) {
+      const double g = m["goodput"][policy].get<double>();
+      table.AddRow({mix, policy, Fixed(g, 2), best_fixed > 0 ? Fixed(g / best_fixed, 2) + "x" : "-",
+                    inflation.contains(policy) ? Fixed(inflation[policy], 2) + "x" : "-"});
+    }
+    summary[mix] = m;
+  }
+  RETURN_IF_ERROR(WriteSummary(cfg.out_dir, summary));
+  if (absl::Status s = Plot(cfg, points); !s.ok()) Progress("serve", absl::StrCat("plots skipped: ", s.message()));
+  std::printf("pdserve-bench serve (%s; SLOs %gx unloaded TTFT, %gx unloaded TPOT; goodput at >= 90%% attainment)\n%s",
+              dir.c_str(), cfg.ttft_slo_multiple, cfg.tpot_slo_multiple, table.ToString().c_str());
+  std::printf("load generator CPU share: %.1f%% of the machine\n", 100 * summary["loadgen_cpu_share"].get<double>());
+  return absl::OkStatus();
+}
+
+}  // namespace pdserve::bench

@@ -1,0 +1,46 @@
+// pdserve-bench serve: serving under load, per placement policy, on the same two pinned cores:
+// always_local runs two decode workers (one core each); always_offload, length_threshold and
+// cost_model run one prefill and one decode worker. For each workload mix (chat, documents,
+// mixed) a seeded Poisson rate sweep goes up to past the knee; each request's TTFT, TPOT, ITL
+// and end-to-end latency are measured at the client; SLOs are multiples of the mix's unloaded
+// latency (TTFT p90 <= 10x, TPOT p90 <= 5x), and goodput is the highest rate at which at
+// least 90 % of requests meet both (DistServe's definition, `vllm bench serve --goodput`).
+// A probe per policy measures the running streams' TPOT p90 inflation under a 2048-token cold
+// prefill. Results are resumable (one JSON per rate point).
+#ifndef PDSERVE_BENCH_SERVE_SERVE_BENCH_H_
+#define PDSERVE_BENCH_SERVE_SERVE_BENCH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace pdserve::bench {
+
+struct ServeBenchConfig {
+  std::string out_dir;
+  // Model directory; empty: the tiny preset in models/tiny (quick) or small (full).
+  std::string model_dir;
+  std::vector<std::string> policies = {"always_local", "always_offload", "length_threshold", "cost_model"};
+  std::vector<std::string> mixes = {"chat", "documents", "mixed"};
+  // Rates as multiples of the mix's unloaded capacity (1 / its median end-to-end latency).
+  std::vector<double> rate_multipliers = {0.5, 1, 2, 3, 4, 6, 8};
+  int requests_per_rate = 40;
+  uint64_t seed = 2026;
+  std::vector<int> cpus = {0, 1};
+  double ttft_slo_multiple = 10;
+  double tpot_slo_multiple = 5;
+  // length_threshold's N (uncached tokens).
+  int length_threshold = 1024;
+  // Stop a policy's sweep after this many consecutive rates below 50 % attainment.
+  int stop_after_failures = 2;
+
+  static ServeBenchConfig Quick();
+  static ServeBenchConfig Full();
+};
+
+absl::Status RunServeBench(const ServeBenchConfig& config);
+
+}  // namespace pdserve::bench
+
+#endif  // PDSERVE_BENCH_SERVE_SERVE_BENCH_H_

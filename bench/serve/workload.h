@@ -1,0 +1,47 @@
+// Workloads of the serving benchmark: seeded Poisson arrivals of requests drawn from a mix.
+//   chat       short prompts, long outputs
+//   documents  long cold prompts, short outputs
+//   mixed      half chat, three tenths documents, one fifth follow-up turns of earlier chat
+//              requests (their prompt + their output + a new question: a prefix-cache hit)
+// Thread-safety: pure functions.
+#ifndef PDSERVE_BENCH_SERVE_WORKLOAD_H_
+#define PDSERVE_BENCH_SERVE_WORKLOAD_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pdserve::bench {
+
+struct MixSpec {
+  std::string name;
+  double chat = 1;
+  double documents = 0;
+  double follow_up = 0;
+  int chat_prompt_min = 32, chat_prompt_max = 256;
+  int chat_output_min = 64, chat_output_max = 192;
+  int document_prompt_min = 1024, document_prompt_max = 3000;
+  int document_output_min = 8, document_output_max = 32;
+  int follow_up_new_tokens = 32;
+  int follow_up_output = 64;
+};
+
+// The named mix, with lengths kept within `max_context` tokens.
+absl::StatusOr<MixSpec> Mix(const std::string& name, int max_context);
+
+struct WorkloadRequest {
+  double arrival_s = 0;           // Since the start of the run.
+  std::vector<int32_t> prompt;    // For a follow-up: only the new question.
+  int max_tokens = 0;
+  int follow_up_of = -1;          // Index of the earlier request this turn continues.
+  std::string kind;               // chat, document, follow_up
+};
+
+// `count` requests of `mix` at `rate` per second (exponential gaps), deterministic in `seed`.
+std::vector<WorkloadRequest> MakeWorkload(const MixSpec& mix, double rate, int count, uint64_t seed, int vocab);
+
+}  // namespace pdserve::bench
+
+#endif  // PDSERVE_BENCH_SERVE_WORKLOAD_H_
