@@ -101,6 +101,8 @@ nlohmann::json InterferenceRun::ToJson() const {
                         {"decode_context_tokens", decode_context}}},
           {"interference", {{"tpot_during_prefill_p50_ms", tpot_during_p50_ms},
                             {"tpot_during_prefill_p90_ms", tpot_during_p90_ms},
+                            {"tpot_during_prefill_mean_ms", tpot_during_mean_ms},
+                            {"window_delay_ms", window_delay_ms},
                             {"tpot_after_prefill_p50_ms", tpot_after_p50_ms},
                             {"num_chunks_actual", chunks_actual},
                             {"num_chunks_expected", chunks_expected},
@@ -127,6 +129,8 @@ absl::StatusOr<InterferenceRun> InterferenceRun::FromJson(const nlohmann::json& 
     const auto& i = j.at("interference");
     r.tpot_during_p50_ms = i.at("tpot_during_prefill_p50_ms").get<double>();
     r.tpot_during_p90_ms = i.at("tpot_during_prefill_p90_ms").get<double>();
+    r.tpot_during_mean_ms = i.at("tpot_during_prefill_mean_ms").get<double>();
+    r.window_delay_ms = i.at("window_delay_ms").get<double>();
     r.tpot_after_p50_ms = i.at("tpot_after_prefill_p50_ms").get<double>();
     r.chunks_actual = i.at("num_chunks_actual").get<int>();
     r.chunks_expected = i.at("num_chunks_expected").get<int>();
@@ -150,14 +154,14 @@ std::vector<InterferenceConfigResult> Aggregate(const std::vector<InterferenceRu
     std::vector<double> duration;
     for (const InterferenceRun* r : reps) {
       c.tpot_baseline_ms += r->tpot_baseline_p50_ms / reps.size();
-      c.tpot_during_ms += r->tpot_during_p50_ms / reps.size();
+      c.tpot_during_ms += r->tpot_during_mean_ms / reps.size();
       c.tpot_after_ms += r->tpot_after_p50_ms / reps.size();
       c.total_interference_ms += r->total_interference_ms() / reps.size();
       c.prefill_duration_ms += r->prefill_duration_ms / reps.size();
       c.chunks_actual += static_cast<double>(r->chunks_actual) / reps.size();
       c.decode_context += r->decode_context / reps.size();
       c.chunks_expected = r->chunks_expected;
-      during.push_back(r->tpot_during_p50_ms);
+      during.push_back(r->tpot_during_mean_ms);
       duration.push_back(r->prefill_duration_ms);
     }
     c.penalty_ms = c.tpot_during_ms - c.tpot_baseline_ms;

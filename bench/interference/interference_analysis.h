@@ -25,6 +25,8 @@ struct InterferenceRun {
   double tpot_baseline_p99_ms = 0;
   double tpot_during_p50_ms = 0;       // While the prefill's chunks run.
   double tpot_during_p90_ms = 0;
+  double tpot_during_mean_ms = 0;      // Mean step time while the chunks run.
+  double window_delay_ms = 0;          // Sum over streams of their gaps beyond the baseline.
   double tpot_after_p50_ms = 0;        // Recovery.
   double prefill_duration_ms = 0;      // Injection until its first token.
   int chunks_actual = 0;               // From the worker's step counters.
@@ -33,9 +35,11 @@ struct InterferenceRun {
 
   nlohmann::json ToJson() const;
   static absl::StatusOr<InterferenceRun> FromJson(const nlohmann::json& j);
-  // TPOT penalty and the total delay over all running streams (the seed's derived values).
-  double penalty_ms() const { return tpot_during_p50_ms - tpot_baseline_p50_ms; }
-  double total_interference_ms() const { return decode * penalty_ms() * chunks_actual; }
+  // TPOT penalty (mean during the window over the baseline median) and the total delay over
+  // all running streams, as measured in the window (the seed's derived values; its
+  // num_chunks x D x penalty estimate of the total is what the window measures directly).
+  double penalty_ms() const { return tpot_during_mean_ms - tpot_baseline_p50_ms; }
+  double total_interference_ms() const { return window_delay_ms; }
 };
 
 // Repetitions of one (chunk, D, P) configuration.
@@ -45,7 +49,7 @@ struct InterferenceConfigResult {
   int prefill_tokens = 0;
   int repetitions = 0;
   double tpot_baseline_ms = 0;  // Mean over repetitions of the p50s.
-  double tpot_during_ms = 0;
+  double tpot_during_ms = 0;    // Mean over repetitions of the window means.
   double tpot_after_ms = 0;
   double penalty_ms = 0;
   double penalty_ratio = 0;     // during / baseline.

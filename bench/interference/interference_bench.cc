@@ -192,12 +192,18 @@ absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p
   std::vector<int32_t> prompt(p);
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % h.vocab);
   const int64_t inject = absl::ToUnixNanos(absl::Now());
-  const client::GenerationOutcome out = client::CallDecode(h.channel, Request(prompt, 1), absl::Minutes(10));
-  if (!out.status.ok() || !out.has_result) {
+  int64_t emitted = 0;  // The worker's emit time of the prefill's token.
+  const client::GenerationOutcome out =
+      client::CallDecode(h.channel, Request(prompt, 1), absl::Minutes(10), [&](const v1::GenerateResponse& m) {
+        if (m.token_ids_size() > 0 && emitted == 0) emitted = m.time_unix_nanos();
+      });
+  if (!out.status.ok() || !out.has_result || emitted == 0) {
     stop_all();
     return absl::InternalError(absl::StrCat("injected prefill: ", out.status.error_message()));
   }
-  const int64_t first = inject + static_cast<int64_t>(out.result.timings().ttft_ms() * 1e6);
+  // Tokens the background streams got in the step that finished the prefill are emitted
+  // within microseconds of it; the next step is milliseconds away.
+  const int64_t first = emitted + 500'000;
   run.prefill_duration_ms = out.result.timings().ttft_ms();
   // The worker publishes its counters after the step that emitted the token: wait until they
   // include the injected request's end.
@@ -245,6 +251,9 @@ absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p
     }
     run.tpot_during_p50_ms = Percentile(during, 50);
     run.tpot_during_p90_ms = Percentile(during, 90);
+    run.tpot_during_mean_ms = Mean(during);
+    // The delay itself: every running stream's gaps in the window beyond its baseline.
+    for (double gap : during) run.window_delay_ms += std::max(0.0, gap - run.tpot_baseline_p50_ms);
     run.tpot_after_p50_ms = Percentile(recovery, 50);
     run.decode_context = h.shared_prefix.size() + static_cast<double>(generated) / d;
   }

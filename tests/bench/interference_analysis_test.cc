@@ -35,7 +35,8 @@ std::vector<InterferenceRun> Synthetic(double noise) {
           r.tpot_baseline_p50_ms = step(d, 0, a_dec) * jitter;
           r.tpot_baseline_p90_ms = r.tpot_baseline_p99_ms = r.tpot_baseline_p50_ms;
           const double mixed = step(d, double(p) / r.chunks_actual, a_dec + a_chunk) * jitter;
-          r.tpot_during_p50_ms = r.tpot_during_p90_ms = d > 0 ? mixed : 0;
+          r.tpot_during_p50_ms = r.tpot_during_p90_ms = r.tpot_during_mean_ms = d > 0 ? mixed : 0;
+          r.window_delay_ms = d * r.chunks_actual * std::max(0.0, mixed - r.tpot_baseline_p50_ms);
           r.tpot_after_p50_ms = r.tpot_baseline_p50_ms;
           r.prefill_duration_ms = mixed * r.chunks_actual;
           runs.push_back(r);

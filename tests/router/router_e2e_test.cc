@@ -19,6 +19,7 @@
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
 #include "tests/router/cluster_fixture.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
 
@@ -162,6 +163,20 @@ TEST_F(RouterTest, SecondTurnLandsWhereItsPrefixIsAndRunsLocally) {
   EXPECT_LT(p.uncached_tokens(), 64u) << p.DebugString();
   EXPECT_GE(second.result.usage().cached_prompt_tokens(), 300u);
   EXPECT_EQ(second.tokens, reference_.Generate(turn2, 8));
+  // Metrics in the conventions' style: requests by code, placements by mode and reason,
+  // decision latency, client-facing latencies, workers by role and state.
+  auto page = pdserve::testing::HttpGet(cluster_->router().metrics_address(), "/metrics");
+  ASSERT_TRUE(page.ok()) << page.status();
+  for (const char* line :
+       {"pdserve_router_requests_total{code=\"OK\",model_name=\"tiny\"} 2",
+        "pdserve_router_placements_total{mode=\"local\",policy=\"cost_model\",reason=\"warm_prefix\"} 1",
+        "pdserve_router_workers{role=\"decode\",state=\"ready\"} 2",
+        "pdserve_router_workers{role=\"prefill\",state=\"ready\"} 1", "pdserve_router_decision_latency_seconds_count 2",
+        "pdserve_router_time_to_first_token_seconds_count{mode=\"local\",model_name=\"tiny\"} 2",
+        "pdserve_router_requests_in_flight 0", "pdserve_router_step_prediction_ratio_count",
+        "pdserve_router_interference_predicted_ms_total", "pdserve_router_e2e_request_latency_seconds_bucket"}) {
+    EXPECT_TRUE(absl::StrContains(page->body, line)) << line;
+  }
   // The decision is in the router's log with its inputs.
   const v1::ClusterStatus status = cluster_->Status();
   ASSERT_GE(status.recent_decisions_size(), 2);

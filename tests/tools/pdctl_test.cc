@@ -1,0 +1,107 @@
+// pdctl: cluster.yaml parsing (unknown keys and wrong types name the key), and the whole
+// lifecycle with real processes: up (detached, registered, state recorded), generate (text on
+// stdout, placement and timings on stderr), status, down (every process gone).
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/child_process.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_models.h"
+#include "tools/pdctl/cluster_config.h"
+#include "tools/pdctl/cluster_state.h"
+
+namespace pdserve::pdctl {
+namespace {
+
+TEST(ClusterConfigTest, ParsesTheShippedLocalCluster) {
+  auto c = LoadClusterConfig(std::string(PDSERVE_SOURCE_DIR) + "/deploy/local/cluster.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->decode.size(), 2u);
+  EXPECT_EQ(c->prefill.size(), 1u);
+  EXPECT_EQ(c->policy, "cost_model");
+  EXPECT_EQ(c->model_preset, "tiny");
+}
+
+TEST(ClusterConfigTest, ErrorsNameTheFileAndTheKey) {
+  struct Case {
+    std::string yaml;
+    std::string names;
+  };
+  for (const Case& c : {Case{"decode: [{name: d}]\nrouter: {polcy: x}\n", "router.polcy"},
+                        Case{"decode: [{name: d, threads: many}]\n", "decode[0].threads"},
+                        Case{"decode: [{name: d, cpus: [-1]}]\n", "decode[0].cpus"},
+                        Case{"prefill: [{name: x}]\n", "at least one decode worker"},
+                        Case{"decode: [{name: a}, {name: a}]\n", "used twice"},
+                        Case{"decode: {name: a}\n", "decode: must be a list"},
+                        Case{"surprise: 1\ndecode: [{name: a}]\n", "surprise"},
+                        Case{"decode: [\n", "not valid YAML"}}) {
+    auto parsed = ParseClusterConfig(c.yaml, "test.yaml");
+    EXPECT_FALSE(parsed.ok()) << c.yaml;
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), c.names)) << parsed.status();
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), "test.yaml")) << parsed.status();
+  }
+}
+
+// Runs pdctl to completion; returns its exit status, stdout+stderr in `log`.
+int Pdctl(const std::vector<std::string>& args, std::string* log) {
+  auto child = ChildProcess::Start(ChildOptions{.binary = "pdctl", .args = args, .expect_serving_info = false});
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return -1;
+  auto status = (*child)->WaitExit(absl::Minutes(2));
+  *log = (*child)->Log();
+  EXPECT_TRUE(status.has_value()) << *log;
+  return status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+}
+
+TEST(PdctlTest, UpGenerateStatusDown) {
+  const std::string dir = std::filesystem::temp_directory_path() / absl::StrCat("pdctl-test-", getpid());
+  std::filesystem::create_directories(dir);
+  const std::string yaml = dir + "/cluster.yaml";
+  {
+    std::ofstream out(yaml);
+    out << "run_dir: " << dir << "/run\n"
+        << "model: {dir: " << pdserve::testing::TestModelDir("tiny") << "}\n"
+        << "router: {listen: 127.0.0.1:0, policy: always_offload}\n"
+        << "prefill: [{name: p0, threads: 1}]\n"
+        << "decode: [{name: d0, threads: 1, flags: [--num_blocks=300]}]\n";
+  }
+  std::string log;
+  ASSERT_EQ(Pdctl({"up", "-f", yaml}, &log), 0) << log;
+  EXPECT_TRUE(absl::StrContains(log, "cluster up")) << log;
+  auto state = ClusterState::Read(ClusterState::PathIn(dir + "/run"));
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->processes.size(), 3u);
+  for (const ProcessState& p : state->processes) EXPECT_TRUE(ProcessRuns(p.pid, p.binary)) << p.name;
+  // A second up refuses while the first runs.
+  EXPECT_EQ(Pdctl({"up", "-f", yaml}, &log), 1);
+  EXPECT_TRUE(absl::StrContains(log, "already up")) << log;
+
+  ASSERT_EQ(Pdctl({"generate", "-f", yaml, "--token_ids=5,6,7,8", "--max_tokens=6"}, &log), 0) << log;
+  EXPECT_TRUE(absl::StrContains(log, "placement: OFFLOAD (policy_always_offload")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "prefill p0")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "6 generated")) << log;
+
+  ASSERT_EQ(Pdctl({"status", "-f", yaml}, &log), 0) << log;
+  EXPECT_TRUE(absl::StrContains(log, "policy always_offload")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "d0")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "policy_always_offload")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "/metrics")) << log;
+
+  ASSERT_EQ(Pdctl({"down", "-f", yaml, "--grace=10s"}, &log), 0) << log;
+  for (const ProcessState& p : state->processes) {
+    EXPECT_FALSE(ProcessRuns(p.pid, p.binary)) << p.name;
+    EXPECT_TRUE(absl::StrContains(log, "stopped " + p.name)) << log;
+  }
+  EXPECT_FALSE(std::filesystem::exists(ClusterState::PathIn(dir + "/run")));
+  EXPECT_NE(Pdctl({"status", "-f", yaml}, &log), 0);
+  EXPECT_TRUE(absl::StrContains(log, "no cluster is up")) << log;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pdserve::pdctl
