@@ -115,6 +115,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     in.decode.fingerprint = r.model_fingerprint();
     in.decode.kv_bytes_per_token = KvBytesPerToken(r.kv_layout());
     in.decode.num_layers = static_cast<int>(r.kv_layout().num_layers());
+    in.decode.arrivals_per_s = best->ArrivalRate(start);
     std::vector<WorkerEntry*> prefill;
     for (WorkerEntry* e : workers) {
       if (!e->is_prefill() || e->registration.model_fingerprint() != r.model_fingerprint() ||
@@ -132,6 +133,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
 
     // Count the request on its workers until their next reports do.
     ++best->dispatched_since_report;
+    best->CountArrival(start);
     result.decode_address = r.grpc_address();
     result.decode_session = best->session;
     result.fingerprint = r.model_fingerprint();

@@ -18,8 +18,8 @@ constexpr uint32_t kMaxDecisions = 1000;
 // still out, which a Finish must wait for) is locked.
 class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage> {
  public:
-  WorkerStream(WorkerRegistry* registry, absl::Duration report_interval)
-      : registry_(registry), report_interval_(report_interval) {
+  WorkerStream(WorkerRegistry* registry, absl::Duration report_interval, const std::atomic<bool>* draining)
+      : registry_(registry), report_interval_(report_interval), draining_(draining) {
     StartRead(&in_);
   }
 
@@ -57,6 +57,10 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
       }
       StartWrite(&out_);
       StartRead(&in_);
+      return;
+    }
+    if (draining_->load()) {
+      Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the router is shutting down"));
       return;
     }
     bool known = true;
@@ -106,6 +110,7 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
 
   WorkerRegistry* registry_;
   const absl::Duration report_interval_;
+  const std::atomic<bool>* draining_;
   v1::WorkerMessage in_;
   v1::RouterMessage out_;
   uint64_t session_ = 0;  // Read side only.
@@ -125,7 +130,7 @@ RegistryService::RegistryService(WorkerRegistry* registry, DecisionLog* log, con
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* RegistryService::Connect(
     grpc::CallbackServerContext*) {
-  return new WorkerStream(registry_, options_.report_interval);
+  return new WorkerStream(registry_, options_.report_interval, &draining_);
 }
 
 grpc::ServerUnaryReactor* RegistryService::GetClusterStatus(grpc::CallbackServerContext* context,

@@ -5,6 +5,7 @@
 #ifndef PDSERVE_ROUTER_REGISTRY_SERVICE_H_
 #define PDSERVE_ROUTER_REGISTRY_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <string>
 
@@ -33,7 +34,12 @@ class RegistryService final : public v1::Registry::CallbackService {
                                              const v1::ClusterStatusRequest* request,
                                              v1::ClusterStatus* response) override;
 
+  // SIGTERM: every worker stream ends at its next message (within a report interval), so
+  // that these long-lived calls do not hold the router's drain until its deadline.
+  void BeginDrain() { draining_.store(true); }
+
  private:
+  std::atomic<bool> draining_{false};
   WorkerRegistry* registry_;
   DecisionLog* log_;
   const CostModel* cost_model_;

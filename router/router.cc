@@ -64,7 +64,7 @@ void Router::Sweep() {
 void Router::Run(ShutdownSignal& shutdown) {
   sweeper_ = std::thread([this] { Sweep(); });
   server_->SetServing(true);
-  server_->RunUntilShutdown(shutdown, {});
+  server_->RunUntilShutdown(shutdown, [this] { registry_service_->BeginDrain(); });
   stop_sweeper_.Notify();
   sweeper_.join();
 }

@@ -100,18 +100,20 @@ std::vector<RequestResult> RunLoad(const std::shared_ptr<grpc::Channel>& channel
   return results;
 }
 
+// Latency objectives of one request kind: multiples of its unloaded latency.
 struct Slo {
   double ttft_ms = 0;
   double tpot_ms = 0;
   double e2e_ms = 0;  // Unloaded median, for the rate scale.
 };
+using Slos = std::map<std::string, Slo>;  // By request kind.
 
 nlohmann::json Percentiles(std::vector<double> v) {
   if (v.empty()) return {{"p50", 0}, {"p90", 0}, {"p99", 0}};
   return {{"p50", Percentile(v, 50)}, {"p90", Percentile(v, 90)}, {"p99", Percentile(v, 99)}};
 }
 
-nlohmann::json RatePoint(const std::vector<RequestResult>& results, const Slo& slo, double rate) {
+nlohmann::json RatePoint(const std::vector<RequestResult>& results, const Slos& slos, double rate) {
   std::vector<double> ttft, tpot, itl, e2e;
   int ok = 0, attained = 0, errors = 0, offloaded = 0;
   for (const RequestResult& r : results) {
@@ -125,6 +127,7 @@ nlohmann::json RatePoint(const std::vector<RequestResult>& results, const Slo& s
     itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
     e2e.push_back(r.e2e_ms);
     offloaded += r.offloaded ? 1 : 0;
+    const Slo& slo = slos.at(r.kind);
     if (r.ttft_ms <= slo.ttft_ms && r.tpot_ms <= slo.tpot_ms) ++attained;
   }
   return {{"rate", rate},
@@ -154,7 +157,8 @@ double Goodput(const std::vector<nlohmann::json>& points) {
   return best;
 }
 
-pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& dir, const std::string& policy) {
+pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& dir, const std::string& policy,
+                                const std::vector<std::string>& router_flags) {
   pdctl::ClusterConfig c;
   c.run_dir = absl::StrCat(cfg.out_dir, "/cluster/", policy);
   c.model_dir = dir;
@@ -163,6 +167,7 @@ pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& 
   c.policy = policy;
   c.router.name = "router";
   c.router.flags = {absl::StrCat("--length_threshold=", cfg.length_threshold), "--log_level=warning"};
+  c.router.flags.insert(c.router.flags.end(), router_flags.begin(), router_flags.end());
   auto worker = [&](const std::string& name, int cpu_index) {
     pdctl::ProcessSpec p;
     p.name = name;
@@ -340,54 +345,88 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   const absl::Time wall_start = absl::Now();
   const double cpu_start = CpuSeconds();
 
-  std::map<std::string, Slo> slos;
+  std::map<std::string, Slos> slos;       // By mix.
+  std::map<std::string, double> mean_e2e;  // By mix.
   std::map<std::string, std::map<std::string, std::vector<nlohmann::json>>> points;  // mix -> policy -> points.
   std::map<std::string, double> inflation;
   for (const std::string& policy : cfg.policies) {
     std::unique_ptr<pdctl::LaunchedCluster> cluster;
     std::shared_ptr<grpc::Channel> channel;
-    auto ensure_cluster = [&]() -> absl::Status {
-      if (cluster) return absl::OkStatus();
-      Progress("serve", "starting the " + policy + " cluster");
-      ASSIGN_OR_RETURN(pdctl::LaunchedCluster launched, pdctl::LaunchCluster(ClusterFor(cfg, dir, policy), false));
+    std::vector<std::string> cluster_flags;
+    // The router is told the mix's objectives (as an operator would configure it); a cluster
+    // with other flags is replaced.
+    auto ensure_cluster = [&](const std::vector<std::string>& flags) -> absl::Status {
+      if (cluster && flags == cluster_flags) return absl::OkStatus();
+      cluster.reset();
+      Progress("serve", absl::StrCat("starting the ", policy, " cluster", flags.empty() ? "" : " (",
+                                     absl::StrJoin(flags, " "), flags.empty() ? "" : ")"));
+      ASSIGN_OR_RETURN(pdctl::LaunchedCluster launched,
+                       pdctl::LaunchCluster(ClusterFor(cfg, dir, policy, flags), false));
       cluster = std::make_unique<pdctl::LaunchedCluster>(std::move(launched));
       channel = client::MakeChannel(cluster->state.router);
+      cluster_flags = flags;
       return absl::OkStatus();
     };
     for (const std::string& mix_name : cfg.mixes) {
       ASSIGN_OR_RETURN(MixSpec mix, Mix(mix_name, model.max_position_embeddings));
       const std::string mix_dir = absl::StrCat(cfg.out_dir, "/runs/", mix_name);
       std::filesystem::create_directories(mix_dir + "/" + policy);
-      // Unloaded latency of the mix (measured once, on the first policy's cluster).
+      // Unloaded latency of each request kind in the mix (measured once, one request at a
+      // time, on the first policy's cluster): a request's SLO is a multiple of its kind's.
       if (!slos.contains(mix_name)) {
         auto saved = ReadJson(mix_dir + "/unloaded.json");
         if (!saved.ok()) {
-          RETURN_IF_ERROR(ensure_cluster());
-          const auto work = MakeWorkload(mix, 1.0, 8, cfg.seed ^ 0x5105, model.vocab_size);
+          RETURN_IF_ERROR(ensure_cluster({}));
+          const auto work = MakeWorkload(mix, 1.0, 16, cfg.seed ^ 0x5105, model.vocab_size);
           const auto results = RunLoad(channel, work, /*sequential=*/true);
-          std::vector<double> ttft, tpot, e2e;
+          std::map<std::string, std::vector<double>> ttft, tpot, e2e;
           for (size_t i = 1; i < results.size(); ++i) {  // The first warms up.
             if (!results[i].ok) return absl::InternalError(absl::StrCat("unloaded request: ", results[i].error));
-            ttft.push_back(results[i].ttft_ms);
-            tpot.push_back(results[i].tpot_ms);
-            e2e.push_back(results[i].e2e_ms);
+            ttft[results[i].kind].push_back(results[i].ttft_ms);
+            tpot[results[i].kind].push_back(results[i].tpot_ms);
+            e2e[results[i].kind].push_back(results[i].e2e_ms);
           }
-          nlohmann::json j = {{"ttft_ms", Median(ttft)}, {"tpot_ms", Median(tpot)}, {"e2e_ms", Median(e2e)},
-                              {"measured_with", policy}};
+          nlohmann::json j = {{"measured_with", policy}};
+          for (const auto& [kind, values] : ttft) {
+            j["kinds"][kind] = {{"ttft_ms", Median(values)}, {"tpot_ms", Median(tpot[kind])},
+                                {"e2e_ms", Median(e2e[kind])}, {"samples", values.size()}};
+          }
+          // Every request's mean unloaded e2e sets the rate scale.
+          std::vector<double> all;
+          for (const auto& [kind, values] : e2e) all.insert(all.end(), values.begin(), values.end());
+          j["mean_e2e_ms"] = Mean(all);
           RETURN_IF_ERROR(WriteJson(mix_dir + "/unloaded.json", j));
           saved = j;
         }
-        Slo slo;
-        slo.ttft_ms = cfg.ttft_slo_multiple * (*saved)["ttft_ms"].get<double>();
-        slo.tpot_ms = cfg.tpot_slo_multiple * (*saved)["tpot_ms"].get<double>();
-        slo.e2e_ms = (*saved)["e2e_ms"].get<double>();
-        slos[mix_name] = slo;
-        Progress("serve", absl::StrCat(mix_name, ": SLO TTFT <= ", Fixed(slo.ttft_ms, 1), " ms, TPOT <= ",
-                                       Fixed(slo.tpot_ms, 2), " ms (", cfg.ttft_slo_multiple, "x / ",
-                                       cfg.tpot_slo_multiple, "x unloaded)"));
+        Slos kinds;
+        for (auto it = (*saved)["kinds"].begin(); it != (*saved)["kinds"].end(); ++it) {
+          Slo slo;
+          slo.ttft_ms = cfg.ttft_slo_multiple * (*it)["ttft_ms"].get<double>();
+          slo.tpot_ms = cfg.tpot_slo_multiple * (*it)["tpot_ms"].get<double>();
+          slo.e2e_ms = (*it)["e2e_ms"].get<double>();
+          kinds[it.key()] = slo;
+          Progress("serve", absl::StrCat(mix_name, "/", it.key(), ": SLO TTFT <= ", Fixed(slo.ttft_ms, 1),
+                                         " ms, TPOT <= ", Fixed(slo.tpot_ms, 2), " ms (", cfg.ttft_slo_multiple,
+                                         "x / ", cfg.tpot_slo_multiple, "x unloaded)"));
+        }
+        // A kind the unloaded sample missed (rare follow-ups) gets the chat objectives.
+        for (const char* kind : {"chat", "document", "follow_up"}) {
+          if (!kinds.contains(kind)) kinds[kind] = kinds.contains("chat") ? kinds["chat"] : kinds.begin()->second;
+        }
+        slos[mix_name] = kinds;
+        mean_e2e[mix_name] = (*saved)["mean_e2e_ms"].get<double>();
       }
-      const Slo& slo = slos[mix_name];
-      const double base_rate = 1000.0 / std::max(1.0, slo.e2e_ms);
+      const Slos& slo = slos[mix_name];
+      const double base_rate = 1000.0 / std::max(1.0, mean_e2e[mix_name]);
+      double slo_ttft = 0;
+      double slo_tpot = 1e18;
+      for (const auto& [kind, k] : slo) {
+        slo_ttft = std::max(slo_ttft, k.ttft_ms);
+        slo_tpot = std::min(slo_tpot, k.tpot_ms);
+      }
+      const std::vector<std::string> slo_flags = {absl::StrCat("--slo_ttft=", Fixed(slo_ttft, 3), "ms"),
+                                                  absl::StrCat("--slo_tpot=", Fixed(slo_tpot, 3), "ms"),
+                                                  absl::StrCat("--max_prefill_queue=", Fixed(slo_ttft, 3), "ms")};
       int failures = 0;
       for (size_t k = 0; k < cfg.rate_multipliers.size() && failures < cfg.stop_after_failures; ++k) {
         const double rate = base_rate * cfg.rate_multipliers[k];
@@ -397,7 +436,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
         if (saved.ok()) {
           point = *saved;
         } else {
-          RETURN_IF_ERROR(ensure_cluster());
+          RETURN_IF_ERROR(ensure_cluster(slo_flags));
           const auto work = MakeWorkload(mix, rate, cfg.requests_per_rate, cfg.seed + k, model.vocab_size);
           point = RatePoint(RunLoad(channel, work, false), slo, rate);
           RETURN_IF_ERROR(WriteJson(path, point));
@@ -417,7 +456,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
     if (saved.ok()) {
       inflation[policy] = (*saved)["tpot_p90_inflation"].get<double>();
     } else {
-      RETURN_IF_ERROR(ensure_cluster());
+      RETURN_IF_ERROR(ensure_cluster(cluster_flags));  // The last mix's objectives.
       ASSIGN_OR_RETURN(double ratio, TpotInflationProbe(channel, model.vocab_size, model.max_position_embeddings));
       RETURN_IF_ERROR(WriteJson(probe_path, {{"tpot_p90_inflation", ratio}}));
       inflation[policy] = ratio;
@@ -434,8 +473,10 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   Table table({"mix", "policy", "goodput (req/s)", "vs best fixed", "TPOT p90 inflation (2048 cold)"});
   for (const auto& [mix, by_policy] : points) {
     nlohmann::json m;
-    m["slo_ttft_ms"] = slos[mix].ttft_ms;
-    m["slo_tpot_ms"] = slos[mix].tpot_ms;
+    for (const auto& [kind, slo] : slos[mix]) {
+      m["slo_ttft_ms"][kind] = slo.ttft_ms;
+      m["slo_tpot_ms"][kind] = slo.tpot_ms;
+    }
     double best_fixed = 0;
     for (const auto& [policy, pts] : by_policy) {
       const double g = Goodput(pts);

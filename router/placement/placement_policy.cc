@@ -36,7 +36,13 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   const double base = model.StepMs(fp, 0, 0, 0);
   // The model is linear, so the prefill's share of all its mixed steps is its own term.
   const double prefill_part = std::max(0.0, model.StepMs(fp, 0, u, u * k + u * (u + 1) / 2) - base);
-  e.interference_ms = running * prefill_part;
+  // Requests that arrive while the prefill runs wait behind its chunks: with arrival rate
+  // lambda over its duration T, lambda*T of them, each delayed T/2 on average. This is what
+  // makes an idle worker's long prefill costly when traffic keeps coming (the running-decode
+  // term alone is zero there).
+  const double local_duration_ms = chunks * step_decode + prefill_part;
+  const double expected_arrivals = d.arrivals_per_s * local_duration_ms / 1e3;
+  e.interference_ms = running * prefill_part + expected_arrivals * local_duration_ms / 2;
   e.mixed_step_ms = step_decode + prefill_part / chunks;
   // Local backlog ahead of it, then its own chunks.
   const double backlog = static_cast<double>(d.pending_prefill_tokens);

@@ -31,6 +31,7 @@ struct DecodeCandidate {
   uint64_t fingerprint = 0;
   int64_t kv_bytes_per_token = 0;  // All layers, K and V.
   int num_layers = 1;
+  double arrivals_per_s = 0;       // Recent request rate to this worker.
 };
 
 // A prefill worker that could take the request (same model and KV layout).
@@ -66,7 +67,10 @@ struct PrefillEstimate {
 
 // The cost model's view of one request, computed once and shared by every policy.
 struct CostEstimate {
-  double interference_ms = 0;     // Delay summed over running streams if local.
+  // Delay summed over the streams a local prefill holds up: the running decodes for its
+  // whole duration, plus the requests expected to arrive while it runs (each waits half of
+  // it on average).
+  double interference_ms = 0;
   double ttft_local_ms = 0;
   double mixed_step_ms = 0;       // Step time while its chunks run (vs the TPOT SLO).
   double ttft_offload_ms = 0;     // Best prefill worker.

@@ -124,6 +124,30 @@ TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
   d = (*policy)->Decide(Inputs(300, 0, 1), model);
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  // Both objectives at stake: the running streams' TPOT wins over this request's TTFT.
+  config.slo.ttft_ms = 300;
+  policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  d = (*policy)->Decide(Inputs(2000, 0, 8, {900 * 10}), model);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+}
+
+TEST(PlacementPolicyTest, ArrivalsDuringALocalPrefillCountAsInterference) {
+  CostModel model(Params());
+  auto policy = MakePlacementPolicy(PolicyConfig());
+  ASSERT_TRUE(policy.ok());
+  // An idle worker: nothing runs, so only expected arrivals can make local costly.
+  PlacementInputs idle = Inputs(4000, 0, 0);
+  PlacementDecision d = (*policy)->Decide(idle, model);
+  EXPECT_FALSE(d.offload);
+  EXPECT_EQ(d.reason, "interference_below_transfer");
+  idle.decode.arrivals_per_s = 2;  // ~1.1 arrivals during its ~560 ms local prefill.
+  d = (*policy)->Decide(idle, model);
+  const double duration = 8 * 10 + 0.1 * 4000;
+  EXPECT_NEAR(d.estimate.interference_ms, 2 * duration / 1e3 * duration / 2, 1e-6);
+  EXPECT_TRUE(d.offload);
+  EXPECT_EQ(d.reason, "interference_exceeds_transfer");
 }
 
 TEST(PlacementPolicyTest, ConfigErrorsNameTheFlag) {

@@ -76,6 +76,10 @@ absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, 
   return status;
 }
 
+LaunchedCluster::~LaunchedCluster() {
+  while (!children.empty()) children.pop_back();
+}
+
 void LaunchedCluster::Release() {
   for (auto& child : children) child->Release();
 }

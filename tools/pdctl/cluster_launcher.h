@@ -19,6 +19,12 @@
 namespace pdserve::pdctl {
 
 struct LaunchedCluster {
+  LaunchedCluster() = default;
+  LaunchedCluster(LaunchedCluster&&) = default;
+  LaunchedCluster& operator=(LaunchedCluster&&) = default;
+  // Stops the workers before the router (their requests drain through it).
+  ~LaunchedCluster();
+
   std::vector<std::unique_ptr<ChildProcess>> children;  // Router first.
   ClusterState state;
   // Lets every process outlive this handle (pdctl up).
