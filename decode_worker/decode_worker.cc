@@ -85,20 +85,12 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(const DecodeW
 
 v1::WorkerRegistration DecodeWorker::Registration() const {
   const engine::ModelConfig& c = model_.model->config();
-  v1::WorkerRegistration r;
-  r.set_worker_id(worker_id_);
-  r.set_role(v1::WORKER_ROLE_DECODE);
-  r.set_grpc_address(advertised_address_);
-  r.set_metrics_address(server_->metrics_address());
-  r.set_model(model_.name);
-  r.set_model_fingerprint(model_.model->fingerprint());
-  bridge::LayoutToProto(pool_->layout(), r.mutable_kv_layout());
-  r.set_epoch(epoch_);
+  v1::WorkerRegistration r = bridge::BaseRegistration(v1::WORKER_ROLE_DECODE, worker_id_, advertised_address_,
+                                                      server_->metrics_address(), model_.name,
+                                                      model_.model->fingerprint(), c, pool_->layout(), epoch_);
   r.set_max_num_batched_tokens(config_.scheduler.max_num_batched_tokens);
   r.set_max_num_seqs(config_.scheduler.max_num_seqs);
   r.set_max_context_tokens(config_.max_model_len > 0 ? config_.max_model_len : c.max_position_embeddings);
-  r.set_vocab_size(c.vocab_size);
-  r.set_architecture(c.architecture);
   return r;
 }
 

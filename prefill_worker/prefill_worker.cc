@@ -54,20 +54,10 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const Prefi
 }
 
 v1::WorkerRegistration PrefillWorker::Registration() const {
-  const engine::ModelConfig& c = model_.model->config();
-  v1::WorkerRegistration r;
-  r.set_worker_id(worker_id_);
-  r.set_role(v1::WORKER_ROLE_PREFILL);
-  r.set_grpc_address(advertised_address_);
-  r.set_metrics_address(server_->metrics_address());
-  r.set_model(model_.name);
-  r.set_model_fingerprint(model_.model->fingerprint());
-  bridge::LayoutToProto(pool_->layout(), r.mutable_kv_layout());
-  r.set_epoch(epoch_);
+  v1::WorkerRegistration r = bridge::BaseRegistration(
+      v1::WORKER_ROLE_PREFILL, worker_id_, advertised_address_, server_->metrics_address(), model_.name,
+      model_.model->fingerprint(), model_.model->config(), pool_->layout(), epoch_);
   r.set_max_num_batched_tokens(config_.batcher.max_batch_tokens);
-  r.set_max_context_tokens(c.max_position_embeddings);
-  r.set_vocab_size(c.vocab_size);
-  r.set_architecture(c.architecture);
   return r;
 }
 

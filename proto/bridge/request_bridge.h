@@ -13,11 +13,13 @@
 
 #include "absl/status/statusor.h"
 #include "engine/generation_stream.h"
+#include "engine/model_config.h"
 #include "engine/sampling.h"
 #include "engine/tokenizer.h"
 #include "kvtransfer/kv_transport.h"
 #include "pdserve/v1/common.pb.h"
 #include "pdserve/v1/generation.pb.h"
+#include "pdserve/v1/registry.pb.h"
 
 namespace pdserve::bridge {
 
@@ -67,6 +69,14 @@ void TargetToProto(const kvtransfer::TransferTarget& target, uint64_t fingerprin
 absl::StatusOr<kvtransfer::TransferTarget> TargetFromProto(const v1::KvTarget& target);
 void LayoutToProto(const KvLayout& layout, v1::KvLayout* out);
 absl::StatusOr<KvLayout> LayoutFromProto(const v1::KvLayout& layout);
+
+// What every worker registers with: identity, addresses, the model (name, fingerprint,
+// architecture, vocabulary, context) and its KV layout. Role-specific limits are added by the
+// caller.
+v1::WorkerRegistration BaseRegistration(v1::WorkerRole role, const std::string& worker_id,
+                                        const std::string& grpc_address, const std::string& metrics_address,
+                                        const std::string& model_name, uint64_t fingerprint,
+                                        const engine::ModelConfig& config, const KvLayout& layout, uint64_t epoch);
 
 // A fresh request id ("req-" + 16 hex digits).
 std::string NewRequestId();

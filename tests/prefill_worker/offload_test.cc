@@ -19,6 +19,7 @@
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "common/child_process.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/greedy_reference.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
 
@@ -138,34 +139,6 @@ class JoinOnExit {
   std::function<void()> unblock_;
 };
 
-// Greedy tokens a sequence gets alone, in this process (the reference).
-class Reference {
- public:
-  Reference() {
-    auto loaded = engine::LoadModel(pdserve::testing::TestModelDir("tiny"), engine::EngineOptions{.num_threads = 1});
-    EXPECT_TRUE(loaded.ok()) << loaded.status();
-    loaded_ = *std::move(loaded);
-  }
-  std::vector<int32_t> Generate(const std::vector<int32_t>& prompt, int max_tokens) {
-    engine::SamplingConfig sampling;
-    sampling.max_tokens = max_tokens;
-    sampling.temperature = 0;
-    auto out = engine::GenerateSingle(*loaded_.model, loaded_.tokenizer.get(), prompt, sampling,
-                                      loaded_.eos_token_ids, engine::GenerateOptions{});
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? out->tokens : std::vector<int32_t>{};
-  }
-  int vocab() const { return loaded_.model->config().vocab_size; }
-  std::vector<int32_t> RandomPrompt(std::mt19937& rng, int length) const {
-    std::vector<int32_t> p(length);
-    for (auto& t : p) t = static_cast<int32_t>(rng() % vocab());
-    return p;
-  }
-
- private:
-  engine::LoadedModel loaded_;
-};
-
 class OffloadTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -195,7 +168,7 @@ class OffloadTest : public ::testing::TestWithParam<std::string> {
     EXPECT_GT(out.result.timings().prefill_ms(), 0) << what;
   }
 
-  Reference reference_;
+  pdserve::testing::GreedyReference reference_;
   std::unique_ptr<ChildProcess> decode_;
   std::unique_ptr<ChildProcess> prefill_;
   std::shared_ptr<grpc::Channel> channel_;

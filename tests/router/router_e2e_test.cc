@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/router/cluster_fixture.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/greedy_reference.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
 
@@ -28,32 +29,6 @@ namespace {
 
 using pdserve::testing::ClusterOptions;
 using pdserve::testing::LocalCluster;
-
-class Reference {
- public:
-  Reference() {
-    auto loaded = engine::LoadModel(pdserve::testing::TestModelDir("tiny"), engine::EngineOptions{.num_threads = 1});
-    EXPECT_TRUE(loaded.ok()) << loaded.status();
-    loaded_ = *std::move(loaded);
-  }
-  std::vector<int32_t> Generate(const std::vector<int32_t>& prompt, int max_tokens) {
-    engine::SamplingConfig sampling;
-    sampling.max_tokens = max_tokens;
-    sampling.temperature = 0;
-    auto out = engine::GenerateSingle(*loaded_.model, loaded_.tokenizer.get(), prompt, sampling,
-                                      loaded_.eos_token_ids, engine::GenerateOptions{});
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? out->tokens : std::vector<int32_t>{};
-  }
-  std::vector<int32_t> RandomPrompt(std::mt19937& rng, int length) const {
-    std::vector<int32_t> p(length);
-    for (auto& t : p) t = static_cast<int32_t>(rng() % loaded_.model->config().vocab_size);
-    return p;
-  }
-
- private:
-  engine::LoadedModel loaded_;
-};
 
 v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_tokens, bool ignore_eos = false) {
   v1::GenerateRequest r = client::MakeRequest(prompt, max_tokens);
@@ -99,7 +74,7 @@ class PolicyTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(PolicyTest, LongColdPromptsNextToRunningDecodes) {
   auto cluster = LocalCluster::Start(ClusterOptions{.router_flags = {"--policy=" + GetParam()}});
   ASSERT_NE(cluster, nullptr);
-  Reference reference;
+  pdserve::testing::GreedyReference reference;
   std::mt19937 rng(41);
   BackgroundStreams background(cluster->channel(), 2);
   ASSERT_TRUE(background.WaitStarted(absl::Seconds(20)));
@@ -140,7 +115,7 @@ class RouterTest : public ::testing::Test {
     ASSERT_NE(cluster_, nullptr);
   }
   std::unique_ptr<LocalCluster> cluster_;
-  Reference reference_;
+  pdserve::testing::GreedyReference reference_;
 };
 
 TEST_F(RouterTest, SecondTurnLandsWhereItsPrefixIsAndRunsLocally) {
