@@ -2,9 +2,10 @@
 // always_local runs two decode workers (one core each); always_offload, length_threshold and
 // cost_model run one prefill and one decode worker. For each workload mix (chat, documents,
 // mixed) a seeded Poisson rate sweep goes up to past the knee; each request's TTFT, TPOT, ITL
-// and end-to-end latency are measured at the client; SLOs are multiples of the mix's unloaded
-// latency (TTFT p90 <= 10x, TPOT p90 <= 5x), and goodput is the highest rate at which at
-// least 90 % of requests meet both (DistServe's definition, `vllm bench serve --goodput`).
+// and end-to-end latency are measured at the client; a request's SLOs are multiples of the
+// unloaded latency of its kind (chat, document, follow-up): TTFT <= 10x, TPOT <= 5x; goodput
+// is the highest rate at which at least 90 % of requests meet both (DistServe's definition,
+// `vllm bench serve --goodput`). The router is told each mix's objectives.
 // A probe per policy measures the running streams' TPOT p90 inflation under a 2048-token cold
 // prefill. Results are resumable (one JSON per rate point).
 #ifndef PDSERVE_BENCH_SERVE_SERVE_BENCH_H_
