@@ -204,6 +204,23 @@ TEST_F(RouterTest, KilledDecodeWorkerLeavesTheRegistryAndItsRequestEndsUnavailab
   }
 }
 
+TEST_F(RouterTest, ListModelsCountsTheWorkersOfEachModel) {
+  auto stub = v1::Generation::NewStub(cluster_->channel());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::ListModelsResponse models;
+  ASSERT_TRUE(stub->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
+  ASSERT_EQ(models.models_size(), 1);
+  const v1::ModelInfo& m = models.models(0);
+  EXPECT_EQ(m.name(), "tiny");
+  EXPECT_EQ(m.decode_workers(), 2u);
+  EXPECT_EQ(m.prefill_workers(), 1u);
+  EXPECT_NE(m.fingerprint(), 0u);
+  EXPECT_EQ(m.architecture(), "LlamaForCausalLM");
+  EXPECT_GT(m.vocab_size(), 0u);
+  EXPECT_EQ(m.max_context_tokens(), 4096u);
+}
+
 TEST_F(RouterTest, UnknownModelAndBadInputFailBeforeAnyWorkerIsTouched) {
   v1::GenerateRequest unknown = Request({1, 2, 3}, 4);
   unknown.set_model("no-such-model");
