@@ -1,9 +1,9 @@
 // cost_model: offload iff the interference a local prefill would cause exceeds what the
 // offload costs (transfer tail plus any TTFT it adds over local), within the SLOs
 // (ARCHITECTURE section 5; the break-even rule of seed 002). The SLOs are checked first:
-// local chunks that would push running streams past the TPOT objective always move away
-// (they harm many requests), an offload that alone would miss the TTFT objective stays
-// local (it harms one).
+// local chunks that would push running or arriving streams past the TPOT objective always
+// move away, to a prefill worker with a long queue if need be (they harm many requests); an
+// offload that alone would miss the TTFT objective stays local (it harms one).
 #include "router/placement/placement_policy.h"
 
 namespace pdserve::router {
@@ -21,7 +21,16 @@ class CostModelPolicy final : public PlacementPolicy {
       const bool warm = in.cached_tokens > 0 && in.prompt_tokens >= config_.min_offload_tokens;
       return Local(e, warm ? "warm_prefix" : "short_prompt");
     }
-    // Prefill workers whose queue alone is too long are not candidates.
+    const SloConfig& slo = config_.slo;
+    // Local chunks slower than the TPOT objective break it for every stream that decodes
+    // beside them: the running ones and those expected to start meanwhile. That harms many
+    // requests, so the prefill moves to the best prefill worker even when its queue is long
+    // (a long queue costs this request alone its TTFT).
+    const bool streams_beside = in.decode.running > 0 || e.expected_arrivals >= 1;
+    if (streams_beside && e.mixed_step_ms > slo.tpot_ms) {
+      return Offload(e, config_.alternates, "local_exceeds_tpot_slo");
+    }
+    // Otherwise prefill workers whose queue alone is too long are not candidates.
     std::erase_if(e.prefill, [&](const PrefillEstimate& p) { return p.queue_ms > config_.max_prefill_queue_ms; });
     if (e.prefill.empty()) return Local(e, "prefill_queue_too_long");
     e.ttft_offload_ms = e.prefill[0].ttft_ms;
@@ -30,13 +39,8 @@ class CostModelPolicy final : public PlacementPolicy {
     // no one an SLO; time taken from other streams by a local prefill does).
     e.offload_cost_ms = e.transfer_tail_ms +
                         std::max(0.0, e.ttft_offload_ms - std::max(e.ttft_local_ms, config_.slo.ttft_ms));
-    const SloConfig& slo = config_.slo;
-    // Local chunks slower than the TPOT objective break it for every running stream; an
-    // offload that misses the TTFT objective breaks it for this request alone: the many
-    // come first.
-    if (in.decode.running > 0 && e.mixed_step_ms > slo.tpot_ms) {
-      return Offload(e, config_.alternates, "local_exceeds_tpot_slo");
-    }
+    // An offload that misses the TTFT objective while local meets it breaks it for this
+    // request alone, and local harms no stream's TPOT here: stay.
     if (e.ttft_offload_ms > slo.ttft_ms && e.ttft_local_ms <= slo.ttft_ms) return Local(e, "slo_infeasible_offload");
     if (e.interference_ms > e.offload_cost_ms) return Offload(e, config_.alternates, "interference_exceeds_transfer");
     return Local(e, "interference_below_transfer");

@@ -41,8 +41,8 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   // makes an idle worker's long prefill costly when traffic keeps coming (the running-decode
   // term alone is zero there).
   const double local_duration_ms = chunks * step_decode + prefill_part;
-  const double expected_arrivals = d.arrivals_per_s * local_duration_ms / 1e3;
-  e.interference_ms = running * prefill_part + expected_arrivals * local_duration_ms / 2;
+  e.expected_arrivals = d.arrivals_per_s * local_duration_ms / 1e3;
+  e.interference_ms = running * prefill_part + e.expected_arrivals * local_duration_ms / 2;
   e.mixed_step_ms = step_decode + prefill_part / chunks;
   // Local backlog ahead of it, then its own chunks.
   const double backlog = static_cast<double>(d.pending_prefill_tokens);

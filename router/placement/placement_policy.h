@@ -71,6 +71,8 @@ struct CostEstimate {
   // whole duration, plus the requests expected to arrive while it runs (each waits half of
   // it on average).
   double interference_ms = 0;
+  // Requests expected to arrive at the decode worker while a local prefill runs.
+  double expected_arrivals = 0;
   double ttft_local_ms = 0;
   double mixed_step_ms = 0;       // Step time while its chunks run (vs the TPOT SLO).
   double ttft_offload_ms = 0;     // Best prefill worker.

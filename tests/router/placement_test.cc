@@ -131,6 +131,28 @@ TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
   d = (*policy)->Decide(Inputs(2000, 0, 8, {900 * 10}), model);
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  // A prefill queue past --max_prefill_queue does not bring the prefill back next to running
+  // streams whose TPOT it would break; the shortest queue takes it.
+  config.slo.ttft_ms = 100000;
+  config.max_prefill_queue_ms = 500;
+  policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  d = (*policy)->Decide(Inputs(4000, 0, 8, {20000, 30000}), model);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  EXPECT_EQ(d.prefill, (std::vector<int>{0, 1}));
+  // With nothing running and nothing expected to arrive, local chunks slow no stream: the
+  // long queue keeps the prefill local.
+  PlacementInputs idle = Inputs(4000, 0, 0, {20000});
+  d = (*policy)->Decide(idle, model);
+  EXPECT_FALSE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "prefill_queue_too_long");
+  // Streams expected to start during the local prefill count as streams beside it.
+  idle.decode.arrivals_per_s = 5;  // ~2.4 arrivals during its 480 ms.
+  d = (*policy)->Decide(idle, model);
+  EXPECT_NEAR(d.estimate.expected_arrivals, 5 * 0.48, 1e-6);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
 }
 
 TEST(PlacementPolicyTest, ArrivalsDuringALocalPrefillCountAsInterference) {
