@@ -44,7 +44,8 @@ ABSL_FLAG(std::vector<std::string>, policies, {}, "serve: placement policies to 
 ABSL_FLAG(std::vector<std::string>, mixes, {}, "serve: workload mixes (default chat,documents,mixed).");
 ABSL_FLAG(std::vector<std::string>, rates, {},
           "serve: request rates as multiples of the mix's unloaded capacity (default 0.5,1,2,3,4,6,8).");
-ABSL_FLAG(int, requests_per_rate, 0, "serve: requests per rate point (0: 40 quick, 150 full).");
+ABSL_FLAG(int, probe_repetitions, 5, "serve: TPOT inflation probes per policy (the median is reported).");
+ABSL_FLAG(int, requests_per_rate, 0, "serve: requests per rate point (0: 80 quick, 150 full).");
 ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
 ABSL_FLAG(std::string, tls, "", "transfer-raw-sender (internal): UCX transports.");
 ABSL_FLAG(std::string, net_devices, "", "transfer-raw-sender (internal): UCX network devices.");
@@ -144,6 +145,11 @@ int main(int argc, char** argv) {
       }
     }
     if (absl::GetFlag(FLAGS_requests_per_rate) > 0) config.requests_per_rate = absl::GetFlag(FLAGS_requests_per_rate);
+    if (absl::GetFlag(FLAGS_probe_repetitions) < 1) {
+      std::fprintf(stderr, "--probe_repetitions: must be >= 1\n");
+      return 2;
+    }
+    config.probe_repetitions = absl::GetFlag(FLAGS_probe_repetitions);
     if (!absl::GetFlag(FLAGS_cpus).empty() && !Ints("cpus", absl::GetFlag(FLAGS_cpus), &config.cpus)) return 2;
     const absl::Status status = pdserve::bench::RunServeBench(config);
     return status.ok() ? 0 : Fail(status);

@@ -19,7 +19,11 @@ ABSL_FLAG(absl::Duration, worker_timeout, absl::Seconds(2),
           "A worker without a load report for this long is removed (its requests end UNAVAILABLE).");
 ABSL_FLAG(std::string, policy, "cost_model", "Placement policy: cost_model, always_local, always_offload, length_threshold.");
 ABSL_FLAG(std::string, cost_model, "", "cost_model.json with the cost model's coefficients (default: built-in).");
-ABSL_FLAG(int, min_offload_tokens, 256, "cost_model: prompts with fewer uncached tokens prefill locally.");
+ABSL_FLAG(int, min_offload_tokens, 256,
+          "cost_model: prompts with fewer uncached tokens prefill locally unless their chunk would "
+          "push running streams past --slo_tpot.");
+ABSL_FLAG(int, min_tpot_offload_tokens, 32,
+          "cost_model: prompts with fewer uncached tokens always prefill locally.");
 ABSL_FLAG(int, length_threshold, 1024, "length_threshold: offload when uncached tokens >= this.");
 ABSL_FLAG(absl::Duration, max_prefill_queue, absl::Seconds(1), "A prefill worker whose queue is longer is not used.");
 ABSL_FLAG(int, alternates, 1, "Alternate prefill workers named with each offload.");
@@ -44,6 +48,7 @@ int main(int argc, char** argv) {
   config.cost_model_path = absl::GetFlag(FLAGS_cost_model);
   config.policy.name = absl::GetFlag(FLAGS_policy);
   config.policy.min_offload_tokens = absl::GetFlag(FLAGS_min_offload_tokens);
+  config.policy.min_tpot_offload_tokens = absl::GetFlag(FLAGS_min_tpot_offload_tokens);
   config.policy.length_threshold = absl::GetFlag(FLAGS_length_threshold);
   config.policy.max_prefill_queue_ms = absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_max_prefill_queue));
   config.policy.alternates = absl::GetFlag(FLAGS_alternates);

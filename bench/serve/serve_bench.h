@@ -7,7 +7,7 @@
 // is the highest rate at which at least 90 % of requests meet both (DistServe's definition,
 // `vllm bench serve --goodput`). The router is told each mix's objectives.
 // A probe per policy measures the running streams' TPOT p90 inflation under a 2048-token cold
-// prefill. Results are resumable (one JSON per rate point).
+// prefill (median of several injections). Results are resumable (one JSON per rate point).
 #ifndef PDSERVE_BENCH_SERVE_SERVE_BENCH_H_
 #define PDSERVE_BENCH_SERVE_SERVE_BENCH_H_
 
@@ -26,7 +26,9 @@ struct ServeBenchConfig {
   std::vector<std::string> mixes = {"chat", "documents", "mixed"};
   // Rates as multiples of the mix's unloaded capacity (1 / its median end-to-end latency).
   std::vector<double> rate_multipliers = {0.5, 1, 2, 3, 4, 6, 8};
-  int requests_per_rate = 40;
+  int requests_per_rate = 80;
+  // TPOT inflation probes per policy (the median is reported).
+  int probe_repetitions = 5;
   uint64_t seed = 2026;
   std::vector<int> cpus = {0, 1};
   double ttft_slo_multiple = 10;

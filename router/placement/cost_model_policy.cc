@@ -17,19 +17,21 @@ class CostModelPolicy final : public PlacementPolicy {
   PlacementDecision Decide(const PlacementInputs& in, const CostModel& model) const override {
     CostEstimate e = EstimateCosts(in, model);
     if (e.prefill.empty()) return Local(e, "no_prefill_worker");
-    if (in.uncached_tokens() < config_.min_offload_tokens) {
-      const bool warm = in.cached_tokens > 0 && in.prompt_tokens >= config_.min_offload_tokens;
-      return Local(e, warm ? "warm_prefix" : "short_prompt");
-    }
     const SloConfig& slo = config_.slo;
     // Local chunks slower than the TPOT objective break it for every stream that decodes
     // beside them: the running ones and those expected to start meanwhile. That harms many
     // requests, so the prefill moves to the best prefill worker even when its queue is long
-    // (a long queue costs this request alone its TTFT).
+    // (a long queue costs this request alone its TTFT), and even a short prompt moves when the
+    // objective is that tight (a fast model's decode step is a millisecond or two; below
+    // --min_tpot_offload_tokens an offload's fixed costs are never worth it).
     const bool streams_beside = in.decode.running > 0 || e.expected_arrivals >= 1;
-    if (streams_beside && e.mixed_step_ms > slo.tpot_ms) {
-      return Offload(e, config_.alternates, "local_exceeds_tpot_slo");
+    const bool breaks_tpot = streams_beside && e.mixed_step_ms > slo.tpot_ms &&
+                             in.uncached_tokens() >= config_.min_tpot_offload_tokens;
+    if (in.uncached_tokens() < config_.min_offload_tokens && !breaks_tpot) {
+      const bool warm = in.cached_tokens > 0 && in.prompt_tokens >= config_.min_offload_tokens;
+      return Local(e, warm ? "warm_prefix" : "short_prompt");
     }
+    if (breaks_tpot) return Offload(e, config_.alternates, "local_exceeds_tpot_slo");
     // Otherwise prefill workers whose queue alone is too long are not candidates.
     std::erase_if(e.prefill, [&](const PrefillEstimate& p) { return p.queue_ms > config_.max_prefill_queue_ms; });
     if (e.prefill.empty()) return Local(e, "prefill_queue_too_long");

@@ -13,6 +13,7 @@ absl::Status PolicyConfig::Validate() const {
         "--policy: '", name, "' is not one of cost_model, always_local, always_offload, length_threshold"));
   }
   if (min_offload_tokens < 1) return absl::InvalidArgumentError("--min_offload_tokens: must be >= 1");
+  if (min_tpot_offload_tokens < 1) return absl::InvalidArgumentError("--min_tpot_offload_tokens: must be >= 1");
   if (length_threshold < 1) return absl::InvalidArgumentError("--length_threshold: must be >= 1");
   if (max_prefill_queue_ms <= 0) return absl::InvalidArgumentError("--max_prefill_queue: must be > 0");
   if (alternates < 0 || alternates > 8) return absl::InvalidArgumentError("--alternates: must be in [0, 8]");

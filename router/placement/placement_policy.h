@@ -95,6 +95,10 @@ struct PolicyConfig {
   // Below this many uncached tokens a prefill stays local (short_prompt / warm_prefix) under
   // cost_model. Default 256.
   int min_offload_tokens = 256;
+  // cost_model: prompts with at least this many uncached tokens are offloaded, however
+  // short, when their local chunk would push running streams past the TPOT objective.
+  // Default 32.
+  int min_tpot_offload_tokens = 32;
   // length_threshold: offload when uncached tokens >= this. Default 1024.
   int length_threshold = 1024;
   // A prefill worker whose queue alone takes longer than this is not used. Default 1 s.

@@ -38,7 +38,7 @@ echo "interference smoke: ok"
 
 # Smoke run of `pdserve-bench serve`: one mix, two policies, one rate, a few requests.
 serve=(serve --out="$out/serve" --model="$model" --mixes=mixed --policies=always_local,cost_model --rates=1
-       --requests_per_rate=6)
+       --requests_per_rate=6 --probe_repetitions=2)
 "$bench" "${serve[@]}" > "$out/serve.txt" 2> "$out/serve.err" || { cat "$out/serve.err"; exit 1; }
 for key in goodput_cost_model_over_best_fixed tpot_p90_inflation_cost_model tpot_p90_inflation_always_local \
            loadgen_cpu_share slo_ttft_ms; do
@@ -48,6 +48,7 @@ test -s "$out/serve/runs/mixed/unloaded.json"
 test -s "$out/serve/runs/mixed/always_local/rate_0.json"
 test -s "$out/serve/runs/mixed/cost_model/rate_0.json"
 grep -q '"attainment"' "$out/serve/runs/mixed/cost_model/rate_0.json"
+grep -q '"repetitions"' "$out/serve/runs/probe_cost_model.json"
 if command -v gnuplot > /dev/null; then test -s "$out/serve/mixed.png"; fi
 # Resuming starts no cluster.
 "$bench" "${serve[@]}" > /dev/null 2> "$out/serve2.err"

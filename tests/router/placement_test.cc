@@ -155,6 +155,36 @@ TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
 }
 
+TEST(PlacementPolicyTest, ShortPromptsMoveOnlyWhenTheirChunkBreaksTheTpotObjective) {
+  CostModel model(Params());
+  PolicyConfig config;
+  config.min_offload_tokens = 256;
+  config.min_tpot_offload_tokens = 32;
+  config.slo.ttft_ms = 100000;
+  config.slo.tpot_ms = 25;  // 8 decodes step in 18 ms; a 100-token chunk makes it 28 ms.
+  auto policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  PlacementDecision d = (*policy)->Decide(Inputs(100, 0, 8), model);
+  EXPECT_NEAR(d.estimate.mixed_step_ms, 28, 1e-6);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  // A 50-token chunk (23 ms) fits the objective: local, as any short prompt.
+  d = (*policy)->Decide(Inputs(50, 0, 8), model);
+  EXPECT_FALSE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "short_prompt");
+  // Below the floor an offload never pays, whatever the objective.
+  config.slo.tpot_ms = 1;
+  policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  d = (*policy)->Decide(Inputs(31, 0, 8), model);
+  EXPECT_FALSE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "short_prompt");
+  // Nothing running beside it: nobody's TPOT is at stake.
+  d = (*policy)->Decide(Inputs(100, 0, 0), model);
+  EXPECT_FALSE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "short_prompt");
+}
+
 TEST(PlacementPolicyTest, ArrivalsDuringALocalPrefillCountAsInterference) {
   CostModel model(Params());
   auto policy = MakePlacementPolicy(PolicyConfig());
@@ -179,6 +209,10 @@ TEST(PlacementPolicyTest, ConfigErrorsNameTheFlag) {
   config = PolicyConfig();
   config.alternates = 99;
   EXPECT_NE(MakePlacementPolicy(config).status().message().find("--alternates"), absl::string_view::npos);
+  config = PolicyConfig();
+  config.min_tpot_offload_tokens = 0;
+  EXPECT_NE(MakePlacementPolicy(config).status().message().find("--min_tpot_offload_tokens"),
+            absl::string_view::npos);
   config = PolicyConfig();
   config.slo.ttft_ms = 0;
   EXPECT_NE(MakePlacementPolicy(config).status().message().find("--slo_ttft"), absl::string_view::npos);
