@@ -24,7 +24,7 @@ struct InterferenceBenchConfig {
   std::vector<int> decode_counts;   // D.
   std::vector<int> prefill_tokens;  // P.
   std::vector<int> chunk_sizes;
-  int repetitions = 3;
+  int repetitions = 5;
   // Background streams: shared prompt length (their warm context), tokens discarded before
   // steady state, and the decode-only window measured as the baseline.
   int context_tokens = 512;

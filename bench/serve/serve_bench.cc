@@ -116,9 +116,11 @@ nlohmann::json Percentiles(std::vector<double> v) {
 nlohmann::json RatePoint(const std::vector<RequestResult>& results, const Slos& slos, double rate) {
   std::vector<double> ttft, tpot, itl, e2e;
   int ok = 0, attained = 0, errors = 0, offloaded = 0;
+  std::map<std::string, int> error_counts;  // By message: what overload looks like to a client.
   for (const RequestResult& r : results) {
     if (!r.ok) {
       ++errors;
+      ++error_counts[r.error.substr(0, 160)];
       continue;
     }
     ++ok;
@@ -133,6 +135,7 @@ nlohmann::json RatePoint(const std::vector<RequestResult>& results, const Slos& 
   return {{"rate", rate},
           {"requests", results.size()},
           {"errors", errors},
+          {"error_messages", error_counts},
           {"offloaded", offloaded},
           {"attainment", results.empty() ? 0.0 : double(attained) / results.size()},
           {"ttft_ms", Percentiles(ttft)},
@@ -187,7 +190,8 @@ pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& 
 
 // The worst running stream's TPOT p90 while a 2048-token cold prefill runs, over its p90 just
 // before.
-absl::StatusOr<double> TpotInflationProbe(const std::shared_ptr<grpc::Channel>& channel, int vocab, int max_context) {
+absl::StatusOr<double> TpotInflationProbe(const std::shared_ptr<grpc::Channel>& channel, int vocab, int max_context,
+                                          int repetition) {
   struct Stream {
     client::CallHandle handle;
     absl::Mutex mu;
@@ -239,7 +243,8 @@ absl::StatusOr<double> TpotInflationProbe(const std::shared_ptr<grpc::Channel>& 
   }
   absl::SleepFor(absl::Seconds(1));
   std::vector<int32_t> cold(2048);
-  for (int k = 0; k < 2048; ++k) cold[k] = static_cast<int32_t>((k * 7919 + 13) % vocab);
+  // Unique content per repetition: a repeated prompt would hit the prefix cache.
+  for (int k = 0; k < 2048; ++k) cold[k] = static_cast<int32_t>((k * 7919 + 13 + repetition * 104729) % vocab);
   const absl::Time inject = absl::Now();
   const RequestResult injected = Send(channel, cold, 4, "probe");
   const absl::Time end = inject + absl::Milliseconds(injected.ttft_ms);
@@ -461,7 +466,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
       // the tiny model): the median of several is the figure.
       std::vector<double> ratios;
       for (int r = 0; r < cfg.probe_repetitions; ++r) {
-        ASSIGN_OR_RETURN(double ratio, TpotInflationProbe(channel, model.vocab_size, model.max_position_embeddings));
+        ASSIGN_OR_RETURN(double ratio, TpotInflationProbe(channel, model.vocab_size, model.max_position_embeddings, r));
         ratios.push_back(ratio);
         absl::SleepFor(absl::Milliseconds(300));
       }

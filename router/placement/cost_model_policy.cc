@@ -19,18 +19,23 @@ class CostModelPolicy final : public PlacementPolicy {
     if (e.prefill.empty()) return Local(e, "no_prefill_worker");
     const SloConfig& slo = config_.slo;
     // Local chunks slower than the TPOT objective break it for every stream that decodes
-    // beside them: the running ones and those expected to start meanwhile. That harms many
-    // requests, so the prefill moves to the best prefill worker even when its queue is long
-    // (a long queue costs this request alone its TTFT), and even a short prompt moves when the
-    // objective is that tight (a fast model's decode step is a millisecond or two; below
-    // --min_tpot_offload_tokens an offload's fixed costs are never worth it).
+    // beside them: the running ones and those expected to start meanwhile.
     const bool streams_beside = in.decode.running > 0 || e.expected_arrivals >= 1;
     const bool breaks_tpot = streams_beside && e.mixed_step_ms > slo.tpot_ms &&
                              in.uncached_tokens() >= config_.min_tpot_offload_tokens;
-    if (in.uncached_tokens() < config_.min_offload_tokens && !breaks_tpot) {
+    if (in.uncached_tokens() < config_.min_offload_tokens) {
+      // A short prompt is one slow step for the streams beside it: it moves only when that
+      // step breaks the objective and the offload costs it less than the delay it saves them
+      // (a prefill worker busy with a long prompt would cost it its TTFT; below
+      // --min_tpot_offload_tokens an offload's fixed costs never pay).
+      const double cost = e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms);
+      if (breaks_tpot && e.interference_ms > cost) return Offload(e, config_.alternates, "local_exceeds_tpot_slo");
       const bool warm = in.cached_tokens > 0 && in.prompt_tokens >= config_.min_offload_tokens;
       return Local(e, warm ? "warm_prefix" : "short_prompt");
     }
+    // A long prompt's chunks break the objective step after step, for many requests: it
+    // moves to the best prefill worker even when its queue is long (a long queue costs this
+    // request alone its TTFT).
     if (breaks_tpot) return Offload(e, config_.alternates, "local_exceeds_tpot_slo");
     // Otherwise prefill workers whose queue alone is too long are not candidates.
     std::erase_if(e.prefill, [&](const PrefillEstimate& p) { return p.queue_ms > config_.max_prefill_queue_ms; });

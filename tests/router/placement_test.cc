@@ -168,6 +168,11 @@ TEST(PlacementPolicyTest, ShortPromptsMoveOnlyWhenTheirChunkBreaksTheTpotObjecti
   EXPECT_NEAR(d.estimate.mixed_step_ms, 28, 1e-6);
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  // A prefill worker busy for longer than the delay the local step causes (8 x 10 ms): the
+  // short prompt stays.
+  d = (*policy)->Decide(Inputs(100, 0, 8, {1000}), model);  // 100 ms queue.
+  EXPECT_FALSE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "short_prompt");
   // A 50-token chunk (23 ms) fits the objective: local, as any short prompt.
   d = (*policy)->Decide(Inputs(50, 0, 8), model);
   EXPECT_FALSE(d.offload) << d.reason;
