@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,6 +83,10 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(ChildOptions o
         std::fprintf(stderr, "sched_setaffinity: %s\n", std::strerror(errno));
         _exit(127);
       }
+    }
+    if (options.nice != 0 && setpriority(PRIO_PROCESS, 0, options.nice) != 0) {
+      std::fprintf(stderr, "setpriority: %s\n", std::strerror(errno));
+      _exit(127);
     }
     sigset_t none;
     sigemptyset(&none);

@@ -41,6 +41,10 @@ struct ChildOptions {
   bool detached = false;
   // CPUs the child may run on (sched_setaffinity); empty: no pinning.
   std::vector<int> cpus;
+  // Scheduling niceness added to the child's (setpriority; 0..19). A prefill worker sharing
+  // cores with latency-critical processes runs niced so that their short wake-ups preempt
+  // its long forwards rather than the decode worker's steps.
+  int nice = 0;
 };
 
 class ChildProcess {

@@ -184,6 +184,9 @@ pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& 
   } else {
     c.decode = {worker("decode-0", 0)};
     c.prefill = {worker("prefill-0", 1)};
+    // The router and the load generator float over both cores; niced, the prefill worker's
+    // forwards yield to them instead of their wake-ups landing on the decode worker's core.
+    c.prefill[0].nice = cfg.prefill_nice;
   }
   return c;
 }

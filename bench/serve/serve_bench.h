@@ -31,6 +31,8 @@ struct ServeBenchConfig {
   int probe_repetitions = 5;
   uint64_t seed = 2026;
   std::vector<int> cpus = {0, 1};
+  // Niceness of the prefill worker (policies with one): see pdctl's `nice`.
+  int prefill_nice = 10;
   double ttft_slo_multiple = 10;
   double tpot_slo_multiple = 5;
   // length_threshold's N (uncached tokens).

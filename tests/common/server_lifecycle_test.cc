@@ -1,6 +1,8 @@
 // Starts a real server binary as a child process: its health goes SERVING once ready, its
 // /metrics answers, and SIGTERM drains it to a clean exit.
+#include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "common/child_process.h"
@@ -10,7 +12,6 @@
 
 namespace pdserve {
 namespace {
-
 
 TEST(ServerLifecycleTest, HealthThenSigtermExitsCleanly) {
   auto child = ChildProcess::Start(ChildOptions{
@@ -43,6 +44,22 @@ TEST(ServerLifecycleTest, DestructorStopsAChildThatIsStillRunning) {
   }
   // Reaped by the destructor: the pid no longer names our child.
   EXPECT_NE(::kill(pid, 0), 0);
+}
+
+TEST(ServerLifecycleTest, ChildRunsOnTheGivenCpusAtTheGivenNiceness) {
+  ChildOptions options{.binary = "pdserve-test-server"};
+  options.cpus = {0};
+  options.nice = 7;
+  auto child = ChildProcess::Start(options);
+  ASSERT_TRUE(child.ok()) << child.status();
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, (*child)->pid());
+  ASSERT_EQ(errno, 0);
+  EXPECT_EQ(nice, getpriority(PRIO_PROCESS, 0) + 7);
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity((*child)->pid(), sizeof(set), &set), 0);
+  EXPECT_EQ(CPU_COUNT(&set), 1);
+  EXPECT_TRUE(CPU_ISSET(0, &set));
 }
 
 TEST(ServerLifecycleTest, HelpExitsZeroAndBadFlagsFail) {

@@ -35,6 +35,8 @@ TEST(ClusterConfigTest, ErrorsNameTheFileAndTheKey) {
   for (const Case& c : {Case{"decode: [{name: d}]\nrouter: {polcy: x}\n", "router.polcy"},
                         Case{"decode: [{name: d, threads: many}]\n", "decode[0].threads"},
                         Case{"decode: [{name: d, cpus: [-1]}]\n", "decode[0].cpus"},
+                        Case{"decode: [{name: d}]\nprefill: [{name: p, nice: 20}]\n", "prefill[0].nice"},
+                        Case{"decode: [{name: d, nice: -1}]\n", "decode[0].nice"},
                         Case{"prefill: [{name: x}]\n", "at least one decode worker"},
                         Case{"decode: [{name: a}, {name: a}]\n", "used twice"},
                         Case{"decode: {name: a}\n", "decode: must be a list"},

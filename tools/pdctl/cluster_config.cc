@@ -51,13 +51,17 @@ class Mapping {
 };
 
 absl::Status ReadProcess(const Mapping& m, bool worker, ProcessSpec* p) {
-  std::set<std::string> known = {"name", "cpus", "flags"};
+  std::set<std::string> known = {"name", "cpus", "nice", "flags"};
   if (worker) known.insert("threads");
   if (absl::Status s = m.Check(known); !s.ok()) return s;
   if (absl::Status s = m.Get("name", &p->name); !s.ok()) return s;
   if (absl::Status s = m.Get("threads", &p->threads); !s.ok()) return s;
   if (absl::Status s = m.Get("cpus", &p->cpus); !s.ok()) return s;
+  if (absl::Status s = m.Get("nice", &p->nice); !s.ok()) return s;
   if (absl::Status s = m.Get("flags", &p->flags); !s.ok()) return s;
+  if (p->nice < 0 || p->nice > 19) {
+    return m.Error(m.Key("nice"), absl::StrCat(p->nice, " is outside [0, 19] (raising priority needs privileges)"));
+  }
   if (p->threads < 0) return m.Error(m.Key("threads"), "must be >= 0 (0: all hardware threads)");
   for (int cpu : p->cpus) {
     if (cpu < 0 || cpu >= 1024) return m.Error(m.Key("cpus"), absl::StrCat(cpu, " is not a CPU number"));

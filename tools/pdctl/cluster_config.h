@@ -17,6 +17,7 @@ struct ProcessSpec {
   std::string name;
   int threads = 1;            // Forward threads (workers).
   std::vector<int> cpus;      // Pinning; empty: none.
+  int nice = 0;               // Niceness 0..19 (see ChildOptions::nice).
   std::vector<std::string> flags;  // Extra command-line flags, passed as given.
 };
 

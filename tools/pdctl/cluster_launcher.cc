@@ -26,6 +26,7 @@ absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& 
   options.name = spec.name;
   options.detached = detached;
   options.cpus = spec.cpus;
+  options.nice = spec.nice;
   options.startup_timeout = c.startup_timeout;
   auto child = ChildProcess::Start(options);
   if (!child.ok()) return absl::UnavailableError(absl::StrCat(spec.name, ": ", child.status().message()));
