@@ -142,6 +142,24 @@ absl::StatusOr<InterferenceRun> InterferenceRun::FromJson(const nlohmann::json& 
   }
 }
 
+int DisturbedRepetition(const std::vector<InterferenceRun>& runs, double max_drift) {
+  std::vector<double> baselines;
+  for (const InterferenceRun& r : runs) baselines.push_back(r.tpot_baseline_p50_ms);
+  if (baselines.size() < 3) return -1;
+  const double median = Median(baselines);
+  if (median <= 0) return -1;
+  int worst = -1;
+  double worst_drift = max_drift;
+  for (size_t i = 0; i < baselines.size(); ++i) {
+    const double drift = std::abs(baselines[i] - median) / median;
+    if (drift > worst_drift) {
+      worst_drift = drift;
+      worst = static_cast<int>(i);
+    }
+  }
+  return worst;
+}
+
 std::vector<InterferenceConfigResult> Aggregate(const std::vector<InterferenceRun>& runs) {
   std::map<std::tuple<int, int, int>, std::vector<const InterferenceRun*>> by_config;
   for (const InterferenceRun& r : runs) by_config[{r.chunk, r.decode, r.prefill_tokens}].push_back(&r);

@@ -60,6 +60,12 @@ struct InterferenceConfigResult {
   double cv = 0;                // Of tpot_during (D > 0) or of the prefill duration (D = 0).
   double decode_context = 0;
 };
+// The repetition whose decode-only baseline TPOT is furthest from the median of a
+// configuration's repetitions, if that is more than `max_drift` (relative): it ran on a
+// disturbed machine and is measured again. -1 if none is, with fewer than 3 repetitions, or
+// without a baseline (D = 0).
+int DisturbedRepetition(const std::vector<InterferenceRun>& runs, double max_drift);
+
 std::vector<InterferenceConfigResult> Aggregate(const std::vector<InterferenceRun>& runs);
 
 // The linear step model the router uses (router/cost_model.h):

@@ -25,6 +25,11 @@ struct InterferenceBenchConfig {
   std::vector<int> prefill_tokens;  // P.
   std::vector<int> chunk_sizes;
   int repetitions = 5;
+  // A repetition whose decode-only baseline TPOT is off its configuration's median by more
+  // than this (relative) ran on a disturbed machine and is measured again, at most
+  // max_remeasured_per_config times per configuration (0 disables).
+  double max_baseline_drift = 0.2;
+  int max_remeasured_per_config = 2;
   // Background streams: shared prompt length (their warm context), tokens discarded before
   // steady state, and the decode-only window measured as the baseline.
   int context_tokens = 512;

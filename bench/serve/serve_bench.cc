@@ -1,6 +1,7 @@
 #include "bench/serve/serve_bench.h"
 
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -160,10 +161,11 @@ double Goodput(const std::vector<nlohmann::json>& points) {
   return best;
 }
 
+// `launch` numbers the clusters of a policy: each keeps its own logs.
 pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& dir, const std::string& policy,
-                                const std::vector<std::string>& router_flags) {
+                                const std::vector<std::string>& router_flags, int launch) {
   pdctl::ClusterConfig c;
-  c.run_dir = absl::StrCat(cfg.out_dir, "/cluster/", policy);
+  c.run_dir = absl::StrCat(cfg.out_dir, "/cluster/", policy, "-", launch);
   c.model_dir = dir;
   c.router_listen = "127.0.0.1:0";
   c.router_metrics_listen = "127.0.0.1:0";
@@ -361,6 +363,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
     std::unique_ptr<pdctl::LaunchedCluster> cluster;
     std::shared_ptr<grpc::Channel> channel;
     std::vector<std::string> cluster_flags;
+    int launches = 0;
     // The router is told the mix's objectives (as an operator would configure it); a cluster
     // with other flags is replaced.
     auto ensure_cluster = [&](const std::vector<std::string>& flags) -> absl::Status {
@@ -369,7 +372,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
       Progress("serve", absl::StrCat("starting the ", policy, " cluster", flags.empty() ? "" : " (",
                                      absl::StrJoin(flags, " "), flags.empty() ? "" : ")"));
       ASSIGN_OR_RETURN(pdctl::LaunchedCluster launched,
-                       pdctl::LaunchCluster(ClusterFor(cfg, dir, policy, flags), false));
+                       pdctl::LaunchCluster(ClusterFor(cfg, dir, policy, flags, launches++), false));
       cluster = std::make_unique<pdctl::LaunchedCluster>(std::move(launched));
       channel = client::MakeChannel(cluster->state.router);
       cluster_flags = flags;
@@ -447,6 +450,21 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           RETURN_IF_ERROR(ensure_cluster(slo_flags));
           const auto work = MakeWorkload(mix, rate, cfg.requests_per_rate, cfg.seed + k, model.vocab_size);
           point = RatePoint(RunLoad(channel, work, false), slo, rate);
+          // A process of the cluster that died under load is a finding, not noise: record
+          // how it ended and where its log is, and start a fresh cluster for what follows.
+          nlohmann::json exited = nlohmann::json::object();
+          for (const auto& child : cluster->children) {
+            if (child->running()) continue;
+            const int status = child->WaitExit(absl::ZeroDuration()).value_or(-1);
+            exited[child->log_path()] = WIFSIGNALED(status) ? absl::StrCat("signal ", WTERMSIG(status))
+                                                            : absl::StrCat("exit ", WEXITSTATUS(status));
+          }
+          if (!exited.empty()) {
+            point["exited"] = exited;
+            Progress("serve", absl::StrCat(policy, " ", mix_name, ": cluster processes exited: ", exited.dump()));
+            cluster.reset();
+            cluster_flags.clear();
+          }
           RETURN_IF_ERROR(WriteJson(path, point));
           absl::SleepFor(absl::Milliseconds(500));  // Let queues drain between rates.
         }

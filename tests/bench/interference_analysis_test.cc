@@ -81,6 +81,27 @@ TEST(InterferenceAnalysisTest, FitRecoversTheStepModelAndPredictsHeldOutConfigur
   EXPECT_FALSE(FitStepModel({configs[0]}).ok());
 }
 
+TEST(InterferenceAnalysisTest, DisturbedRepetitionIsTheBaselineFurthestFromTheMedian) {
+  auto runs_with_baselines = [](std::vector<double> baselines) {
+    std::vector<InterferenceRun> runs;
+    for (double b : baselines) {
+      InterferenceRun r;
+      r.tpot_baseline_p50_ms = b;
+      r.tpot_during_p50_ms = 1000;  // Never looked at: only the baseline decides.
+      runs.push_back(r);
+    }
+    return runs;
+  };
+  // Median 16: 20.9 is 31 % off, 19 is 19 % off.
+  EXPECT_EQ(DisturbedRepetition(runs_with_baselines({16, 16.5, 20.9, 15.5, 19}), 0.2), 2);
+  EXPECT_EQ(DisturbedRepetition(runs_with_baselines({16, 16.5, 20.9, 15.5, 19}), 0.35), -1);
+  // Too fast counts as disturbed too (the median moved).
+  EXPECT_EQ(DisturbedRepetition(runs_with_baselines({16, 16, 10, 16, 16}), 0.2), 2);
+  // No baseline (D = 0) or too few repetitions to call one an outlier.
+  EXPECT_EQ(DisturbedRepetition(runs_with_baselines({0, 0, 0}), 0.2), -1);
+  EXPECT_EQ(DisturbedRepetition(runs_with_baselines({16, 40}), 0.2), -1);
+}
+
 TEST(InterferenceAnalysisTest, CsvHasAHeaderAndOneRowPerConfiguration) {
   const auto configs = Aggregate(Synthetic(0));
   const std::string csv = InterferenceCsv(configs);
