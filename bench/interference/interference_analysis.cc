@@ -143,6 +143,9 @@ absl::StatusOr<InterferenceRun> InterferenceRun::FromJson(const nlohmann::json& 
 }
 
 int DisturbedRepetition(const std::vector<InterferenceRun>& runs, double max_drift) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].chunks_actual != runs[i].chunks_expected) return static_cast<int>(i);
+  }
   std::vector<double> baselines;
   for (const InterferenceRun& r : runs) baselines.push_back(r.tpot_baseline_p50_ms);
   if (baselines.size() < 3) return -1;

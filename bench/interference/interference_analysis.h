@@ -60,10 +60,10 @@ struct InterferenceConfigResult {
   double cv = 0;                // Of tpot_during (D > 0) or of the prefill duration (D = 0).
   double decode_context = 0;
 };
-// The repetition whose decode-only baseline TPOT is furthest from the median of a
-// configuration's repetitions, if that is more than `max_drift` (relative): it ran on a
-// disturbed machine and is measured again. -1 if none is, with fewer than 3 repetitions, or
-// without a baseline (D = 0).
+// The repetition to measure again: the first whose chunk count is not the expected one (it
+// did not run the protocol), else the one whose decode-only baseline TPOT is furthest from
+// the median of the configuration's repetitions if that is more than `max_drift` (relative:
+// it ran on a disturbed machine). -1 if none (a baseline needs 3 repetitions and D > 0).
 int DisturbedRepetition(const std::vector<InterferenceRun>& runs, double max_drift);
 
 std::vector<InterferenceConfigResult> Aggregate(const std::vector<InterferenceRun>& runs);

@@ -88,6 +88,7 @@ TEST(InterferenceAnalysisTest, DisturbedRepetitionIsTheBaselineFurthestFromTheMe
       InterferenceRun r;
       r.tpot_baseline_p50_ms = b;
       r.tpot_during_p50_ms = 1000;  // Never looked at: only the baseline decides.
+      r.chunks_actual = r.chunks_expected = 2;
       runs.push_back(r);
     }
     return runs;
@@ -100,6 +101,10 @@ TEST(InterferenceAnalysisTest, DisturbedRepetitionIsTheBaselineFurthestFromTheMe
   // No baseline (D = 0) or too few repetitions to call one an outlier.
   EXPECT_EQ(DisturbedRepetition(runs_with_baselines({0, 0, 0}), 0.2), -1);
   EXPECT_EQ(DisturbedRepetition(runs_with_baselines({16, 40}), 0.2), -1);
+  // A run with another chunk count than expected (e.g. a prefix-cache hit) comes first.
+  auto runs = runs_with_baselines({16, 16, 30, 16, 16});
+  runs[3].chunks_actual = 1;
+  EXPECT_EQ(DisturbedRepetition(runs, 0.2), 3);
 }
 
 TEST(InterferenceAnalysisTest, CsvHasAHeaderAndOneRowPerConfiguration) {
