@@ -45,6 +45,8 @@ ABSL_FLAG(std::vector<std::string>, mixes, {}, "serve: workload mixes (default c
 ABSL_FLAG(std::vector<std::string>, rates, {},
           "serve: request rates as multiples of the mix's unloaded capacity (default 0.5,1,2,3,4,6,8).");
 ABSL_FLAG(int, prefill_nice, 10, "serve: niceness of the prefill worker (0..19; 0: as the decode workers).");
+ABSL_FLAG(int, bisect_steps, -1,
+          "serve: rates bisected between the highest passing and lowest failing one (-1: 2 quick, 4 full).");
 ABSL_FLAG(int, probe_repetitions, 5, "serve: TPOT inflation probes per policy (the median is reported).");
 ABSL_FLAG(int, requests_per_rate, 0, "serve: requests per rate point (0: 80 quick, 150 full).");
 ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
@@ -151,6 +153,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     config.probe_repetitions = absl::GetFlag(FLAGS_probe_repetitions);
+    if (absl::GetFlag(FLAGS_bisect_steps) > 8) {
+      std::fprintf(stderr, "--bisect_steps: must be <= 8\n");
+      return 2;
+    }
+    if (absl::GetFlag(FLAGS_bisect_steps) >= 0) config.bisect_steps = absl::GetFlag(FLAGS_bisect_steps);
     if (absl::GetFlag(FLAGS_prefill_nice) < 0 || absl::GetFlag(FLAGS_prefill_nice) > 19) {
       std::fprintf(stderr, "--prefill_nice: must be in [0, 19]\n");
       return 2;

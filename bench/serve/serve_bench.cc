@@ -334,6 +334,7 @@ ServeBenchConfig ServeBenchConfig::Full() {
   ServeBenchConfig c;
   c.requests_per_rate = 150;
   c.rate_multipliers = {0.25, 0.5, 1, 1.5, 2, 3, 4, 6, 8, 12};
+  c.bisect_steps = 4;
   return c;
 }
 
@@ -438,17 +439,15 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
       const std::vector<std::string> slo_flags = {absl::StrCat("--slo_ttft=", Fixed(slo_ttft, 3), "ms"),
                                                   absl::StrCat("--slo_tpot=", Fixed(slo_tpot, 3), "ms"),
                                                   absl::StrCat("--max_prefill_queue=", Fixed(slo_ttft, 3), "ms")};
-      int failures = 0;
-      for (size_t k = 0; k < cfg.rate_multipliers.size() && failures < cfg.stop_after_failures; ++k) {
-        const double rate = base_rate * cfg.rate_multipliers[k];
-        const std::string path = absl::StrCat(mix_dir, "/", policy, "/rate_", k, ".json");
+      // One rate point: resumed from `path` when it exists, else measured there.
+      auto measure_point = [&](double rate, const std::string& path, uint64_t seed) -> absl::StatusOr<nlohmann::json> {
         auto saved = ReadJson(path);
         nlohmann::json point;
         if (saved.ok()) {
           point = *saved;
         } else {
           RETURN_IF_ERROR(ensure_cluster(slo_flags));
-          const auto work = MakeWorkload(mix, rate, cfg.requests_per_rate, cfg.seed + k, model.vocab_size);
+          const auto work = MakeWorkload(mix, rate, cfg.requests_per_rate, seed, model.vocab_size);
           point = RatePoint(RunLoad(channel, work, false), slo, rate);
           // A process of the cluster that died under load is a finding, not noise: record
           // how it ended and where its log is, and start a fresh cluster for what follows.
@@ -468,14 +467,43 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           RETURN_IF_ERROR(WriteJson(path, point));
           absl::SleepFor(absl::Milliseconds(500));  // Let queues drain between rates.
         }
-        failures = point["attainment"].get<double>() < 0.5 ? failures + 1 : 0;
         Progress("serve", absl::StrCat(policy, " ", mix_name, " ", Fixed(rate, 2), " req/s: attainment ",
                                        Fixed(point["attainment"].get<double>(), 2), ", TTFT p90 ",
                                        Fixed(point["ttft_ms"]["p90"].get<double>(), 1), " ms, TPOT p90 ",
                                        Fixed(point["tpot_ms"]["p90"].get<double>(), 2), " ms, offloaded ",
                                        point["offloaded"].get<int>(), "/", point["requests"].get<int>()));
-        points[mix_name][policy].push_back(point);
+        return point;
+      };
+      std::vector<nlohmann::json>& sweep = points[mix_name][policy];
+      int failures = 0;
+      for (size_t k = 0; k < cfg.rate_multipliers.size() && failures < cfg.stop_after_failures; ++k) {
+        ASSIGN_OR_RETURN(nlohmann::json point,
+                         measure_point(base_rate * cfg.rate_multipliers[k],
+                                       absl::StrCat(mix_dir, "/", policy, "/rate_", k, ".json"), cfg.seed + k));
+        failures = point["attainment"].get<double>() < 0.5 ? failures + 1 : 0;
+        sweep.push_back(point);
       }
+      // The grid's rates are far apart around the knee (one request more or less meeting its
+      // objectives moved the interpolated goodput by up to 2x): bisect between the highest
+      // passing rate (or zero) and the lowest failing rate above it.
+      for (int b = 0; b < cfg.bisect_steps; ++b) {
+        double lo = 0, hi = -1;
+        for (const auto& p : sweep) {
+          if (p["attainment"].get<double>() >= 0.9) lo = std::max(lo, p["rate"].get<double>());
+        }
+        for (const auto& p : sweep) {
+          const double r = p["rate"].get<double>();
+          if (r > lo && p["attainment"].get<double>() < 0.9 && (hi < 0 || r < hi)) hi = r;
+        }
+        if (hi < 0) break;  // Every rate passed.
+        ASSIGN_OR_RETURN(nlohmann::json point, measure_point((lo + hi) / 2,
+                                                             absl::StrCat(mix_dir, "/", policy, "/bisect_", b, ".json"),
+                                                             cfg.seed + 1000 + b));
+        sweep.push_back(point);
+      }
+      std::sort(sweep.begin(), sweep.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+        return a["rate"].get<double>() < b["rate"].get<double>();
+      });
     }
     const std::string probe_path = absl::StrCat(cfg.out_dir, "/runs/probe_", policy, ".json");
     auto saved = ReadJson(probe_path);

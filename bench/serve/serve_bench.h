@@ -39,6 +39,9 @@ struct ServeBenchConfig {
   int length_threshold = 1024;
   // Stop a policy's sweep after this many consecutive rates below 50 % attainment.
   int stop_after_failures = 2;
+  // Rates measured after the sweep, each halving the interval between the highest passing
+  // and the lowest failing rate (goodput's resolution).
+  int bisect_steps = 2;
 
   static ServeBenchConfig Quick();
   static ServeBenchConfig Full();

@@ -1,8 +1,9 @@
 // cost_model: offload iff the interference a local prefill would cause exceeds what the
 // offload costs (transfer tail plus any TTFT it adds over local), within the SLOs
 // (ARCHITECTURE section 5; the break-even rule of seed 002). The SLOs are checked first:
-// local chunks that would push running or arriving streams past the TPOT objective always
-// move away, to a prefill worker with a long queue if need be (they harm many requests); an
+// a long prompt whose local chunks would push running or arriving streams past the TPOT
+// objective always moves away, to a prefill worker with a long queue if need be (it harms
+// many requests; a short prompt moves when the offload costs it less than it saves them); an
 // offload that alone would miss the TTFT objective stays local (it harms one).
 #include "router/placement/placement_policy.h"
 

@@ -9,6 +9,8 @@ router=$3
 make_model=$4
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# Say which check failed, with the benchmarks' own words, before the directory goes.
+trap 'echo "bench_smoke: failed at line $LINENO: $BASH_COMMAND" >&2; tail -n 20 "$out"/*.err "$out"/stderr*.txt >&2 2> /dev/null' ERR
 if [[ ! -f "$model/config.json" ]]; then
   "$make_model" --preset=tiny --out="$model" > /dev/null
 fi
@@ -38,7 +40,7 @@ echo "interference smoke: ok"
 
 # Smoke run of `pdserve-bench serve`: one mix, two policies, one rate, a few requests.
 serve=(serve --out="$out/serve" --model="$model" --mixes=mixed --policies=always_local,cost_model --rates=1
-       --requests_per_rate=6 --probe_repetitions=2)
+       --requests_per_rate=6 --probe_repetitions=2 --bisect_steps=1)
 "$bench" "${serve[@]}" > "$out/serve.txt" 2> "$out/serve.err" || { cat "$out/serve.err"; exit 1; }
 for key in goodput_cost_model_over_best_fixed tpot_p90_inflation_cost_model tpot_p90_inflation_always_local \
            loadgen_cpu_share slo_ttft_ms; do
@@ -48,6 +50,17 @@ test -s "$out/serve/runs/mixed/unloaded.json"
 test -s "$out/serve/runs/mixed/always_local/rate_0.json"
 test -s "$out/serve/runs/mixed/cost_model/rate_0.json"
 grep -q '"attainment"' "$out/serve/runs/mixed/cost_model/rate_0.json"
+# A failing rate is bisected towards zero (one step here); a passing one is not.
+for policy in always_local cost_model; do
+  python3 - "$out/serve/runs/mixed/$policy" <<'PY' || exit 1
+import json, os, sys
+d = sys.argv[1]
+passed = json.load(open(os.path.join(d, "rate_0.json")))["attainment"] >= 0.9
+bisected = os.path.exists(os.path.join(d, "bisect_0.json"))
+if passed == bisected:
+    sys.exit(f"{d}: rate_0 {'passed' if passed else 'failed'} but bisect_0.json {'exists' if bisected else 'is missing'}")
+PY
+done
 grep -q '"repetitions"' "$out/serve/runs/probe_cost_model.json"
 if command -v gnuplot > /dev/null; then test -s "$out/serve/mixed.png"; fi
 # Resuming starts no cluster.

@@ -205,11 +205,11 @@ TEST_F(RouterTest, KilledDecodeWorkerLeavesTheRegistryAndItsRequestEndsUnavailab
 }
 
 TEST_F(RouterTest, ListModelsCountsTheWorkersOfEachModel) {
-  auto stub = v1::Generation::NewStub(cluster_->channel());
+  auto generation = v1::Generation::NewStub(cluster_->channel());
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::ListModelsResponse models;
-  ASSERT_TRUE(stub->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
+  ASSERT_TRUE(generation->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
   ASSERT_EQ(models.models_size(), 1);
   const v1::ModelInfo& m = models.models(0);
   EXPECT_EQ(m.name(), "tiny");
