@@ -485,9 +485,10 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
       }
       // The grid's rates are far apart around the knee (one request more or less meeting its
       // objectives moved the interpolated goodput by up to 2x): bisect between the highest
-      // passing rate (or zero) and the lowest failing rate above it.
+      // passing rate and the lowest failing rate above it. A policy that passes no rate of
+      // the grid is not chased towards zero (its low rates take minutes each).
       for (int b = 0; b < cfg.bisect_steps; ++b) {
-        double lo = 0, hi = -1;
+        double lo = -1, hi = -1;
         for (const auto& p : sweep) {
           if (p["attainment"].get<double>() >= 0.9) lo = std::max(lo, p["rate"].get<double>());
         }
@@ -495,7 +496,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           const double r = p["rate"].get<double>();
           if (r > lo && p["attainment"].get<double>() < 0.9 && (hi < 0 || r < hi)) hi = r;
         }
-        if (hi < 0) break;  // Every rate passed.
+        if (lo < 0 || hi < 0) break;  // No rate passed, or every rate did.
         ASSIGN_OR_RETURN(nlohmann::json point, measure_point((lo + hi) / 2,
                                                              absl::StrCat(mix_dir, "/", policy, "/bisect_", b, ".json"),
                                                              cfg.seed + 1000 + b));

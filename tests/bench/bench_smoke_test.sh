@@ -39,7 +39,7 @@ grep -q "8 runs resumed" "$out/stderr2.txt" || { cat "$out/stderr2.txt"; exit 1;
 echo "interference smoke: ok"
 
 # Smoke run of `pdserve-bench serve`: one mix, two policies, one rate, a few requests.
-serve=(serve --out="$out/serve" --model="$model" --mixes=mixed --policies=always_local,cost_model --rates=1
+serve=(serve --out="$out/serve" --model="$model" --mixes=mixed --policies=always_local,cost_model --rates=0.5,4
        --requests_per_rate=6 --probe_repetitions=2 --bisect_steps=1)
 "$bench" "${serve[@]}" > "$out/serve.txt" 2> "$out/serve.err" || { cat "$out/serve.err"; exit 1; }
 for key in goodput_cost_model_over_best_fixed tpot_p90_inflation_cost_model tpot_p90_inflation_always_local \
@@ -50,15 +50,15 @@ test -s "$out/serve/runs/mixed/unloaded.json"
 test -s "$out/serve/runs/mixed/always_local/rate_0.json"
 test -s "$out/serve/runs/mixed/cost_model/rate_0.json"
 grep -q '"attainment"' "$out/serve/runs/mixed/cost_model/rate_0.json"
-# A failing rate is bisected towards zero (one step here); a passing one is not.
+# A passing rate followed by a failing one is bisected (one step here); nothing else is.
 for policy in always_local cost_model; do
   python3 - "$out/serve/runs/mixed/$policy" <<'PY' || exit 1
 import json, os, sys
 d = sys.argv[1]
-passed = json.load(open(os.path.join(d, "rate_0.json")))["attainment"] >= 0.9
-bisected = os.path.exists(os.path.join(d, "bisect_0.json"))
-if passed == bisected:
-    sys.exit(f"{d}: rate_0 {'passed' if passed else 'failed'} but bisect_0.json {'exists' if bisected else 'is missing'}")
+passed = [json.load(open(os.path.join(d, f"rate_{k}.json")))["attainment"] >= 0.9 for k in (0, 1)]
+expected = passed[0] and not passed[1]
+if os.path.exists(os.path.join(d, "bisect_0.json")) != expected:
+    sys.exit(f"{d}: rates passed {passed}, bisect_0.json should {'' if expected else 'not '}exist")
 PY
 done
 grep -q '"repetitions"' "$out/serve/runs/probe_cost_model.json"
