@@ -132,6 +132,14 @@ struct Harness {
   int stream_tokens = 0;
 };
 
+// Whether every stream has emitted at least `tokens` tokens after `since_nanos`.
+bool EveryStreamHas(const std::vector<std::unique_ptr<BackgroundStream>>& streams, int64_t since_nanos, int tokens) {
+  for (const auto& s : streams) {
+    if (TokensAfter(s->Events(), since_nanos) < tokens) return false;
+  }
+  return true;
+}
+
 // `attempt` > 0 when a repetition is measured again: its prompt must differ from the first
 // attempt's, whose KV the worker's prefix cache now holds.
 absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p, int rep, int attempt) {
@@ -167,14 +175,7 @@ absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p
       return absl::DeadlineExceededError(absl::StrCat("D=", d, ": background streams never reached steady state"));
     }
     for (const auto& s : streams) t0 = std::max(t0, s->Events().back().unix_nanos);
-    if (!WaitFor(
-            [&] {
-              for (const auto& s : streams) {
-                if (TokensAfter(s->Events(), t0) < cfg.baseline_tokens) return false;
-              }
-              return true;
-            },
-            absl::Minutes(2))) {
+    if (!WaitFor([&] { return EveryStreamHas(streams, t0, cfg.baseline_tokens); }, absl::Minutes(2))) {
       stop_all();
       return absl::DeadlineExceededError("baseline window never completed");
     }
@@ -218,14 +219,7 @@ absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p
   run.chunks_actual = static_cast<int>(after.prefill_chunks_total() - before.prefill_chunks_total());
   run.mixed_steps = static_cast<int>(after.mixed_steps_total() - before.mixed_steps_total());
   if (d > 0) {
-    if (!WaitFor(
-            [&] {
-              for (const auto& s : streams) {
-                if (TokensAfter(s->Events(), first) < cfg.after_tokens) return false;
-              }
-              return true;
-            },
-            absl::Minutes(2))) {
+    if (!WaitFor([&] { return EveryStreamHas(streams, first, cfg.after_tokens); }, absl::Minutes(2))) {
       stop_all();
       return absl::DeadlineExceededError("recovery window never completed");
     }
