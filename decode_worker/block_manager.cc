@@ -31,6 +31,12 @@ int BlockManager::MatchPrefix(absl::Span<const uint64_t> hashes) const {
   return n;
 }
 
+int BlockManager::EvictableAmong(absl::Span<const uint64_t> hashes) const {
+  int n = 0;
+  for (uint64_t h : hashes) n += blocks_[cache_.at(h)].in_lru ? 1 : 0;
+  return n;
+}
+
 void BlockManager::TakeCached(absl::Span<const uint64_t> hashes, int count, std::vector<int32_t>* table) {
   for (int i = 0; i < count; ++i) {
     const int32_t b = cache_.at(hashes[i]);

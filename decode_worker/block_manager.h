@@ -50,6 +50,9 @@ class BlockManager {
 
   // Longest run of cached blocks matching `hashes` from the start. Does not take them.
   int MatchPrefix(absl::Span<const uint64_t> hashes) const;
+  // How many of the cached blocks of `hashes` (all matched by MatchPrefix) no sequence
+  // references: taking them removes them from available().
+  int EvictableAmong(absl::Span<const uint64_t> hashes) const;
   // Takes a reference on the cached blocks of the first `count` hashes (after MatchPrefix)
   // and appends their ids to `table`.
   void TakeCached(absl::Span<const uint64_t> hashes, int count, std::vector<int32_t>* table);

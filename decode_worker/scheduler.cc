@@ -107,7 +107,8 @@ bool Scheduler::EnsureBlocks(Sequence* seq, int needed, StepPlan* plan) {
   return true;
 }
 
-bool Scheduler::TryAdmit(Sequence* seq, int token_budget, StepPlan* plan) {
+bool Scheduler::Admit(Sequence* seq, SequenceState state, StepPlan* plan) {
+  if (static_cast<int>(running_.size()) >= config_.max_num_seqs) return false;
   const int bs = config_.block_size;
   std::vector<uint64_t> hashes;
   int cached = 0;
@@ -119,22 +120,37 @@ bool Scheduler::TryAdmit(Sequence* seq, int token_budget, StepPlan* plan) {
                                      absl::MakeConstSpan(seq->tokens).subspan(0, cacheable * bs), bs);
     cached = blocks_->MatchPrefix(hashes);
   }
-  const int total_blocks = BlocksFor(seq->num_tokens() + 1);
-  const int new_blocks = total_blocks - cached;
-  if (new_blocks > blocks_->available()) return false;
-  if (seq->preemptions == 0) {
+  const int new_blocks = BlocksFor(seq->num_tokens() + 1) - cached;
+  // Cached blocks nobody references are both "available" (evictable) and about to be
+  // pinned by this sequence: they cannot also serve its new blocks.
+  const int pinned_evictable = blocks_->EvictableAmong(absl::MakeConstSpan(hashes).subspan(0, cached));
+  if (new_blocks > blocks_->available() - pinned_evictable) return false;
+  std::vector<int32_t> table;
+  blocks_->TakeCached(hashes, cached, &table);
+  if (!blocks_->Allocate(new_blocks, &table)) {
+    // Unreachable when the check above holds; undo rather than admit with a short table.
+    PDS_LOG(ERROR) << seq->request_id << ": " << new_blocks << " blocks unavailable after the admission check";
+    blocks_->Release(table);
+    return false;
+  }
+  if (!seq->prefix_stats_counted) {
+    seq->prefix_stats_counted = true;
     counters_.prefix_queried_tokens += seq->num_tokens();
     counters_.prefix_hit_tokens += static_cast<uint64_t>(cached) * bs;
     seq->cached_prompt_tokens = cached * bs;
   }
-  blocks_->TakeCached(hashes, cached, &seq->block_table);
-  blocks_->Allocate(new_blocks, &seq->block_table);
-  plan->blocks_allocated += new_blocks;
+  if (plan != nullptr) plan->blocks_allocated += new_blocks;
+  seq->block_table = std::move(table);
   seq->block_hashes.assign(hashes.begin(), hashes.begin() + cached);
   seq->num_computed = cached * bs;
-  seq->state = SequenceState::kRunning;
+  seq->state = state;
   waiting_.erase(seq);
   running_.push_back(seq);
+  return true;
+}
+
+bool Scheduler::TryAdmit(Sequence* seq, int token_budget, StepPlan* plan) {
+  if (!Admit(seq, SequenceState::kRunning, plan)) return false;
   plan->admitted.push_back(seq);
   const int chunk = std::min(seq->uncomputed(), token_budget);
   if (chunk > 0) {
@@ -163,8 +179,7 @@ StepPlan Scheduler::PlanStep() {
       const int chunk = std::min(seq->uncomputed(), budget);
       const int needed = BlocksFor(seq->num_computed + chunk) - static_cast<int>(seq->block_table.size());
       if (needed > 0) {
-        if (!EnsureBlocks(seq, needed, &plan)) continue;
-        blocks_->Allocate(needed, &seq->block_table);
+        if (!EnsureBlocks(seq, needed, &plan) || !blocks_->Allocate(needed, &seq->block_table)) continue;
         plan.blocks_allocated += needed;
       }
       plan.chunks.push_back(PlannedChunk{seq, seq->num_computed, chunk,
@@ -177,9 +192,8 @@ StepPlan Scheduler::PlanStep() {
       budget -= chunk;
     }
   }
-  // Admissions, highest priority first, while blocks and budget last.
-  while (budget > 0 && !waiting_.empty() &&
-         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+  // Admissions, highest priority first, while blocks, sequence slots and budget last.
+  while (budget > 0 && !waiting_.empty()) {
     Sequence* head = *waiting_.begin();
     if (!TryAdmit(head, budget, &plan)) break;
     if (!plan.chunks.empty() && plan.chunks.back().seq == head) budget -= plan.chunks.back().num_tokens;
@@ -242,29 +256,7 @@ std::unique_ptr<Sequence> Scheduler::Finish(Sequence* seq) {
 }
 
 bool Scheduler::AdmitForTransfer(Sequence* seq) {
-  StepPlan ignored;
-  const int bs = config_.block_size;
-  std::vector<uint64_t> hashes;
-  int cached = 0;
-  if (config_.enable_prefix_caching) {
-    const int cacheable = (seq->num_tokens() - 1) / bs;
-    hashes = engine::FullBlockHashes(config_.model_fingerprint,
-                                     absl::MakeConstSpan(seq->tokens).subspan(0, cacheable * bs), bs);
-    cached = blocks_->MatchPrefix(hashes);
-  }
-  const int new_blocks = BlocksFor(seq->num_tokens() + 1) - cached;
-  if (new_blocks > blocks_->available()) return false;
-  counters_.prefix_queried_tokens += seq->num_tokens();
-  counters_.prefix_hit_tokens += static_cast<uint64_t>(cached) * bs;
-  seq->cached_prompt_tokens = cached * bs;
-  blocks_->TakeCached(hashes, cached, &seq->block_table);
-  blocks_->Allocate(new_blocks, &seq->block_table);
-  seq->block_hashes.assign(hashes.begin(), hashes.begin() + cached);
-  seq->num_computed = cached * bs;
-  seq->state = SequenceState::kAwaitingKv;
-  waiting_.erase(seq);
-  running_.push_back(seq);
-  return true;
+  return Admit(seq, SequenceState::kAwaitingKv, nullptr);
 }
 
 void Scheduler::TransferDone(Sequence* seq, int computed_tokens) {

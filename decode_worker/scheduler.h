@@ -90,8 +90,8 @@ class Scheduler {
   std::unique_ptr<Sequence> Finish(Sequence* seq);
 
   // Offload (AWAITING_KV): admits `seq` from the waiting queue with its prompt blocks
-  // allocated; the caller then reserves them for a transfer. Returns false if blocks are
-  // short. `seq` must be waiting.
+  // allocated; the caller then reserves them for a transfer. Returns false if blocks or
+  // sequence slots (max_num_seqs) are short. `seq` must be waiting.
   bool AdmitForTransfer(Sequence* seq);
   // The sequence (AWAITING_KV) joins the running batch with `computed_tokens` positions in
   // its KV: the whole prompt when the transfer delivered it (the first token is appended by
@@ -118,6 +118,11 @@ class Scheduler {
       return a->priority != b->priority ? a->priority > b->priority : a->order < b->order;
     }
   };
+  // The one admission path (local and offloaded): moves `seq` from waiting to running in
+  // `state` with blocks for its prompt + 1 token after prefix-cache reuse, or returns false
+  // and changes nothing when blocks or sequence slots are short. `plan` may be null.
+  bool Admit(Sequence* seq, SequenceState state, StepPlan* plan);
+  // Admit() for a local prefill, plus its first chunk within `token_budget`.
   bool TryAdmit(Sequence* seq, int token_budget, StepPlan* plan);
   // Makes room for `needed` more blocks by preempting running sequences other than the
   // ones already planned; returns false if `seq` itself had to be preempted.

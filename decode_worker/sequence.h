@@ -41,6 +41,7 @@ struct Sequence {
   int prompt_len = 0;
   int num_computed = 0;
   int cached_prompt_tokens = 0;     // From the prefix cache at (first) admission.
+  bool prefix_stats_counted = false;  // Its prompt entered the prefix-cache counters.
   std::vector<int32_t> block_table;
   std::vector<uint64_t> block_hashes;  // Hashes of the full blocks computed so far.
   SequenceState state = SequenceState::kWaiting;

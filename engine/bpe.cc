@@ -6,6 +6,15 @@
 #include "engine/byte_level.h"
 
 namespace pdserve::engine {
+namespace {
+
+// What one cache entry costs: the key and ids on the heap plus the map slot and the two
+// containers' headers.
+size_t EntryBytes(size_t word_bytes, size_t num_ids) {
+  return word_bytes + num_ids * sizeof(int32_t) + sizeof(std::string) + sizeof(std::vector<int32_t>) + 16;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
     absl::flat_hash_map<std::string, int32_t> vocab,
@@ -49,10 +58,20 @@ absl::Status BpeModel::Encode(absl::string_view word, std::vector<int32_t>* ids)
   std::vector<int32_t> encoded;
   if (absl::Status s = EncodeUncached(word, &encoded); !s.ok()) return s;
   ids->insert(ids->end(), encoded.begin(), encoded.end());
+  if (word.size() > kMaxCachedWordBytes) return absl::OkStatus();
+  const size_t entry_bytes = EntryBytes(word.size(), encoded.size());
   absl::MutexLock lock(&cache_mu_);
-  if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-  cache_.emplace(std::string(word), std::move(encoded));
+  if (cache_bytes_ + entry_bytes > kMaxCacheBytes) {
+    cache_.clear();
+    cache_bytes_ = 0;
+  }
+  if (cache_.emplace(std::string(word), std::move(encoded)).second) cache_bytes_ += entry_bytes;
   return absl::OkStatus();
+}
+
+size_t BpeModel::cache_bytes() const {
+  absl::MutexLock lock(&cache_mu_);
+  return cache_bytes_;
 }
 
 absl::Status BpeModel::EncodeUncached(absl::string_view word, std::vector<int32_t>* ids) const {

@@ -29,6 +29,8 @@ class BpeModel {
   absl::Status Encode(absl::string_view word, std::vector<int32_t>* ids) const;
 
   const absl::flat_hash_map<std::string, int32_t>& vocab() const { return vocab_; }
+  // Bytes the word cache holds now (keys, ids and per-entry overhead); at most 8 MiB.
+  size_t cache_bytes() const;
 
  private:
   struct Merge {
@@ -45,9 +47,14 @@ class BpeModel {
   absl::flat_hash_map<uint64_t, Merge> merges_;
   bool ignore_merges_ = false;
 
-  static constexpr size_t kMaxCacheEntries = 1 << 16;
+  // The word cache is bounded in bytes, not entries: one rejected 30 MiB prompt of long
+  // unique "words" once grew a router by a gigabyte. Long words are not cached at all (as in
+  // Hugging Face's tokenizers, whose cache skips words over 256 characters).
+  static constexpr size_t kMaxCachedWordBytes = 256;
+  static constexpr size_t kMaxCacheBytes = 8 << 20;
   mutable absl::Mutex cache_mu_;
   mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_ ABSL_GUARDED_BY(cache_mu_);
+  mutable size_t cache_bytes_ ABSL_GUARDED_BY(cache_mu_) = 0;
 };
 
 }  // namespace pdserve::engine

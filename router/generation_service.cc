@@ -23,11 +23,16 @@ class ErrorReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse>
 GenerationService::GenerationService(const ModelCatalog* catalog, Placer* placer, WorkerRegistry* registry,
                                      CostModel* cost_model, RouterMetrics* metrics,
                                      const GenerationServiceOptions& options)
-    : catalog_(catalog), registry_(registry), metrics_(metrics), options_(options) {
+    : catalog_(catalog),
+      registry_(registry),
+      metrics_(metrics),
+      options_(options),
+      tokenizers_("tokenize", options.tokenizer_threads, options.max_tokenize_queue) {
   deps_.placer = placer;
   deps_.registry = registry;
   deps_.cost_model = cost_model;
   deps_.metrics = metrics;
+  deps_.testing_read_delay = options.testing_read_delay;
   deps_.stub = [this](const std::string& address) { return Stub(address); };
   deps_.on_finish = [this] {
     in_flight_.fetch_sub(1);
@@ -52,33 +57,49 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(grpc
   };
   auto model = catalog_->Find(request->model());
   if (!model.ok()) return fail(request->model(), model.status());
-  const CatalogModel& m = **model;
+  const CatalogModel* m = *model;
   bridge::ModelLimits limits;
-  limits.model_name = m.name;
-  limits.vocab_size = m.config.vocab_size;
-  limits.max_context_tokens = m.config.max_position_embeddings;
-  // The catalog's name is what an empty request names.
-  v1::GenerateRequest forwarded = *request;
-  forwarded.set_model(m.name);
-  auto validated = bridge::ValidateGenerateRequest(forwarded, limits, m.tokenizer.get());
-  if (!validated.ok()) return fail(m.name, validated.status());
+  limits.model_name = m->name;
+  limits.vocab_size = m->config.vocab_size;
+  limits.max_context_tokens = m->config.max_position_embeddings;
+  limits.max_prompt_bytes = options_.max_prompt_bytes > 0 ? options_.max_prompt_bytes
+                                                          : int64_t{16} * m->config.max_position_embeddings;
+  // What costs nothing is checked here, on gRPC's thread; tokenizing is not.
+  if (absl::Status s = bridge::PrecheckGenerateRequest(*request, limits); !s.ok()) return fail(m->name, s);
   if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
     in_flight_.fetch_sub(1);
-    return fail(m.name, absl::ResourceExhaustedError(absl::StrCat(
-                            "router overloaded: ", options_.max_in_flight, " requests in flight (retry-after-ms: ",
-                            absl::ToInt64Milliseconds(options_.retry_after), ")")));
+    return fail(m->name, absl::ResourceExhaustedError(absl::StrCat(
+                             "router overloaded: ", options_.max_in_flight, " requests in flight (retry-after-ms: ",
+                             absl::ToInt64Milliseconds(options_.retry_after), ")")));
   }
   metrics_->requests_in_flight.Increment();
-  // Downstream, the prompt travels as token ids (tokenized once, here).
-  forwarded.set_request_id(validated->request_id);
-  forwarded.mutable_token_ids()->clear_ids();
-  for (int32_t t : validated->prompt) forwarded.mutable_token_ids()->add_ids(static_cast<uint32_t>(t));
-  PlacementRequest placement;
-  placement.request_id = validated->request_id;
-  placement.model = &m;
-  placement.max_tokens = validated->sampling.max_tokens;
-  return RelayCall::Start(deps_, context, std::move(forwarded), std::move(validated->prompt), std::move(placement),
-                          arrival);
+  RelayCall* call = RelayCall::Create(deps_, context, m, arrival);
+  // The catalog's name is what an empty request names.
+  auto start = [call, m, limits, forwarded = *request]() mutable {
+    forwarded.set_model(m->name);
+    auto validated = bridge::ValidateGenerateRequest(forwarded, limits, m->tokenizer.get());
+    if (!validated.ok()) {
+      call->Fail(validated.status());
+      return;
+    }
+    // Downstream, the prompt travels as token ids (tokenized once, here).
+    forwarded.set_request_id(validated->request_id);
+    forwarded.mutable_token_ids()->clear_ids();
+    for (int32_t t : validated->prompt) forwarded.mutable_token_ids()->add_ids(static_cast<uint32_t>(t));
+    PlacementRequest placement;
+    placement.request_id = validated->request_id;
+    placement.model = m;
+    placement.max_tokens = validated->sampling.max_tokens;
+    call->Begin(std::move(forwarded), std::move(validated->prompt), std::move(placement));
+  };
+  if (request->prompt_case() != v1::GenerateRequest::kText) {
+    start();  // Token ids: range checks only.
+  } else if (!tokenizers_.TrySubmit(std::move(start))) {
+    call->Fail(absl::ResourceExhaustedError(absl::StrCat(
+        "router overloaded: ", options_.max_tokenize_queue, " text prompts waiting to be tokenized (retry-after-ms: ",
+        absl::ToInt64Milliseconds(options_.retry_after), ")")));
+  }
+  return call;
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,

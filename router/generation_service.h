@@ -1,5 +1,5 @@
-// The router's public API: Generation.Generate (validate and tokenize, admit, place, relay)
-// and ListModels. The only router file besides registry_service.cc that sees both protobuf
+// The router's public API: Generation.Generate (check, admit, tokenize off gRPC's threads,
+// place, relay) and ListModels. The only router file besides registry_service.cc that sees both protobuf
 // and domain types.
 // Thread-safety: gRPC calls it from its own threads; shared state is atomic or locked.
 #ifndef PDSERVE_ROUTER_GENERATION_SERVICE_H_
@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "common/bounded_executor.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/model_catalog.h"
@@ -23,6 +24,14 @@ struct GenerationServiceOptions {
   int max_in_flight = 4096;
   // Retry-after hint with RESOURCE_EXHAUSTED. Default 200 ms.
   absl::Duration retry_after = absl::Milliseconds(200);
+  // Text prompts are tokenized on these threads, never on gRPC's. Default 2.
+  int tokenizer_threads = 2;
+  // Text prompts waiting for a tokenizer thread; beyond it RESOURCE_EXHAUSTED. Default 256.
+  int max_tokenize_queue = 256;
+  // Bytes of prompt text accepted (0: 16 bytes per token of the model's context). Default 0.
+  int64_t max_prompt_bytes = 0;
+  // Testing: see RelayDeps::testing_read_delay. Default 0.
+  absl::Duration testing_read_delay = absl::ZeroDuration();
 };
 
 class GenerationService final : public v1::Generation::CallbackService {
@@ -48,6 +57,8 @@ class GenerationService final : public v1::Generation::CallbackService {
   std::atomic<int> in_flight_{0};
   absl::Mutex stubs_mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<v1::Decode::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
+  // Last: destroyed first, so that queued tokenizations finish while the rest still exists.
+  BoundedExecutor tokenizers_;
 };
 
 }  // namespace pdserve::router

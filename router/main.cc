@@ -31,6 +31,11 @@ ABSL_FLAG(absl::Duration, slo_ttft, absl::Seconds(2), "TTFT objective the placem
 ABSL_FLAG(absl::Duration, slo_tpot, absl::Milliseconds(200), "Time-per-output-token objective of running streams.");
 ABSL_FLAG(int, max_in_flight, 4096, "Requests relayed at once; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_waiting_per_worker, 256, "Waiting requests per decode worker beyond which it takes no more.");
+ABSL_FLAG(int, tokenizer_threads, 2, "Threads that tokenize text prompts (never gRPC's own).");
+ABSL_FLAG(int, max_tokenize_queue, 256, "Text prompts waiting to be tokenized; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_prompt_bytes, 0, "Bytes of prompt text accepted; 0: 16 per token of the model's context.");
+ABSL_FLAG(absl::Duration, testing_relay_read_delay, absl::ZeroDuration(),
+          "Testing: pause before each downstream read (fault injection).");
 ABSL_FLAG(absl::Duration, retry_after, absl::Milliseconds(200), "Retry-after hint given with RESOURCE_EXHAUSTED.");
 
 int main(int argc, char** argv) {
@@ -56,6 +61,10 @@ int main(int argc, char** argv) {
   config.policy.slo.tpot_ms = absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_slo_tpot));
   config.generation.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   config.generation.retry_after = absl::GetFlag(FLAGS_retry_after);
+  config.generation.tokenizer_threads = absl::GetFlag(FLAGS_tokenizer_threads);
+  config.generation.max_tokenize_queue = absl::GetFlag(FLAGS_max_tokenize_queue);
+  config.generation.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
+  config.generation.testing_read_delay = absl::GetFlag(FLAGS_testing_relay_read_delay);
   config.placer.max_waiting_per_worker = absl::GetFlag(FLAGS_max_waiting_per_worker);
   if (absl::Status s = config.Validate(); !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());

@@ -1,5 +1,7 @@
 #include "router/relay_call.h"
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
@@ -8,17 +10,32 @@
 namespace pdserve::router {
 
 // The downstream Decode.Generate call.
+//
+// Reads are started outside reactions (after the client took the previous message), so the
+// call holds one gRPC hold from Begin() until the relay knows it reads no more: without it,
+// gRPC may finish the call (OnDone, the reader freed) between a message and the next
+// StartRead, which then runs on a dead reader ("pure virtual method called"). The hold is
+// dropped exactly once: when a read ends the stream, or by StopReading() when the relay
+// decides not to read again after a message.
 class RelayCall::Downstream final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
   explicit Downstream(RelayCall* call) : call_(call) {}
   void Begin(v1::Decode::Stub* stub) {
     stub->async()->Generate(&context, &request, this);
+    AddHold();
     StartRead(&in);
     StartCall();
   }
+  // Only after OnMessage, while the hold is held.
   void ReadNext() { StartRead(&in); }
+  // Only after OnMessage, instead of ReadNext.
+  void StopReading() { RemoveHold(); }
   void OnReadDone(bool ok) override {
-    if (ok) call_->OnMessage();  // Otherwise the stream ended: OnDone follows.
+    if (ok) {
+      call_->OnMessage();  // The relay answers with ReadNext() or StopReading().
+    } else {
+      RemoveHold();  // The stream ended: OnDone follows.
+    }
   }
   void OnDone(const grpc::Status& status) override { call_->OnDownstreamDone(status); }
 
@@ -56,28 +73,43 @@ class RelayCall::Listener final : public WorkerListener {
   RelayCall* call_ ABSL_GUARDED_BY(mu_);
 };
 
-RelayCall* RelayCall::Start(const RelayDeps& deps, grpc::CallbackServerContext* context, v1::GenerateRequest request,
-                            std::vector<int32_t> prompt, PlacementRequest placement_request, absl::Time arrival) {
-  auto* call = new RelayCall(deps, context, std::move(request), std::move(placement_request), arrival);
-  Actions actions;
-  {
-    absl::MutexLock lock(&call->mu_);
-    call->prompt_ = std::move(prompt);
-    call->placement_request_.prompt = &call->prompt_;
-    ++call->busy_;
-    call->PlaceLocked(&actions);
-  }
-  call->Act(actions);
-  return call;
+RelayCall* RelayCall::Create(const RelayDeps& deps, grpc::CallbackServerContext* context, const CatalogModel* model,
+                             absl::Time arrival) {
+  return new RelayCall(deps, context, model, arrival);
 }
 
-RelayCall::RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context, v1::GenerateRequest request,
-                     PlacementRequest placement_request, absl::Time arrival)
-    : deps_(deps),
-      context_(context),
-      request_(std::move(request)),
-      placement_request_(std::move(placement_request)),
-      arrival_(arrival) {}
+RelayCall::RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context, const CatalogModel* model,
+                     absl::Time arrival)
+    : deps_(deps), context_(context), arrival_(arrival) {
+  absl::MutexLock lock(&mu_);
+  placement_request_.model = model;
+}
+
+void RelayCall::Begin(v1::GenerateRequest request, std::vector<int32_t> prompt, PlacementRequest placement_request) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    request_ = std::move(request);
+    prompt_ = std::move(prompt);
+    placement_request_ = std::move(placement_request);
+    placement_request_.prompt = &prompt_;
+    if (cancelled_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request"), &actions);
+    } else {
+      PlaceLocked(&actions);
+    }
+  }
+  Act(actions);  // Drops the hold taken at creation.
+}
+
+void RelayCall::Fail(const absl::Status& status) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(ToGrpcWithRetryAfter(status, context_), &actions);
+  }
+  Act(actions);  // Drops the hold taken at creation.
+}
 
 RelayCall::~RelayCall() = default;
 
@@ -136,7 +168,9 @@ void RelayCall::OnMessage() {
     if (!finished_ && !cancelled_) {
       out_.Swap(&in);
       writing_ = true;
-      actions.write = true;
+      actions.write = true;  // OnWriteDone reads the next message or stops reading.
+    } else {
+      actions.stop_reading = downstream_;
     }
   }
   Act(actions);
@@ -166,9 +200,12 @@ void RelayCall::OnWriteDone(bool ok) {
       FinishLocked(pending_status_, &actions);
     } else if (!ok) {  // The client went away.
       cancelled_ = true;
-      if (!downstream_done_) actions.cancel = downstream_;
-    } else if (!downstream_done_ && !finished_) {
+      actions.cancel = downstream_;
+      actions.stop_reading = downstream_;
+    } else if (!finished_ && !cancelled_) {
       actions.read = downstream_;
+    } else {
+      actions.stop_reading = downstream_;
     }
   }
   Act(actions);
@@ -246,7 +283,19 @@ void RelayCall::Act(const Actions& a) {
   if (a.cancel != nullptr) a.cancel->context.TryCancel();
   if (a.begin != nullptr) a.begin->Begin(a.stub);
   if (a.write) StartWrite(&out_);
-  if (a.read != nullptr) a.read->ReadNext();
+  if (a.read != nullptr) {
+    if (deps_.testing_read_delay > absl::ZeroDuration()) {
+      // Off gRPC's threads (a reaction must not block). The call lives until the read is
+      // started: its downstream cannot finish while it holds the read hold.
+      std::thread([read = a.read, delay = deps_.testing_read_delay] {
+        absl::SleepFor(delay);
+        read->ReadNext();
+      }).detach();
+    } else {
+      a.read->ReadNext();
+    }
+  }
+  if (a.stop_reading != nullptr) a.stop_reading->StopReading();
   if (a.finish) Finish(a.status);
   std::shared_ptr<Listener> listener;
   {

@@ -35,15 +35,26 @@ struct RelayDeps {
   // Decode worker stubs by address (channels are reused across calls).
   std::function<v1::Decode::Stub*(const std::string& address)> stub;
   std::function<void()> on_finish;  // In-flight accounting.
+  // Testing: start each downstream read this much later, from another thread (widens the
+  // window in which the decode worker's stream can end first; the fault suite uses it).
+  // Default 0.
+  absl::Duration testing_read_delay = absl::ZeroDuration();
 };
 
 class RelayCall final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
+  // A call for `model` that is not placed yet: gRPC gets the reactor at once, and the
+  // caller answers with exactly one of Begin() or Fail() (possibly from another thread, after
+  // validating and tokenizing the request off gRPC's threads). The reactor deletes itself
+  // when both ends are done.
+  static RelayCall* Create(const RelayDeps& deps, grpc::CallbackServerContext* context, const CatalogModel* model,
+                           absl::Time arrival);
   // `request` is validated (its prompt as token ids, request id set) and `prompt` is that
-  // prompt. Places it and opens the downstream call; the reactor deletes itself when both
-  // ends are done.
-  static RelayCall* Start(const RelayDeps& deps, grpc::CallbackServerContext* context, v1::GenerateRequest request,
-                          std::vector<int32_t> prompt, PlacementRequest placement_request, absl::Time arrival);
+  // prompt. Places it and opens the downstream call (or ends with CANCELLED if the client
+  // already left).
+  void Begin(v1::GenerateRequest request, std::vector<int32_t> prompt, PlacementRequest placement_request);
+  // Ends the call with `status` before anything was placed (validation, admission).
+  void Fail(const absl::Status& status);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -58,14 +69,15 @@ class RelayCall final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
     Downstream* begin = nullptr;
     v1::Decode::Stub* stub = nullptr;
     Downstream* cancel = nullptr;
-    Downstream* read = nullptr;
+    Downstream* read = nullptr;          // Read the next message (after OnMessage).
+    Downstream* stop_reading = nullptr;  // Read no more (after OnMessage).
     bool write = false;
     bool finish = false;
     grpc::Status status;
   };
 
-  RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context, v1::GenerateRequest request,
-            PlacementRequest placement_request, absl::Time arrival);
+  RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context, const CatalogModel* model,
+            absl::Time arrival);
   ~RelayCall() override;
 
   // Places the request and prepares the downstream call (or the error finish).
@@ -82,19 +94,20 @@ class RelayCall final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 
   const RelayDeps deps_;
   grpc::CallbackServerContext* const context_;
-  const v1::GenerateRequest request_;
-  std::vector<int32_t> prompt_;
-  PlacementRequest placement_request_;
   const absl::Time arrival_;
 
   absl::Mutex mu_;
+  v1::GenerateRequest request_ ABSL_GUARDED_BY(mu_);
+  std::vector<int32_t> prompt_ ABSL_GUARDED_BY(mu_);
+  PlacementRequest placement_request_ ABSL_GUARDED_BY(mu_);
   PlacementResult placement_ ABSL_GUARDED_BY(mu_);
   Downstream* downstream_ ABSL_GUARDED_BY(mu_) = nullptr;  // Current; owned by all_downstreams_.
   std::vector<std::unique_ptr<Downstream>> all_downstreams_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Listener> listener_ ABSL_GUARDED_BY(mu_);
   uint64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
   v1::GenerateResponse out_ ABSL_GUARDED_BY(mu_);
-  int busy_ ABSL_GUARDED_BY(mu_) = 0;  // Threads between deciding and running actions.
+  // Threads between deciding and running actions, plus one until Begin() or Fail().
+  int busy_ ABSL_GUARDED_BY(mu_) = 1;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool downstream_done_ ABSL_GUARDED_BY(mu_) = true;
   bool server_done_ ABSL_GUARDED_BY(mu_) = false;

@@ -15,6 +15,11 @@ absl::Status RouterConfig::Validate() const {
   RETURN_IF_ERROR(policy.Validate());
   if (placer.max_waiting_per_worker < 1) return absl::InvalidArgumentError("--max_waiting_per_worker: must be >= 1");
   if (generation.max_in_flight < 1) return absl::InvalidArgumentError("--max_in_flight: must be >= 1");
+  if (generation.tokenizer_threads < 1 || generation.tokenizer_threads > 256) {
+    return absl::InvalidArgumentError("--tokenizer_threads: must be in [1, 256]");
+  }
+  if (generation.max_tokenize_queue < 1) return absl::InvalidArgumentError("--max_tokenize_queue: must be >= 1");
+  if (generation.max_prompt_bytes < 0) return absl::InvalidArgumentError("--max_prompt_bytes: must be >= 0");
   if (decision_log_size < 1) return absl::InvalidArgumentError("--decision_log_size: must be >= 1");
   return absl::OkStatus();
 }

@@ -394,6 +394,8 @@ UcxTransport::UcxTransport(UcxTransportConfig config) : config_(std::move(config
 absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxTransportConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<UcxTransport> t(new UcxTransport(config));
+  t->address_checker_ = std::make_unique<PeerAddressChecker>(PeerAddressCheckConfig{
+      .probe_binary = config.address_probe, .transports = config.transports, .net_devices = config.net_devices});
   ucp_config_t* ucp_config = nullptr;
   RETURN_IF_ERROR(FromUcs(ucp_config_read(nullptr, nullptr, &ucp_config), "config read"));
   absl::Status status;
@@ -605,16 +607,23 @@ void UcxTransport::ClosePeers(UcxWorkerThread* thread) {
   retired_peers_.clear();
 }
 
-absl::StatusOr<DataPath> UcxTransport::PathTo(const KvPoolDescriptor& descriptor) {
-  DataPath path = DataPath::kPut;
+absl::StatusOr<UcxTransport::Peer*> UcxTransport::Connect(const KvPoolDescriptor& descriptor) {
+  if (Peer* known = FindPeer(descriptor); known != nullptr) return known;
+  // Bytes from the wire reach UCX only after a disposable process survived them.
+  RETURN_IF_ERROR(address_checker_->Check(descriptor.worker_address, descriptor.packed_rkey));
+  Peer* peer = nullptr;
   RETURN_IF_ERROR(thread_->RunSync(
       [&]() -> absl::Status {
-        ASSIGN_OR_RETURN(Peer * peer, GetPeer(descriptor));
-        path = peer->path;
+        ASSIGN_OR_RETURN(peer, GetPeer(descriptor));
         return absl::OkStatus();
       },
       config_.call_timeout));
-  return path;
+  return peer;
+}
+
+absl::StatusOr<DataPath> UcxTransport::PathTo(const KvPoolDescriptor& descriptor) {
+  ASSIGN_OR_RETURN(Peer * peer, Connect(descriptor));
+  return peer->path;
 }
 
 absl::StatusOr<std::unique_ptr<OutboundTransfer>> UcxTransport::Open(const TransferTarget& target,
@@ -623,15 +632,7 @@ absl::StatusOr<std::unique_ptr<OutboundTransfer>> UcxTransport::Open(const Trans
   auto* source = dynamic_cast<Pool*>(local);
   if (source == nullptr) return absl::InvalidArgumentError("kv transport: source pool was not created by this transport");
   RETURN_IF_ERROR(ValidateTarget(target, source->layout(), source_fingerprint));
-  Peer* peer = FindPeer(target.pool);
-  if (peer == nullptr) {
-    RETURN_IF_ERROR(thread_->RunSync(
-        [&]() -> absl::Status {
-          ASSIGN_OR_RETURN(peer, GetPeer(target.pool));
-          return absl::OkStatus();
-        },
-        config_.call_timeout));
-  }
+  ASSIGN_OR_RETURN(Peer * peer, Connect(target.pool));
   return std::unique_ptr<OutboundTransfer>(new Outbound(this, peer, target, source));
 }
 

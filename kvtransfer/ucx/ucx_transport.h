@@ -12,6 +12,8 @@
 // Endpoints are created with UCP_ERR_HANDLING_MODE_NONE (shared memory disappears under
 // PEER mode in UCX 1.13) except on the active-message path (TCP), where PEER mode keeps a
 // dead peer from being fatal.
+// A peer's descriptor arrives in an RPC: its address and rkey are checked by a disposable
+// process before this one unpacks them (peer_address_check.h).
 // Thread-safety: all public methods are safe from any thread.
 #ifndef PDSERVE_KVTRANSFER_UCX_UCX_TRANSPORT_H_
 #define PDSERVE_KVTRANSFER_UCX_UCX_TRANSPORT_H_
@@ -26,6 +28,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "kvtransfer/kv_transport.h"
 #include "kvtransfer/receiver_table.h"
+#include "kvtransfer/ucx/peer_address_check.h"
 #include "kvtransfer/ucx/worker_thread.h"
 
 namespace pdserve::kvtransfer {
@@ -45,6 +48,9 @@ struct UcxTransportConfig {
   // fd. Spinning lowers latency when the thread has a core of its own, and hurts when it
   // does not (2-core machines: measured in bench/README.md). Default 0.
   absl::Duration worker_spin = absl::ZeroDuration();
+  // The process that checks a new peer's address and rkey before this one unpacks them
+  // (peer_address_check.h). Default "pdserve-kv-probe", beside the running binary.
+  std::string address_probe = "pdserve-kv-probe";
 
   absl::Status Validate() const;
 };
@@ -79,6 +85,8 @@ class UcxTransport final : public KvTransport {
 
   explicit UcxTransport(UcxTransportConfig config);
   absl::StatusOr<Peer*> GetPeer(const KvPoolDescriptor& descriptor);  // Worker thread only.
+  // FindPeer, or a checked descriptor connected on the worker thread. Any thread.
+  absl::StatusOr<Peer*> Connect(const KvPoolDescriptor& descriptor);
   Peer* FindPeer(const KvPoolDescriptor& descriptor) const;             // Any thread.
   // Worker thread only (at shutdown, while thread_ is already being reset).
   void ClosePeers(UcxWorkerThread* thread);
@@ -91,6 +99,7 @@ class UcxTransport final : public KvTransport {
 
   UcxTransportConfig config_;
   ucp_context_h context_ = nullptr;
+  std::unique_ptr<PeerAddressChecker> address_checker_;
   std::unique_ptr<UcxWorkerThread> thread_;
   ReceiverTable table_;
   std::atomic<Pool*> served_pool_{nullptr};

@@ -46,11 +46,17 @@ absl::StatusOr<engine::SamplingConfig> SamplingFromProto(const v1::SamplingParam
 }
 
 absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& r,
-                                                     const engine::Tokenizer* tokenizer, int vocab_size) {
+                                                     const engine::Tokenizer* tokenizer, int vocab_size,
+                                                     const ModelLimits* limits) {
   std::vector<int32_t> ids;
   switch (r.prompt_case()) {
     case v1::GenerateRequest::kText: {
       if (r.text().empty()) return Invalid("prompt.text", "must not be empty");
+      if (limits != nullptr && limits->max_prompt_bytes > 0 &&
+          static_cast<int64_t>(r.text().size()) > limits->max_prompt_bytes) {
+        return Invalid("prompt.text", absl::StrCat(r.text().size(), " bytes, at most ", limits->max_prompt_bytes,
+                                                   " (", limits->max_prompt_bytes_flag, ")"));
+      }
       if (tokenizer == nullptr) {
         return Invalid("prompt.text", "this model has no tokenizer; send prompt.token_ids");
       }
@@ -74,10 +80,7 @@ absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& 
   return ids;
 }
 
-absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& r,
-                                                         const ModelLimits& limits,
-                                                         const engine::Tokenizer* tokenizer) {
-  ValidatedRequest out;
+absl::Status PrecheckGenerateRequest(const v1::GenerateRequest& r, const ModelLimits& limits) {
   if (!r.model().empty() && r.model() != limits.model_name) {
     return absl::NotFoundError(absl::StrCat("model: '", r.model(), "' is not served here (serving '",
                                             limits.model_name, "')"));
@@ -85,9 +88,31 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
   if (r.request_id().size() > kMaxRequestIdBytes) {
     return Invalid("request_id", absl::StrCat(r.request_id().size(), " bytes, at most ", kMaxRequestIdBytes));
   }
+  // Request ids appear in every log line about the request: control characters would let a
+  // client forge log lines or drive a terminal.
+  for (size_t i = 0; i < r.request_id().size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(r.request_id()[i]);
+    if (c < 0x21 || c > 0x7e) {
+      return Invalid("request_id", absl::StrCat("byte ", i, " is 0x", absl::Hex(c, absl::kZeroPad2),
+                                                "; only printable ASCII without spaces is allowed"));
+    }
+  }
+  if (r.prompt_case() == v1::GenerateRequest::kText && limits.max_prompt_bytes > 0 &&
+      static_cast<int64_t>(r.text().size()) > limits.max_prompt_bytes) {
+    return Invalid("prompt.text", absl::StrCat(r.text().size(), " bytes, at most ", limits.max_prompt_bytes, " (",
+                                               limits.max_prompt_bytes_flag, ")"));
+  }
+  return SamplingFromProto(r.sampling(), limits.vocab_size).status();
+}
+
+absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& r,
+                                                         const ModelLimits& limits,
+                                                         const engine::Tokenizer* tokenizer) {
+  ValidatedRequest out;
+  RETURN_IF_ERROR(PrecheckGenerateRequest(r, limits));
   out.request_id = r.request_id().empty() ? NewRequestId() : r.request_id();
   ASSIGN_OR_RETURN(out.sampling, SamplingFromProto(r.sampling(), limits.vocab_size));
-  ASSIGN_OR_RETURN(out.prompt, PromptFromProto(r, tokenizer, limits.vocab_size));
+  ASSIGN_OR_RETURN(out.prompt, PromptFromProto(r, tokenizer, limits.vocab_size, &limits));
   const int64_t total = static_cast<int64_t>(out.prompt.size()) + out.sampling.max_tokens;
   if (total > limits.max_context_tokens) {
     return Invalid("sampling.max_tokens",

@@ -33,6 +33,11 @@ struct ModelLimits {
   int max_context_tokens = 0;
   // Tokens the KV pool can hold for one sequence (0: unlimited).
   int64_t max_sequence_tokens = 0;
+  // Bytes of prompt text accepted before tokenizing it (0: unlimited). Checked first, so an
+  // oversized prompt costs nothing but its bytes on the wire.
+  int64_t max_prompt_bytes = 0;
+  // The flag that sets max_prompt_bytes, named in the error.
+  std::string max_prompt_bytes_flag = "--max_prompt_bytes";
 };
 
 struct ValidatedRequest {
@@ -47,10 +52,13 @@ struct ValidatedRequest {
 absl::StatusOr<engine::SamplingConfig> SamplingFromProto(const v1::SamplingParams& params,
                                                         int vocab_size);
 // The prompt as token ids: text is tokenized (with the BOS the tokenizer's template adds),
-// ids are range-checked.
+// ids are range-checked. `max_prompt_bytes` > 0 bounds the text before tokenizing.
 absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& request,
                                                      const engine::Tokenizer* tokenizer,
-                                                     int vocab_size);
+                                                     int vocab_size, const ModelLimits* limits = nullptr);
+// The checks that cost nothing (model name, request id, prompt text size, sampling), for
+// callers that tokenize later on another thread.
+absl::Status PrecheckGenerateRequest(const v1::GenerateRequest& request, const ModelLimits& limits);
 // Everything: model name, request id, prompt, sampling, context and pool limits.
 absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& request,
                                                          const ModelLimits& limits,

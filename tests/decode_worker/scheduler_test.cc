@@ -3,6 +3,7 @@
 // and block accounting that always returns to "all free or cached".
 #include "decode_worker/scheduler.h"
 
+#include <functional>
 #include <numeric>
 
 #include "engine/block_hash.h"
@@ -207,6 +208,126 @@ TEST_F(SchedulerTest, AccountingReturnsToFreeOrCachedWhenIdle) {
   }
   while (!scheduler_->running().empty()) scheduler_->Finish(scheduler_->running().front());
   for (Sequence* s : scheduler_->waiting()) scheduler_->Finish(s);
+  ExpectAllFreeOrCached();
+}
+
+// Every planned chunk's positions are covered by its sequence's block table, and the block
+// counts add up: what the engine forward relies on.
+void ExpectPlanCovered(const StepPlan& plan, const BlockManager& blocks) {
+  for (const PlannedChunk& c : plan.chunks) {
+    EXPECT_GE(static_cast<int>(c.seq->block_table.size()) * kBlock, c.start + c.num_tokens)
+        << Describe(c) << " has " << c.seq->block_table.size() << " blocks";
+  }
+  const BlockCounts n = blocks.counts();
+  EXPECT_EQ(n.free + n.cached + n.in_use + n.reserved + n.quarantined, n.total);
+}
+
+TEST_F(SchedulerTest, CachedBlocksAnAdmissionPinsAreNotCountedAsFreeToo) {
+  Init(/*blocks=*/5, /*budget=*/64);
+  Sequence* a = Add("A", 12);  // 4 blocks; 3 full ones published.
+  Step();
+  scheduler_->Finish(a);
+  ASSERT_EQ(blocks_->counts().cached, 3);
+  ASSERT_EQ(blocks_->counts().free, 2);
+  // B shares A's 12 tokens: it pins the 3 cached blocks and needs ceil(21/4) - 3 = 3 new
+  // ones, but only the 2 free blocks remain once the cached ones are pinned.
+  Sequence* b = Add("B", 20);
+  StepPlan plan;
+  EXPECT_TRUE(Step(&plan).empty());
+  ExpectPlanCovered(plan, *blocks_);
+  EXPECT_EQ(b->state, SequenceState::kWaiting);
+  EXPECT_TRUE(b->block_table.empty());
+  EXPECT_EQ(blocks_->counts().cached, 3);
+  EXPECT_EQ(blocks_->counts().free, 2);
+  // The offload admission path makes the same decision.
+  EXPECT_FALSE(scheduler_->AdmitForTransfer(b));
+  EXPECT_EQ(blocks_->counts().in_use, 0);
+  scheduler_->Finish(b);
+  ExpectAllFreeOrCached();
+}
+
+// Many prompts sharing prefixes on a pool too small for all of them (the fault that failed
+// whole batches with "needs N blocks, its block table has N-1"): preemptions, prefix hits and
+// re-admissions, and every plan stays covered.
+TEST_F(SchedulerTest, KvExhaustionWithPrefixCachingNeverPlansAShortBlockTable) {
+  for (bool prefix_caching : {true, false}) {
+    SCOPED_TRACE(prefix_caching ? "prefix caching" : "no prefix caching");
+    blocks_ = std::make_unique<BlockManager>(24);
+    SchedulerConfig config;
+    config.block_size = kBlock;
+    config.max_num_batched_tokens = 32;
+    config.max_num_seqs = 16;
+    config.max_waiting = 64;
+    config.enable_prefix_caching = prefix_caching;
+    config.model_fingerprint = 99;
+    scheduler_ = std::make_unique<Scheduler>(config, blocks_.get());
+    std::vector<Sequence*> seqs;
+    for (int i = 0; i < 6; ++i) seqs.push_back(Add("s" + std::to_string(i), 18 + 4 * (i % 3), 0, 0));
+    int finished = 0;
+    for (int step = 0; step < 400 && finished < 6; ++step) {
+      StepPlan plan;
+      Step(&plan);
+      ExpectPlanCovered(plan, *blocks_);
+      if (HasFailure()) return;
+      for (Sequence* s : std::vector<Sequence*>(scheduler_->running())) {
+        if (s->generated() >= 20) {
+          scheduler_->Finish(s);
+          ++finished;
+        }
+      }
+    }
+    EXPECT_EQ(finished, 6);
+    if (prefix_caching) {
+      EXPECT_GT(scheduler_->counters().preemptions, 0u);
+    }
+    ExpectAllFreeOrCached();
+  }
+}
+
+// Offload admissions (AWAITING_KV) as a table: what each call leaves in the scheduler.
+TEST_F(SchedulerTest, AdmitForTransferTransferDoneAndReturnToWaiting) {
+  Init(/*blocks=*/16, /*budget=*/64, /*max_seqs=*/2);
+  Sequence* a = Add("A", 9);   // ceil(10/4) = 3 blocks.
+  Sequence* b = Add("B", 5, 0, 100);   // 2 blocks.
+  Sequence* c = Add("C", 5, 0, 200);
+  struct Row {
+    const char* what;
+    std::function<bool()> call;
+    bool result;
+    SequenceState state;
+    int running, waiting, awaiting, in_use;
+  };
+  const std::vector<Row> rows = {
+      {"A admitted awaiting KV", [&] { return scheduler_->AdmitForTransfer(a); }, true, SequenceState::kAwaitingKv,
+       0, 2, 1, 3},
+      {"B admitted awaiting KV", [&] { return scheduler_->AdmitForTransfer(b); }, true, SequenceState::kAwaitingKv,
+       0, 1, 2, 5},
+      {"C refused: max_num_seqs", [&] { return scheduler_->AdmitForTransfer(c); }, false, SequenceState::kWaiting,
+       0, 1, 2, 5},
+      {"A's transfer delivered its prompt", [&] { scheduler_->TransferDone(a, 9); return true; }, true,
+       SequenceState::kRunning, 1, 1, 1, 5},
+      {"B back to waiting", [&] { scheduler_->ReturnToWaiting(b); return true; }, true, SequenceState::kWaiting, 1,
+       2, 0, 3},
+  };
+  Sequence* subject[] = {a, b, c, a, b};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    SCOPED_TRACE(r.what);
+    EXPECT_EQ(r.call(), r.result);
+    EXPECT_EQ(subject[i]->state, r.state);
+    EXPECT_EQ(scheduler_->num_running(), r.running);
+    EXPECT_EQ(scheduler_->num_waiting(), r.waiting);
+    EXPECT_EQ(scheduler_->num_awaiting_kv(), r.awaiting);
+    EXPECT_EQ(blocks_->counts().in_use, r.in_use);
+  }
+  // A decodes from its whole prompt (its first token is appended by the caller); B is
+  // admitted again locally and recomputes its prompt.
+  a->tokens.push_back(7);
+  EXPECT_THAT(Step(), ElementsAre("A:9+1*", "B:0+5*"));
+  // A prompt counts once in the prefix-cache statistics, however often it is admitted.
+  EXPECT_EQ(scheduler_->counters().prefix_queried_tokens, 9u + 5u);
+  for (Sequence* s : std::vector<Sequence*>(scheduler_->running())) scheduler_->Finish(s);
+  scheduler_->Finish(c);
   ExpectAllFreeOrCached();
 }
 

@@ -1,5 +1,9 @@
 #include "engine/tokenizer.h"
 
+#include <random>
+
+#include "engine/bpe.h"
+
 #include "engine/pretokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -118,6 +122,30 @@ TEST_F(GeneratedTokenizerTest, IncrementalDetokenizerHoldsPartialCodePoints) {
 }
 
 absl::Status FromJson(const nlohmann::json& j) { return Tokenizer::FromJson(j.dump()).status(); }
+
+// Prompts of long unique "words" once grew the router's memory for good (the word cache was
+// bounded in entries, not bytes). The cache holds at most 8 MiB and never long words.
+TEST(BpeCacheTest, BoundedInBytesAndSkipsLongWords) {
+  absl::flat_hash_map<std::string, int32_t> vocab;
+  for (char c = 'a'; c <= 'z'; ++c) vocab[std::string(1, c)] = c - 'a';
+  auto bpe = BpeModel::Create(vocab, {}, /*ignore_merges=*/false);
+  ASSERT_TRUE(bpe.ok()) << bpe.status();
+  std::vector<int32_t> ids;
+  ASSERT_TRUE((*bpe)->Encode(std::string(1000, 'q'), &ids).ok());
+  EXPECT_EQ(ids.size(), 1000u);
+  EXPECT_EQ((*bpe)->cache_bytes(), 0u);
+  std::mt19937 rng(1);
+  size_t most = 0;
+  for (int i = 0; i < 60000; ++i) {
+    std::string word(200, 'a');
+    for (char& c : word) c = static_cast<char>('a' + rng() % 26);
+    ids.clear();
+    ASSERT_TRUE((*bpe)->Encode(word, &ids).ok());
+    most = std::max(most, (*bpe)->cache_bytes());
+  }
+  EXPECT_GT(most, size_t{4} << 20);  // It does cache.
+  EXPECT_LE(most, size_t{8} << 20);
+}
 
 TEST(TokenizerJsonTest, UnsupportedComponentsAreNamed) {
   auto base = [] {

@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/loopback/loopback_transport.h"
 #include "kvtransfer/testing/fault_injecting_transport.h"
@@ -251,6 +252,68 @@ TEST_P(TransportTest, DataPathFollowsTheTransport) {
                             : GetParam() == "shm"    ? DataPath::kPut
                                                      : DataPath::kActiveMessage;
   EXPECT_EQ((*out)->data_path(), expected) << DataPathName((*out)->data_path());
+}
+
+// A Prefill RPC carries the receiver's UCX address and rkey as bytes: forged or damaged ones
+// (which made UCX abort the prefill worker) are refused with INVALID_ARGUMENT naming the
+// field, and the transport keeps working.
+TEST_P(TransportTest, ForgedPeerAddressesAreRefusedAndTheProcessLives) {
+  if (GetParam() == "loopback") GTEST_SKIP() << "no UCX bytes on the loopback transport";
+  std::mt19937 rng(12);
+  auto random_bytes = [&](size_t n) {
+    std::string out(n, '\0');
+    for (char& c : out) c = static_cast<char>(rng());
+    return out;
+  };
+  std::vector<std::pair<std::string, KvPoolDescriptor>> forged;
+  for (size_t n : {1, 16, 200, 1000}) {
+    KvPoolDescriptor d = descriptor_;
+    d.worker_address = random_bytes(n);
+    forged.emplace_back("random address of " + std::to_string(n) + " bytes", d);
+  }
+  KvPoolDescriptor truncated = descriptor_;
+  truncated.worker_address.resize(truncated.worker_address.size() / 3);
+  forged.emplace_back("truncated address", truncated);
+  KvPoolDescriptor empty = descriptor_;
+  empty.worker_address.clear();
+  forged.emplace_back("empty address", empty);
+  KvPoolDescriptor huge = descriptor_;
+  huge.worker_address = random_bytes(100000);
+  forged.emplace_back("huge address", huge);
+  if (GetParam() == "shm") {
+    // The put path unpacks the rkey. Random bytes are refused, or UCX takes them for a key
+    // without memory domains and emulates the puts through the receiver (at the genuine base
+    // address here); either way this process lives. UCX trusts its peers' RMA: see
+    // docs/security.md.
+    KvPoolDescriptor rkey = descriptor_;
+    rkey.receiver_id = "forged-rkey";
+    for (int i = 0; i < 5; ++i) {
+      rkey.packed_rkey = random_bytes(descriptor_.packed_rkey.size());
+      auto out = sender_->Open(TransferTarget{rkey, 1, {1}}, source_.get(), kFingerprint);
+      if (!out.ok()) {
+        EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+        continue;
+      }
+      (*out)->WriteLayer(0, std::vector<int32_t>{1}).IgnoreError();
+      (*out)->Finish(absl::Seconds(2)).IgnoreError();
+    }
+  }
+  for (auto& [what, d] : forged) {
+    SCOPED_TRACE(what);
+    d.receiver_id = "forged";
+    auto out = sender_->Open(TransferTarget{d, 1, {1}}, source_.get(), kFingerprint);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+    EXPECT_TRUE(absl::StrContains(out.status().message(), "worker_address") ||
+                absl::StrContains(out.status().message(), "packed_rkey"))
+        << out.status();
+  }
+  // Genuine transfers still work.
+  const std::vector<int32_t> src = {2, 3};
+  const std::vector<int32_t> dst = {40, 41};
+  auto handle = Transfer(123, src, dst, 9);
+  ASSERT_TRUE(handle->Wait(absl::Seconds(10)).ok());
+  EXPECT_EQ(CountMismatches(pool_base(), pool_->layout(), dst, 4, 9), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("loopback", "shm", "tcp"));

@@ -2,6 +2,8 @@
 // any compute with a status naming the field and the limit; an unknown transfer's
 // CancelPrefill is answered as stopped (the worker never writes for a token it does not
 // know); --help and bad flags behave.
+#include <random>
+
 #include "absl/strings/match.h"
 #include "common/child_process.h"
 #include "engine/model_loader.h"
@@ -112,6 +114,28 @@ TEST_F(PrefillServiceTest, MalformedRequestsNameTheFieldAndTheLimit) {
   EXPECT_EQ(too_long.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << too_long.error_message();
   EXPECT_TRUE(absl::StrContains(too_long.error_message(), "prompt")) << too_long.error_message();
   EXPECT_TRUE(worker_->running());
+}
+
+// One Prefill RPC with random bytes as the receiver's UCX address used to abort the worker
+// (a UCX assertion while unpacking it). Now each is refused, naming the field, and the worker
+// serves on.
+TEST_F(PrefillServiceTest, RandomBytesAsTheReceiverAddressAreRefusedAndTheWorkerLives) {
+  std::mt19937 rng(3);
+  auto random_bytes = [&](size_t n) {
+    std::string out(n, '\0');
+    for (char& c : out) c = static_cast<char>(rng());
+    return out;
+  };
+  for (size_t n : {1, 8, 64, 300, 2000}) {
+    v1::PrefillRequest r = Valid(40);
+    r.mutable_target()->set_ucx_worker_address(random_bytes(n));
+    r.mutable_target()->set_packed_rkey(random_bytes(n % 50 + 1));
+    const grpc::Status s = Call(r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << n << " bytes: " << s.error_message();
+    EXPECT_TRUE(absl::StrContains(s.error_message(), "worker_address")) << s.error_message();
+    ASSERT_TRUE(worker_->running()) << worker_->Log();
+  }
+  EXPECT_TRUE(worker_->WaitHealthy(absl::Seconds(5)).ok());
 }
 
 TEST_F(PrefillServiceTest, CancellingAnUnknownTransferIsAnsweredAsStopped) {
