@@ -1,5 +1,7 @@
 #include "router/generation_service.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,9 @@
 
 namespace pdserve::router {
 namespace {
+
+// Refused text prompts at least this big return their memory to the system at once.
+constexpr size_t kTrimAfterPromptBytes = size_t{1} << 20;
 
 // Fails the call at once (validation, admission).
 class ErrorReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
@@ -79,7 +84,14 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(grpc
     forwarded.set_model(m->name);
     auto validated = bridge::ValidateGenerateRequest(forwarded, limits, m->tokenizer.get());
     if (!validated.ok()) {
+      const bool big = forwarded.text().size() >= kTrimAfterPromptBytes;
       call->Fail(validated.status());
+      if (big) {
+        // Megabytes of text and its pieces were just freed on this thread's arena; give them
+        // back, or a router that refuses big prompts keeps their peak for good.
+        v1::GenerateRequest().Swap(&forwarded);
+        malloc_trim(0);
+      }
       return;
     }
     // Downstream, the prompt travels as token ids (tokenized once, here).
