@@ -40,6 +40,14 @@ ABSL_FLAG(absl::Duration, offload_completion_timeout, absl::Seconds(5),
           "After a prefill worker answered, how long its KV transfer may take to complete.");
 ABSL_FLAG(absl::Duration, offload_dead_after, absl::Seconds(2),
           "A prefill worker unreachable this long after a failed attempt is taken as dead (its blocks freed).");
+ABSL_FLAG(absl::Duration, offload_cancel_retry, absl::Milliseconds(200),
+          "Interval between CancelPrefill retries to an unreachable prefill worker.");
+ABSL_FLAG(absl::Duration, offload_min_attempt_budget, absl::Milliseconds(50),
+          "An offload attempt starts only while this much of the request's deadline is left.");
+ABSL_FLAG(absl::Duration, offload_liveness_interval, absl::Milliseconds(500),
+          "How often a prefill worker with an unanswered Prefill call is health-checked.");
+ABSL_FLAG(absl::Duration, offload_liveness_timeout, absl::Seconds(1),
+          "A prefill worker whose health check takes longer fails the attempt (local prefill).");
 
 int main(int argc, char** argv) {
   pdserve::ShutdownSignal shutdown;
@@ -72,6 +80,10 @@ int main(int argc, char** argv) {
   config.offload.attempt_timeout = absl::GetFlag(FLAGS_offload_attempt_timeout);
   config.offload.completion_timeout = absl::GetFlag(FLAGS_offload_completion_timeout);
   config.offload.dead_after = absl::GetFlag(FLAGS_offload_dead_after);
+  config.offload.cancel_retry = absl::GetFlag(FLAGS_offload_cancel_retry);
+  config.offload.min_attempt_budget = absl::GetFlag(FLAGS_offload_min_attempt_budget);
+  config.offload.liveness_interval = absl::GetFlag(FLAGS_offload_liveness_interval);
+  config.offload.liveness_timeout = absl::GetFlag(FLAGS_offload_liveness_timeout);
   if (!pdserve::ParseDType(absl::GetFlag(FLAGS_kv_dtype), &config.kv_dtype)) {
     std::fprintf(stderr, "--kv_dtype: '%s' is not one of f32, f16, bf16\n", absl::GetFlag(FLAGS_kv_dtype).c_str());
     return 2;

@@ -41,6 +41,8 @@ absl::Status OffloadConfig::Validate() const {
   if (absl::Status s = positive("--offload_completion_timeout", completion_timeout); !s.ok()) return s;
   if (absl::Status s = positive("--offload_dead_after", dead_after); !s.ok()) return s;
   if (absl::Status s = positive("--offload_cancel_retry", cancel_retry); !s.ok()) return s;
+  if (absl::Status s = positive("--offload_liveness_interval", liveness_interval); !s.ok()) return s;
+  if (absl::Status s = positive("--offload_liveness_timeout", liveness_timeout); !s.ok()) return s;
   if (min_attempt_budget < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--offload_min_attempt_budget: must be >= 0");
   }
@@ -105,6 +107,11 @@ struct OffloadCoordinator::Attempt {
   grpc::Status call_status;
   absl::Time call_ok_at;
   bool transfer_done = false;
+  absl::Time deadline;          // The Prefill call's; the worker writes nothing after it.
+  absl::Time next_liveness;     // Zero while a health check is in flight.
+  std::unique_ptr<grpc::ClientContext> liveness_context;
+  grpc::health::v1::HealthCheckRequest liveness_request;
+  grpc::health::v1::HealthCheckResponse liveness_response;
 };
 
 // Blocks a failed or cancelled attempt may still write, until its writer is known to stop.
@@ -114,6 +121,7 @@ struct OffloadCoordinator::Quarantine {
   std::vector<int32_t> blocks;
   std::shared_ptr<kvtransfer::InboundTransfer> inbound;
   absl::Time since;              // Quarantined at.
+  absl::Time writer_deadline;    // The attempt's deadline: the writer stops by then.
   absl::Time unreachable_since;  // First failed CancelPrefill (zero while reachable).
   absl::Time next_try;           // Zero while a CancelPrefill is in flight.
   bool stopped = false;          // The worker acknowledged it stopped writing.
@@ -174,6 +182,42 @@ void OffloadCoordinator::OnAdded(Sequence* seq, std::shared_ptr<Offload> offload
   StartAttempt(offload.get());
 }
 
+grpc::health::v1::Health::Stub* OffloadCoordinator::HealthStub(const std::string& address) {
+  auto& stub = health_stubs_[address];
+  if (!stub) {
+    stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  }
+  return stub.get();
+}
+
+void OffloadCoordinator::SendLivenessCheck(const std::shared_ptr<Attempt>& attempt) {
+  attempt->next_liveness = absl::Time();
+  attempt->liveness_context = std::make_unique<grpc::ClientContext>();
+  attempt->liveness_context->set_deadline(absl::ToChronoTime(absl::Now() + config_.liveness_timeout));
+  attempt->liveness_response.Clear();
+  std::shared_ptr<Poster> poster = poster_;
+  poster->CallStarted();
+  HealthStub(attempt->target.address)
+      ->async()
+      ->Check(attempt->liveness_context.get(), &attempt->liveness_request, &attempt->liveness_response,
+              [this, poster, attempt](grpc::Status status) {
+                poster->Post([this, attempt, status] { OnLivenessDone(attempt, status); });
+                poster->CallDone();
+              });
+}
+
+void OffloadCoordinator::OnLivenessDone(const std::shared_ptr<Attempt>& attempt, const grpc::Status& status) {
+  if (attempt->offload == nullptr || attempt->call_done) return;  // Moved on meanwhile.
+  if (status.ok()) {
+    // Serving or draining: alive, and a draining worker still finishes what it took.
+    attempt->next_liveness = absl::Now() + config_.liveness_interval;
+    return;
+  }
+  PDS_LOG(WARNING) << attempt->request.request_id() << ": prefill worker " << attempt->target.worker_id
+                   << " does not answer its health check (" << bridge::FromGrpc(status) << "); moving on";
+  AttemptFailed(attempt.get(), "prefill_unresponsive", true);  // Cancels the call too.
+}
+
 v1::Prefill::Stub* OffloadCoordinator::Stub(const std::string& address) {
   auto& stub = stubs_[address];
   if (!stub) stub = v1::Prefill::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
@@ -226,7 +270,9 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   bridge::TargetToProto(target, pool_.model_fingerprint, r.mutable_target());
   r.mutable_target()->set_first_position(static_cast<uint32_t>(offload->cached_tokens));
   r.mutable_target()->set_num_tokens(static_cast<uint32_t>(seq->prompt_len - offload->cached_tokens));
-  attempt->context.set_deadline(absl::ToChronoTime(std::min(offload->deadline, now + config_.attempt_timeout)));
+  attempt->deadline = std::min(offload->deadline, now + config_.attempt_timeout);
+  attempt->context.set_deadline(absl::ToChronoTime(attempt->deadline));
+  attempt->next_liveness = now + config_.liveness_interval;
 
   offload->current = attempt;
   attempts_[attempt->token] = attempt;
@@ -376,6 +422,7 @@ void OffloadCoordinator::QuarantineAttempt(Attempt* attempt) {
   q->blocks = attempt->blocks;
   q->inbound = attempt->inbound;
   q->since = absl::Now();
+  q->writer_deadline = attempt->deadline;
   quarantine_[q->token] = q;
   SendCancel(q);
 }
@@ -407,10 +454,16 @@ void OffloadCoordinator::OnCancelDone(const std::shared_ptr<Quarantine>& q, cons
     return;  // Receiver-side copies still running: Tick() releases once they end.
   }
   if (q->unreachable_since == absl::Time()) q->unreachable_since = now;
-  if (now - q->unreachable_since >= config_.dead_after && q->inbound->writes_in_flight() == 0) {
+  // Refused connections mean the process is gone. A worker that accepts but does not answer
+  // may only be stopped, and may write again when it continues, until its deadline.
+  const bool gone = status.error_code() == grpc::StatusCode::UNAVAILABLE;
+  const bool dead = gone ? now - q->unreachable_since >= config_.dead_after
+                         : now >= q->writer_deadline + config_.dead_after;
+  if (dead && q->inbound->writes_in_flight() == 0) {
     PDS_LOG(WARNING) << "prefill worker " << q->target.worker_id << " unreachable for "
                      << absl::FormatDuration(now - q->unreachable_since) << " (" << bridge::FromGrpc(status)
-                     << "): taking it as dead and freeing " << q->blocks.size() << " quarantined blocks";
+                     << (gone ? "): taking it as dead" : "): past its writing deadline") << "; freeing "
+                     << q->blocks.size() << " quarantined blocks";
     Release(q.get(), "writer dead");
     return;
   }
@@ -439,6 +492,14 @@ void OffloadCoordinator::Tick() {
                      << absl::FormatDuration(config_.completion_timeout);
     AttemptFailed(attempt, "transfer_incomplete", true);
   }
+  std::vector<std::shared_ptr<Attempt>> check;
+  for (auto& [token, attempt] : attempts_) {
+    if (attempt->offload != nullptr && !attempt->call_done && attempt->next_liveness != absl::Time() &&
+        now >= attempt->next_liveness) {
+      check.push_back(attempt);
+    }
+  }
+  for (const auto& attempt : check) SendLivenessCheck(attempt);
   std::vector<std::shared_ptr<Quarantine>> due;
   for (auto& [token, q] : quarantine_) due.push_back(q);
   for (const auto& q : due) {

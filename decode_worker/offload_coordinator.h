@@ -10,8 +10,11 @@
 // on to the next prefill worker (while the request's deadline allows) and finally to local
 // chunked prefill. Blocks that a failed or cancelled attempt may still be writing are
 // quarantined, replaced by fresh blocks for the sequence, and freed only when the prefill
-// worker acknowledges (CancelPrefill) that it stopped writing, or has been unreachable for
-// `dead_after`. A refusal before any compute (FAILED_PRECONDITION, INVALID_ARGUMENT,
+// worker acknowledges (CancelPrefill) that it stopped writing, or is known to have stopped:
+// its connection refused for `dead_after` (the process is gone), or the attempt's deadline
+// passed (a prefill worker stops writing at its request's deadline; a stopped process that
+// continues later writes nothing after it). A Prefill call left unanswered is checked with
+// grpc.health: a worker that does not answer fails the attempt early (liveness_*). A refusal before any compute (FAILED_PRECONDITION, INVALID_ARGUMENT,
 // RESOURCE_EXHAUSTED: layout or model mismatch, bad target, prompt too long) wrote nothing,
 // so its blocks are reused at once.
 //
@@ -32,6 +35,7 @@
 #include "decode_worker/engine_loop.h"
 #include "kvtransfer/kv_transport.h"
 #include "pdserve/v1/decode.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "pdserve/v1/prefill.grpc.pb.h"
 
 namespace pdserve::decode {
@@ -51,6 +55,11 @@ struct OffloadConfig {
   absl::Duration dead_after = absl::Seconds(2);
   // Interval between CancelPrefill retries to an unreachable worker. Default 200 ms.
   absl::Duration cancel_retry = absl::Milliseconds(200);
+  // While a Prefill call is unanswered, its worker's grpc.health is checked this often; a
+  // worker that does not answer within liveness_timeout (stopped, hung, partitioned) fails
+  // the attempt at once instead of at its deadline. Defaults 500 ms and 1 s.
+  absl::Duration liveness_interval = absl::Milliseconds(500);
+  absl::Duration liveness_timeout = absl::Seconds(1);
 
   absl::Status Validate() const;
 };
@@ -84,6 +93,8 @@ class OffloadCoordinator {
   void StartAttempt(Offload* offload);
   void OnCallDone(const std::shared_ptr<Attempt>& attempt, const grpc::Status& status);
   void OnTransferDone(const std::shared_ptr<Attempt>& attempt);
+  void SendLivenessCheck(const std::shared_ptr<Attempt>& attempt);
+  void OnLivenessDone(const std::shared_ptr<Attempt>& attempt, const grpc::Status& status);
   void Complete(Attempt* attempt);
   // Ends `attempt` (its sequence moves on): `maybe_written` blocks are quarantined and
   // replaced; then the next prefill worker or local prefill.
@@ -98,6 +109,7 @@ class OffloadCoordinator {
   void Release(Quarantine* q, const char* why);
   void Tick();
   v1::Prefill::Stub* Stub(const std::string& address);
+  grpc::health::v1::Health::Stub* HealthStub(const std::string& address);
   void FinishOffload(Sequence* seq);
 
   EngineLoop* loop_;
@@ -107,6 +119,7 @@ class OffloadCoordinator {
   std::shared_ptr<Poster> poster_;
   std::mt19937_64 rng_;  // Transfer tokens (loop thread).
   absl::flat_hash_map<std::string, std::unique_ptr<v1::Prefill::Stub>> stubs_;
+  absl::flat_hash_map<std::string, std::unique_ptr<grpc::health::v1::Health::Stub>> health_stubs_;
   absl::flat_hash_map<Sequence*, std::shared_ptr<Offload>> offloads_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Attempt>> attempts_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Quarantine>> quarantine_;

@@ -282,6 +282,16 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
         metrics_->requests_cancelled.Increment();
         continue;
       }
+      if (absl::Now() > e.job->deadline) {
+        // The receiver frees these blocks once the deadline passed (it cannot tell a stopped
+        // worker from a slow one): nothing may land after it.
+        e.aborted = true;
+        e.error = absl::DeadlineExceededError("prefill deadline passed while writing");
+        e.transfer->Abort(absl::Seconds(10)).IgnoreError();
+        e.active->MarkStopped(false);
+        metrics_->Failure("deadline").Increment();
+        continue;
+      }
       if (e.first_write == absl::Time()) e.first_write = absl::Now();
       if (absl::Status s = e.transfer->WriteLayer(layer, e.source_blocks); !s.ok()) {
         e.error = s;
