@@ -20,6 +20,12 @@
 #endif
 
 namespace pdserve {
+namespace {
+
+constexpr int kMetricsThreads = 4;
+constexpr absl::Duration kMetricsRequestTimeout = absl::Seconds(2);
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& listen_address, std::shared_ptr<prometheus::Registry> registry,
@@ -34,8 +40,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
       .Add({{"version", PDSERVE_VERSION}, {"component", component}})
       .Set(1);
   try {
-    // One serving thread: scrapes are rare and small.
-    server->exposer_ = std::make_unique<prometheus::Exposer>(host_port.ToString(), 1);
+    // Each connection holds a civetweb thread until its request is read or times out. With
+    // one thread and civetweb's 30 s default, a single idle connection blinded /metrics for
+    // 30 s; now a silent connection is dropped after 2 s and a few may idle at once.
+    server->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", host_port.ToString(), "num_threads", std::to_string(kMetricsThreads),
+        "request_timeout_ms", std::to_string(absl::ToInt64Milliseconds(kMetricsRequestTimeout))});
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("metrics: cannot listen on ", listen_address, ": ", e.what()));

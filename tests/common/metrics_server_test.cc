@@ -1,5 +1,12 @@
 #include "common/metrics_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/time/clock.h"
+
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
@@ -26,6 +33,33 @@ TEST(MetricsServerTest, ScrapeFindsRegisteredMetric) {
   EXPECT_NE(response->body.find("pdserve_test_widgets_total{kind=\"blue\"} 3"), std::string::npos)
       << response->body;
   EXPECT_NE(response->body.find("pdserve_build_info{component=\"unit-test\""), std::string::npos);
+}
+
+// One idle TCP connection used to blind /metrics for 30 s (one serving thread, civetweb's
+// default request timeout). Now scrapes go through beside several silent connections.
+TEST(MetricsServerTest, IdleConnectionsDoNotBlindTheScrape) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto server = MetricsServer::Start("127.0.0.1:0", registry, "unit-test");
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<int> idle;
+  for (int i = 0; i < 6; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>((*server)->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    if (i == 0) {
+      ASSERT_EQ(write(fd, "GET /met", 8), 8);  // A request that never ends.
+    }
+    idle.push_back(fd);
+  }
+  const absl::Time start = absl::Now();
+  auto response = testing::HttpGet((*server)->address(), "/metrics", absl::Seconds(10));
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  for (int fd : idle) close(fd);
 }
 
 TEST(MetricsServerTest, BadAddressIsAnError) {
