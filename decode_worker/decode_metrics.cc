@@ -51,6 +51,9 @@ DecodeMetrics::DecodeMetrics(prometheus::Registry& r, const std::string& model)
       preemptions(BuildCounter().Name("pdserve_num_preemptions_total")
                       .Help("Sequences preempted (blocks freed, requeued for recompute).")
                       .Register(r).Add({{"model_name", model}})),
+      stalled_clients(BuildCounter().Name("pdserve_stalled_clients_total")
+                          .Help("Requests ended because their client read nothing for --max_client_stall.")
+                          .Register(r).Add({{"model_name", model}})),
       step_duration_decode_only(BuildHistogram().Name("pdserve_step_duration_seconds")
                                     .Help("Engine step wall time by kind.")
                                     .Register(r).Add({{"model_name", model}, {"kind", "decode_only"}},

@@ -32,6 +32,7 @@ struct DecodeMetrics {
   prometheus::Counter& prefix_cache_queries;
   prometheus::Counter& prefix_cache_hits;
   prometheus::Counter& preemptions;
+  prometheus::Counter& stalled_clients;
   prometheus::Histogram& step_duration_decode_only;
   prometheus::Histogram& step_duration_mixed;
   prometheus::Histogram& step_batch_sequences;

@@ -250,6 +250,28 @@ void EngineLoop::RetireCancelled() {
   }
 }
 
+void EngineLoop::RetireStalled() {
+  const absl::Time now = clock_->Now();
+  const std::vector<Sequence*> running = scheduler_.running();
+  for (Sequence* seq : running) {
+    if (seq->state != SequenceState::kRunning) continue;
+    if (!scheduler_.IsPaused(seq)) {
+      seq->paused_since = absl::Time();
+      continue;
+    }
+    if (seq->paused_since == absl::Time()) {
+      seq->paused_since = now;
+    } else if (now - seq->paused_since >= config_.max_client_stall) {
+      PDS_LOG(WARNING) << seq->request_id << ": client read nothing for " << absl::FormatDuration(now - seq->paused_since)
+                       << "; ending the request to free its KV blocks";
+      metrics_->stalled_clients.Increment();
+      FinishSequence(seq, engine::FinishReason::kError,
+                     absl::StrCat("the client read no tokens for ", absl::FormatDuration(config_.max_client_stall),
+                                  " (--max_client_stall); the request was ended to free its KV cache"));
+    }
+  }
+}
+
 void EngineLoop::RunStep(const StepPlan& plan) {
   const absl::Time start = absl::Now();
   batch_.Clear();
@@ -326,6 +348,7 @@ void EngineLoop::Run() {
     if (stop) break;
     if (iteration_hook_) iteration_hook_();
     RetireCancelled();
+    RetireStalled();
     const StepPlan plan = scheduler_.PlanStep();
     if (!plan.empty()) RunStep(plan);
     PublishStats();

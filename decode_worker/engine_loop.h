@@ -98,6 +98,8 @@ class EngineLoop {
   void Run();
   void RunStep(const StepPlan& plan);
   void RetireCancelled();
+  // Ends sequences paused longer than max_client_stall (their clients read nothing).
+  void RetireStalled();
   void PublishStats();
 
   engine::Model* model_;

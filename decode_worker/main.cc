@@ -30,6 +30,8 @@ ABSL_FLAG(int, max_num_seqs, 256, "Maximum running sequences.");
 ABSL_FLAG(int, max_waiting, 1024, "Maximum waiting requests; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_model_len, 0, "Maximum prompt + generated tokens (0: the model's).");
 ABSL_FLAG(bool, prefix_caching, true, "Reuse KV of shared prompt prefixes.");
+ABSL_FLAG(absl::Duration, max_client_stall, absl::Seconds(30),
+          "A request whose client reads nothing this long is ended, freeing its KV blocks.");
 ABSL_FLAG(std::string, kv_transport, "ucx", "KV transport for offloaded prefills: ucx or none.");
 ABSL_FLAG(std::string, ucx_transports, "", "UCX transports (as UCX_TLS), e.g. shm, tcp; empty: UCX default.");
 ABSL_FLAG(std::string, ucx_net_devices, "", "UCX network devices (as UCX_NET_DEVICES).");
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
   config.scheduler.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   config.scheduler.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   config.scheduler.enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
+  config.scheduler.max_client_stall = absl::GetFlag(FLAGS_max_client_stall);
   config.num_blocks = absl::GetFlag(FLAGS_num_blocks);
   config.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
   config.max_model_len = absl::GetFlag(FLAGS_max_model_len);

@@ -22,6 +22,7 @@ absl::Status SchedulerConfig::Validate() const {
   if (absl::Status s = check("max_num_batched_tokens", max_num_batched_tokens, 1, 1 << 20); !s.ok()) return s;
   if (absl::Status s = check("max_num_seqs", max_num_seqs, 1, 1 << 16); !s.ok()) return s;
   if (absl::Status s = check("max_waiting", max_waiting, 0, 1 << 20); !s.ok()) return s;
+  if (max_client_stall <= absl::ZeroDuration()) return absl::InvalidArgumentError("max_client_stall: must be > 0");
   return check("max_pending_tokens", max_pending_tokens, 1, 1 << 20);
 }
 
@@ -92,13 +93,24 @@ void Scheduler::ReturnToWaiting(Sequence* seq) {
   waiting_.insert(seq);
 }
 
+bool Scheduler::IsPaused(const Sequence* s) const {
+  return s->sink != nullptr && s->sink->pending_tokens() > config_.max_pending_tokens;
+}
+
 bool Scheduler::EnsureBlocks(Sequence* seq, int needed, StepPlan* plan) {
   while (blocks_->available() < needed) {
-    // The lowest-priority, newest running sequence (AWAITING_KV ones hold transfer blocks).
+    // A paused sequence (its client reads nothing), else the lowest-priority, newest running
+    // sequence (AWAITING_KV ones hold transfer blocks).
     Sequence* victim = nullptr;
     for (Sequence* s : running_) {
       if (s->state != SequenceState::kRunning) continue;
-      if (victim == nullptr || WaitingOrder()(victim, s)) victim = s;
+      if (victim == nullptr) {
+        victim = s;
+        continue;
+      }
+      const bool paused = IsPaused(s);
+      const bool victim_paused = IsPaused(victim);
+      if (paused != victim_paused ? paused : WaitingOrder()(victim, s)) victim = s;
     }
     if (victim == nullptr) return false;
     Preempt(victim, plan);
@@ -165,9 +177,7 @@ StepPlan Scheduler::PlanStep() {
   StepPlan plan;
   int budget = config_.max_num_batched_tokens;
   std::stable_sort(running_.begin(), running_.end(), WaitingOrder());
-  auto paused = [&](const Sequence* s) {
-    return s->sink != nullptr && s->sink->pending_tokens() > config_.max_pending_tokens;
-  };
+  auto paused = [&](const Sequence* s) { return IsPaused(s); };
   // Pass 1: decodes, one token each. Pass 2: prefill chunks of running sequences.
   for (int pass = 0; pass < 2; ++pass) {
     const std::vector<Sequence*> order = running_;  // Preemption edits running_.

@@ -4,7 +4,8 @@
 //               prefill chunks up to the token budget (--max-num-batched-tokens; chunked
 //               prefill co-batched with decode as vLLM and Sarathi do), block-table growth,
 //               preemptions when blocks run out (the lowest-priority, newest running
-//               sequence is freed and requeued for recompute), and admissions from the
+//               sequence is freed and requeued for recompute; a paused one, whose client
+//               reads nothing, goes first), and admissions from the
 //               waiting queue (priority desc, arrival asc) when blocks for the uncached
 //               prompt + 1 token are available after prefix-cache reuse.
 //   ApplyStep() records what the forward pass computed: KV positions, full blocks entering
@@ -22,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "decode_worker/block_manager.h"
 #include "decode_worker/sequence.h"
@@ -41,6 +43,9 @@ struct SchedulerConfig {
   bool enable_prefix_caching = true;
   // Pending unsent tokens beyond which a sequence is paused. Default 256.
   int max_pending_tokens = 256;
+  // A sequence paused this long (its client reads nothing) is ended with an error so that
+  // its KV blocks and batch slot go to others; enforced by the engine loop. Default 30 s.
+  absl::Duration max_client_stall = absl::Seconds(30);
   // The model fingerprint the block hashes are keyed with.
   uint64_t model_fingerprint = 0;
 
@@ -101,6 +106,8 @@ class Scheduler {
   // (it is admitted again, and recomputed, like a preempted one).
   void ReturnToWaiting(Sequence* seq);
 
+  // Its client is behind: the sequence is not stepped (and is the first to be preempted).
+  bool IsPaused(const Sequence* seq) const;
   const std::vector<Sequence*>& running() const { return running_; }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_running() const;

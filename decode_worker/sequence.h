@@ -55,6 +55,7 @@ struct Sequence {
   absl::Time prefill_done;
   absl::Time first_token;
   absl::Time last_token;
+  absl::Time paused_since;  // Its client stopped reading (zero while it reads).
   // Offload (see offload_coordinator.h).
   OffloadOutcome offload;
 

@@ -197,6 +197,25 @@ TEST_F(SchedulerTest, PausesASequenceWhoseClientIsBehind) {
   EXPECT_THAT(Step(), ElementsAre("S:4+1*"));
 }
 
+// A client that reads nothing must not keep its blocks while others need them: its paused
+// sequence is preempted first, whatever its priority.
+TEST_F(SchedulerTest, APausedSequenceIsTheFirstToBePreempted) {
+  Init(/*blocks=*/6, /*budget=*/64);
+  Sequence* slow = Add("slow", 7, /*priority=*/5, 0);
+  Add("a", 7, 0, 100);
+  Add("b", 7, 0, 200);
+  auto sink = std::make_shared<FakeSink>();
+  slow->sink = sink;
+  EXPECT_THAT(Step(), ElementsAre("slow:0+7*", "a:0+7*", "b:0+7*"));
+  EXPECT_THAT(Step(), ElementsAre("slow:7+1*", "a:7+1*", "b:7+1*"));
+  sink->pending = 300;  // Its client stopped reading.
+  EXPECT_TRUE(scheduler_->IsPaused(slow));
+  StepPlan plan;
+  EXPECT_THAT(Step(&plan), ElementsAre("a:8+1*", "b:8+1*"));
+  ASSERT_EQ(plan.preempted.size(), 1u);
+  EXPECT_EQ(plan.preempted.front(), slow);
+}
+
 TEST_F(SchedulerTest, AccountingReturnsToFreeOrCachedWhenIdle) {
   Init(20, 16, /*max_seqs=*/3);
   std::vector<Sequence*> seqs;
