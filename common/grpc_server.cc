@@ -2,7 +2,6 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -32,19 +31,24 @@ absl::Status GrpcServerConfig::Validate() const {
 }
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
-    const GrpcServerConfig& config, const std::vector<grpc::Service*>& services) {
+    const GrpcServerConfig& config, const std::vector<HostedService>& services) {
   RETURN_IF_ERROR(config.Validate());
   ASSIGN_OR_RETURN(HostPort host_port, ParseHostPort(config.listen_address, "listen_address"));
-  grpc::EnableDefaultHealthCheckService(true);
+  // Our own health service (health_service.h), not gRPC's default one.
+  grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   std::unique_ptr<GrpcServer> out(new GrpcServer());
+  std::vector<std::string> names;
+  for (const HostedService& s : services) names.push_back(s.name);
+  out->health_ = std::make_unique<HealthService>(names);
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(host_port.ToString(), grpc::InsecureServerCredentials(), &bound_port);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.SetMaxSendMessageSize(config.max_message_bytes);
-  for (grpc::Service* service : services) builder.RegisterService(service);
+  builder.RegisterService(out->health_.get());
+  for (const HostedService& s : services) builder.RegisterService(s.service);
   out->server_ = builder.BuildAndStart();
   if (out->server_ == nullptr || bound_port == 0) {
     return absl::UnavailableError(
@@ -60,17 +64,14 @@ GrpcServer::~GrpcServer() {
   if (!drained_ && server_ != nullptr) Drain(absl::Now());
 }
 
-void GrpcServer::SetServing(bool serving) {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  if (health != nullptr) health->SetServingStatus(serving);
-}
+void GrpcServer::SetServing(bool serving) { health_->SetServing(serving); }
 
 void GrpcServer::Drain(absl::Time deadline) {
   if (drained_) return;
   drained_ = true;
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  // Shutdown() on the health service pins NOT_SERVING and ignores later updates.
-  if (health != nullptr) health->Shutdown();
+  // NOT_SERVING for good; Watch streams are told and ended, so that they do not hold the
+  // drain until its deadline.
+  health_->Shutdown();
   // Shutdown cancels what is still running at the deadline, then waits for every call's
   // reactor to finish. A reactor that never finishes would hang the process forever: that is
   // a bug, so say so loudly and exit rather than hang (the orchestrator restarts us).

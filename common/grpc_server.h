@@ -1,5 +1,6 @@
 // A gRPC server with the pieces every pdserve process needs: the grpc.health.v1 service
-// (NOT_SERVING until the process says it is ready, and again while draining), server
+// (health_service.h: NOT_SERVING until the process says it is ready, and again while
+// draining, when open Watch streams are ended so that they do not hold the drain), server
 // reflection, port-0 binding that reports the real address, and a drain that lets in-flight
 // calls finish before a deadline.
 // Thread-safety: SetServing/Drain may be called from any thread.
@@ -12,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/health_service.h"
 
 namespace grpc {
 class Server;
@@ -19,6 +21,13 @@ class Service;
 }  // namespace grpc
 
 namespace pdserve {
+
+// A service the server hosts, with the full name health checks ask for (the generated
+// class's service_full_name(), e.g. "pdserve.v1.Generation").
+struct HostedService {
+  grpc::Service* service = nullptr;
+  std::string name;
+};
 
 struct GrpcServerConfig {
   // host:port to listen on; port 0 picks a free port. Default "127.0.0.1:0".
@@ -34,7 +43,7 @@ class GrpcServer {
   // Builds and starts a server hosting `services` (not owned; they must outlive the server).
   // Health starts NOT_SERVING.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
-      const GrpcServerConfig& config, const std::vector<grpc::Service*>& services);
+      const GrpcServerConfig& config, const std::vector<HostedService>& services);
   ~GrpcServer();  // Drains with a zero deadline if Drain() was not called.
 
   // The bound address, host:port.
@@ -48,9 +57,11 @@ class GrpcServer {
   void Drain(absl::Time deadline);
 
   grpc::Server* server() { return server_.get(); }
+  HealthService& health() { return *health_; }
 
  private:
   GrpcServer() = default;
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;

@@ -21,7 +21,7 @@ absl::Status ServerRunnerConfig::Validate() const {
 }
 
 absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
-    const ServerRunnerConfig& config, const std::vector<grpc::Service*>& services,
+    const ServerRunnerConfig& config, const std::vector<HostedService>& services,
     std::shared_ptr<prometheus::Registry> registry, const std::string& component) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<ServerRunner> runner(new ServerRunner());

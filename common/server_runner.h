@@ -36,7 +36,7 @@ struct ServerRunnerConfig {
 class ServerRunner {
  public:
   static absl::StatusOr<std::unique_ptr<ServerRunner>> Start(
-      const ServerRunnerConfig& config, const std::vector<grpc::Service*>& services,
+      const ServerRunnerConfig& config, const std::vector<HostedService>& services,
       std::shared_ptr<prometheus::Registry> registry, const std::string& component);
 
   const std::string& grpc_address() const { return grpc_->address(); }

@@ -59,7 +59,8 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(const DecodeW
   options.limits.max_sequence_tokens = static_cast<int64_t>(layout.num_blocks) * layout.block_size - 1;
   w->service_ = std::make_unique<DecodeService>(w->loop_.get(), w->model_.tokenizer.get(), options, Clock::Real(),
                                                 w->metrics_.get());
-  ASSIGN_OR_RETURN(w->server_, ServerRunner::Start(config.server, {w->service_.get()}, w->registry_, "decode"));
+  ASSIGN_OR_RETURN(w->server_, ServerRunner::Start(config.server, {{w->service_.get(), v1::Decode::service_full_name()}},
+                                                   w->registry_, "decode"));
   ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(w->server_->grpc_address(), "grpc address"));
   if (!config.advertise_host.empty()) bound.host = config.advertise_host;
   w->advertised_address_ = bound.ToString();

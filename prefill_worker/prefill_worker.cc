@@ -42,7 +42,8 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const Prefi
   w->batcher_ = std::make_unique<PrefillBatcher>(&model, w->pool_.get(), w->transport_.get(), w->transport_pool_.get(),
                                                  config.batcher, w->metrics_.get());
   w->service_ = std::make_unique<PrefillService>(w->batcher_.get(), model.config().vocab_size, w->epoch_);
-  ASSIGN_OR_RETURN(w->server_, ServerRunner::Start(config.server, {w->service_.get()}, w->registry_, "prefill"));
+  ASSIGN_OR_RETURN(w->server_, ServerRunner::Start(config.server, {{w->service_.get(), v1::Prefill::service_full_name()}},
+                                                   w->registry_, "prefill"));
   ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(w->server_->grpc_address(), "grpc address"));
   if (!config.advertise_host.empty()) bound.host = config.advertise_host;
   w->advertised_address_ = bound.ToString();

@@ -52,7 +52,9 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
   registry_options.in_flight = [generation] { return generation->in_flight(); };
   r->registry_service_ = std::make_unique<RegistryService>(r->registry_.get(), r->decisions_.get(),
                                                            r->cost_model_.get(), registry_options);
-  ASSIGN_OR_RETURN(r->server_, ServerRunner::Start(config.server, {r->generation_.get(), r->registry_service_.get()},
+  ASSIGN_OR_RETURN(r->server_, ServerRunner::Start(config.server,
+                                                   {{r->generation_.get(), v1::Generation::service_full_name()},
+                                                    {r->registry_service_.get(), v1::Registry::service_full_name()}},
                                                    r->prometheus_, "router"));
   std::string models;
   for (const auto& m : r->catalog_->models()) models += (models.empty() ? "" : ", ") + m->name;

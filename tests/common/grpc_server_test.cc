@@ -2,8 +2,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <thread>
+
+#include "absl/time/clock.h"
+
 #include "common/health_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "pdserve/v1/registry.grpc.pb.h"
 #include "gtest/gtest.h"
 
 namespace pdserve {
@@ -28,6 +33,59 @@ TEST(GrpcServerTest, HealthFollowsReadinessAndDrain) {
 
   (*server)->Drain(absl::Now() + absl::Seconds(1));
   EXPECT_FALSE(CheckHealth(address, absl::Milliseconds(500)).ok());
+}
+
+// Health checks by service name (gRPC's client-side health checking asks by name) know every
+// hosted service; an unknown name says which are known.
+TEST(GrpcServerTest, HealthKnowsEveryHostedServiceByName) {
+  v1::Registry::CallbackService registry;  // Unimplemented methods: only its name matters.
+  auto server = GrpcServer::Start(GrpcServerConfig{}, {{&registry, v1::Registry::service_full_name()}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->SetServing(true);
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()));
+  for (const std::string name : {"", "pdserve.v1.Registry"}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(name);
+    grpc::health::v1::HealthCheckResponse response;
+    ASSERT_TRUE(stub->Check(&ctx, request, &response).ok()) << name;
+    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING) << name;
+  }
+  grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("no.such.Service");
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status s = stub->Check(&ctx, request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(s.error_message().find("pdserve.v1.Registry"), std::string::npos) << s.error_message();
+}
+
+// An open Watch stream (every client with gRPC's client-side health checking has one) once
+// held a draining server for its whole drain deadline. Drain now tells it NOT_SERVING and
+// ends it at once.
+TEST(GrpcServerTest, DrainEndsOpenWatchStreamsAtOnce) {
+  auto server = GrpcServer::Start(GrpcServerConfig{}, {});
+  ASSERT_TRUE(server.ok());
+  (*server)->SetServing(true);
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  auto reader = stub->Watch(&ctx, grpc::health::v1::HealthCheckRequest());
+  grpc::health::v1::HealthCheckResponse update;
+  ASSERT_TRUE(reader->Read(&update));
+  EXPECT_EQ(update.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  const absl::Time start = absl::Now();
+  std::thread drain([&] { (*server)->Drain(absl::Now() + absl::Seconds(20)); });
+  std::vector<grpc::health::v1::HealthCheckResponse::ServingStatus> seen;
+  while (reader->Read(&update)) seen.push_back(update.status());
+  const grpc::Status end = reader->Finish();
+  drain.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE) << end.error_message();
 }
 
 TEST(GrpcServerTest, WaitForServingTimesOutWithTheReason) {

@@ -52,7 +52,7 @@ bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout) {
 
 TEST(RegistryClientTest, RegistersReportsAndReconnects) {
   auto fake = std::make_unique<FakeRegistry>();
-  auto server = GrpcServer::Start(GrpcServerConfig{}, {fake.get()});
+  auto server = GrpcServer::Start(GrpcServerConfig{}, {{fake.get(), v1::Registry::service_full_name()}});
   ASSERT_TRUE(server.ok());
   const std::string address = (*server)->address();
 
@@ -92,7 +92,7 @@ TEST(RegistryClientTest, RegistersReportsAndReconnects) {
   auto fake2 = std::make_unique<FakeRegistry>();
   GrpcServerConfig same;
   same.listen_address = address;
-  auto server2 = GrpcServer::Start(same, {fake2.get()});
+  auto server2 = GrpcServer::Start(same, {{fake2.get(), v1::Registry::service_full_name()}});
   ASSERT_TRUE(server2.ok()) << server2.status();
   ASSERT_TRUE(WaitFor([&] {
     absl::MutexLock lock(&fake2->mu_);

@@ -1,7 +1,13 @@
 // Fault suite (label "fault"): clients that misbehave. One that stops reading once held its
 // KV blocks and batch slot for as long as it stayed connected; now it is ended after
 // --max_client_stall and everything it held goes back.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <thread>
+
 #include "absl/strings/match.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/integration/fault_check.h"
 #include "tests/testing/http_client.h"
@@ -41,6 +47,48 @@ TEST(ClientFaultTest, AClientThatStopsReadingIsEndedAndFreesItsBlocks) {
   context.TryCancel();
   reader->Finish().IgnoreError();
   ExpectClusterAtBaseline(*cluster);
+}
+
+// Every client with gRPC's client-side health checking keeps a grpc.health Watch stream
+// open. Such a stream once held a draining worker for its whole drain timeout, so that
+// `pdctl down` (same grace) killed it. The worker now ends the stream and exits at once.
+TEST(ClientFaultTest, DrainWithOpenHealthWatchesExitsAtOnce) {
+  auto cluster = LocalCluster::Start(ClusterOptions{
+      .prefill_workers = 0, .decode_workers = 1, .decode_flags = {"--drain_timeout=20s"}});
+  ASSERT_NE(cluster, nullptr);
+  ChildProcess& worker = *cluster->decode()[0];
+  auto stub = grpc::health::v1::Health::NewStub(client::MakeChannel(worker.grpc_address()));
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<grpc::health::v1::HealthCheckResponse>>> watches;
+  for (const std::string name : {"", "pdserve.v1.Decode"}) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(name);
+    watches.push_back(stub->Watch(contexts.back().get(), request));
+    grpc::health::v1::HealthCheckResponse first;
+    ASSERT_TRUE(watches.back()->Read(&first));
+    EXPECT_EQ(first.status(), grpc::health::v1::HealthCheckResponse::SERVING) << name;
+  }
+  // Like gRPC's client-side health checking, the clients keep reading.
+  std::vector<std::thread> readers;
+  std::vector<grpc::health::v1::HealthCheckResponse::ServingStatus> last(watches.size());
+  for (size_t i = 0; i < watches.size(); ++i) {
+    readers.emplace_back([&, i] {
+      grpc::health::v1::HealthCheckResponse update;
+      while (watches[i]->Read(&update)) last[i] = update.status();
+    });
+  }
+  const absl::Time start = absl::Now();
+  auto status = worker.Stop(SIGTERM, absl::Seconds(30));
+  for (auto& t : readers) t.join();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << worker.Log();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "the drain waited for the health watches\n" << worker.Log();
+  for (size_t i = 0; i < watches.size(); ++i) {
+    EXPECT_EQ(last[i], grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    EXPECT_FALSE(watches[i]->Finish().ok());
+  }
+  ExpectProcessHealthy(cluster->router(), "router");
 }
 
 }  // namespace
