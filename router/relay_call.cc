@@ -94,7 +94,7 @@ void RelayCall::Begin(v1::GenerateRequest request, std::vector<int32_t> prompt, 
     placement_request_ = std::move(placement_request);
     placement_request_.prompt = &prompt_;
     if (cancelled_) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request"), &actions);
+      FinishLocked(ClientGoneStatusLocked(), &actions);
     } else {
       PlaceLocked(&actions);
     }
@@ -200,6 +200,7 @@ void RelayCall::OnWriteDone(bool ok) {
       FinishLocked(pending_status_, &actions);
     } else if (!ok) {  // The client went away.
       cancelled_ = true;
+      deadline_passed_ = absl::FromChrono(context_->deadline()) <= absl::Now();
       actions.cancel = downstream_;
       actions.stop_reading = downstream_;
     } else if (!finished_ && !cancelled_) {
@@ -222,7 +223,7 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
       grpc::Status s = status;
       bool retried = false;
       if (cancelled_) {
-        s = grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request");
+        s = ClientGoneStatusLocked();
       } else if (!worker_gone_.empty() && !status.ok()) {
         s = grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("decode worker ",
                                                                      placement_.placement.decode_worker_id(),
@@ -259,12 +260,21 @@ void RelayCall::OnWorkerRemoved(const std::string& why) {
   Act(actions);
 }
 
+grpc::Status RelayCall::ClientGoneStatusLocked() const {
+  if (deadline_passed_) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the request's deadline passed");
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the request");
+}
+
 void RelayCall::OnCancel() {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
     ++busy_;
     cancelled_ = true;
+    // gRPC cancels a call whose deadline passed too: tell the two apart for the metrics.
+    deadline_passed_ = absl::FromChrono(context_->deadline()) <= absl::Now();
     if (downstream_ != nullptr && !downstream_done_) actions.cancel = downstream_;
   }
   Act(actions);

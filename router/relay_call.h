@@ -88,6 +88,8 @@ class RelayCall final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   void FinishLocked(const grpc::Status& status, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObserveResult(const v1::GenerateResult& result);
   void ReleaseLeaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CANCELLED, or DEADLINE_EXCEEDED when the client's deadline is why it left.
+  grpc::Status ClientGoneStatusLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Runs `actions`, then drops this thread's busy mark; the last one out of a finished call
   // deletes it.
   void Act(const Actions& actions);
@@ -114,6 +116,7 @@ class RelayCall final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool deleting_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool deadline_passed_ ABSL_GUARDED_BY(mu_) = false;
   bool pending_finish_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status pending_status_ ABSL_GUARDED_BY(mu_);
   std::string worker_gone_ ABSL_GUARDED_BY(mu_);

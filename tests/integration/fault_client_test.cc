@@ -91,5 +91,25 @@ TEST(ClientFaultTest, DrainWithOpenHealthWatchesExitsAtOnce) {
   ExpectProcessHealthy(cluster->router(), "router");
 }
 
+// A deadline shorter than the time to the first token: the client gets DEADLINE_EXCEEDED,
+// the router counts it as such (it used to count CANCELLED), and nothing is left behind.
+TEST(ClientFaultTest, DeadlineShorterThanTtftIsCountedAsDeadlineExceeded) {
+  auto cluster = LocalCluster::Start(ClusterOptions{
+      .prefill_workers = 1, .decode_workers = 1, .router_flags = {"--policy=always_offload"},
+      .prefill_flags = {"--layer_delay=100ms"}});
+  ASSERT_NE(cluster, nullptr);
+  std::vector<int32_t> prompt(300);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(i % 90 + 3);
+  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 8), absl::Milliseconds(150));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << out.status.error_message();
+  ExpectClusterAtBaseline(*cluster);
+  auto page = HttpGet(cluster->router().metrics_address(), "/metrics");
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(absl::StrContains(page->body,
+                                "pdserve_router_requests_total{code=\"DEADLINE_EXCEEDED\",model_name=\"tiny\"} 1"))
+      << page->body;
+  EXPECT_FALSE(absl::StrContains(page->body, "pdserve_router_requests_total{code=\"CANCELLED\""));
+}
+
 }  // namespace
 }  // namespace pdserve::testing
