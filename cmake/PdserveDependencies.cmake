@@ -30,6 +30,10 @@ if(PDSERVE_BUILD_BENCH)
   find_package(benchmark CONFIG REQUIRED)
 endif()
 
+# utf8proc (Unicode normalization for tokenizers that declare NFC): pkg-config only.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+
 # yaml-cpp 0.7 in Debian exports the target as "yaml-cpp" without a namespace.
 if(TARGET yaml-cpp::yaml-cpp)
   set(PDSERVE_YAML_TARGET yaml-cpp::yaml-cpp)

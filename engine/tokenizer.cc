@@ -1,5 +1,10 @@
 #include "engine/tokenizer.h"
 
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <cstdlib>
+
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
@@ -229,11 +234,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
     }
     for (const auto& [token, id] : tok->bpe_->vocab()) names_to_ids.try_emplace(token, id);
 
-    // Normalizer: none, or NFC (accepted; input is assumed to be NFC already, as nearly all
-    // text is; decomposed input may tokenize differently from Hugging Face).
+    // Normalizer: none, or NFC (Qwen's), applied with utf8proc to the text between added
+    // tokens, as Hugging Face does for tokens that are not normalized themselves.
     auto normalizer = root.find("normalizer");
-    if (normalizer != root.end() && !normalizer->is_null() && TypeOf(*normalizer) != "NFC") {
-      return Unsupported(absl::StrCat("normalizer type '", TypeOf(*normalizer), "' is not supported"));
+    if (normalizer != root.end() && !normalizer->is_null()) {
+      if (TypeOf(*normalizer) != "NFC") {
+        return Unsupported(absl::StrCat("normalizer type '", TypeOf(*normalizer), "' is not supported"));
+      }
+      tok->normalize_nfc_ = true;
     }
     PreTokenizerSpec spec;
     auto pre = root.find("pre_tokenizer");
@@ -258,6 +266,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
 absl::Status Tokenizer::EncodeOrdinary(absl::string_view text, std::vector<int32_t>* ids) const {
   if (text.empty()) return absl::OkStatus();
   std::vector<absl::string_view> pieces;
+  std::string normalized;
+  if (normalize_nfc_ && NormalizeNfc(text, &normalized)) text = normalized;
   std::string prefixed;
   if (add_prefix_space_ && text.front() != ' ') {
     prefixed = absl::StrCat(" ", text);
@@ -276,6 +286,21 @@ absl::Status Tokenizer::EncodeOrdinary(absl::string_view text, std::vector<int32
     RETURN_IF_ERROR(bpe_->Encode(mapped, ids));
   }
   return absl::OkStatus();
+}
+
+bool NormalizeNfc(absl::string_view text, std::string* out) {
+  // ASCII is its own NFC: most text never reaches utf8proc.
+  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    return false;
+  }
+  utf8proc_uint8_t* mapped = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &mapped, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (n < 0) return false;  // Not valid UTF-8: left as it is (its bytes still encode).
+  out->assign(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
+  std::free(mapped);
+  return true;
 }
 
 absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,

@@ -64,6 +64,7 @@ class Tokenizer {
   std::unique_ptr<BpeModel> bpe_;
   std::unique_ptr<RegexPreTokenizer> pre_tokenizer_;  // Null: the whole text is one piece.
   bool add_prefix_space_ = false;
+  bool normalize_nfc_ = false;  // tokenizer.json declares an NFC normalizer.
   std::vector<std::string> id_to_token_;  // Byte-level strings (base vocab).
   std::vector<std::string> id_to_bytes_;  // The bytes each base token stands for (decode).
   absl::flat_hash_map<int32_t, AddedToken> added_by_id_;
@@ -72,6 +73,10 @@ class Tokenizer {
   std::vector<int32_t> prefix_ids_;
   int32_t vocab_size_ = 0;
 };
+
+// Writes the NFC form of `text` to `out` and returns true; false (and `out` untouched) when
+// `text` is ASCII (its own NFC) or not valid UTF-8.
+bool NormalizeNfc(absl::string_view text, std::string* out);
 
 // Turns a token stream into text incrementally without ever emitting half a UTF-8 code point:
 // bytes of an incomplete sequence wait for the next token; bytes that cannot start or
