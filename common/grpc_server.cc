@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/logging.h"
 #include "common/net_address.h"
@@ -30,6 +31,26 @@ absl::Status GrpcServerConfig::Validate() const {
   return absl::OkStatus();
 }
 
+// Answers every method no hosted service has, naming it and the services that are here
+// (gRPC's own answer is UNIMPLEMENTED with an empty message).
+class GrpcServer::UnknownMethods final : public grpc::CallbackGenericService {
+ public:
+  explicit UnknownMethods(std::string services) : services_(std::move(services)) {}
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
+    class Reject final : public grpc::ServerGenericBidiReactor {
+     public:
+      explicit Reject(const grpc::Status& status) { Finish(status); }
+      void OnDone() override { delete this; }
+    };
+    return new Reject(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                   absl::StrCat("method '", context->method(), "' is not served here (services: ",
+                                                services_, ")")));
+  }
+
+ private:
+  const std::string services_;
+};
+
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const GrpcServerConfig& config, const std::vector<HostedService>& services) {
   RETURN_IF_ERROR(config.Validate());
@@ -48,6 +69,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.SetMaxSendMessageSize(config.max_message_bytes);
   builder.RegisterService(out->health_.get());
+  names.push_back("grpc.health.v1.Health");
+  out->unknown_methods_ = std::make_unique<UnknownMethods>(absl::StrJoin(names, ", "));
+  builder.RegisterCallbackGenericService(out->unknown_methods_.get());
   for (const HostedService& s : services) builder.RegisterService(s.service);
   out->server_ = builder.BuildAndStart();
   if (out->server_ == nullptr || bound_port == 0) {

@@ -60,8 +60,10 @@ class GrpcServer {
   HealthService& health() { return *health_; }
 
  private:
+  class UnknownMethods;
   GrpcServer() = default;
   std::unique_ptr<HealthService> health_;
+  std::unique_ptr<UnknownMethods> unknown_methods_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;

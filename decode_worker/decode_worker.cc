@@ -28,9 +28,13 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(const DecodeW
   layout.num_blocks = config.num_blocks > 0 ? config.num_blocks
                                             : engine::KvPool::BlocksForBytes(layout, config.kv_cache_bytes);
   if (layout.num_blocks < 2) {
+    const int64_t block_bytes = layout.region_bytes() * 2 * layout.num_layers;
+    if (config.num_blocks > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--num_blocks: ", config.num_blocks, " is fewer than 2 KV blocks (of ", block_bytes, " bytes)"));
+    }
     return absl::InvalidArgumentError(absl::StrCat("--kv_cache_bytes: ", config.kv_cache_bytes,
-                                                   " holds fewer than 2 KV blocks of ", layout.region_bytes() * 2 * layout.num_layers,
-                                                   " bytes"));
+                                                   " holds fewer than 2 KV blocks of ", block_bytes, " bytes"));
   }
   if (config.kv_transport == "ucx") {
     ASSIGN_OR_RETURN(w->transport_, kvtransfer::MakeKvTransport(config.transport));

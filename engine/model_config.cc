@@ -168,6 +168,18 @@ absl::Status ModelConfig::Validate() const {
   RETURN_IF_ERROR(positive("num_key_value_heads", num_kv_heads));
   RETURN_IF_ERROR(positive("head_dim", head_dim));
   RETURN_IF_ERROR(positive("max_position_embeddings", max_position_embeddings));
+  // Upper bounds well above any real model: a config.json with absurd dimensions is an error
+  // here rather than a std::length_error (an abort) when buffers are sized from it.
+  auto at_most = [](const char* field, int v, int limit) -> absl::Status {
+    if (v > limit) return FieldError(field, absl::StrCat(v, " exceeds ", limit));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(at_most("vocab_size", vocab_size, 1 << 22));
+  RETURN_IF_ERROR(at_most("hidden_size", hidden_size, 1 << 16));
+  RETURN_IF_ERROR(at_most("intermediate_size", intermediate_size, 1 << 19));
+  RETURN_IF_ERROR(at_most("num_hidden_layers", num_layers, 1024));
+  RETURN_IF_ERROR(at_most("num_attention_heads", num_heads, 1024));
+  RETURN_IF_ERROR(at_most("max_position_embeddings", max_position_embeddings, 1 << 24));
   if (num_heads % num_kv_heads != 0) {
     return FieldError("num_key_value_heads",
                       absl::StrCat(num_kv_heads, " must divide num_attention_heads ", num_heads));

@@ -17,7 +17,7 @@ namespace {
 constexpr size_t kTrimAfterPromptBytes = size_t{1} << 20;
 
 // Fails the call at once (validation, admission).
-class ErrorReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class ErrorReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit ErrorReactor(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
@@ -52,8 +52,23 @@ v1::Decode::Stub* GenerationService::Stub(const std::string& address) {
   return stub.get();
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(grpc::CallbackServerContext* context,
-                                                                           const v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(grpc::CallbackServerContext* context,
+                                                                       const grpc::ByteBuffer* raw) {
+  v1::GenerateRequest request;
+  grpc::ByteBuffer copy = *raw;  // Deserialize consumes its buffer; copying shares the slices.
+  const grpc::Status parsed = grpc::SerializationTraits<v1::GenerateRequest>::Deserialize(&copy, &request);
+  if (!parsed.ok()) {
+    const grpc::Status s(grpc::StatusCode::INVALID_ARGUMENT,
+                         absl::StrCat("request: ", raw->Length(), " bytes that are not a pdserve.v1.GenerateRequest (",
+                                      parsed.error_message(), ")"));
+    RecordOutcome(*metrics_, "", s);
+    return new ErrorReactor(s);
+  }
+  return GenerateParsed(context, &request);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(grpc::CallbackServerContext* context,
+                                                                             const v1::GenerateRequest* request) {
   const absl::Time arrival = absl::Now();
   auto fail = [&](const std::string& model, const absl::Status& status) {
     const grpc::Status s = ToGrpcWithRetryAfter(status, context);

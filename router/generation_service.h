@@ -34,13 +34,17 @@ struct GenerationServiceOptions {
   absl::Duration testing_read_delay = absl::ZeroDuration();
 };
 
-class GenerationService final : public v1::Generation::CallbackService {
+// Generate is a raw method (ByteBuffer in and out) so that the router, not gRPC, answers a
+// request that does not parse: INVALID_ARGUMENT with a message instead of gRPC's bare
+// UNIMPLEMENTED.
+class GenerationService final
+    : public v1::Generation::WithRawCallbackMethod_Generate<v1::Generation::CallbackService> {
  public:
   GenerationService(const ModelCatalog* catalog, Placer* placer, WorkerRegistry* registry, CostModel* cost_model,
                     RouterMetrics* metrics, const GenerationServiceOptions& options);
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
-                                                           const v1::GenerateRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context, const v1::ListModelsRequest* request,
                                        v1::ListModelsResponse* response) override;
 
@@ -48,6 +52,8 @@ class GenerationService final : public v1::Generation::CallbackService {
 
  private:
   v1::Decode::Stub* Stub(const std::string& address);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerateParsed(grpc::CallbackServerContext* context,
+                                                             const v1::GenerateRequest* request);
 
   const ModelCatalog* catalog_;
   WorkerRegistry* registry_;

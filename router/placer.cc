@@ -47,14 +47,19 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     // Decode candidates: this model, able to hold the request, not excluded.
     std::vector<WorkerEntry*> decode;
     bool any_for_model = false;
+    bool any_capable = false;  // Some worker could hold it at all (excluded or not).
+    int64_t largest_tokens = 0;  // The most prompt + output tokens one worker holds.
     bool any_fits = false;
     for (WorkerEntry* e : workers) {
       if (!e->is_decode() || e->registration.model() != model) continue;
       any_for_model = true;
       const v1::WorkerRegistration& r = e->registration;
       const int bs = static_cast<int>(r.kv_layout().block_size());
+      largest_tokens = std::max<int64_t>(
+          largest_tokens, std::min<int64_t>(r.max_context_tokens(), int64_t{r.kv_layout().num_blocks()} * bs - 1));
       if (prompt_len + req.max_tokens > static_cast<int>(r.max_context_tokens())) continue;
       if ((prompt_len + 1 + bs - 1) / bs > static_cast<int>(r.kv_layout().num_blocks())) continue;
+      any_capable = true;
       if (std::find(req.exclude.begin(), req.exclude.end(), r.worker_id()) != req.exclude.end()) continue;
       any_fits = true;
       if (static_cast<int>(e->load.waiting()) + e->dispatched_since_report >= config_.max_waiting_per_worker) continue;
@@ -62,6 +67,13 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     }
     if (!any_for_model) {
       error = absl::UnavailableError(absl::StrCat("no decode worker serves model '", model, "' now"));
+      return;
+    }
+    if (!any_capable) {
+      // No retry can help: the request is too big for every worker there is.
+      error = absl::InvalidArgumentError(absl::StrCat(
+          "prompt: ", prompt_len, " tokens plus max_tokens ", req.max_tokens, " exceed what any decode worker of model '",
+          model, "' holds (at most ", largest_tokens, " tokens)"));
       return;
     }
     if (!any_fits) {

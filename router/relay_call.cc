@@ -166,7 +166,11 @@ void RelayCall::OnMessage() {
       ObserveResult(in.result());
     }
     if (!finished_ && !cancelled_) {
-      out_.Swap(&in);
+      bool own_buffer = false;
+      out_.Clear();  // The serializer writes into an empty buffer only.
+      const grpc::Status serialized =
+          grpc::SerializationTraits<v1::GenerateResponse>::Serialize(in, &out_, &own_buffer);
+      if (!serialized.ok()) PDS_LOG(ERROR) << "serializing a response: " << serialized.error_message();
       writing_ = true;
       actions.write = true;  // OnWriteDone reads the next message or stops reading.
     } else {

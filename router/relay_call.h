@@ -41,7 +41,9 @@ struct RelayDeps {
   absl::Duration testing_read_delay = absl::ZeroDuration();
 };
 
-class RelayCall final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+// The client side is raw (ByteBuffer): the router parses requests itself, so that bytes that
+// are not a GenerateRequest get INVALID_ARGUMENT rather than gRPC's bare UNIMPLEMENTED.
+class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // A call for `model` that is not placed yet: gRPC gets the reactor at once, and the
   // caller answers with exactly one of Begin() or Fail() (possibly from another thread, after
@@ -107,7 +109,7 @@ class RelayCall final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   std::vector<std::unique_ptr<Downstream>> all_downstreams_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Listener> listener_ ABSL_GUARDED_BY(mu_);
   uint64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
-  v1::GenerateResponse out_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);  // A serialized GenerateResponse.
   // Threads between deciding and running actions, plus one until Begin() or Fail().
   int busy_ ABSL_GUARDED_BY(mu_) = 1;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

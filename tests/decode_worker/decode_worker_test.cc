@@ -253,6 +253,22 @@ TEST(DecodeWorkerLimitsTest, FullWaitingQueueIsResourceExhausted) {
   EXPECT_TRUE(queued.status.ok());
 }
 
+// A pool too small to run is a startup error naming the flag that sized it (--num_blocks=1
+// used to blame --kv_cache_bytes).
+TEST(DecodeWorkerLimitsTest, TooSmallAPoolNamesTheFlagThatSizedIt) {
+  for (const auto& [flag, named] : std::vector<std::pair<std::string, std::string>>{
+           {"--num_blocks=1", "--num_blocks: 1 is fewer than 2"}, {"--kv_cache_bytes=1000", "--kv_cache_bytes"}}) {
+    std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",
+                                     "--kv_transport=none", flag};
+    auto child = ChildProcess::Start(ChildOptions{.binary = "pdserve-decode", .args = args, .expect_serving_info = false});
+    ASSERT_TRUE(child.ok());
+    auto status = (*child)->WaitExit(absl::Seconds(30));
+    ASSERT_TRUE(status.has_value());
+    EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+    EXPECT_TRUE(absl::StrContains((*child)->Log(), named)) << flag << ":\n" << (*child)->Log();
+  }
+}
+
 TEST(DecodeWorkerLifecycleTest, SigtermDrainsRunningRequestsThenExits) {
   auto worker = StartDecode();
   auto channel = client::MakeChannel(worker->grpc_address());

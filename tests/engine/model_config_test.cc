@@ -91,6 +91,15 @@ TEST(ModelConfigTest, ErrorsNameTheField) {
   j["eos_token_id"] = 999999;
   ExpectError(j, "eos_token_id: 999999 is outside");
   ExpectError(nlohmann::json::array(), "not a JSON object");
+  // Absurd dimensions are errors, not aborts when buffers are sized from them.
+  for (const char* field : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                            "max_position_embeddings"}) {
+    j = Llama();
+    j[field] = 2147483647;
+    ExpectError(j, field);
+    j[field] = int64_t{1} << 40;
+    ExpectError(j, field);
+  }
   EXPECT_FALSE(ModelConfig::FromJson("{").ok());
 }
 

@@ -10,7 +10,7 @@ namespace {
 constexpr const char* kReports[] = {
     "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer",
     "Assertion `",             "pure virtual method called", "terminate called", "Check failed:",
-    "] Fatal: ",
+    "] Fatal: ", "assertion failed:",
 };
 
 }  // namespace

@@ -233,12 +233,17 @@ TEST_F(PlacerTest, QueueLimitsGiveResourceExhaustedWithARetryHint) {
   EXPECT_TRUE(absl::StrContains(full.status().message(), "retry-after-ms")) << full.status();
 }
 
-TEST_F(PlacerTest, NoWorkerForTheModelOrTheLengthIsUnavailable) {
+// No worker now is worth retrying (UNAVAILABLE); a request bigger than every worker is not
+// (INVALID_ARGUMENT: a retry would fail the same way).
+TEST_F(PlacerTest, NoWorkerIsUnavailableButTooBigForEveryWorkerIsInvalid) {
   EXPECT_EQ(Place(Prompt(10)).status().code(), absl::StatusCode::kUnavailable);
   Add("a", v1::WORKER_ROLE_DECODE);
   auto too_long = Place(Prompt(4090));  // Plus max_tokens exceeds the worker's context.
-  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_TRUE(absl::StrContains(too_long.status().message(), "can hold")) << too_long.status();
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument) << too_long.status();
+  EXPECT_TRUE(absl::StrContains(too_long.status().message(), "prompt: 4090 tokens")) << too_long.status();
+  EXPECT_TRUE(absl::StrContains(too_long.status().message(), "at most")) << too_long.status();
+  // Able to hold it, but already tried.
+  EXPECT_EQ(Place(Prompt(10), {"a"}).status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST_F(PlacerTest, OnlyPrefillWorkersOfTheSameGeometryAreCandidates) {
