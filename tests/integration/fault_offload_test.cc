@@ -2,6 +2,8 @@
 // prefill worker, decode worker), each scenario ending with the shared baseline check.
 #include <signal.h>
 
+#include <algorithm>
+#include <atomic>
 #include <random>
 #include <thread>
 
@@ -68,6 +70,140 @@ TEST(OffloadFaultTest, StoppedThenKilledPrefillWorkerReleasesItsQuarantineOnceGo
   cluster->prefill().clear();  // Gone for good: the baseline check expects no prefill worker.
   EXPECT_TRUE(LocalCluster::WaitForBaseline(*cluster->decode()[0], absl::Seconds(10)))
       << LocalCluster::DecodeStats(*cluster->decode()[0]).DebugString();
+  ExpectClusterAtBaseline(*cluster);
+}
+
+// A call running on its own thread, cancellable, joined however the test leaves its scope.
+class BackgroundCall {
+ public:
+  BackgroundCall(std::shared_ptr<grpc::Channel> channel, v1::GenerateRequest request)
+      : thread_([this, channel, request] {
+          out_ = client::CallGenerate(channel, request, absl::Seconds(60),
+                                      [this](const v1::GenerateResponse& m) {
+                                        if (m.token_ids_size() > 0) ++tokens_;
+                                      },
+                                      &handle_);
+        }) {}
+  ~BackgroundCall() {
+    handle_.Cancel();
+    Join();
+  }
+  const client::GenerationOutcome& Join() {
+    if (thread_.joinable()) thread_.join();
+    return out_;
+  }
+  void Cancel() { handle_.Cancel(); }
+  int tokens() const { return tokens_.load(); }
+
+ private:
+  client::CallHandle handle_;
+  client::GenerationOutcome out_;
+  std::atomic<int> tokens_{0};
+  std::thread thread_;
+};
+
+// Waits until the decode worker holds `n` sequences awaiting KV.
+bool WaitForAwaitingKv(ChildProcess& decode, uint32_t n, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (LocalCluster::DecodeStats(decode).awaiting_kv() == n) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+TEST(OffloadFaultTest, PrefillKilledAfterSomeLayersFallsBackWithIdenticalTokens) {
+  auto cluster = LocalCluster::Start(OffloadCluster({"--layer_delay=300ms"}));
+  ASSERT_NE(cluster, nullptr);
+  GreedyReference reference;
+  std::mt19937 rng(11);
+  const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 200);
+  BackgroundCall call(cluster->channel(), client::MakeRequest(prompt, 8));
+  ASSERT_TRUE(WaitForAwaitingKv(*cluster->decode()[0], 1, absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(700));  // Two of the four layers written.
+  cluster->prefill()[0]->Kill();
+  cluster->prefill().clear();
+  const auto& out = call.Join();
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_TRUE(out.result.placement().fell_back_to_local());
+  EXPECT_EQ(out.tokens, reference.Generate(prompt, 8));
+  ExpectClusterAtBaseline(*cluster);
+}
+
+TEST(OffloadFaultTest, CancelWhileAwaitingKvAndMidDecodeLeaveNothingBehind) {
+  auto cluster = LocalCluster::Start(OffloadCluster({"--layer_delay=300ms"}));
+  ASSERT_NE(cluster, nullptr);
+  std::mt19937 rng(12);
+  GreedyReference reference;
+  {
+    BackgroundCall awaiting(cluster->channel(), client::MakeRequest(reference.RandomPrompt(rng, 200), 8));
+    ASSERT_TRUE(WaitForAwaitingKv(*cluster->decode()[0], 1, absl::Seconds(10)));
+    absl::SleepFor(absl::Milliseconds(400));
+    awaiting.Cancel();
+    EXPECT_EQ(awaiting.Join().status.error_code(), grpc::StatusCode::CANCELLED);
+  }
+  {
+    v1::GenerateRequest r = client::MakeRequest(reference.RandomPrompt(rng, 20), 3000);
+    r.mutable_sampling()->set_ignore_eos(true);
+    BackgroundCall decoding(cluster->channel(), r);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (decoding.tokens() < 5 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_GE(decoding.tokens(), 5);
+    decoding.Cancel();
+    EXPECT_EQ(decoding.Join().status.error_code(), grpc::StatusCode::CANCELLED);
+  }
+  ExpectClusterAtBaseline(*cluster);
+}
+
+// The decode worker dies while a prefill worker writes into it, before the request's first
+// token: the router places the request again on the other decode worker (same tokens), and
+// the prefill worker stops writing and keeps serving.
+TEST(OffloadFaultTest, DecodeKilledDuringTransferLeavesThePrefillWorkerServing) {
+  auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 1, .decode_workers = 2,
+                                                    .router_flags = {"--policy=always_offload"},
+                                                    .prefill_flags = {"--layer_delay=300ms"}});
+  ASSERT_NE(cluster, nullptr);
+  GreedyReference reference;
+  std::mt19937 rng(13);
+  const std::vector<int32_t> first = reference.RandomPrompt(rng, 200);
+  BackgroundCall call(cluster->channel(), client::MakeRequest(first, 8));
+  ChildProcess* victim = nullptr;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (victim == nullptr && absl::Now() < deadline) {
+    for (auto& d : cluster->decode()) {
+      if (LocalCluster::DecodeStats(*d).awaiting_kv() == 1) victim = d.get();
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_NE(victim, nullptr);
+  absl::SleepFor(absl::Milliseconds(400));
+  victim->Kill();
+  const auto& out = call.Join();
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.tokens, reference.Generate(first, 8));
+  EXPECT_EQ(cluster->DecodeById(out.result.placement().decode_worker_id()) == victim, false);
+  auto& decode = cluster->decode();
+  decode.erase(std::find_if(decode.begin(), decode.end(), [&](const auto& d) { return d.get() == victim; }));
+  ASSERT_TRUE(cluster->WaitForWorkers(1, 1, absl::Seconds(10)));
+  const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 100);
+  const auto next = client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 5), absl::Seconds(60));
+  ASSERT_TRUE(next.status.ok()) << next.status.error_message();
+  EXPECT_EQ(next.tokens, reference.Generate(prompt, 5));
+  ExpectClusterAtBaseline(*cluster);
+}
+
+// A prefill worker with another KV geometry refuses before writing anything; the request
+// prefills locally and nothing is quarantined.
+TEST(OffloadFaultTest, BlockSizeMismatchIsRefusedBeforeWritingAndPrefillsLocally) {
+  auto cluster = LocalCluster::Start(OffloadCluster({"--block_size=32"}));
+  ASSERT_NE(cluster, nullptr);
+  GreedyReference reference;
+  std::mt19937 rng(14);
+  const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 200);
+  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 6), absl::Seconds(60));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.tokens, reference.Generate(prompt, 6));
+  EXPECT_NE(out.result.placement().mode(), v1::PLACEMENT_MODE_OFFLOAD) << out.result.placement().DebugString();
   ExpectClusterAtBaseline(*cluster);
 }
 
