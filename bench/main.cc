@@ -4,12 +4,14 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_split.h"
 #include "bench/decode/decode_bench.h"
 #include "bench/engine/engine_bench.h"
 #include "bench/interference/interference_bench.h"
 #include "bench/router/router_bench.h"
 #include "bench/serve/serve_bench.h"
+#include "bench/soak/soak_bench.h"
 #include "bench/transfer/transfer_bench.h"
 #include "bench/transfer/transfer_raw_bench.h"
 #include "common/flags.h"
@@ -49,6 +51,9 @@ ABSL_FLAG(int, bisect_steps, -1,
           "serve: rates bisected between the highest passing and lowest failing one (-1: 2 quick, 4 full).");
 ABSL_FLAG(int, probe_repetitions, 5, "serve: TPOT inflation probes per policy (the median is reported).");
 ABSL_FLAG(int, requests_per_rate, 0, "serve: requests per rate point (0: 80 quick, 150 full).");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(60), "soak: how long the traffic and faults run.");
+ABSL_FLAG(int, clients, 8, "soak: client threads issuing requests back to back.");
+ABSL_FLAG(absl::Duration, fault_interval, absl::Seconds(8), "soak: interval between injected faults.");
 ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
 ABSL_FLAG(std::string, tls, "", "transfer-raw-sender (internal): UCX transports.");
 ABSL_FLAG(std::string, net_devices, "", "transfer-raw-sender (internal): UCX network devices.");
@@ -65,7 +70,8 @@ constexpr char kUsage[] =
     "  decode        scheduler host overhead per step; continuous serving vs a static batch\n"
     "  router        placement decision latency by cluster size; relay overhead (ITL, TTFT) vs direct\n"
     "  interference  prefill/decode interference table, fitted cost_model.json, heatmap and break-even plots\n"
-    "  serve         Poisson load per placement policy and mix: SLO attainment, goodput, latency percentiles";
+    "  serve         Poisson load per placement policy and mix: SLO attainment, goodput, latency percentiles\n"
+    "  soak          mixed traffic, cancellations and injected faults for --duration: back at baseline, flat memory";
 
 // Parses a comma-separated list of non-negative integers given to `flag`.
 bool Ints(const char* flag, const std::vector<std::string>& values, std::vector<int>* out) {
@@ -165,6 +171,16 @@ int main(int argc, char** argv) {
     config.prefill_nice = absl::GetFlag(FLAGS_prefill_nice);
     if (!absl::GetFlag(FLAGS_cpus).empty() && !Ints("cpus", absl::GetFlag(FLAGS_cpus), &config.cpus)) return 2;
     const absl::Status status = pdserve::bench::RunServeBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "soak") {
+    pdserve::bench::SoakBenchConfig config;
+    config.out_dir = absl::GetFlag(FLAGS_out);
+    config.model_dir = absl::GetFlag(FLAGS_model);
+    config.duration = absl::GetFlag(FLAGS_duration);
+    config.clients = absl::GetFlag(FLAGS_clients);
+    config.fault_interval = absl::GetFlag(FLAGS_fault_interval);
+    const absl::Status status = pdserve::bench::RunSoakBench(config);
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "interference") {

@@ -3,9 +3,11 @@
 // on a downstream call gRPC had already finished); a full router must refuse at once with a
 // retry-after hint and lose nothing. Every scenario ends with the shared baseline check.
 #include <atomic>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -96,6 +98,32 @@ TEST(RouterFaultTest, ThreeHundredConcurrentStreamsWithCancellationsKeepTheRoute
     ASSERT_TRUE(cluster->router().running()) << cluster->router().Log();
   }
   ExpectClusterAtBaseline(*cluster);
+}
+
+// The stress test the ThreadSanitizer build runs (scripts/test.sh): hundreds of streams with
+// random cancellations while a decode worker is killed. Streams on the killed worker end
+// UNAVAILABLE; nothing else is lost. PDSERVE_STRESS_STREAMS sizes it (default 300).
+TEST(RouterFaultTest, StressStreamsWithCancellationsAndAKilledDecodeWorker) {
+  const char* env = std::getenv("PDSERVE_STRESS_STREAMS");
+  const int streams = env != nullptr ? std::max(10, std::atoi(env)) : 300;
+  auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 1, .decode_workers = 3});
+  ASSERT_NE(cluster, nullptr);
+  LoadResult result;
+  std::thread load([&] { result = RunConcurrentStreams(cluster->channel(), streams, 0.25, 4242); });
+  // Killed while streams run on it (each decode worker has some within ~100 ms).
+  absl::SleepFor(absl::Milliseconds(150));
+  cluster->decode()[2]->Kill();
+  load.join();
+  cluster->decode().pop_back();
+  // UNAVAILABLE (code 14) is what a stream on the killed worker gets.
+  std::vector<std::string> other;
+  for (const std::string& u : result.unexpected) {
+    if (!absl::StrContains(u, ": 14 ")) other.push_back(u);
+  }
+  EXPECT_TRUE(other.empty()) << other.size() << " unexpected outcomes, first: " << other[0];
+  EXPECT_GT(result.ok, streams / 3);
+  ASSERT_TRUE(cluster->WaitForWorkers(2, 1, absl::Seconds(10)));
+  ExpectClusterAtBaseline(*cluster, absl::Seconds(60));
 }
 
 // Three times what the router admits, at once: the excess is refused at once with
