@@ -1,5 +1,7 @@
 #include "prefill_worker/prefill_service.h"
 
+#include "common/status_macros.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +26,36 @@ class PrefillReactor final : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<PrefillJob>> JobFromRequest(const v1::PrefillRequest& request, int vocab_size,
+                                                           absl::Time deadline) {
+  RETURN_IF_ERROR(bridge::ValidateRequestId(request.request_id()));
+  auto job = std::make_unique<PrefillJob>();
+  job->request_id = request.request_id();
+  job->arrival = absl::Now();
+  job->deadline = deadline;
+  for (int i = 0; i < request.token_ids_size(); ++i) {
+    const uint32_t id = request.token_ids(i);
+    if (id >= static_cast<uint32_t>(vocab_size)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token_ids[", i, "]: token id ", id, " is outside [0, ", vocab_size, ")"));
+    }
+    job->prompt.push_back(static_cast<int32_t>(id));
+  }
+  if (job->prompt.empty()) return absl::InvalidArgumentError("token_ids: must not be empty");
+  ASSIGN_OR_RETURN(job->sampling, bridge::SamplingFromProto(request.sampling(), vocab_size));
+  ASSIGN_OR_RETURN(job->target, bridge::TargetFromProto(request.target()));
+  job->first_position = static_cast<int>(request.target().first_position());
+  const uint32_t expected_tokens = static_cast<uint32_t>(job->prompt.size()) -
+                                   std::min<uint32_t>(request.target().first_position(),
+                                                      static_cast<uint32_t>(job->prompt.size()));
+  if (request.target().num_tokens() != expected_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("target.num_tokens: ", request.target().num_tokens(),
+                                                   ", expected the prompt length minus first_position (",
+                                                   expected_tokens, ")"));
+  }
+  return job;
+}
+
 PrefillService::PrefillService(PrefillBatcher* batcher, int vocab_size, uint64_t epoch)
     : batcher_(batcher), vocab_size_(vocab_size), epoch_(epoch) {}
 
@@ -44,33 +76,9 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
     reactor->Finish(bridge::ToGrpc(s));
     return reactor;
   };
-  auto job = std::make_unique<PrefillJob>();
-  job->request_id = request->request_id();
-  job->arrival = absl::Now();
-  job->deadline = absl::FromChrono(context->deadline());
-  for (int i = 0; i < request->token_ids_size(); ++i) {
-    const uint32_t id = request->token_ids(i);
-    if (id >= static_cast<uint32_t>(vocab_size_)) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrCat("token_ids[", i, "]: token id ", id, " is outside [0, ", vocab_size_, ")")));
-    }
-    job->prompt.push_back(static_cast<int32_t>(id));
-  }
-  if (job->prompt.empty()) return fail(absl::InvalidArgumentError("token_ids: must not be empty"));
-  auto sampling = bridge::SamplingFromProto(request->sampling(), vocab_size_);
-  if (!sampling.ok()) return fail(sampling.status());
-  job->sampling = *sampling;
-  auto target = bridge::TargetFromProto(request->target());
-  if (!target.ok()) return fail(target.status());
-  job->target = *std::move(target);
-  job->first_position = static_cast<int>(request->target().first_position());
-  const uint32_t expected_tokens = static_cast<uint32_t>(job->prompt.size()) - std::min<uint32_t>(
-      request->target().first_position(), static_cast<uint32_t>(job->prompt.size()));
-  if (request->target().num_tokens() != expected_tokens) {
-    return fail(absl::InvalidArgumentError(absl::StrCat("target.num_tokens: ", request->target().num_tokens(),
-                                                        ", expected the prompt length minus first_position (",
-                                                        expected_tokens, ")")));
-  }
+  auto built = JobFromRequest(*request, vocab_size_, absl::FromChrono(context->deadline()));
+  if (!built.ok()) return fail(built.status());
+  std::unique_ptr<PrefillJob> job = *std::move(built);
   const std::string id = worker_id();
   const uint64_t epoch = epoch_;
   job->done = [reactor, response, id, epoch](const PrefillJobResult& r) {

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Configures and builds pdserve with CMake + Ninja (+ ccache when present).
-# Usage: scripts/build.sh [release|sanitize] [extra cmake args...]
+# Usage: scripts/build.sh [release|sanitize|tsan] [extra cmake args...]
 #   release  (default) -> build/        RelWithDebInfo, -Werror
 #   sanitize           -> build-asan/   Debug, ASan + UBSan, -Werror, tests only
+#   tsan               -> build-tsan/   ThreadSanitizer: the server binaries and the stress test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 flavor=${1:-release}
+targets=()
 shift || true
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
@@ -25,8 +27,14 @@ case "$flavor" in
     args=(-DCMAKE_BUILD_TYPE=Debug -DPDSERVE_WERROR=ON -DPDSERVE_SANITIZE=ON
           -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF)
     ;;
+  tsan)
+    dir=build-tsan
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON -DPDSERVE_TSAN=ON
+          -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF)
+    targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe fault_router_test)
+    ;;
   *)
-    echo "usage: $0 [release|sanitize] [cmake args...]" >&2
+    echo "usage: $0 [release|sanitize|tsan] [cmake args...]" >&2
     exit 2
     ;;
 esac
@@ -34,4 +42,4 @@ esac
 if [[ ! -f "$dir/build.ninja" ]]; then
   cmake -S . -B "$dir" -G Ninja "${launcher[@]}" "${args[@]}" "$@"
 fi
-cmake --build "$dir"
+cmake --build "$dir" ${targets:+--target "${targets[@]}"}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# README command (b) and CI: install what is missing, build with -Werror, run every test,
-# then build with ASan+UBSan and run the unit tests again under the sanitizers.
+# README command (b) and CI: install what is missing, build with -Werror, run every test
+# (the fault suite and a 60 s soak among them), then build with ASan+UBSan and run the unit
+# tests again under the sanitizers, build the router and workers with ThreadSanitizer and run
+# the stress test, and fuzz each libFuzzer target briefly.
 # Fails when any step or test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,11 @@ echo "== unit tests under ASan + UBSan =="
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 (cd build-asan && ctest --output-on-failure --no-tests=error -L unit -j "$jobs" --timeout 900)
+echo "== ThreadSanitizer build: router and workers under the stress test =="
+scripts/build.sh tsan
+# Sized down for CI (scripts/stress.sh runs 300 streams); any TSan report fails the test.
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp}
+PDSERVE_STRESS_STREAMS=${PDSERVE_STRESS_STREAMS:-80} build-tsan/bin/fault_router_test --gtest_filter='*Stress*'
 echo "== fuzz smoke (libFuzzer, clang) =="
 scripts/fuzz.sh 15
 echo "== all tests passed =="

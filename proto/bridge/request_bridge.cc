@@ -80,23 +80,28 @@ absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& 
   return ids;
 }
 
-absl::Status PrecheckGenerateRequest(const v1::GenerateRequest& r, const ModelLimits& limits) {
-  if (!r.model().empty() && r.model() != limits.model_name) {
-    return absl::NotFoundError(absl::StrCat("model: '", r.model(), "' is not served here (serving '",
-                                            limits.model_name, "')"));
-  }
-  if (r.request_id().size() > kMaxRequestIdBytes) {
-    return Invalid("request_id", absl::StrCat(r.request_id().size(), " bytes, at most ", kMaxRequestIdBytes));
+absl::Status ValidateRequestId(const std::string& id) {
+  if (id.size() > kMaxRequestIdBytes) {
+    return Invalid("request_id", absl::StrCat(id.size(), " bytes, at most ", kMaxRequestIdBytes));
   }
   // Request ids appear in every log line about the request: control characters would let a
   // client forge log lines or drive a terminal.
-  for (size_t i = 0; i < r.request_id().size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(r.request_id()[i]);
+  for (size_t i = 0; i < id.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(id[i]);
     if (c < 0x21 || c > 0x7e) {
       return Invalid("request_id", absl::StrCat("byte ", i, " is 0x", absl::Hex(c, absl::kZeroPad2),
                                                 "; only printable ASCII without spaces is allowed"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status PrecheckGenerateRequest(const v1::GenerateRequest& r, const ModelLimits& limits) {
+  if (!r.model().empty() && r.model() != limits.model_name) {
+    return absl::NotFoundError(absl::StrCat("model: '", r.model(), "' is not served here (serving '",
+                                            limits.model_name, "')"));
+  }
+  RETURN_IF_ERROR(ValidateRequestId(r.request_id()));
   if (r.prompt_case() == v1::GenerateRequest::kText && limits.max_prompt_bytes > 0 &&
       static_cast<int64_t>(r.text().size()) > limits.max_prompt_bytes) {
     return Invalid("prompt.text", absl::StrCat(r.text().size(), " bytes, at most ", limits.max_prompt_bytes, " (",

@@ -56,6 +56,8 @@ absl::StatusOr<engine::SamplingConfig> SamplingFromProto(const v1::SamplingParam
 absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& request,
                                                      const engine::Tokenizer* tokenizer,
                                                      int vocab_size, const ModelLimits* limits = nullptr);
+// At most 128 bytes of printable ASCII without spaces (ids go into every log line).
+absl::Status ValidateRequestId(const std::string& id);
 // The checks that cost nothing (model name, request id, prompt text size, sampling), for
 // callers that tokenize later on another thread.
 absl::Status PrecheckGenerateRequest(const v1::GenerateRequest& request, const ModelLimits& limits);
