@@ -10,6 +10,7 @@
 #include "common/hash.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "kvtransfer/ucx/ucx_handles.h"
 #include "kvtransfer/ucx/ucx_status.h"
 #include "kvtransfer/wire.h"
 
@@ -27,7 +28,9 @@ class UcxTransport::Pool final : public LocalPool {
     ucp_mem_h memh = memh_;
     if (t->served_pool_.load() == this) t->served_pool_.store(nullptr);
     const absl::Status s = t->thread_->RunSync(
-        [t, memh] { return FromUcs(ucp_mem_unmap(t->context_, memh), "mem unmap"); }, t->config_.call_timeout);
+        t->config_.call_timeout,
+        +[](ucp_context_h context, ucp_mem_h memh) { return FromUcs(ucp_mem_unmap(context, memh), "mem unmap"); },
+        t->context_, memh);
     if (!s.ok()) PDS_LOG(WARNING) << s;
   }
   void* base() const override { return base_; }
@@ -44,8 +47,8 @@ class UcxTransport::Pool final : public LocalPool {
 };
 
 struct UcxTransport::Peer {
-  ucp_ep_h ep = nullptr;
-  ucp_rkey_h rkey = nullptr;
+  UcxEndpoint ep;
+  UcxRemoteKey rkey;  // Declared after the endpoint: destroyed before it.
   DataPath path = DataPath::kPut;
   std::string receiver_id;
   uint64_t epoch = 0;
@@ -248,7 +251,7 @@ class UcxTransport::Outbound final : public OutboundTransfer {
         ucs_status_ptr_t request;
         if (peer->path == DataPath::kPut) {
           const uint64_t remote = state->target.pool.base_address + dst.RegionOffset(layer, kv, run.target_first);
-          request = ucp_put_nbx(peer->ep, from, bytes, remote, peer->rkey, &param);
+          request = ucp_put_nbx(peer->ep.get(), from, bytes, remote, peer->rkey.get(), &param);
         } else {
           DataHeader& h = op->data_header;
           h.kv = static_cast<uint16_t>(kv);
@@ -258,7 +261,7 @@ class UcxTransport::Outbound final : public OutboundTransfer {
           h.layer = layer;
           h.first_block = run.target_first;
           h.num_blocks = run.count;
-          request = ucp_am_send_nbx(peer->ep, kAmData, &h, sizeof(h), from, bytes, &param);
+          request = ucp_am_send_nbx(peer->ep.get(), kAmData, &h, sizeof(h), from, bytes, &param);
         }
         state->transport->operations_posted_.fetch_add(1);
         {
@@ -286,7 +289,7 @@ class UcxTransport::Outbound final : public OutboundTransfer {
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = &Outbound::OnSent;
     param.user_data = op;
-    Track(op, ucp_ep_flush_nbx(state->peer->ep, &param));
+    Track(op, ucp_ep_flush_nbx(state->peer->ep.get(), &param));
   }
 
   // Either completes `op` now (the call finished or failed inline) or counts it as
@@ -371,7 +374,7 @@ void UcxTransport::Outbound::Completed(OpContext* op, ucs_status_t status) {
   param.cb.send = &Outbound::OnSent;
   param.user_data = control;
   param.flags = UCP_AM_SEND_FLAG_EAGER;
-  ucs_status_ptr_t request = ucp_am_send_nbx(op->peer->ep, kAmControl, &h, sizeof(ControlHeader), nullptr, 0, &param);
+  ucs_status_ptr_t request = ucp_am_send_nbx(op->peer->ep.get(), kAmControl, &h, sizeof(ControlHeader), nullptr, 0, &param);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) Completed(control, StatusOf(request));
 }
 
@@ -440,10 +443,10 @@ UcxTransport::~UcxTransport() {
 
 absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayout& layout) {
   RETURN_IF_ERROR(layout.Validate());
-  std::unique_ptr<LocalPool> out;
-  const size_t bytes = layout.pool_bytes();
-  RETURN_IF_ERROR(thread_->RunSync(
-      [&]() -> absl::Status {
+  return thread_->RunSync(
+      config_.call_timeout,
+      +[](UcxTransport* t, KvLayout layout) -> absl::StatusOr<std::unique_ptr<LocalPool>> {
+        const size_t bytes = layout.pool_bytes();
         ucp_mem_map_params_t p{};
         p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
                        UCP_MEM_MAP_PARAM_FIELD_FLAGS;
@@ -451,19 +454,17 @@ absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayo
         p.length = bytes;
         p.flags = UCP_MEM_MAP_ALLOCATE;
         ucp_mem_h memh;
-        RETURN_IF_ERROR(FromUcs(ucp_mem_map(context_, &p, &memh), absl::StrCat("allocate ", bytes, " bytes")));
+        RETURN_IF_ERROR(FromUcs(ucp_mem_map(t->context_, &p, &memh), absl::StrCat("allocate ", bytes, " bytes")));
         ucp_mem_attr_t attr{};
         attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
         if (absl::Status s = FromUcs(ucp_mem_query(memh, &attr), "mem query"); !s.ok()) {
-          ucp_mem_unmap(context_, memh);
+          ucp_mem_unmap(t->context_, memh);
           return s;
         }
         std::memset(attr.address, 0, bytes);
-        out = std::make_unique<Pool>(this, memh, attr.address, attr.length, layout);
-        return absl::OkStatus();
+        return std::unique_ptr<LocalPool>(new Pool(t, memh, attr.address, attr.length, layout));
       },
-      config_.call_timeout));
-  return out;
+      this, layout);
 }
 
 absl::StatusOr<KvPoolDescriptor> UcxTransport::ServePool(LocalPool* local, const std::string& receiver_id,
@@ -476,22 +477,29 @@ absl::StatusOr<KvPoolDescriptor> UcxTransport::ServePool(LocalPool* local, const
   d.layout = pool->layout();
   d.model_fingerprint = model_fingerprint;
   d.epoch = epoch;
-  RETURN_IF_ERROR(thread_->RunSync(
-      [&]() -> absl::Status {
-        void* rkey = nullptr;
-        size_t rkey_size = 0;
-        RETURN_IF_ERROR(FromUcs(ucp_rkey_pack(context_, pool->memh(), &rkey, &rkey_size), "rkey pack"));
-        d.packed_rkey.assign(static_cast<const char*>(rkey), rkey_size);
-        ucp_rkey_buffer_release(rkey);
-        ucp_address_t* address = nullptr;
-        size_t address_size = 0;
-        RETURN_IF_ERROR(FromUcs(ucp_worker_get_address(thread_->worker(), &address, &address_size),
-                                "worker address"));
-        d.worker_address.assign(reinterpret_cast<const char*>(address), address_size);
-        ucp_worker_release_address(thread_->worker(), address);
-        return absl::OkStatus();
-      },
-      config_.call_timeout));
+  // The packed rkey, then the worker's address.
+  using Packed = std::pair<std::string, std::string>;
+  ASSIGN_OR_RETURN(
+      Packed packed,
+      thread_->RunSync(
+          config_.call_timeout,
+          +[](ucp_context_h context, ucp_worker_h worker, ucp_mem_h memh) -> absl::StatusOr<Packed> {
+            Packed out;
+            void* rkey = nullptr;
+            size_t rkey_size = 0;
+            RETURN_IF_ERROR(FromUcs(ucp_rkey_pack(context, memh, &rkey, &rkey_size), "rkey pack"));
+            out.first.assign(static_cast<const char*>(rkey), rkey_size);
+            ucp_rkey_buffer_release(rkey);
+            ucp_address_t* address = nullptr;
+            size_t address_size = 0;
+            RETURN_IF_ERROR(FromUcs(ucp_worker_get_address(worker, &address, &address_size), "worker address"));
+            out.second.assign(reinterpret_cast<const char*>(address), address_size);
+            ucp_worker_release_address(worker, address);
+            return out;
+          },
+          context_, thread_->worker(), pool->memh()));
+  d.packed_rkey = std::move(packed.first);
+  d.worker_address = std::move(packed.second);
   table_.Serve(pool->layout(), model_fingerprint, epoch);
   served_pool_.store(pool);
   return d;
@@ -556,28 +564,25 @@ absl::StatusOr<UcxTransport::Peer*> UcxTransport::GetPeer(const KvPoolDescriptor
       };
       p.err_handler.arg = peer.get();
     }
-    return FromUcs(ucp_ep_create(thread_->worker(), &p, &peer->ep),
-                   absl::StrCat("connect to ", d.receiver_id));
+    ucp_ep_h ep = nullptr;
+    RETURN_IF_ERROR(FromUcs(ucp_ep_create(thread_->worker(), &p, &ep), absl::StrCat("connect to ", d.receiver_id)));
+    peer->ep = UcxEndpoint(ep, thread_.get());  // Closes the previous one, if any.
+    return absl::OkStatus();
   };
+  // On any error below, `peer` and its handles are released on the way out.
   RETURN_IF_ERROR(create(UCP_ERR_HANDLING_MODE_NONE));
-  DataPath path = DetectPath(peer->ep);
+  DataPath path = DetectPath(peer->ep.get());
   if (config_.data_path == "put") path = DataPath::kPut;
   if (config_.data_path == "am") path = DataPath::kActiveMessage;
   if (path == DataPath::kActiveMessage) {
     // No shared memory on this path, so peer error handling costs nothing and makes a dead
     // TCP peer an error instead of a fatal one.
-    ucp_request_param_t param{};
-    ucs_status_ptr_t req = ucp_ep_close_nbx(peer->ep, &param);
-    if (req != nullptr && !UCS_PTR_IS_ERR(req)) {
-      thread_->ProgressUntil([req] { return ucp_request_check_status(req) != UCS_INPROGRESS; },
-                             absl::Seconds(1));
-      ucp_request_free(req);
-    }
-    peer->ep = nullptr;
+    peer->ep.Close();
     RETURN_IF_ERROR(create(UCP_ERR_HANDLING_MODE_PEER));
   } else {
-    RETURN_IF_ERROR(FromUcs(ucp_ep_rkey_unpack(peer->ep, d.packed_rkey.data(), &peer->rkey),
-                            "rkey unpack"));
+    ucp_rkey_h rkey = nullptr;
+    RETURN_IF_ERROR(FromUcs(ucp_ep_rkey_unpack(peer->ep.get(), d.packed_rkey.data(), &rkey), "rkey unpack"));
+    peer->rkey = UcxRemoteKey(rkey);
   }
   peer->path = path;
   PDS_LOG(DEBUG) << "kv transfer: connected to " << d.receiver_id << " epoch " << d.epoch
@@ -593,17 +598,7 @@ void UcxTransport::ClosePeers(UcxWorkerThread* thread) {
     for (auto& [key, peer] : peers_) retired_peers_.push_back(std::move(peer));
     peers_.clear();
   }
-  for (auto& peer : retired_peers_) {
-    if (peer->rkey != nullptr) ucp_rkey_destroy(peer->rkey);
-    ucp_request_param_t param{};
-    ucs_status_ptr_t req = ucp_ep_close_nbx(peer->ep, &param);
-    if (req != nullptr && !UCS_PTR_IS_ERR(req)) {
-      // A peer that is gone never confirms; do not wait for it for long.
-      thread->ProgressUntil([req] { return ucp_request_check_status(req) != UCS_INPROGRESS; },
-                             absl::Milliseconds(500));
-      if (ucp_request_check_status(req) != UCS_INPROGRESS) ucp_request_free(req);
-    }
-  }
+  // Each peer's rkey, then its endpoint (UcxEndpoint progresses the close on this thread).
   retired_peers_.clear();
 }
 
@@ -611,14 +606,10 @@ absl::StatusOr<UcxTransport::Peer*> UcxTransport::Connect(const KvPoolDescriptor
   if (Peer* known = FindPeer(descriptor); known != nullptr) return known;
   // Bytes from the wire reach UCX only after a disposable process survived them.
   RETURN_IF_ERROR(address_checker_->Check(descriptor.worker_address, descriptor.packed_rkey));
-  Peer* peer = nullptr;
-  RETURN_IF_ERROR(thread_->RunSync(
-      [&]() -> absl::Status {
-        ASSIGN_OR_RETURN(peer, GetPeer(descriptor));
-        return absl::OkStatus();
-      },
-      config_.call_timeout));
-  return peer;
+  return thread_->RunSync(
+      config_.call_timeout,
+      +[](UcxTransport* t, KvPoolDescriptor d) -> absl::StatusOr<Peer*> { return t->GetPeer(d); }, this,
+      descriptor);
 }
 
 absl::StatusOr<DataPath> UcxTransport::PathTo(const KvPoolDescriptor& descriptor) {

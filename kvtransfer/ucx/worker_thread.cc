@@ -80,21 +80,12 @@ void UcxWorkerThread::Post(std::function<void()> fn) {
   Wake();
 }
 
-absl::Status UcxWorkerThread::RunSync(std::function<absl::Status()> fn, absl::Duration timeout) {
-  if (OnThread()) return fn();
-  struct Shared {
-    absl::Notification done;
-    absl::Status status;
-  };
-  auto shared = std::make_shared<Shared>();
-  Post([shared, fn = std::move(fn)] {
-    shared->status = fn();
-    shared->done.Notify();
-  });
-  if (!shared->done.WaitForNotificationWithTimeout(timeout)) {
-    return absl::DeadlineExceededError("ucx: worker thread did not answer in time");
+void UcxWorkerThread::PostOrRun(std::function<void()> fn) {
+  if (OnThread()) {
+    fn();
+  } else {
+    Post(std::move(fn));
   }
-  return shared->status;
 }
 
 bool UcxWorkerThread::RunPosted() {

@@ -12,10 +12,14 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <tuple>
+#include <type_traits>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
 namespace pdserve::kvtransfer {
@@ -36,9 +40,13 @@ class UcxWorkerThread {
   UcxWorkerThread& operator=(const UcxWorkerThread&) = delete;
 
   void Post(std::function<void()> fn);
-  // Runs `fn` on the thread and waits for its status. DEADLINE_EXCEEDED after `timeout`
-  // (the function still runs later; it must not touch the caller's stack).
-  absl::Status RunSync(std::function<absl::Status()> fn, absl::Duration timeout);
+  // Runs fn(args...) on the thread and waits for its result; DEADLINE_EXCEEDED after
+  // `timeout`. A function that times out still runs later, so it cannot be allowed to reach
+  // the caller's stack: `fn` is a plain function (a lambda without captures, written
+  // `+[](...) {...}`), every argument is copied into state the call owns, and the result
+  // comes back through that state. Pass pointers only to objects that outlive this thread.
+  template <typename Result, typename... Params, typename... Args>
+  Result RunSync(absl::Duration timeout, Result (*fn)(Params...), Args&&... args);
   // Set before destruction: cleanup that must run on this thread while the worker exists.
   void SetStopHook(std::function<void()> hook);
 
@@ -53,6 +61,8 @@ class UcxWorkerThread {
   void Wake();
   bool RunPosted();
 
+  void PostOrRun(std::function<void()> fn);
+
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int worker_fd_ = -1;
@@ -65,6 +75,26 @@ class UcxWorkerThread {
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   std::function<void()> stop_hook_ ABSL_GUARDED_BY(mu_);
 };
+
+template <typename Result, typename... Params, typename... Args>
+Result UcxWorkerThread::RunSync(absl::Duration timeout, Result (*fn)(Params...), Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "RunSync: one argument per parameter");
+  struct Shared {
+    absl::Notification done;
+    std::optional<Result> result;
+  };
+  auto shared = std::make_shared<Shared>();
+  // Arguments are copied: a reference to the caller's frame cannot get in.
+  auto call = [shared, fn, copies = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...)]() mutable {
+    shared->result.emplace(std::apply(fn, std::move(copies)));
+    shared->done.Notify();
+  };
+  PostOrRun(std::move(call));
+  if (!shared->done.WaitForNotificationWithTimeout(timeout)) {
+    return absl::DeadlineExceededError("ucx: worker thread did not answer in time");
+  }
+  return *std::move(shared->result);
+}
 
 }  // namespace pdserve::kvtransfer
 
