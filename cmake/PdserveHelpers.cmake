@@ -11,6 +11,14 @@ function(pdserve_target_options target)
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
 endfunction()
 
+# TSan builds: every executable gets the instrumented Abseil synchronization objects
+# (PdserveTsanAbseil.cmake).
+function(pdserve_tsan_objects target)
+  if(PDSERVE_TSAN)
+    target_sources(${target} PRIVATE $<TARGET_OBJECTS:pdserve_tsan_absl>)
+  endif()
+endfunction()
+
 # pdserve_library(NAME SOURCES a.cc b.cc DEPS lib1 lib2 [PRIVATE_DEPS ...])
 function(pdserve_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
@@ -25,6 +33,7 @@ function(pdserve_binary name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
   pdserve_target_options(${name})
+  pdserve_tsan_objects(${name})
 endfunction()
 
 # pdserve_test(NAME SOURCES a_test.cc DEPS ... [LABELS unit|integration] [TIMEOUT s]
@@ -44,6 +53,7 @@ function(pdserve_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   pdserve_target_options(${name})
+  pdserve_tsan_objects(${name})
   # Where tests find the binaries they start and the fixtures they read.
   target_compile_definitions(${name} PRIVATE
     PDSERVE_BIN_DIR="${CMAKE_BINARY_DIR}/bin"

@@ -29,8 +29,9 @@ case "$flavor" in
     ;;
   tsan)
     dir=build-tsan
+    scripts/fetch_abseil_source.sh "$dir/abseil-src"
     args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON -DPDSERVE_TSAN=ON
-          -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF)
+          -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_TSAN_ABSEIL_SOURCE="$PWD/$dir/abseil-src")
     targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe fault_router_test)
     ;;
   *)

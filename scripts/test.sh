@@ -24,7 +24,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 echo "== ThreadSanitizer build: router and workers under the stress test =="
 scripts/build.sh tsan
 # Sized down for CI (scripts/stress.sh runs 300 streams); any TSan report fails the test.
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$PWD/scripts/tsan.supp}
 PDSERVE_STRESS_STREAMS=${PDSERVE_STRESS_STREAMS:-80} build-tsan/bin/fault_router_test --gtest_filter='*Stress*'
 echo "== fuzz smoke (libFuzzer, clang) =="
 scripts/fuzz.sh 15
