@@ -126,6 +126,25 @@ TEST(RouterFaultTest, StressStreamsWithCancellationsAndAKilledDecodeWorker) {
   ExpectClusterAtBaseline(*cluster, absl::Seconds(60));
 }
 
+// The router restarted on its address: the workers register again by themselves, requests
+// in flight at the crash end UNAVAILABLE, and new ones are served.
+TEST(RouterFaultTest, RouterRestartedAtItsAddressGetsItsWorkersBack) {
+  auto cluster = LocalCluster::Start(ClusterOptions{});
+  ASSERT_NE(cluster, nullptr);
+  v1::GenerateRequest long_request = client::MakeRequest({1, 2, 3}, 3000);
+  long_request.mutable_sampling()->set_ignore_eos(true);
+  client::GenerationOutcome in_flight;
+  std::thread call([&] { in_flight = client::CallGenerate(cluster->channel(), long_request, absl::Seconds(60)); });
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(cluster->RestartRouter());
+  call.join();
+  EXPECT_EQ(in_flight.status.error_code(), grpc::StatusCode::UNAVAILABLE) << in_flight.status.error_message();
+  ASSERT_TRUE(cluster->WaitForWorkers(2, 1, absl::Seconds(15))) << cluster->Status().DebugString();
+  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest({4, 5, 6}, 5), absl::Seconds(30));
+  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+  ExpectClusterAtBaseline(*cluster);
+}
+
 // Three times what the router admits, at once: the excess is refused at once with
 // RESOURCE_EXHAUSTED and a retry-after trailer; everything admitted completes.
 TEST(RouterFaultTest, ThreeTimesOverloadIsRefusedAtOnceAndLosesNothing) {

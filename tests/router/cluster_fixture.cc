@@ -22,6 +22,7 @@ std::unique_ptr<LocalCluster> LocalCluster::Start(const ClusterOptions& options)
   const std::string model = TestModelDir(options.model);
   std::vector<std::string> router_args = {"--model=" + model, "--drain_timeout=5s", "--worker_timeout=1s"};
   router_args.insert(router_args.end(), options.router_flags.begin(), options.router_flags.end());
+  cluster->router_args_ = router_args;
   cluster->router_ = StartChild("pdserve-router", router_args);
   if (!cluster->router_) return nullptr;
   const std::string router = "--router=" + cluster->router_->grpc_address();
@@ -99,6 +100,16 @@ bool LocalCluster::WaitForBaseline(const ChildProcess& worker, absl::Duration ti
     absl::SleepFor(absl::Milliseconds(20));
   }
   return false;
+}
+
+bool LocalCluster::RestartRouter() {
+  const std::string address = router_->grpc_address();
+  router_->Kill();
+  router_.reset();
+  std::vector<std::string> args = router_args_;
+  args.push_back("--listen=" + address);
+  router_ = StartChild("pdserve-router", args);
+  return router_ != nullptr;
 }
 
 ChildProcess* LocalCluster::DecodeById(const std::string& worker_id) {

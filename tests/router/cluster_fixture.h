@@ -44,9 +44,13 @@ class LocalCluster {
   static bool WaitForBaseline(const ChildProcess& worker, absl::Duration timeout);
   // The decode worker process whose registered id is `worker_id` (null if none).
   ChildProcess* DecodeById(const std::string& worker_id);
+  // Kills the router and starts a new one on the same address with the same flags (the
+  // workers reconnect to it by themselves). False if it did not come up.
+  bool RestartRouter();
 
  private:
   std::unique_ptr<ChildProcess> router_;
+  std::vector<std::string> router_args_;
   std::vector<std::unique_ptr<ChildProcess>> decode_;
   std::vector<std::unique_ptr<ChildProcess>> prefill_;
   std::shared_ptr<grpc::Channel> channel_;
