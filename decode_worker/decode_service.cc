@@ -255,7 +255,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(grpc::Ca
   if (!status.ok()) {
     metrics_->requests_rejected.Increment();
     sink->Attach(nullptr);
-    reactor->Finish(bridge::ToGrpc(status));
+    reactor->Finish(bridge::ToGrpc(status, context));
   }
   return reactor;
 }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/retry_after.h"
 
 namespace pdserve::decode {
 namespace {
@@ -51,8 +52,9 @@ absl::Status EngineLoop::Submit(std::unique_ptr<Sequence> seq, std::function<voi
   absl::MutexLock lock(&mu_);
   if (draining_ || stop_) return absl::UnavailableError("decode worker is draining; send the request elsewhere");
   if (stats_.waiting + static_cast<int>(inbox_.size()) >= config_.max_waiting) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "decode worker overloaded: ", config_.max_waiting, " requests already waiting (retry-after-ms: 200)"));
+    return WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat("decode worker overloaded: ", config_.max_waiting,
+                                                                    " requests already waiting")),
+                          config_.retry_after);
   }
   seq->order = ++next_order_;
   inbox_.push_back(Incoming{std::move(seq), std::move(on_added)});
@@ -123,6 +125,10 @@ void EngineLoop::CountOffload(bool completed, const std::string& fallback_cause)
     ++offload_fallbacks_;
     metrics_->OffloadFallback(fallback_cause).Increment();
   }
+}
+
+void EngineLoop::ObserveKvWait(absl::Duration waited) {
+  metrics_->kv_transfer_wait.Observe(absl::ToDoubleSeconds(waited));
 }
 
 void EngineLoop::PublishStats() {

@@ -93,6 +93,8 @@ class EngineLoop {
   void SetIterationHook(std::function<void()> hook);
   // Any thread.
   void CountOffload(bool completed, const std::string& fallback_cause);
+  // How long a sequence awaited offloaded KV, whether it arrived or the sequence fell back.
+  void ObserveKvWait(absl::Duration waited);
 
  private:
   void Run();

@@ -28,6 +28,7 @@ ABSL_FLAG(std::string, kv_dtype, "f32", "KV cache dtype: f32, f16 or bf16.");
 ABSL_FLAG(int, max_num_batched_tokens, 512, "Token budget per engine step (the local prefill chunk size).");
 ABSL_FLAG(int, max_num_seqs, 256, "Maximum running sequences.");
 ABSL_FLAG(int, max_waiting, 1024, "Maximum waiting requests; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(absl::Duration, retry_after, absl::Milliseconds(200), "Retry-after hint given with RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_model_len, 0, "Maximum prompt + generated tokens (0: the model's).");
 ABSL_FLAG(bool, prefix_caching, true, "Reuse KV of shared prompt prefixes.");
 ABSL_FLAG(absl::Duration, max_client_stall, absl::Seconds(30),
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
   config.scheduler.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   config.scheduler.enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   config.scheduler.max_client_stall = absl::GetFlag(FLAGS_max_client_stall);
+  config.scheduler.retry_after = absl::GetFlag(FLAGS_retry_after);
   config.num_blocks = absl::GetFlag(FLAGS_num_blocks);
   config.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
   config.max_model_len = absl::GetFlag(FLAGS_max_model_len);

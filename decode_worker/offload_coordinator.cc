@@ -330,6 +330,7 @@ void OffloadCoordinator::Complete(Attempt* attempt) {
   o.transfer_ms = r.transfer_ms();
   o.transfer_tail_ms = r.transfer_tail_ms();
   seq->prefill_done = absl::Now();
+  loop_->ObserveKvWait(seq->prefill_done - seq->admitted);
   loop_->scheduler().TransferDone(seq, seq->prompt_len);
   seq->tokens.push_back(static_cast<int32_t>(r.first_token_id()));
   loop_->CountOffload(true, "");
@@ -364,6 +365,7 @@ void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& caus
       loop_->scheduler().ReturnToWaiting(seq);
       seq->offload.fell_back_to_local = true;
       loop_->CountOffload(false, cause);
+      loop_->ObserveKvWait(absl::Now() - seq->admitted);
       FinishOffload(seq);
       return;
     }
@@ -378,6 +380,7 @@ void OffloadCoordinator::FallBackToLocal(Offload* offload, const std::string& ca
   seq->offload.fell_back_to_local = true;
   seq->offload.fallback_cause = cause;
   loop_->CountOffload(false, cause);
+  loop_->ObserveKvWait(absl::Now() - seq->admitted);
   // Its blocks (prefix hits plus fresh ones) stay; the suffix is computed in local chunks.
   loop_->scheduler().TransferDone(seq, offload->cached_tokens);
   FinishOffload(seq);

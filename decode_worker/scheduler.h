@@ -39,6 +39,8 @@ struct SchedulerConfig {
   int max_num_seqs = 256;
   // Waiting sequences at most; beyond it Add() fails with RESOURCE_EXHAUSTED. Default 1024.
   int max_waiting = 1024;
+  // The retry-after hint given with that RESOURCE_EXHAUSTED. Default 200 ms.
+  absl::Duration retry_after = absl::Milliseconds(200);
   // Reuse cached full blocks across requests. Default true.
   bool enable_prefix_caching = true;
   // Pending unsent tokens beyond which a sequence is paused. Default 256.

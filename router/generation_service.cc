@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/retry_after.h"
 #include "proto/bridge/request_bridge.h"
 #include "router/request_errors.h"
 #include "tools/client/generation_client.h"
@@ -88,9 +89,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(gr
   if (absl::Status s = bridge::PrecheckGenerateRequest(*request, limits); !s.ok()) return fail(m->name, s);
   if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
     in_flight_.fetch_sub(1);
-    return fail(m->name, absl::ResourceExhaustedError(absl::StrCat(
-                             "router overloaded: ", options_.max_in_flight, " requests in flight (retry-after-ms: ",
-                             absl::ToInt64Milliseconds(options_.retry_after), ")")));
+    return fail(m->name, WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat(
+                                            "router overloaded: ", options_.max_in_flight, " requests in flight")),
+                                        options_.retry_after));
   }
   metrics_->requests_in_flight.Increment();
   RelayCall* call = RelayCall::Create(deps_, context, m, arrival);
@@ -122,9 +123,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(gr
   if (request->prompt_case() != v1::GenerateRequest::kText) {
     start();  // Token ids: range checks only.
   } else if (!tokenizers_.TrySubmit(std::move(start))) {
-    call->Fail(absl::ResourceExhaustedError(absl::StrCat(
-        "router overloaded: ", options_.max_tokenize_queue, " text prompts waiting to be tokenized (retry-after-ms: ",
-        absl::ToInt64Milliseconds(options_.retry_after), ")")));
+    call->Fail(WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat("router overloaded: ",
+                                                                        options_.max_tokenize_queue,
+                                                                        " text prompts waiting to be tokenized")),
+                              options_.retry_after));
   }
   return call;
 }

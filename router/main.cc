@@ -31,6 +31,7 @@ ABSL_FLAG(absl::Duration, slo_ttft, absl::Seconds(2), "TTFT objective the placem
 ABSL_FLAG(absl::Duration, slo_tpot, absl::Milliseconds(200), "Time-per-output-token objective of running streams.");
 ABSL_FLAG(int, max_in_flight, 4096, "Requests relayed at once; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_waiting_per_worker, 256, "Waiting requests per decode worker beyond which it takes no more.");
+ABSL_FLAG(int, decision_log_size, 1000, "Placement decisions kept for pdctl status.");
 ABSL_FLAG(int, tokenizer_threads, 2, "Threads that tokenize text prompts (never gRPC's own).");
 ABSL_FLAG(int, max_tokenize_queue, 256, "Text prompts waiting to be tokenized; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int64_t, max_prompt_bytes, 0, "Bytes of prompt text accepted; 0: 16 per token of the model's context.");
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   config.generation.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   config.generation.retry_after = absl::GetFlag(FLAGS_retry_after);
   config.generation.tokenizer_threads = absl::GetFlag(FLAGS_tokenizer_threads);
+  config.decision_log_size = absl::GetFlag(FLAGS_decision_log_size);
   config.generation.max_tokenize_queue = absl::GetFlag(FLAGS_max_tokenize_queue);
   config.generation.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
   config.generation.testing_read_delay = absl::GetFlag(FLAGS_testing_relay_read_delay);

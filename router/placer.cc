@@ -1,5 +1,7 @@
 #include "router/placer.h"
 
+#include "common/retry_after.h"
+
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
@@ -82,10 +84,10 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       return;
     }
     if (decode.empty()) {
-      error = absl::ResourceExhaustedError(absl::StrCat("every decode worker of model '", model, "' has ",
-                                                        config_.max_waiting_per_worker,
-                                                        " requests waiting (retry-after-ms: ",
-                                                        absl::ToInt64Milliseconds(config_.retry_after), ")"));
+      error = WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat("every decode worker of model '", model,
+                                                                       "' has ", config_.max_waiting_per_worker,
+                                                                       " requests waiting")),
+                             config_.retry_after);
       return;
     }
     // Longest cached prefix per worker, hashing once per (fingerprint, block size).

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/retry_after.h"
 #include "router/request_errors.h"
 
 namespace pdserve::router {
@@ -240,6 +241,13 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
                          << " unavailable (" << status.error_message() << "); placing again";
         placement_request_.exclude.push_back(placement_.placement.decode_worker_id());
         PlaceLocked(&actions);
+      }
+      if (!retried && s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+        // The decode worker's retry-after hint travels on to the client.
+        const auto& trailers = downstream_->context.GetServerTrailingMetadata();
+        if (auto it = trailers.find(kRetryAfterTrailer); it != trailers.end()) {
+          context_->AddTrailingMetadata(kRetryAfterTrailer, std::string(it->second.data(), it->second.size()));
+        }
       }
       if (!retried) {
         if (writing_) {

@@ -1,5 +1,5 @@
-// How the router turns failures into gRPC statuses and counts them: RESOURCE_EXHAUSTED
-// carries its retry-after hint both in the message and in the "retry-after-ms" trailer;
+// How the router turns failures into gRPC statuses and counts them: a retry-after hint on the
+// status (common/retry_after.h) becomes the "retry-after-ms" trailer;
 // every answered request is counted by code and, if it failed, by error type.
 // Thread-safety: stateless.
 #ifndef PDSERVE_ROUTER_REQUEST_ERRORS_H_
@@ -14,9 +14,7 @@
 
 namespace pdserve::router {
 
-// The retry-after hint (ms) in a message of the form "... retry-after-ms: N ...", or -1.
-int64_t RetryAfterMs(const std::string& message);
-// absl -> gRPC; RESOURCE_EXHAUSTED gets the "retry-after-ms" trailer on `context`.
+// absl -> gRPC; a retry-after hint becomes the "retry-after-ms" trailer on `context`.
 grpc::Status ToGrpcWithRetryAfter(const absl::Status& status, grpc::CallbackServerContext* context);
 // "invalid_argument", "not_found", "overloaded", "unavailable", "deadline_exceeded",
 // "cancelled", "internal" (empty for OK).

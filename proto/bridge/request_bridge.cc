@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/retry_after.h"
 #include "common/status_macros.h"
 
 namespace pdserve::bridge {
@@ -140,6 +141,13 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContextBase* context) {
+  if (const std::optional<absl::Duration> hint = RetryAfter(s); hint.has_value() && context != nullptr) {
+    context->AddTrailingMetadata(kRetryAfterTrailer, absl::StrCat(absl::ToInt64Milliseconds(*hint)));
+  }
+  return ToGrpc(s);
 }
 
 absl::Status FromGrpc(const grpc::Status& s) {

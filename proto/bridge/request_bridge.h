@@ -5,6 +5,7 @@
 #ifndef PDSERVE_PROTO_BRIDGE_REQUEST_BRIDGE_H_
 #define PDSERVE_PROTO_BRIDGE_REQUEST_BRIDGE_H_
 
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
 
 #include <cstdint>
@@ -66,9 +67,11 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
                                                          const ModelLimits& limits,
                                                          const engine::Tokenizer* tokenizer);
 
-// absl -> gRPC, keeping code and message. RESOURCE_EXHAUSTED carries a "retry-after-ms"
-// hint in the message when `retry_after_ms` > 0.
+// absl -> gRPC, keeping code and message.
 grpc::Status ToGrpc(const absl::Status& status);
+// The same, and a retry-after hint on `status` (common/retry_after.h) becomes the
+// "retry-after-ms" trailer on `context` (set before the call finishes).
+grpc::Status ToGrpc(const absl::Status& status, grpc::ServerContextBase* context);
 absl::Status FromGrpc(const grpc::Status& status);
 
 v1::FinishReason FinishReasonToProto(engine::FinishReason reason);

@@ -231,7 +231,7 @@ TEST(DecodeWorkerLimitsTest, OversizedPromptIsRejectedWhileSmallerOnesProceed) {
 }
 
 TEST(DecodeWorkerLimitsTest, FullWaitingQueueIsResourceExhausted) {
-  auto worker = StartDecode({"--max_num_seqs=1", "--max_waiting=1"});
+  auto worker = StartDecode({"--max_num_seqs=1", "--max_waiting=1", "--retry_after=700ms"});
   auto channel = client::MakeChannel(worker->grpc_address());
   v1::DecodeRequest slow = Request(std::vector<int32_t>(20, 5), 1500);
   slow.mutable_request()->mutable_sampling()->set_ignore_eos(true);
@@ -245,7 +245,8 @@ TEST(DecodeWorkerLimitsTest, FullWaitingQueueIsResourceExhausted) {
   const absl::Time start = absl::Now();
   auto rejected = client::CallDecode(channel, Request({1, 2}, 2), absl::Seconds(10));
   EXPECT_EQ(rejected.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << rejected.status.error_message();
-  EXPECT_NE(rejected.status.error_message().find("retry-after-ms"), std::string::npos);
+  EXPECT_NE(rejected.status.error_message().find("retry after 700 ms"), std::string::npos);
+  EXPECT_EQ(rejected.retry_after, absl::Milliseconds(700));  // The configured hint, as a trailer.
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));  // Quickly, not after waiting.
   t1.join();
   t2.join();

@@ -185,6 +185,8 @@ TEST_P(OffloadTest, OffloadedGenerationIsTokenIdenticalToLocal) {
   }
   EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
   EXPECT_GT(Metric(prefill_->metrics_address(), "pdserve_kv_transfer_bytes_total"), 0);
+  // Every offloaded sequence's wait for its KV is observed (8 prompts above).
+  EXPECT_GE(Metric(decode_->metrics_address(), "pdserve_kv_transfer_wait_seconds_count"), 8);
 }
 
 TEST_P(OffloadTest, PrefixCacheHitsTransferOnlyTheSuffix) {

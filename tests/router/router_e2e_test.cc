@@ -316,10 +316,35 @@ TEST(RouterOverloadTest, FullRouterAnswersResourceExhaustedAtOnceWithRetryAfter)
   const grpc::Status status = reader->Finish();
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
-  EXPECT_TRUE(absl::StrContains(status.error_message(), "retry-after-ms: 300")) << status.error_message();
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "retry after 300 ms")) << status.error_message();
   auto trailer = ctx.GetServerTrailingMetadata().find("retry-after-ms");
   ASSERT_NE(trailer, ctx.GetServerTrailingMetadata().end());
   EXPECT_EQ(std::string(trailer->second.data(), trailer->second.size()), "300");
+}
+
+// A decode worker's own refusal reaches the client with the worker's configured hint: the
+// value travels as a status payload and a trailer, never parsed out of a message.
+TEST(RouterOverloadTest, ADecodeWorkersRetryAfterHintReachesTheClient) {
+  auto cluster = LocalCluster::Start(ClusterOptions{
+      .prefill_workers = 0,
+      .decode_workers = 1,
+      .router_flags = {"--policy=always_local"},
+      .decode_flags = {"--max_num_seqs=1", "--max_waiting=1", "--retry_after=900ms"}});
+  ASSERT_NE(cluster, nullptr);
+  // One stream runs, then a second one waits: the worker's queue is full.
+  BackgroundStreams running(cluster->channel(), 1);
+  ASSERT_TRUE(running.WaitStarted(absl::Seconds(20)));
+  BackgroundStreams waiting(cluster->channel(), 1);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  v1::DecodeStats stats;
+  do {
+    absl::SleepFor(absl::Milliseconds(10));
+    stats = LocalCluster::DecodeStats(*cluster->decode()[0]);
+  } while (stats.waiting() == 0 && absl::Now() < deadline);
+  ASSERT_EQ(stats.waiting(), 1u) << stats.DebugString();
+  const auto out = client::CallGenerate(cluster->channel(), Request({1, 2, 3}, 4), absl::Seconds(10));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << out.status.error_message();
+  EXPECT_EQ(out.retry_after, absl::Milliseconds(900));
 }
 
 TEST(RouterBinaryTest, HelpAndBadFlags) {

@@ -1,6 +1,7 @@
 #include "tools/client/generation_client.h"
 
 #include "absl/time/clock.h"
+#include "common/retry_after.h"
 
 namespace pdserve::client {
 
@@ -56,6 +57,10 @@ GenerationOutcome Collect(std::unique_ptr<Reader> reader, grpc::ClientContext* c
     if (on_message) on_message(message);
   }
   out.status = reader->Finish();
+  const auto& trailers = context->GetServerTrailingMetadata();
+  if (auto it = trailers.find(kRetryAfterTrailer); it != trailers.end()) {
+    out.retry_after = ParseRetryAfterTrailer(std::string(it->second.data(), it->second.size()));
+  }
   return out;
 }
 

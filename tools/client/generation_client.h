@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct GenerationOutcome {
   absl::Time start;
   std::vector<absl::Time> token_times;
   std::vector<int> tokens_per_message;
+  // The server's retry-after hint ("retry-after-ms" trailer), with RESOURCE_EXHAUSTED.
+  std::optional<absl::Duration> retry_after;
 };
 
 using MessageCallback = std::function<void(const v1::GenerateResponse&)>;
