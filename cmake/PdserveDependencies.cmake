@@ -1,5 +1,5 @@
 # Third-party dependencies, all from Debian 12 packages (see scripts/install_deps.sh).
-# PLATFORM.md section 2 lists which find_package calls work with Debian's packaging.
+# Which find_package calls work with Debian's packaging is noted at each one.
 
 # Protobuf: module mode (Debian ships no protobuf-config.cmake). gRPC's config calls it too.
 find_package(Protobuf REQUIRED)

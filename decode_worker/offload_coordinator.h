@@ -1,4 +1,4 @@
-// The decode worker's side of an offloaded prefill (ARCHITECTURE section 4).
+// The decode worker's side of an offloaded prefill (docs/architecture.md).
 //
 // A Decode.Generate that names prefill workers is admitted AWAITING_KV: blocks for the whole
 // prompt are allocated after prefix-cache reuse, the uncached suffix's blocks are reserved

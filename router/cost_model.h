@@ -1,4 +1,4 @@
-// The router's cost model (ARCHITECTURE section 5): how long a decode worker's engine step
+// The router's cost model (docs/architecture.md): how long a decode worker's engine step
 // takes given what it batches, how long a prefill worker takes for a prompt, and what a
 // layer-wise KV transfer adds after the prefill. Coefficients start from cost_model.json
 // (written by `pdserve-bench interference`; a documented default ships in deploy/) and are

@@ -23,7 +23,7 @@ using engine::AlignedBuffer;
 double Seconds(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
 
 // Bytes copied per second by `threads` threads copying disjoint halves of a 512 MiB buffer
-// (best of 4), the same measure as PLATFORM.md's memcpy ceiling.
+// (best of 4), the usual memcpy-ceiling measure.
 double MemcpyBandwidth(int threads) {
   const size_t bytes = size_t{512} << 20;
   AlignedBuffer<char> src(bytes), dst(bytes);

@@ -1,12 +1,12 @@
 // KvTransport over UCX (UCP). One context and one worker per transport, owned by a
 // UcxWorkerThread. Pools are allocated by UCX (UCP_MEM_MAP_ALLOCATE: shared-memory backed,
-// the fast path for same-host puts; see PLATFORM.md section 4) and registered once; rkeys are
+// the fast path for same-host puts; bench/README.md, transfer-raw) and registered once; rkeys are
 // packed once; endpoints and unpacked rkeys are cached per peer and epoch.
 //
 // Data path, chosen per peer from what the endpoint's lanes can do natively:
 //  - put: one-sided ucp_put_nbx into the receiver's pool where the transport does RMA
 //    (shared memory, RDMA); a flush then a COMPLETE control message.
-//  - am: where UCX would only emulate put (TCP: ~5x slower, PLATFORM.md section 3), each
+//  - am: where UCX would only emulate put (TCP: ~5x slower, bench/README.md, transfer-raw), each
 //    coalesced run is an active message whose payload the receiver pulls with a zero-copy
 //    rendezvous straight into the pool offset; the receiver counts the bytes.
 // Endpoints are created with UCP_ERR_HANDLING_MODE_NONE (shared memory disappears under

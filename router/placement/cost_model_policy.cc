@@ -1,6 +1,6 @@
 // cost_model: offload iff the interference a local prefill would cause exceeds what the
 // offload costs (transfer tail plus any TTFT it adds over local), within the SLOs
-// (ARCHITECTURE section 5; the break-even rule of seed 002). The SLOs are checked first:
+// (docs/architecture.md; the break-even rule of seed 002). The SLOs are checked first:
 // a long prompt whose local chunks would push running or arriving streams past the TPOT
 // objective always moves away, to a prefill worker with a long queue if need be (it harms
 // many requests; a short prompt moves when the offload costs it less than it saves them); an

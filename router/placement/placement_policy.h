@@ -2,7 +2,7 @@
 // decode worker, co-batched with its running decodes) or OFFLOAD (on a prefill worker, KV
 // streamed into the decode worker). One policy per file, chosen once by name:
 //   cost_model        offload iff the predicted interference exceeds the offload's cost
-//                     (ARCHITECTURE section 5), within the TTFT/TPOT SLOs. The default.
+//                     (docs/architecture.md), within the TTFT/TPOT SLOs. The default.
 //   always_local      never offload (a monolithic engine with chunked prefill).
 //   always_offload    offload whenever a prefill worker exists (plain PD disaggregation).
 //   length_threshold  offload when the uncached prompt is at least N tokens (the static rule
