@@ -1,6 +1,7 @@
 #include "router/placer.h"
 
 #include "common/retry_after.h"
+#include "proto/bridge/request_bridge.h"
 
 #include <algorithm>
 
@@ -18,10 +19,12 @@ int64_t KvBytesPerToken(const v1::KvLayout& l) {
   return int64_t{l.num_layers()} * 2 * l.num_kv_heads() * l.head_dim() * element;
 }
 
-// Whether a prefill worker produces KV a decode worker can take as is.
+// Whether a prefill worker produces KV a decode worker can take as is: the one definition,
+// KvLayout::SameGeometry (the transport checks the same before writing).
 bool SameGeometry(const v1::KvLayout& a, const v1::KvLayout& b) {
-  return a.num_layers() == b.num_layers() && a.num_kv_heads() == b.num_kv_heads() && a.head_dim() == b.head_dim() &&
-         a.block_size() == b.block_size() && a.dtype() == b.dtype();
+  const absl::StatusOr<KvLayout> la = bridge::LayoutFromProto(a);
+  const absl::StatusOr<KvLayout> lb = bridge::LayoutFromProto(b);
+  return la.ok() && lb.ok() && la->SameGeometry(*lb);
 }
 
 int DecodeLoad(const WorkerEntry& e) {

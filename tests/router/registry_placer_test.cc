@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "engine/block_hash.h"
+#include "common/retry_after.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "router/placer.h"
@@ -230,7 +231,7 @@ TEST_F(PlacerTest, QueueLimitsGiveResourceExhaustedWithARetryHint) {
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(Place(Prompt(10, i)).ok());
   auto full = Place(Prompt(10));
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(absl::StrContains(full.status().message(), "retry-after-ms")) << full.status();
+  EXPECT_EQ(RetryAfter(full.status()), absl::Milliseconds(200)) << full.status();
 }
 
 // No worker now is worth retrying (UNAVAILABLE); a request bigger than every worker is not
