@@ -26,11 +26,7 @@ EngineLoop::EngineLoop(engine::Model* model, engine::KvPool* pool, const engine:
       metrics_(metrics),
       clock_(clock),
       blocks_(pool->layout().num_blocks),
-      scheduler_([&] {
-        SchedulerConfig c = config;
-        c.max_waiting = 1 << 30;  // Submit() enforces the limit before the queue.
-        return c;
-      }(), &blocks_) {}
+      scheduler_(config, &blocks_) {}
 
 EngineLoop::~EngineLoop() { Stop(); }
 
@@ -344,10 +340,7 @@ void EngineLoop::Run() {
     }
     for (Incoming& in : inbox) {
       Sequence* raw = in.seq.get();
-      if (absl::Status s = scheduler_.Add(std::move(in.seq)); !s.ok()) {
-        PDS_LOG(WARNING) << "dropping " << raw->request_id << ": " << s;
-        continue;
-      }
+      scheduler_.Add(std::move(in.seq));
       if (in.on_added) in.on_added(raw);
     }
     for (auto& fn : posted) fn();

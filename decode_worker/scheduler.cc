@@ -31,16 +31,11 @@ Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* blocks)
 
 Scheduler::~Scheduler() = default;
 
-absl::Status Scheduler::Add(std::unique_ptr<Sequence> seq) {
-  if (static_cast<int>(waiting_.size()) >= config_.max_waiting) {
-    return absl::ResourceExhaustedError(absl::StrCat("waiting queue is full (", config_.max_waiting,
-                                                     " requests); retry after the queue drains"));
-  }
+void Scheduler::Add(std::unique_ptr<Sequence> seq) {
   seq->state = SequenceState::kWaiting;
   Sequence* raw = seq.get();
   owned_[raw] = std::move(seq);
   waiting_.insert(raw);
-  return absl::OkStatus();
 }
 
 int Scheduler::num_running() const {

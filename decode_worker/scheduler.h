@@ -37,7 +37,9 @@ struct SchedulerConfig {
   int max_num_batched_tokens = 512;
   // Running sequences at most. Default 256.
   int max_num_seqs = 256;
-  // Waiting sequences at most; beyond it Add() fails with RESOURCE_EXHAUSTED. Default 1024.
+  // Waiting sequences at most; beyond it a submission fails with RESOURCE_EXHAUSTED. Enforced
+  // in one place, where sequences are submitted (EngineLoop::Submit counts those not yet in
+  // the scheduler too). Default 1024.
   int max_waiting = 1024;
   // The retry-after hint given with that RESOURCE_EXHAUSTED. Default 200 ms.
   absl::Duration retry_after = absl::Milliseconds(200);
@@ -88,8 +90,8 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, BlockManager* blocks);
   ~Scheduler();
 
-  // Queues a sequence (state kWaiting). RESOURCE_EXHAUSTED when the queue is full.
-  absl::Status Add(std::unique_ptr<Sequence> seq);
+  // Queues a sequence (state kWaiting). The queue's bound is the submitter's (max_waiting).
+  void Add(std::unique_ptr<Sequence> seq);
   StepPlan PlanStep();
   // `sampled[i]` is the token for the i-th chunk of `plan` with want_logits.
   void ApplyStep(const StepPlan& plan, absl::Span<const int32_t> sampled);
