@@ -14,8 +14,7 @@ absl::Status KvTransportConfig::Validate() const {
 
 absl::StatusOr<std::unique_ptr<KvTransport>> MakeKvTransport(const KvTransportConfig& config) {
   RETURN_IF_ERROR(config.Validate());
-  ASSIGN_OR_RETURN(std::unique_ptr<UcxTransport> ucx, UcxTransport::Create(config.ucx));
-  return std::unique_ptr<KvTransport>(std::move(ucx));
+  return MakeUcxTransport(config.ucx);
 }
 
 }  // namespace pdserve::kvtransfer

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "kvtransfer/kv_transport.h"
-#include "kvtransfer/ucx/ucx_transport.h"
+#include "kvtransfer/ucx/ucx_config.h"
 
 namespace pdserve::kvtransfer {
 

@@ -19,18 +19,30 @@ namespace pdserve::kvtransfer {
 // ---------------------------------------------------------------------------------------
 // Internal types.
 
+// A pool may be created and destroyed on the worker thread while the transport is closing:
+// when its creation outlived the caller's timeout, the abandoned result goes with the call's
+// state there, possibly after the transport cleared thread_. So it is given the worker thread
+// when the call is made, and keeps it and the context, which outlive every task the thread
+// runs.
 class UcxTransport::Pool final : public LocalPool {
  public:
-  Pool(UcxTransport* transport, ucp_mem_h memh, void* base, size_t bytes, const KvLayout& layout)
-      : transport_(transport), memh_(memh), base_(base), bytes_(bytes), layout_(layout) {}
+  Pool(UcxTransport* transport, UcxWorkerThread* thread, ucp_mem_h memh, void* base, size_t bytes,
+       const KvLayout& layout)
+      : transport_(transport),
+        thread_(thread),
+        context_(transport->context_),
+        call_timeout_(transport->config_.call_timeout),
+        memh_(memh),
+        base_(base),
+        bytes_(bytes),
+        layout_(layout) {}
   ~Pool() override {
-    UcxTransport* t = transport_;
-    ucp_mem_h memh = memh_;
-    if (t->served_pool_.load() == this) t->served_pool_.store(nullptr);
-    const absl::Status s = t->thread_->RunSync(
-        t->config_.call_timeout,
+    Pool* self = this;
+    transport_->served_pool_.compare_exchange_strong(self, nullptr);
+    const absl::Status s = thread_->RunSync(
+        call_timeout_,
         +[](ucp_context_h context, ucp_mem_h memh) { return FromUcs(ucp_mem_unmap(context, memh), "mem unmap"); },
-        t->context_, memh);
+        context_, memh_);
     if (!s.ok()) PDS_LOG(WARNING) << s;
   }
   void* base() const override { return base_; }
@@ -40,6 +52,9 @@ class UcxTransport::Pool final : public LocalPool {
 
  private:
   UcxTransport* transport_;
+  UcxWorkerThread* thread_;
+  ucp_context_h context_;
+  absl::Duration call_timeout_;
   ucp_mem_h memh_;
   void* base_;
   size_t bytes_;
@@ -392,6 +407,11 @@ absl::Status UcxTransportConfig::Validate() const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<KvTransport>> MakeUcxTransport(const UcxTransportConfig& config) {
+  ASSIGN_OR_RETURN(std::unique_ptr<UcxTransport> transport, UcxTransport::Create(config));
+  return transport;
+}
+
 UcxTransport::UcxTransport(UcxTransportConfig config) : config_(std::move(config)) {}
 
 absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxTransportConfig& config) {
@@ -443,9 +463,13 @@ UcxTransport::~UcxTransport() {
 
 absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayout& layout) {
   RETURN_IF_ERROR(layout.Validate());
+  // Allocating and zeroing a pool takes time in proportion to its size (page faults on a
+  // loaded machine: a 512 MiB pool took over 10 s beside a soak run on 2 cores).
+  const absl::Duration timeout =
+      config_.call_timeout + config_.pool_fill_time_per_gib * (static_cast<double>(layout.pool_bytes()) / (1 << 30));
   return thread_->RunSync(
-      config_.call_timeout,
-      +[](UcxTransport* t, KvLayout layout) -> absl::StatusOr<std::unique_ptr<LocalPool>> {
+      timeout,
+      +[](UcxTransport* t, UcxWorkerThread* thread, KvLayout layout) -> absl::StatusOr<std::unique_ptr<LocalPool>> {
         const size_t bytes = layout.pool_bytes();
         ucp_mem_map_params_t p{};
         p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
@@ -462,9 +486,9 @@ absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayo
           return s;
         }
         std::memset(attr.address, 0, bytes);
-        return std::unique_ptr<LocalPool>(new Pool(t, memh, attr.address, attr.length, layout));
+        return std::unique_ptr<LocalPool>(new Pool(t, thread, memh, attr.address, attr.length, layout));
       },
-      this, layout);
+      this, thread_.get(), layout);
 }
 
 absl::StatusOr<KvPoolDescriptor> UcxTransport::ServePool(LocalPool* local, const std::string& receiver_id,

@@ -28,32 +28,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "kvtransfer/kv_transport.h"
 #include "kvtransfer/receiver_table.h"
+#include "kvtransfer/ucx/ucx_config.h"
 #include "kvtransfer/ucx/peer_address_check.h"
 #include "kvtransfer/ucx/worker_thread.h"
 
 namespace pdserve::kvtransfer {
-
-struct UcxTransportConfig {
-  // UCX transports, as UCX_TLS: "shm", "tcp", "sm,tcp", ... Empty: UCX's default (which
-  // honours a UCX_TLS environment variable). Default "".
-  std::string transports;
-  // Network devices, as UCX_NET_DEVICES: "lo", "eth0", "mlx5_0:1". Empty: all. Default "".
-  std::string net_devices;
-  // "auto" (put where RMA is native, active messages where it is emulated), "put" or "am".
-  // Default "auto".
-  std::string data_path = "auto";
-  // Bound on calls into the worker thread (pool registration, endpoint setup). Default 10 s.
-  absl::Duration call_timeout = absl::Seconds(10);
-  // How long the worker thread keeps polling after activity before it sleeps on the event
-  // fd. Spinning lowers latency when the thread has a core of its own, and hurts when it
-  // does not (2-core machines: measured in bench/README.md). Default 0.
-  absl::Duration worker_spin = absl::ZeroDuration();
-  // The process that checks a new peer's address and rkey before this one unpacks them
-  // (peer_address_check.h). Default "pdserve-kv-probe", beside the running binary.
-  std::string address_probe = "pdserve-kv-probe";
-
-  absl::Status Validate() const;
-};
 
 class UcxTransport final : public KvTransport {
  public:

@@ -1,0 +1,45 @@
+// How the UCX transport is configured, and how to build one, without UCX's headers: the rest
+// of the tree (the factory, the workers' flags) sees only this and KvTransport.
+// Thread-safety: a plain value type; MakeUcxTransport is reentrant.
+#ifndef PDSERVE_KVTRANSFER_UCX_UCX_CONFIG_H_
+#define PDSERVE_KVTRANSFER_UCX_UCX_CONFIG_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kvtransfer/kv_transport.h"
+
+namespace pdserve::kvtransfer {
+
+struct UcxTransportConfig {
+  // UCX transports, as UCX_TLS: "shm", "tcp", "sm,tcp", ... Empty: UCX's default (which
+  // honours a UCX_TLS environment variable). Default "".
+  std::string transports;
+  // Network devices, as UCX_NET_DEVICES: "lo", "eth0", "mlx5_0:1". Empty: all. Default "".
+  std::string net_devices;
+  // "auto" (put where RMA is native, active messages where it is emulated), "put" or "am".
+  // Default "auto".
+  std::string data_path = "auto";
+  // Bound on calls into the worker thread (pool registration, endpoint setup). Default 10 s.
+  absl::Duration call_timeout = absl::Seconds(10);
+  // Creating a pool may take call_timeout plus this per GiB of pool. Default 20 s.
+  absl::Duration pool_fill_time_per_gib = absl::Seconds(20);
+  // How long the worker thread keeps polling after activity before it sleeps on the event
+  // fd. Spinning lowers latency when the thread has a core of its own, and hurts when it
+  // does not (2-core machines: measured in bench/README.md). Default 0.
+  absl::Duration worker_spin = absl::ZeroDuration();
+  // The process that checks a new peer's address and rkey before this one unpacks them
+  // (peer_address_check.h). Default "pdserve-kv-probe", beside the running binary.
+  std::string address_probe = "pdserve-kv-probe";
+
+  absl::Status Validate() const;
+};
+
+// A UcxTransport (ucx_transport.h) as a KvTransport.
+absl::StatusOr<std::unique_ptr<KvTransport>> MakeUcxTransport(const UcxTransportConfig& config);
+
+}  // namespace pdserve::kvtransfer
+
+#endif  // PDSERVE_KVTRANSFER_UCX_UCX_CONFIG_H_
