@@ -4,12 +4,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_channel.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace pdserve {
 
 absl::StatusOr<HealthState> CheckHealth(const std::string& address, absl::Duration timeout) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto channel = MakeChannel(address);
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/time/clock.h"
+#include "common/grpc_channel.h"
 #include "common/logging.h"
 #include "pdserve/v1/registry.grpc.pb.h"
 
@@ -42,7 +43,7 @@ void RegistryClient::Run() {
 }
 
 void RegistryClient::Session() {
-  auto channel = grpc::CreateChannel(config_.router_address, grpc::InsecureChannelCredentials());
+  auto channel = MakeChannel(config_.router_address);
   auto stub = v1::Registry::NewStub(channel);
   grpc::ClientContext context;
   {

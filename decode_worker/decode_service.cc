@@ -79,6 +79,8 @@ class GrpcStreamSink final : public StreamSink {
       if (f.offloaded) {
         r.mutable_placement()->set_mode(v1::PLACEMENT_MODE_OFFLOAD);
         r.mutable_placement()->set_prefill_worker_id(f.prefill_worker_id);
+        r.mutable_placement()->set_transfer_bytes(f.transfer_bytes);
+        r.mutable_placement()->set_prefill_computed_tokens(static_cast<uint32_t>(f.prefill_computed_tokens));
       }
       if (f.fell_back_to_local) {
         r.mutable_placement()->set_fell_back_to_local(true);
@@ -242,7 +244,11 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(grpc::Ca
   std::unique_ptr<Sequence> seq = MakeSequence(*validated, arrival, sink);
   absl::Status status;
   if (!request->prefill_workers().empty() && offload_) {
-    status = offload_(std::move(seq), *request, absl::FromChrono(context->deadline()));
+    std::vector<PrefillTarget> targets;
+    for (const v1::PrefillWorkerRef& ref : request->prefill_workers()) {
+      targets.push_back(PrefillTarget{ref.worker_id(), ref.address()});
+    }
+    status = offload_(std::move(seq), std::move(targets), absl::FromChrono(context->deadline()));
   } else {
     if (!request->prefill_workers().empty()) {
       // Asked to offload, but this worker serves no KV transport (--kv_transport=none).

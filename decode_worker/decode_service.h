@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "decode_worker/engine_loop.h"
+#include "decode_worker/prefill_client.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "proto/bridge/request_bridge.h"
 
@@ -22,7 +23,7 @@ class GrpcStreamSink;
 // Takes over a request that names prefill workers (the offload path) with the client's
 // deadline; null (no KV transport): such requests prefill locally.
 using OffloadHandler =
-    std::function<absl::Status(std::unique_ptr<Sequence>, const v1::DecodeRequest&, absl::Time deadline)>;
+    std::function<absl::Status(std::unique_ptr<Sequence>, std::vector<PrefillTarget>, absl::Time deadline)>;
 
 struct DecodeServiceOptions {
   std::string worker_id;

@@ -8,15 +8,14 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "common/registry_client.h"
-#include "common/server_runner.h"
+#include "common/shutdown_signal.h"
+#include "common/worker_process.h"
 #include "decode_worker/decode_metrics.h"
 #include "decode_worker/decode_service.h"
 #include "decode_worker/decode_worker_config.h"
 #include "decode_worker/engine_loop.h"
+#include "decode_worker/grpc_prefill_client.h"
 #include "decode_worker/offload_coordinator.h"
-#include "engine/model_loader.h"
-#include "kvtransfer/kv_transport.h"
 
 namespace pdserve::decode {
 
@@ -29,30 +28,22 @@ class DecodeWorker {
   // ones finish within the drain timeout.
   void Run(ShutdownSignal& shutdown);
 
-  const std::string& worker_id() const { return worker_id_; }
-  const std::string& grpc_address() const { return server_->grpc_address(); }
+  const std::string& worker_id() const { return process_->worker_id(); }
+  const std::string& grpc_address() const { return process_->grpc_address(); }
   EngineLoop* loop() { return loop_.get(); }
 
  private:
   DecodeWorker() = default;
   v1::WorkerRegistration Registration() const;
+  void FillReport(bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events);
 
   DecodeWorkerConfig config_;
-  std::string worker_id_;
-  std::string advertised_address_;
-  uint64_t epoch_ = 0;
-  engine::LoadedModel model_;
-  std::unique_ptr<kvtransfer::KvTransport> transport_;
-  std::unique_ptr<kvtransfer::LocalPool> transport_pool_;
-  std::unique_ptr<engine::KvPool> pool_;
-  kvtransfer::KvPoolDescriptor descriptor_;
-  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<WorkerProcess> process_;  // Model, KV pool, transport, servers.
   std::unique_ptr<DecodeMetrics> metrics_;
   std::unique_ptr<EngineLoop> loop_;
-  std::unique_ptr<OffloadCoordinator> offload_;  // Null without a KV transport.
+  std::unique_ptr<GrpcPrefillClient> prefill_client_;  // Outlives offload_. Null without a KV transport.
+  std::unique_ptr<OffloadCoordinator> offload_;         // Null without a KV transport.
   std::unique_ptr<DecodeService> service_;
-  std::unique_ptr<ServerRunner> server_;
-  std::unique_ptr<RegistryClient> registry_client_;
 };
 
 }  // namespace pdserve::decode

@@ -87,7 +87,7 @@ WorkerStats EngineLoop::Stats() const {
   return stats_;
 }
 
-void EngineLoop::TakeReport(bool request_reset, std::vector<StepSample>* steps, PrefixCacheEvents* events,
+void EngineLoop::TakeReport(bool request_reset, std::vector<StepSample>* steps, engine::PrefixCacheEvents* events,
                             bool* reset) {
   absl::MutexLock lock(&mu_);
   reporting_ = true;
@@ -128,8 +128,8 @@ void EngineLoop::ObserveKvWait(absl::Duration waited) {
 }
 
 void EngineLoop::PublishStats() {
-  const BlockCounts counts = blocks_.counts();
-  PrefixCacheEvents events = blocks_.TakeEvents();
+  const engine::BlockCounts counts = blocks_.counts();
+  engine::PrefixCacheEvents events = blocks_.TakeEvents();
   const SchedulerCounters& c = scheduler_.counters();
   metrics_->num_requests_running.Set(scheduler_.num_running());
   metrics_->num_requests_waiting.Set(scheduler_.num_waiting());
@@ -191,6 +191,8 @@ void EngineLoop::FinishSequence(Sequence* seq, engine::FinishReason reason, cons
     f.prefill_queue_ms = o.prefill_queue_ms;
     f.transfer_ms = o.transfer_ms;
     f.transfer_tail_ms = o.transfer_tail_ms;
+    f.transfer_bytes = o.transfer_bytes;
+    f.prefill_computed_tokens = o.prefill_computed_tokens;
   }
   f.fell_back_to_local = o.fell_back_to_local;
   f.fallback_cause = o.fallback_cause;

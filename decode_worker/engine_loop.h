@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
-#include "decode_worker/block_manager.h"
+#include "engine/block_manager.h"
 #include "decode_worker/decode_metrics.h"
 #include "decode_worker/scheduler.h"
 #include "engine/model.h"
@@ -35,7 +35,7 @@ struct StepSample {
 };
 
 struct WorkerStats {
-  BlockCounts blocks;
+  engine::BlockCounts blocks;
   int running = 0;
   int waiting = 0;
   int awaiting_kv = 0;
@@ -74,7 +74,7 @@ class EngineLoop {
   // Step samples since the last call, prefix-cache events since the last call, and whether
   // they are a full resync (`reset`: `events.stored` is then every cached hash). Call with
   // request_reset after (re)connecting to the router; the full list follows within a step.
-  void TakeReport(bool request_reset, std::vector<StepSample>* steps, PrefixCacheEvents* events,
+  void TakeReport(bool request_reset, std::vector<StepSample>* steps, engine::PrefixCacheEvents* events,
                   bool* reset);
 
   // Loop-thread only (offload coordinator, tests).
@@ -111,7 +111,7 @@ class EngineLoop {
   SchedulerConfig config_;
   DecodeMetrics* metrics_;
   Clock* clock_;
-  BlockManager blocks_;
+  engine::BlockManager blocks_;
   Scheduler scheduler_;
   std::function<void(Sequence*)> awaiting_kv_cancel_;
   std::function<void()> iteration_hook_;
@@ -136,7 +136,7 @@ class EngineLoop {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);
   std::deque<StepSample> samples_ ABSL_GUARDED_BY(mu_);
-  PrefixCacheEvents events_ ABSL_GUARDED_BY(mu_);
+  engine::PrefixCacheEvents events_ ABSL_GUARDED_BY(mu_);
   bool reset_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool reset_ready_ ABSL_GUARDED_BY(mu_) = false;
   bool reporting_ ABSL_GUARDED_BY(mu_) = false;

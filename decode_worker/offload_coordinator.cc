@@ -1,29 +1,25 @@
 #include "decode_worker/offload_coordinator.h"
 
-#include <grpcpp/create_channel.h>
-
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "common/logging.h"
-#include "proto/bridge/request_bridge.h"
 
 namespace pdserve::decode {
 namespace {
 
 // Codes with which a prefill worker refuses a request before computing or writing anything.
-bool RefusedBeforeWriting(grpc::StatusCode code) {
-  return code == grpc::StatusCode::FAILED_PRECONDITION || code == grpc::StatusCode::INVALID_ARGUMENT ||
-         code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::UNIMPLEMENTED;
+bool RefusedBeforeWriting(absl::StatusCode code) {
+  return code == absl::StatusCode::kFailedPrecondition || code == absl::StatusCode::kInvalidArgument ||
+         code == absl::StatusCode::kResourceExhausted || code == absl::StatusCode::kUnimplemented;
 }
 
-std::string CauseOf(const grpc::Status& status) {
-  switch (status.error_code()) {
-    case grpc::StatusCode::FAILED_PRECONDITION:
+std::string CauseOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kFailedPrecondition:
       return "layout_mismatch";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case absl::StatusCode::kDeadlineExceeded:
       return "prefill_deadline";
     default:
       return "prefill_error";
@@ -49,8 +45,8 @@ absl::Status OffloadConfig::Validate() const {
   return absl::OkStatus();
 }
 
-// Posts callbacks from gRPC and transport threads to the loop, until the coordinator goes;
-// counts the gRPC calls in flight so that the destructor can wait for them.
+// Posts callbacks from the prefill client's and the transport's threads to the loop, until the
+// coordinator goes; counts the client calls in flight so that the destructor can wait for them.
 class OffloadCoordinator::Poster {
  public:
   explicit Poster(EngineLoop* loop) : loop_(loop) {}
@@ -85,38 +81,35 @@ class OffloadCoordinator::Poster {
 // One request's offload, while its sequence is AWAITING_KV.
 struct OffloadCoordinator::Offload {
   Sequence* seq = nullptr;
-  std::vector<Target> targets;
+  std::vector<PrefillTarget> targets;
   size_t next_target = 0;
   absl::Time deadline;
-  v1::SamplingParams sampling;
   int cached_tokens = 0;            // Prefix-cache hit: positions not transferred.
   std::shared_ptr<Attempt> current;  // The attempt in flight, if any.
 };
 
-// One Prefill call and the transfer it writes. Shared with the gRPC and transport callbacks.
+// One Prefill call and the transfer it writes. Shared with the client's and transport's
+// callbacks.
 struct OffloadCoordinator::Attempt {
   Offload* offload = nullptr;  // Null once the sequence moved on (the attempt is dead).
-  Target target;
+  PrefillTarget target;
+  std::string request_id;
   uint64_t token = 0;
   std::vector<int32_t> blocks;  // Destination blocks (reserved).
   std::shared_ptr<kvtransfer::InboundTransfer> inbound;
-  grpc::ClientContext context;
-  v1::PrefillRequest request;
-  v1::PrefillResponse response;
+  std::shared_ptr<PendingCall> call;
   bool call_done = false;
-  grpc::Status call_status;
+  absl::StatusOr<PrefillResult> result = absl::UnknownError("no answer yet");
   absl::Time call_ok_at;
   bool transfer_done = false;
   absl::Time deadline;          // The Prefill call's; the worker writes nothing after it.
   absl::Time next_liveness;     // Zero while a health check is in flight.
-  std::unique_ptr<grpc::ClientContext> liveness_context;
-  grpc::health::v1::HealthCheckRequest liveness_request;
-  grpc::health::v1::HealthCheckResponse liveness_response;
+  std::shared_ptr<PendingCall> liveness;
 };
 
 // Blocks a failed or cancelled attempt may still write, until its writer is known to stop.
 struct OffloadCoordinator::Quarantine {
-  Target target;
+  PrefillTarget target;
   uint64_t token = 0;
   std::vector<int32_t> blocks;
   std::shared_ptr<kvtransfer::InboundTransfer> inbound;
@@ -125,16 +118,17 @@ struct OffloadCoordinator::Quarantine {
   absl::Time unreachable_since;  // First failed CancelPrefill (zero while reachable).
   absl::Time next_try;           // Zero while a CancelPrefill is in flight.
   bool stopped = false;          // The worker acknowledged it stopped writing.
-  std::unique_ptr<grpc::ClientContext> context;
-  v1::CancelPrefillRequest request;
-  v1::CancelPrefillResponse response;
+  std::shared_ptr<PendingCall> cancel_call;
 };
 
 OffloadCoordinator::OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport,
-                                       kvtransfer::KvPoolDescriptor pool, const OffloadConfig& config)
+                                       kvtransfer::KvPoolDescriptor pool, PrefillClient* client, Clock* clock,
+                                       const OffloadConfig& config)
     : loop_(loop),
       transport_(transport),
       pool_(std::move(pool)),
+      client_(client),
+      clock_(clock),
       config_(config),
       poster_(std::make_shared<Poster>(loop)),
       rng_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)) {}
@@ -142,9 +136,12 @@ OffloadCoordinator::OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport
 OffloadCoordinator::~OffloadCoordinator() {
   // The loop is stopped: nothing else touches the maps. Cancel what is in flight and wait
   // for the callbacks, which hold the call state, so that none outlives the stubs.
-  for (auto& [token, attempt] : attempts_) attempt->context.TryCancel();
+  for (auto& [token, attempt] : attempts_) {
+    if (attempt->call) attempt->call->Cancel();
+    if (attempt->liveness) attempt->liveness->Cancel();
+  }
   for (auto& [token, q] : quarantine_) {
-    if (q->context) q->context->TryCancel();
+    if (q->cancel_call) q->cancel_call->Cancel();
   }
   poster_->Close(absl::Seconds(10));
   for (auto& [token, attempt] : attempts_) transport_->Release(token);
@@ -156,14 +153,11 @@ void OffloadCoordinator::Attach() {
   loop_->SetIterationHook([this] { Tick(); });
 }
 
-absl::Status OffloadCoordinator::Handle(std::unique_ptr<Sequence> seq, const v1::DecodeRequest& request,
+absl::Status OffloadCoordinator::Handle(std::unique_ptr<Sequence> seq, std::vector<PrefillTarget> targets,
                                         absl::Time deadline) {
   auto offload = std::make_shared<Offload>();
-  for (const v1::PrefillWorkerRef& ref : request.prefill_workers()) {
-    offload->targets.push_back(Target{ref.worker_id(), ref.address()});
-  }
+  offload->targets = std::move(targets);
   offload->deadline = deadline;
-  offload->sampling = bridge::SamplingToProto(seq->sampling);
   return loop_->Submit(std::move(seq), [this, offload](Sequence* added) { OnAdded(added, offload); });
 }
 
@@ -176,57 +170,38 @@ void OffloadCoordinator::OnAdded(Sequence* seq, std::shared_ptr<Offload> offload
     loop_->CountOffload(false, "no_kv_blocks");
     return;
   }
-  seq->admitted = absl::Now();
+  seq->admitted = clock_->Now();
   offload->cached_tokens = seq->num_computed;
   offloads_[seq] = offload;
   StartAttempt(offload.get());
 }
 
-grpc::health::v1::Health::Stub* OffloadCoordinator::HealthStub(const std::string& address) {
-  auto& stub = health_stubs_[address];
-  if (!stub) {
-    stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  }
-  return stub.get();
-}
-
 void OffloadCoordinator::SendLivenessCheck(const std::shared_ptr<Attempt>& attempt) {
   attempt->next_liveness = absl::Time();
-  attempt->liveness_context = std::make_unique<grpc::ClientContext>();
-  attempt->liveness_context->set_deadline(absl::ToChronoTime(absl::Now() + config_.liveness_timeout));
-  attempt->liveness_response.Clear();
   std::shared_ptr<Poster> poster = poster_;
   poster->CallStarted();
-  HealthStub(attempt->target.address)
-      ->async()
-      ->Check(attempt->liveness_context.get(), &attempt->liveness_request, &attempt->liveness_response,
-              [this, poster, attempt](grpc::Status status) {
-                poster->Post([this, attempt, status] { OnLivenessDone(attempt, status); });
-                poster->CallDone();
-              });
+  attempt->liveness = client_->CheckAlive(attempt->target, clock_->Now() + config_.liveness_timeout,
+                                          [this, poster, attempt](absl::Status status) {
+                                            poster->Post([this, attempt, status] { OnLivenessDone(attempt, status); });
+                                            poster->CallDone();
+                                          });
 }
 
-void OffloadCoordinator::OnLivenessDone(const std::shared_ptr<Attempt>& attempt, const grpc::Status& status) {
+void OffloadCoordinator::OnLivenessDone(const std::shared_ptr<Attempt>& attempt, const absl::Status& status) {
   if (attempt->offload == nullptr || attempt->call_done) return;  // Moved on meanwhile.
   if (status.ok()) {
     // Serving or draining: alive, and a draining worker still finishes what it took.
-    attempt->next_liveness = absl::Now() + config_.liveness_interval;
+    attempt->next_liveness = clock_->Now() + config_.liveness_interval;
     return;
   }
-  PDS_LOG(WARNING) << attempt->request.request_id() << ": prefill worker " << attempt->target.worker_id
-                   << " does not answer its health check (" << bridge::FromGrpc(status) << "); moving on";
+  PDS_LOG(WARNING) << attempt->request_id << ": prefill worker " << attempt->target.worker_id
+                   << " does not answer its health check (" << status << "); moving on";
   AttemptFailed(attempt.get(), "prefill_unresponsive", true);  // Cancels the call too.
-}
-
-v1::Prefill::Stub* OffloadCoordinator::Stub(const std::string& address) {
-  auto& stub = stubs_[address];
-  if (!stub) stub = v1::Prefill::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  return stub.get();
 }
 
 void OffloadCoordinator::StartAttempt(Offload* offload) {
   Sequence* seq = offload->seq;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   if (offload->next_target >= offload->targets.size()) {
     FallBackToLocal(offload, seq->offload.fallback_cause.empty() ? "prefill_error" : seq->offload.fallback_cause);
     return;
@@ -240,6 +215,7 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   const int end_block = (seq->prompt_len + bs - 1) / bs;
   auto attempt = std::make_shared<Attempt>();
   attempt->offload = offload;
+  attempt->request_id = seq->request_id;
   attempt->target = offload->targets[offload->next_target++];
   attempt->blocks.assign(seq->block_table.begin() + first_block, seq->block_table.begin() + end_block);
   do {
@@ -259,19 +235,18 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   attempt->inbound = *std::move(inbound);
   loop_->scheduler().blocks()->MarkReserved(attempt->blocks, true);
 
-  v1::PrefillRequest& r = attempt->request;
-  r.set_request_id(seq->request_id);
-  for (int i = 0; i < seq->prompt_len; ++i) r.add_token_ids(static_cast<uint32_t>(seq->tokens[i]));
-  *r.mutable_sampling() = offload->sampling;
-  kvtransfer::TransferTarget target;
-  target.pool = pool_;
-  target.token = attempt->token;
-  target.block_ids = attempt->blocks;
-  bridge::TargetToProto(target, pool_.model_fingerprint, r.mutable_target());
-  r.mutable_target()->set_first_position(static_cast<uint32_t>(offload->cached_tokens));
-  r.mutable_target()->set_num_tokens(static_cast<uint32_t>(seq->prompt_len - offload->cached_tokens));
+  PrefillJob job;
+  job.request_id = seq->request_id;
+  job.prompt.assign(seq->tokens.begin(), seq->tokens.begin() + seq->prompt_len);
+  job.sampling = seq->sampling;
+  job.target.pool = pool_;
+  job.target.token = attempt->token;
+  job.target.block_ids = attempt->blocks;
+  job.model_fingerprint = pool_.model_fingerprint;
+  job.first_position = offload->cached_tokens;
+  job.num_tokens = seq->prompt_len - offload->cached_tokens;
   attempt->deadline = std::min(offload->deadline, now + config_.attempt_timeout);
-  attempt->context.set_deadline(absl::ToChronoTime(attempt->deadline));
+  job.deadline = attempt->deadline;
   attempt->next_liveness = now + config_.liveness_interval;
 
   offload->current = attempt;
@@ -279,26 +254,26 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   std::shared_ptr<Poster> poster = poster_;
   attempt->inbound->OnDone([this, poster, attempt] { poster->Post([this, attempt] { OnTransferDone(attempt); }); });
   poster->CallStarted();
-  Stub(attempt->target.address)
-      ->async()
-      ->Prefill(&attempt->context, &attempt->request, &attempt->response,
-                [this, poster, attempt](grpc::Status status) {
-                  poster->Post([this, attempt, status] { OnCallDone(attempt, status); });
-                  poster->CallDone();
-                });
+  attempt->call = client_->Prefill(attempt->target, job,
+                                   [this, poster, attempt](absl::StatusOr<PrefillResult> result) {
+                                     poster->Post([this, attempt, result = std::move(result)]() mutable {
+                                       OnCallDone(attempt, std::move(result));
+                                     });
+                                     poster->CallDone();
+                                   });
 }
 
-void OffloadCoordinator::OnCallDone(const std::shared_ptr<Attempt>& attempt, const grpc::Status& status) {
+void OffloadCoordinator::OnCallDone(const std::shared_ptr<Attempt>& attempt, absl::StatusOr<PrefillResult> result) {
   attempt->call_done = true;
-  attempt->call_status = status;
+  attempt->result = std::move(result);
   if (attempt->offload == nullptr) return;  // Already failed or cancelled; see quarantine.
-  if (!status.ok()) {
-    PDS_LOG(WARNING) << attempt->request.request_id() << ": prefill on " << attempt->target.worker_id
-                     << " failed: " << bridge::FromGrpc(status);
-    AttemptFailed(attempt.get(), CauseOf(status), !RefusedBeforeWriting(status.error_code()));
+  if (!attempt->result.ok()) {
+    const absl::Status& status = attempt->result.status();
+    PDS_LOG(WARNING) << attempt->request_id << ": prefill on " << attempt->target.worker_id << " failed: " << status;
+    AttemptFailed(attempt.get(), CauseOf(status), !RefusedBeforeWriting(status.code()));
     return;
   }
-  attempt->call_ok_at = absl::Now();
+  attempt->call_ok_at = clock_->Now();
   if (attempt->transfer_done) Complete(attempt.get());
 }
 
@@ -306,33 +281,35 @@ void OffloadCoordinator::OnTransferDone(const std::shared_ptr<Attempt>& attempt)
   attempt->transfer_done = true;
   if (attempt->offload == nullptr) return;
   if (const absl::Status s = attempt->inbound->status(); !s.ok()) {
-    PDS_LOG(WARNING) << attempt->request.request_id() << ": kv transfer from " << attempt->target.worker_id
+    PDS_LOG(WARNING) << attempt->request_id << ": kv transfer from " << attempt->target.worker_id
                      << " failed: " << s;
     AttemptFailed(attempt.get(), "transfer_incomplete", true);
     return;
   }
-  if (attempt->call_done && attempt->call_status.ok()) Complete(attempt.get());
+  if (attempt->call_done && attempt->result.ok()) Complete(attempt.get());
 }
 
 void OffloadCoordinator::Complete(Attempt* attempt) {
   Offload* offload = attempt->offload;
   Sequence* seq = offload->seq;
-  const v1::PrefillResponse& r = attempt->response;
+  const PrefillResult& r = *attempt->result;
   transport_->Release(attempt->token);
   loop_->scheduler().blocks()->MarkReserved(attempt->blocks, false);
   attempt->offload = nullptr;
   const uint64_t token = attempt->token;
   OffloadOutcome& o = seq->offload;
   o.offloaded = true;
-  o.prefill_worker_id = r.worker_id().empty() ? attempt->target.worker_id : r.worker_id();
-  o.prefill_queue_ms = r.queue_ms();
-  o.prefill_compute_ms = r.compute_ms();
-  o.transfer_ms = r.transfer_ms();
-  o.transfer_tail_ms = r.transfer_tail_ms();
-  seq->prefill_done = absl::Now();
+  o.prefill_worker_id = r.worker_id.empty() ? attempt->target.worker_id : r.worker_id;
+  o.prefill_queue_ms = r.queue_ms;
+  o.prefill_compute_ms = r.compute_ms;
+  o.transfer_ms = r.transfer_ms;
+  o.transfer_tail_ms = r.transfer_tail_ms;
+  o.transfer_bytes = r.transfer_bytes;
+  o.prefill_computed_tokens = r.computed_tokens;
+  seq->prefill_done = clock_->Now();
   loop_->ObserveKvWait(seq->prefill_done - seq->admitted);
   loop_->scheduler().TransferDone(seq, seq->prompt_len);
-  seq->tokens.push_back(static_cast<int32_t>(r.first_token_id()));
+  seq->tokens.push_back(r.first_token);
   loop_->CountOffload(true, "");
   FinishOffload(seq);
   attempts_.erase(token);
@@ -352,7 +329,7 @@ void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& caus
     transport_->Release(attempt->token);
     loop_->scheduler().blocks()->MarkReserved(attempt->blocks, false);
   } else {
-    attempt->context.TryCancel();
+    if (attempt->call) attempt->call->Cancel();
     QuarantineAttempt(attempt);
     // The sequence needs fresh blocks where the quarantined ones were.
     const int bs = pool_.layout.block_size;
@@ -365,7 +342,7 @@ void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& caus
       loop_->scheduler().ReturnToWaiting(seq);
       seq->offload.fell_back_to_local = true;
       loop_->CountOffload(false, cause);
-      loop_->ObserveKvWait(absl::Now() - seq->admitted);
+      loop_->ObserveKvWait(clock_->Now() - seq->admitted);
       FinishOffload(seq);
       return;
     }
@@ -380,7 +357,7 @@ void OffloadCoordinator::FallBackToLocal(Offload* offload, const std::string& ca
   seq->offload.fell_back_to_local = true;
   seq->offload.fallback_cause = cause;
   loop_->CountOffload(false, cause);
-  loop_->ObserveKvWait(absl::Now() - seq->admitted);
+  loop_->ObserveKvWait(clock_->Now() - seq->admitted);
   // Its blocks (prefix hits plus fresh ones) stay; the suffix is computed in local chunks.
   loop_->scheduler().TransferDone(seq, offload->cached_tokens);
   FinishOffload(seq);
@@ -398,7 +375,7 @@ void OffloadCoordinator::OnClientCancel(Sequence* seq) {
   if (std::shared_ptr<Attempt> attempt = offload->current) {
     attempt->offload = nullptr;
     attempts_.erase(attempt->token);
-    attempt->context.TryCancel();
+    if (attempt->call) attempt->call->Cancel();
     QuarantineAttempt(attempt.get());  // Freed once the prefill worker says it stopped.
     // The quarantine holds those blocks now; the sequence releases only the rest.
     std::vector<int32_t>& table = seq->block_table;
@@ -417,14 +394,14 @@ void OffloadCoordinator::QuarantineAttempt(Attempt* attempt) {
   // Data for the token that arrives from now on is rejected by the transport; one-sided puts
   // cannot be rejected, hence the quarantine until the writer acknowledges.
   transport_->Release(attempt->token);
-  BlockManager* blocks = loop_->scheduler().blocks();
+  engine::BlockManager* blocks = loop_->scheduler().blocks();
   blocks->Quarantine(attempt->blocks);
   auto q = std::make_shared<Quarantine>();
   q->target = attempt->target;
   q->token = attempt->token;
   q->blocks = attempt->blocks;
   q->inbound = attempt->inbound;
-  q->since = absl::Now();
+  q->since = clock_->Now();
   q->writer_deadline = attempt->deadline;
   quarantine_[q->token] = q;
   SendCancel(q);
@@ -432,39 +409,34 @@ void OffloadCoordinator::QuarantineAttempt(Attempt* attempt) {
 
 void OffloadCoordinator::SendCancel(const std::shared_ptr<Quarantine>& q) {
   q->next_try = absl::Time();
-  q->context = std::make_unique<grpc::ClientContext>();
-  q->context->set_deadline(absl::ToChronoTime(absl::Now() + std::max(config_.cancel_retry, absl::Seconds(1))));
-  q->request.set_transfer_token(q->token);
-  q->response.Clear();
   std::shared_ptr<Poster> poster = poster_;
   poster->CallStarted();
-  Stub(q->target.address)
-      ->async()
-      ->CancelPrefill(q->context.get(), &q->request, &q->response, [this, poster, q](grpc::Status status) {
-        const bool stopped = status.ok() && q->response.writes_stopped();
-        poster->Post([this, q, status, stopped] { OnCancelDone(q, status, stopped); });
+  q->cancel_call = client_->CancelPrefill(
+      q->target, q->token, clock_->Now() + std::max(config_.cancel_retry, absl::Seconds(1)),
+      [this, poster, q](absl::StatusOr<bool> writes_stopped) {
+        poster->Post([this, q, writes_stopped = std::move(writes_stopped)] { OnCancelDone(q, writes_stopped); });
         poster->CallDone();
       });
 }
 
-void OffloadCoordinator::OnCancelDone(const std::shared_ptr<Quarantine>& q, const grpc::Status& status,
-                                      bool writes_stopped) {
+void OffloadCoordinator::OnCancelDone(const std::shared_ptr<Quarantine>& q, const absl::StatusOr<bool>& writes_stopped) {
   if (!quarantine_.contains(q->token)) return;
-  const absl::Time now = absl::Now();
-  if (writes_stopped) {
+  const absl::Time now = clock_->Now();
+  if (writes_stopped.ok() && *writes_stopped) {
     q->stopped = true;
     if (q->inbound->writes_in_flight() == 0) Release(q.get(), "writer stopped");
     return;  // Receiver-side copies still running: Tick() releases once they end.
   }
+  const absl::Status status = writes_stopped.ok() ? absl::UnknownError("writes not stopped yet") : writes_stopped.status();
   if (q->unreachable_since == absl::Time()) q->unreachable_since = now;
   // Refused connections mean the process is gone. A worker that accepts but does not answer
   // may only be stopped, and may write again when it continues, until its deadline.
-  const bool gone = status.error_code() == grpc::StatusCode::UNAVAILABLE;
+  const bool gone = absl::IsUnavailable(status);
   const bool dead = gone ? now - q->unreachable_since >= config_.dead_after
                          : now >= q->writer_deadline + config_.dead_after;
   if (dead && q->inbound->writes_in_flight() == 0) {
     PDS_LOG(WARNING) << "prefill worker " << q->target.worker_id << " unreachable for "
-                     << absl::FormatDuration(now - q->unreachable_since) << " (" << bridge::FromGrpc(status)
+                     << absl::FormatDuration(now - q->unreachable_since) << " (" << status
                      << (gone ? "): taking it as dead" : "): past its writing deadline") << "; freeing "
                      << q->blocks.size() << " quarantined blocks";
     Release(q.get(), "writer dead");
@@ -481,16 +453,16 @@ void OffloadCoordinator::Release(Quarantine* q, const char* why) {
 
 void OffloadCoordinator::Tick() {
   if (attempts_.empty() && quarantine_.empty()) return;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   std::vector<Attempt*> late;
   for (auto& [token, attempt] : attempts_) {
-    if (attempt->offload != nullptr && attempt->call_done && attempt->call_status.ok() && !attempt->transfer_done &&
+    if (attempt->offload != nullptr && attempt->call_done && attempt->result.ok() && !attempt->transfer_done &&
         now - attempt->call_ok_at > config_.completion_timeout) {
       late.push_back(attempt.get());
     }
   }
   for (Attempt* attempt : late) {
-    PDS_LOG(WARNING) << attempt->request.request_id() << ": prefill on " << attempt->target.worker_id
+    PDS_LOG(WARNING) << attempt->request_id << ": prefill on " << attempt->target.worker_id
                      << " answered but its kv transfer did not complete within "
                      << absl::FormatDuration(config_.completion_timeout);
     AttemptFailed(attempt, "transfer_incomplete", true);

@@ -18,9 +18,9 @@
 // RESOURCE_EXHAUSTED: layout or model mismatch, bad target, prompt too long) wrote nothing,
 // so its blocks are reused at once.
 //
-// Threading: every piece of state lives on the engine loop's thread. gRPC callbacks and the
-// transport's completion callbacks only post events to the loop; the loop's iteration hook
-// runs the timers. Handle() is called from gRPC threads.
+// Threading: every piece of state lives on the engine loop's thread. The prefill client's and
+// the transport's callbacks only post events to the loop; the loop's iteration hook runs the
+// timers, on the injected clock. Handle() is called from gRPC threads.
 #ifndef PDSERVE_DECODE_WORKER_OFFLOAD_COORDINATOR_H_
 #define PDSERVE_DECODE_WORKER_OFFLOAD_COORDINATOR_H_
 
@@ -32,11 +32,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "decode_worker/engine_loop.h"
+#include "decode_worker/prefill_client.h"
 #include "kvtransfer/kv_transport.h"
-#include "pdserve/v1/decode.pb.h"
-#include "grpc/health/v1/health.grpc.pb.h"
-#include "pdserve/v1/prefill.grpc.pb.h"
 
 namespace pdserve::decode {
 
@@ -66,23 +65,24 @@ struct OffloadConfig {
 
 class OffloadCoordinator {
  public:
-  // `pool` is this worker's served pool (ServePool's descriptor); `model_fingerprint` the
-  // model's. The loop must be stopped before the coordinator is destroyed.
+  // `pool` is this worker's served pool (ServePool's descriptor). `client` reaches the prefill
+  // workers and must outlive the coordinator. The loop must be stopped before the coordinator
+  // is destroyed.
   OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport, kvtransfer::KvPoolDescriptor pool,
-                     const OffloadConfig& config);
+                     PrefillClient* client, Clock* clock, const OffloadConfig& config);
   ~OffloadCoordinator();
 
   // Installs the loop hooks (cancel handler, timers). Call before the loop starts.
   void Attach();
-  // The DecodeService's offload handler: takes over `seq` for `request`'s prefill workers.
-  // Errors as EngineLoop::Submit.
-  absl::Status Handle(std::unique_ptr<Sequence> seq, const v1::DecodeRequest& request, absl::Time deadline);
+  // The DecodeService's offload handler: takes over `seq`, to be prefilled by `targets` in
+  // order (then locally) before `deadline`. Errors as EngineLoop::Submit.
+  absl::Status Handle(std::unique_ptr<Sequence> seq, std::vector<PrefillTarget> targets, absl::Time deadline);
+
+  // Offloads in progress and quarantined transfers (loop thread; for tests and stats).
+  int offloads_in_progress() const { return static_cast<int>(offloads_.size()); }
+  int quarantined_transfers() const { return static_cast<int>(quarantine_.size()); }
 
  private:
-  struct Target {
-    std::string worker_id;
-    std::string address;
-  };
   struct Offload;
   struct Attempt;
   struct Quarantine;
@@ -91,10 +91,10 @@ class OffloadCoordinator {
   // Loop thread.
   void OnAdded(Sequence* seq, std::shared_ptr<Offload> offload);
   void StartAttempt(Offload* offload);
-  void OnCallDone(const std::shared_ptr<Attempt>& attempt, const grpc::Status& status);
+  void OnCallDone(const std::shared_ptr<Attempt>& attempt, absl::StatusOr<PrefillResult> result);
   void OnTransferDone(const std::shared_ptr<Attempt>& attempt);
   void SendLivenessCheck(const std::shared_ptr<Attempt>& attempt);
-  void OnLivenessDone(const std::shared_ptr<Attempt>& attempt, const grpc::Status& status);
+  void OnLivenessDone(const std::shared_ptr<Attempt>& attempt, const absl::Status& status);
   void Complete(Attempt* attempt);
   // Ends `attempt` (its sequence moves on): `maybe_written` blocks are quarantined and
   // replaced; then the next prefill worker or local prefill.
@@ -105,21 +105,19 @@ class OffloadCoordinator {
   // worker to stop.
   void QuarantineAttempt(Attempt* attempt);
   void SendCancel(const std::shared_ptr<Quarantine>& q);
-  void OnCancelDone(const std::shared_ptr<Quarantine>& q, const grpc::Status& status, bool writes_stopped);
+  void OnCancelDone(const std::shared_ptr<Quarantine>& q, const absl::StatusOr<bool>& writes_stopped);
   void Release(Quarantine* q, const char* why);
   void Tick();
-  v1::Prefill::Stub* Stub(const std::string& address);
-  grpc::health::v1::Health::Stub* HealthStub(const std::string& address);
   void FinishOffload(Sequence* seq);
 
   EngineLoop* loop_;
   kvtransfer::KvTransport* transport_;
   const kvtransfer::KvPoolDescriptor pool_;
+  PrefillClient* client_;
+  Clock* clock_;
   const OffloadConfig config_;
   std::shared_ptr<Poster> poster_;
   std::mt19937_64 rng_;  // Transfer tokens (loop thread).
-  absl::flat_hash_map<std::string, std::unique_ptr<v1::Prefill::Stub>> stubs_;
-  absl::flat_hash_map<std::string, std::unique_ptr<grpc::health::v1::Health::Stub>> health_stubs_;
   absl::flat_hash_map<Sequence*, std::shared_ptr<Offload>> offloads_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Attempt>> attempts_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Quarantine>> quarantine_;

@@ -26,7 +26,7 @@ absl::Status SchedulerConfig::Validate() const {
   return check("max_pending_tokens", max_pending_tokens, 1, 1 << 20);
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* blocks)
+Scheduler::Scheduler(const SchedulerConfig& config, engine::BlockManager* blocks)
     : config_(config), blocks_(blocks) {}
 
 Scheduler::~Scheduler() = default;

@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "decode_worker/block_manager.h"
+#include "engine/block_manager.h"
 #include "decode_worker/sequence.h"
 
 namespace pdserve::decode {
@@ -87,7 +87,7 @@ struct SchedulerCounters {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, BlockManager* blocks);
+  Scheduler(const SchedulerConfig& config, engine::BlockManager* blocks);
   ~Scheduler();
 
   // Queues a sequence (state kWaiting). The queue's bound is the submitter's (max_waiting).
@@ -121,7 +121,7 @@ class Scheduler {
   std::vector<Sequence*> waiting() const;
   const SchedulerCounters& counters() const { return counters_; }
   const SchedulerConfig& config() const { return config_; }
-  BlockManager* blocks() { return blocks_; }
+  engine::BlockManager* blocks() { return blocks_; }
 
  private:
   struct WaitingOrder {
@@ -143,7 +143,7 @@ class Scheduler {
   int BlocksFor(int tokens) const { return (tokens + config_.block_size - 1) / config_.block_size; }
 
   SchedulerConfig config_;
-  BlockManager* blocks_;
+  engine::BlockManager* blocks_;
   std::set<Sequence*, WaitingOrder> waiting_;
   std::vector<Sequence*> running_;  // Includes AWAITING_KV sequences.
   absl::flat_hash_map<Sequence*, std::unique_ptr<Sequence>> owned_;

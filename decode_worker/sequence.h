@@ -28,6 +28,8 @@ struct OffloadOutcome {
   double prefill_compute_ms = 0;
   double transfer_ms = 0;
   double transfer_tail_ms = 0;
+  uint64_t transfer_bytes = 0;
+  int prefill_computed_tokens = 0;
   bool fell_back_to_local = false;
   std::string fallback_cause;
 };

@@ -32,6 +32,8 @@ class StreamSink {
     // Offload outcome, for the placement info.
     std::string prefill_worker_id;
     bool offloaded = false;
+    uint64_t transfer_bytes = 0;  // Offloaded: measured KV bytes and prompt tokens computed.
+    int prefill_computed_tokens = 0;
     bool fell_back_to_local = false;
     std::string fallback_cause;
   };

@@ -1,8 +1,8 @@
-#include "decode_worker/block_manager.h"
+#include "engine/block_manager.h"
 
 #include "common/logging.h"
 
-namespace pdserve::decode {
+namespace pdserve::engine {
 
 BlockManager::BlockManager(int num_blocks) : blocks_(num_blocks) {
   free_.reserve(num_blocks);
@@ -156,4 +156,4 @@ std::vector<uint64_t> BlockManager::CachedHashes() const {
   return out;
 }
 
-}  // namespace pdserve::decode
+}  // namespace pdserve::engine

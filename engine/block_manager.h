@@ -11,8 +11,8 @@
 // so that total == free + cached + in_use + reserved + quarantined, always; an idle worker
 // returns to "all free or cached".
 // Thread-safety: not thread-safe; owned by the scheduler loop.
-#ifndef PDSERVE_DECODE_WORKER_BLOCK_MANAGER_H_
-#define PDSERVE_DECODE_WORKER_BLOCK_MANAGER_H_
+#ifndef PDSERVE_ENGINE_BLOCK_MANAGER_H_
+#define PDSERVE_ENGINE_BLOCK_MANAGER_H_
 
 #include <cstdint>
 #include <list>
@@ -22,7 +22,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 
-namespace pdserve::decode {
+namespace pdserve::engine {
 
 struct BlockCounts {
   int total = 0;
@@ -100,6 +100,6 @@ class BlockManager {
   int quarantined_ = 0;
 };
 
-}  // namespace pdserve::decode
+}  // namespace pdserve::engine
 
-#endif  // PDSERVE_DECODE_WORKER_BLOCK_MANAGER_H_
+#endif  // PDSERVE_ENGINE_BLOCK_MANAGER_H_

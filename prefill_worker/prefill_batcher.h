@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "decode_worker/block_manager.h"
+#include "engine/block_manager.h"
 #include "engine/model.h"
 #include "engine/sampling.h"
 #include "kvtransfer/kv_transport.h"
@@ -103,7 +103,7 @@ class PrefillBatcher {
   kvtransfer::LocalPool* transport_pool_;
   PrefillBatcherConfig config_;
   PrefillMetrics* metrics_;
-  decode::BlockManager blocks_;  // Batch thread only.
+  engine::BlockManager blocks_;  // Batch thread only.
   std::thread thread_;
 
   mutable absl::Mutex mu_;

@@ -99,7 +99,7 @@ absl::StatusOr<Overhead> MeasureOverhead(const std::string& dir, int threads, in
     absl::SleepFor(absl::Milliseconds(20));
   }
   std::vector<decode::StepSample> samples;
-  decode::PrefixCacheEvents events;
+  engine::PrefixCacheEvents events;
   bool reset;
   h->loop->TakeReport(false, &samples, &events, &reset);
   std::vector<double> host_us, share, step_ms;

@@ -33,7 +33,7 @@ std::string Describe(const PlannedChunk& c) {
 class SchedulerTest : public ::testing::Test {
  protected:
   void Init(int blocks, int budget, int max_seqs = 16) {
-    blocks_ = std::make_unique<BlockManager>(blocks);
+    blocks_ = std::make_unique<engine::BlockManager>(blocks);
     SchedulerConfig config;
     config.block_size = kBlock;
     config.max_num_batched_tokens = budget;
@@ -69,12 +69,12 @@ class SchedulerTest : public ::testing::Test {
     return described;
   }
   void ExpectAllFreeOrCached() {
-    const BlockCounts c = blocks_->counts();
+    const engine::BlockCounts c = blocks_->counts();
     EXPECT_EQ(c.in_use, 0);
     EXPECT_EQ(c.free + c.cached, c.total);
   }
 
-  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<engine::BlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
   uint64_t order_ = 0;
 };
@@ -212,7 +212,7 @@ TEST_F(SchedulerTest, AccountingReturnsToFreeOrCachedWhenIdle) {
   for (int i = 0; i < 4; ++i) seqs.push_back(Add("s" + std::to_string(i), 5 + i * 3, i % 2, i * 100));
   for (int step = 0; step < 30; ++step) {
     Step();
-    const BlockCounts c = blocks_->counts();
+    const engine::BlockCounts c = blocks_->counts();
     EXPECT_EQ(c.free + c.cached + c.in_use + c.reserved + c.quarantined, c.total);
   }
   while (!scheduler_->running().empty()) scheduler_->Finish(scheduler_->running().front());
@@ -222,12 +222,12 @@ TEST_F(SchedulerTest, AccountingReturnsToFreeOrCachedWhenIdle) {
 
 // Every planned chunk's positions are covered by its sequence's block table, and the block
 // counts add up: what the engine forward relies on.
-void ExpectPlanCovered(const StepPlan& plan, const BlockManager& blocks) {
+void ExpectPlanCovered(const StepPlan& plan, const engine::BlockManager& blocks) {
   for (const PlannedChunk& c : plan.chunks) {
     EXPECT_GE(static_cast<int>(c.seq->block_table.size()) * kBlock, c.start + c.num_tokens)
         << Describe(c) << " has " << c.seq->block_table.size() << " blocks";
   }
-  const BlockCounts n = blocks.counts();
+  const engine::BlockCounts n = blocks.counts();
   EXPECT_EQ(n.free + n.cached + n.in_use + n.reserved + n.quarantined, n.total);
 }
 
@@ -261,7 +261,7 @@ TEST_F(SchedulerTest, CachedBlocksAnAdmissionPinsAreNotCountedAsFreeToo) {
 TEST_F(SchedulerTest, KvExhaustionWithPrefixCachingNeverPlansAShortBlockTable) {
   for (bool prefix_caching : {true, false}) {
     SCOPED_TRACE(prefix_caching ? "prefix caching" : "no prefix caching");
-    blocks_ = std::make_unique<BlockManager>(24);
+    blocks_ = std::make_unique<engine::BlockManager>(24);
     SchedulerConfig config;
     config.block_size = kBlock;
     config.max_num_batched_tokens = 32;
@@ -338,43 +338,6 @@ TEST_F(SchedulerTest, AdmitForTransferTransferDoneAndReturnToWaiting) {
   for (Sequence* s : std::vector<Sequence*>(scheduler_->running())) scheduler_->Finish(s);
   scheduler_->Finish(c);
   ExpectAllFreeOrCached();
-}
-
-TEST(BlockManagerTest, EvictsLeastRecentlyUsedCachedBlocksAndReportsEvents) {
-  BlockManager m(3);
-  std::vector<int32_t> t;
-  ASSERT_TRUE(m.Allocate(3, &t));
-  EXPECT_FALSE(m.Allocate(1, &t));
-  m.Publish(t[0], 11);
-  m.Publish(t[1], 22);
-  m.Release(t);  // 11 and 22 cached (in that LRU order), the third block free.
-  EXPECT_EQ(m.counts().cached, 2);
-  EXPECT_EQ(m.counts().free, 1);
-  auto events = m.TakeEvents();
-  EXPECT_THAT(events.stored, ElementsAre(11, 22));
-  std::vector<int32_t> u;
-  ASSERT_TRUE(m.Allocate(2, &u));  // The free block, then evicts 11.
-  events = m.TakeEvents();
-  EXPECT_THAT(events.evicted, ElementsAre(11));
-  EXPECT_EQ(m.MatchPrefix(std::vector<uint64_t>{22}), 1);
-  EXPECT_EQ(m.MatchPrefix(std::vector<uint64_t>{11, 22}), 0);
-  // Quarantine: the block is held until released, and never served from the cache.
-  m.Quarantine(absl::MakeConstSpan(u).subspan(0, 1));
-  EXPECT_EQ(m.counts().quarantined, 1);
-  m.Unquarantine(absl::MakeConstSpan(u).subspan(0, 1));
-  EXPECT_EQ(m.counts().quarantined, 0);
-}
-
-TEST(BlockHashTest, ChainsOverPrefixes) {
-  const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-  const std::vector<int32_t> b = {1, 2, 3, 4, 5, 6, 7, 0};
-  const auto ha = engine::FullBlockHashes(7, a, 4);
-  const auto hb = engine::FullBlockHashes(7, b, 4);
-  ASSERT_EQ(ha.size(), 2u);
-  ASSERT_EQ(hb.size(), 2u);
-  EXPECT_EQ(ha[0], hb[0]);
-  EXPECT_NE(ha[1], hb[1]);
-  EXPECT_NE(engine::FullBlockHashes(8, a, 4)[0], ha[0]);  // Another model: other hashes.
 }
 
 }  // namespace

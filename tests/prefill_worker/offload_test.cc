@@ -166,6 +166,9 @@ class OffloadTest : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(p.prefill_worker_id(), prefill_id) << what;
     EXPECT_GT(out.result.timings().transfer_ms(), 0) << what;
     EXPECT_GT(out.result.timings().prefill_ms(), 0) << what;
+    // What the router's cost model learns from: measured, not predicted.
+    EXPECT_GT(p.transfer_bytes(), 0u) << what;
+    EXPECT_EQ(p.prefill_computed_tokens(), out.result.usage().prompt_tokens()) << what;
   }
 
   pdserve::testing::GreedyReference reference_;

@@ -66,12 +66,6 @@ GenerationOutcome Collect(std::unique_ptr<Reader> reader, grpc::ClientContext* c
 
 }  // namespace
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
-
 GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel, const v1::DecodeRequest& request,
                              absl::Duration timeout, const MessageCallback& on_message,
                              CallHandle* handle) {

@@ -15,6 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/grpc_channel.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 
@@ -51,7 +52,7 @@ class CallHandle {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+using ::pdserve::MakeChannel;  // The one channel recipe (common/grpc_channel.h).
 
 // Decode.Generate on a decode worker. `handle`, if set, can cancel it from another thread.
 GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel, const v1::DecodeRequest& request,

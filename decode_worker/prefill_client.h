@@ -1,0 +1,86 @@
+// The port through which a decode worker's offload coordinator talks to prefill workers, in
+// domain types: run a prefill that writes its KV into this worker's pool, ask a worker to stop
+// writing a transfer, check that a worker is alive. The product implementation is gRPC
+// (grpc_prefill_client.h); unit tests drive the coordinator through a fake.
+// Thread-safety: implementations are safe from any thread. Every `done` callback runs exactly
+// once, on a thread of the implementation's choosing (never inside the call that started it).
+#ifndef PDSERVE_DECODE_WORKER_PREFILL_CLIENT_H_
+#define PDSERVE_DECODE_WORKER_PREFILL_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/sampling.h"
+#include "kvtransfer/kv_transport.h"
+
+namespace pdserve::decode {
+
+// A prefill worker a request may be offloaded to (the router's choice, in its order).
+struct PrefillTarget {
+  std::string worker_id;
+  std::string address;  // host:port of its Prefill service.
+};
+
+// One offloaded prefill: the whole prompt; KV for positions [first_position,
+// first_position + num_tokens) goes into `target`'s blocks.
+struct PrefillJob {
+  std::string request_id;
+  std::vector<int32_t> prompt;
+  engine::SamplingConfig sampling;
+  kvtransfer::TransferTarget target;
+  uint64_t model_fingerprint = 0;
+  int first_position = 0;
+  int num_tokens = 0;
+  // The worker stops computing and writing at this time.
+  absl::Time deadline;
+};
+
+// A prefill worker's answer once the prompt is computed and its KV sent.
+struct PrefillResult {
+  int32_t first_token = 0;
+  std::string worker_id;
+  double queue_ms = 0;
+  double compute_ms = 0;
+  double transfer_ms = 0;
+  double transfer_tail_ms = 0;
+  uint64_t transfer_bytes = 0;  // KV bytes written into this worker's pool.
+  int computed_tokens = 0;      // Prompt tokens computed.
+};
+
+// A call in flight; Cancel() ends it early (its `done` then reports CANCELLED, unless it had
+// already finished). Safe to call at any time, also after the call ended.
+class PendingCall {
+ public:
+  virtual ~PendingCall() = default;
+  virtual void Cancel() = 0;
+};
+
+class PrefillClient {
+ public:
+  using PrefillDone = std::function<void(absl::StatusOr<PrefillResult>)>;
+  // OK(true): the worker stopped writing the transfer (or never had it).
+  using CancelDone = std::function<void(absl::StatusOr<bool> writes_stopped)>;
+  using AliveDone = std::function<void(absl::Status)>;
+
+  virtual ~PrefillClient() = default;
+
+  // Errors keep the worker's status code: FAILED_PRECONDITION, INVALID_ARGUMENT,
+  // RESOURCE_EXHAUSTED and UNIMPLEMENTED mean it refused before writing anything;
+  // UNAVAILABLE that it could not be reached.
+  virtual std::shared_ptr<PendingCall> Prefill(const PrefillTarget& target, const PrefillJob& job,
+                                               PrefillDone done) = 0;
+  virtual std::shared_ptr<PendingCall> CancelPrefill(const PrefillTarget& target, uint64_t transfer_token,
+                                                     absl::Time deadline, CancelDone done) = 0;
+  // OK when the worker answers its health check (serving or draining) by `deadline`.
+  virtual std::shared_ptr<PendingCall> CheckAlive(const PrefillTarget& target, absl::Time deadline,
+                                                  AliveDone done) = 0;
+};
+
+}  // namespace pdserve::decode
+
+#endif  // PDSERVE_DECODE_WORKER_PREFILL_CLIENT_H_

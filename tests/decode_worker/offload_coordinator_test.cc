@@ -1,0 +1,653 @@
+// The decode worker's offload state machine, in one process, on a fake clock: a real engine
+// loop and a real prefill batcher (each with its own copy of the "micro" model) exchange KV
+// through the loopback transport, behind the fault-injecting transport; the prefill worker is
+// reached through a scripted PrefillClient that can serve, refuse, hang, ignore cancels or
+// stop answering health checks. Every scenario checks the tokens against the engine run
+// alone, and that every block comes back (nothing in use, reserved or quarantined).
+#include "decode_worker/offload_coordinator.h"
+
+#include <deque>
+#include <random>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "kvtransfer/loopback/loopback_transport.h"
+#include "kvtransfer/testing/fault_injecting_transport.h"
+#include "prefill_worker/prefill_batcher.h"
+#include "tests/testing/greedy_reference.h"
+#include "tests/testing/test_models.h"
+
+namespace pdserve::decode {
+namespace {
+
+using kvtransfer::FaultInjectingTransport;
+using kvtransfer::FaultPlan;
+using kvtransfer::LoopbackFabric;
+using kvtransfer::LoopbackTransport;
+
+constexpr int kBlockSize = 4;
+constexpr uint64_t kEpoch = 7;
+constexpr absl::Duration kRealWait = absl::Seconds(30);  // Bound on every wait (real time).
+
+class RecordingSink : public StreamSink {
+ public:
+  void PushTokens(const std::vector<int32_t>& ids, const std::string&, int64_t) override {
+    absl::MutexLock lock(&mu_);
+    tokens_.insert(tokens_.end(), ids.begin(), ids.end());
+  }
+  void Finish(const Final& final) override {
+    absl::MutexLock lock(&mu_);
+    final_ = final;
+    finished_ = true;
+  }
+  int pending_tokens() const override { return pending_.load(); }
+  bool cancelled() const override { return cancelled_.load(); }
+
+  void Cancel() { cancelled_.store(true); }
+  // A client that stops reading (the scheduler pauses the sequence), or reads again.
+  void SetUnread(int tokens) { pending_.store(tokens); }
+  // Waits (real time) for the final message.
+  bool WaitFinished() {
+    absl::MutexLock lock(&mu_);
+    auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return finished_; };
+    return mu_.AwaitWithTimeout(absl::Condition(&done), kRealWait);
+  }
+  std::vector<int32_t> tokens() const {
+    absl::MutexLock lock(&mu_);
+    return tokens_;
+  }
+  Final final() const {
+    absl::MutexLock lock(&mu_);
+    return final_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<int32_t> tokens_ ABSL_GUARDED_BY(mu_);
+  Final final_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<int> pending_{0};
+};
+
+// A prefill worker inside the test process: its own model, pool and loopback transport (behind
+// a fault injector), and the product's batcher.
+struct InProcessPrefillWorker {
+  engine::LoadedModel model;
+  std::unique_ptr<LoopbackTransport> transport;
+  std::unique_ptr<FaultInjectingTransport> faulty;
+  std::unique_ptr<kvtransfer::LocalPool> transport_pool;
+  std::unique_ptr<engine::KvPool> pool;
+  std::unique_ptr<prometheus::Registry> registry;
+  std::unique_ptr<prefill::PrefillMetrics> metrics;
+  std::unique_ptr<prefill::PrefillBatcher> batcher;
+
+  ~InProcessPrefillWorker() {
+    if (batcher) batcher->Stop();
+    batcher.reset();
+    pool.reset();
+    transport_pool.reset();
+    faulty.reset();
+    transport.reset();
+  }
+};
+
+// How the scripted client treats calls to one prefill worker.
+struct Script {
+  enum class OnPrefill { kServe, kRefuse, kHang } prefill = OnPrefill::kServe;
+  absl::Status refusal = absl::FailedPreconditionError("kv layout differs");
+  enum class OnCancel { kAck, kUnavailable, kTimeout, kHold } cancel = OnCancel::kAck;
+  bool alive = true;
+  // Corrupts the target the worker writes to (a forged or stale transfer).
+  bool stale_epoch = false;
+};
+
+class FakeCall : public PendingCall {
+ public:
+  explicit FakeCall(std::function<void()> on_cancel) : on_cancel_(std::move(on_cancel)) {}
+  void Cancel() override {
+    std::function<void()> fn;
+    {
+      absl::MutexLock lock(&mu_);
+      fn.swap(on_cancel_);
+    }
+    if (fn) fn();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::function<void()> on_cancel_ ABSL_GUARDED_BY(mu_);
+};
+
+class ScriptedPrefillClient : public PrefillClient {
+ public:
+  explicit ScriptedPrefillClient(prefill::PrefillBatcher* batcher) : batcher_(batcher) {}
+
+  void SetScript(const std::string& worker_id, Script script) {
+    absl::MutexLock lock(&mu_);
+    scripts_[worker_id] = std::move(script);
+  }
+  int prefill_calls() const {
+    absl::MutexLock lock(&mu_);
+    return prefill_calls_;
+  }
+  int cancel_calls() const {
+    absl::MutexLock lock(&mu_);
+    return cancel_calls_;
+  }
+  int alive_calls() const {
+    absl::MutexLock lock(&mu_);
+    return alive_calls_;
+  }
+  // Answers the CancelPrefill calls held so far with "writes stopped".
+  void AckHeldCancels() {
+    std::deque<CancelDone> held;
+    {
+      absl::MutexLock lock(&mu_);
+      held.swap(held_cancels_);
+    }
+    for (auto& done : held) done(true);
+  }
+
+  std::shared_ptr<PendingCall> Prefill(const PrefillTarget& target, const PrefillJob& job,
+                                       PrefillDone done) override {
+    const Script script = ScriptFor(target.worker_id, /*count_prefill=*/true);
+    auto shared_done = std::make_shared<std::once_flag>();
+    auto finish = [shared_done, done](absl::StatusOr<PrefillResult> r) {
+      std::call_once(*shared_done, [&] { done(std::move(r)); });
+    };
+    switch (script.prefill) {
+      case Script::OnPrefill::kRefuse:
+        finish(script.refusal);
+        return std::make_shared<FakeCall>(nullptr);
+      case Script::OnPrefill::kHang:
+        return std::make_shared<FakeCall>([finish] { finish(absl::CancelledError("call cancelled")); });
+      case Script::OnPrefill::kServe:
+        break;
+    }
+    auto p = std::make_unique<prefill::PrefillJob>();
+    p->request_id = job.request_id;
+    p->prompt = job.prompt;
+    p->sampling = job.sampling;
+    p->target = job.target;
+    if (script.stale_epoch) p->target.pool.epoch = kEpoch + 1;
+    p->first_position = job.first_position;
+    p->arrival = absl::Now();
+    p->deadline = job.deadline;
+    p->done = [finish, worker = target.worker_id](const prefill::PrefillJobResult& r) {
+      if (!r.status.ok()) {
+        finish(r.status);
+        return;
+      }
+      finish(PrefillResult{.first_token = r.first_token,
+                           .worker_id = worker,
+                           .queue_ms = r.queue_ms,
+                           .compute_ms = r.compute_ms,
+                           .transfer_ms = r.transfer_ms,
+                           .transfer_tail_ms = r.transfer_tail_ms,
+                           .transfer_bytes = r.transfer_bytes,
+                           .computed_tokens = r.computed_tokens});
+    };
+    const uint64_t token = job.target.token;
+    if (absl::Status s = batcher_->Submit(std::move(p)); !s.ok()) finish(s);
+    return std::make_shared<FakeCall>([this, token] { batcher_->RequestCancel(token); });
+  }
+
+  std::shared_ptr<PendingCall> CancelPrefill(const PrefillTarget& target, uint64_t transfer_token, absl::Time,
+                                             CancelDone done) override {
+    const Script script = ScriptFor(target.worker_id, false);
+    {
+      absl::MutexLock lock(&mu_);
+      ++cancel_calls_;
+    }
+    switch (script.cancel) {
+      case Script::OnCancel::kAck:
+        if (script.prefill == Script::OnPrefill::kServe) {
+          batcher_->Cancel(transfer_token, [done](const std::string&) { done(true); });
+        } else {
+          done(true);
+        }
+        break;
+      case Script::OnCancel::kUnavailable:
+        done(absl::UnavailableError("connection refused"));
+        break;
+      case Script::OnCancel::kTimeout:
+        done(absl::DeadlineExceededError("no answer"));
+        break;
+      case Script::OnCancel::kHold: {
+        absl::MutexLock lock(&mu_);
+        held_cancels_.push_back(std::move(done));
+        break;
+      }
+    }
+    return std::make_shared<FakeCall>(nullptr);
+  }
+
+  std::shared_ptr<PendingCall> CheckAlive(const PrefillTarget& target, absl::Time, AliveDone done) override {
+    const Script script = ScriptFor(target.worker_id, false);
+    {
+      absl::MutexLock lock(&mu_);
+      ++alive_calls_;
+    }
+    done(script.alive ? absl::OkStatus() : absl::DeadlineExceededError("health check timed out"));
+    return std::make_shared<FakeCall>(nullptr);
+  }
+
+ private:
+  Script ScriptFor(const std::string& worker_id, bool count_prefill) {
+    absl::MutexLock lock(&mu_);
+    if (count_prefill) ++prefill_calls_;
+    auto it = scripts_.find(worker_id);
+    return it == scripts_.end() ? Script{} : it->second;
+  }
+
+  prefill::PrefillBatcher* batcher_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Script> scripts_ ABSL_GUARDED_BY(mu_);
+  std::deque<CancelDone> held_cancels_ ABSL_GUARDED_BY(mu_);
+  int prefill_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int cancel_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int alive_calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+const std::vector<PrefillTarget> kOneWorker = {{"prefill-0", "prefill-0:1"}};
+
+class OffloadCoordinatorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { reference_ = new testing::GreedyReference("micro"); }
+  static void TearDownTestSuite() {
+    delete reference_;
+    reference_ = nullptr;
+  }
+
+  // Builds the decode worker (a pool of `num_blocks`) and the prefill worker, and starts them.
+  void Start(int num_blocks, OffloadConfig config = OffloadConfig()) {
+    const std::string dir = testing::TestModelDir("micro");
+    auto model = engine::LoadModel(dir, engine::EngineOptions{.num_threads = 1});
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
+    fabric_ = std::make_shared<LoopbackFabric>();
+    transport_ = std::make_unique<LoopbackTransport>(fabric_, "decode-0");
+    KvLayout layout = model_.model->MakeKvLayout(1, kBlockSize, DType::kF32);
+    layout.num_blocks = num_blocks;
+    auto tp = transport_->CreatePool(layout);
+    ASSERT_TRUE(tp.ok()) << tp.status();
+    transport_pool_ = *std::move(tp);
+    auto pool = engine::KvPool::Wrap(layout, transport_pool_->base(), transport_pool_->bytes());
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    pool_ = *std::move(pool);
+    auto descriptor = transport_->ServePool(transport_pool_.get(), "decode-0", model_.model->fingerprint(), kEpoch);
+    ASSERT_TRUE(descriptor.ok()) << descriptor.status();
+    registry_ = std::make_unique<prometheus::Registry>();
+    metrics_ = std::make_unique<DecodeMetrics>(*registry_, "micro");
+    SchedulerConfig sc;
+    sc.block_size = kBlockSize;
+    sc.max_num_seqs = 8;
+    sc.max_num_batched_tokens = 32;
+    sc.max_waiting = 64;
+    sc.model_fingerprint = model_.model->fingerprint();
+    loop_ = std::make_unique<EngineLoop>(model_.model.get(), pool_.get(), model_.tokenizer.get(), model_.eos_token_ids,
+                                         sc, metrics_.get(), &clock_);
+
+    prefill_ = std::make_unique<InProcessPrefillWorker>();
+    auto pmodel = engine::LoadModel(dir, engine::EngineOptions{.num_threads = 1});
+    ASSERT_TRUE(pmodel.ok());
+    prefill_->model = *std::move(pmodel);
+    prefill_->transport = std::make_unique<LoopbackTransport>(fabric_, "prefill-0");
+    prefill_->faulty = std::make_unique<FaultInjectingTransport>(prefill_->transport.get(), FaultPlan());
+    KvLayout playout = prefill_->model.model->MakeKvLayout(1, kBlockSize, DType::kF32);
+    playout.num_blocks = 64;
+    auto ptp = prefill_->faulty->CreatePool(playout);
+    ASSERT_TRUE(ptp.ok());
+    prefill_->transport_pool = *std::move(ptp);
+    auto ppool = engine::KvPool::Wrap(playout, prefill_->transport_pool->base(), prefill_->transport_pool->bytes());
+    ASSERT_TRUE(ppool.ok());
+    prefill_->pool = *std::move(ppool);
+    prefill_->registry = std::make_unique<prometheus::Registry>();
+    prefill_->metrics = std::make_unique<prefill::PrefillMetrics>(*prefill_->registry, "micro");
+    prefill_->batcher = std::make_unique<prefill::PrefillBatcher>(
+        prefill_->model.model.get(), prefill_->pool.get(), prefill_->faulty.get(), prefill_->transport_pool.get(),
+        prefill::PrefillBatcherConfig(), prefill_->metrics.get());
+    prefill_->batcher->Start();
+
+    client_ = std::make_unique<ScriptedPrefillClient>(prefill_->batcher.get());
+    coordinator_ = std::make_unique<OffloadCoordinator>(loop_.get(), transport_.get(), *descriptor, client_.get(),
+                                                        &clock_, config);
+    coordinator_->Attach();
+    loop_->Start();
+  }
+
+  void TearDown() override {
+    if (loop_) loop_->Stop();
+    coordinator_.reset();
+    client_.reset();
+    prefill_.reset();
+    loop_.reset();
+    pool_.reset();
+    transport_pool_.reset();
+    transport_.reset();
+  }
+
+  std::unique_ptr<Sequence> MakeSequence(const std::vector<int32_t>& prompt, int max_tokens,
+                                         std::shared_ptr<RecordingSink> sink) {
+    auto seq = std::make_unique<Sequence>();
+    seq->request_id = "req-" + std::to_string(++next_id_);
+    seq->arrival = clock_.Now();
+    seq->tokens = prompt;
+    seq->prompt_len = static_cast<int>(prompt.size());
+    seq->sampling.max_tokens = max_tokens;
+    seq->sampling.temperature = 0;
+    seq->stream = std::make_unique<engine::GenerationStream>(model_.tokenizer.get(), seq->sampling,
+                                                             model_.eos_token_ids);
+    seq->sink = std::move(sink);
+    return seq;
+  }
+
+  // Submits `prompt` on the offload path to `targets`.
+  std::shared_ptr<RecordingSink> Offload(const std::vector<int32_t>& prompt, int max_tokens,
+                                         const std::vector<PrefillTarget>& targets,
+                                         absl::Duration deadline = absl::Hours(1)) {
+    auto sink = std::make_shared<RecordingSink>();
+    EXPECT_TRUE(coordinator_->Handle(MakeSequence(prompt, max_tokens, sink), targets, clock_.Now() + deadline).ok());
+    return sink;
+  }
+
+  // Runs `fn` on the loop thread and waits for it.
+  template <typename Fn>
+  auto OnLoop(Fn fn) -> decltype(fn()) {
+    absl::Notification done;
+    decltype(fn()) result{};
+    loop_->Post([&] {
+      result = fn();
+      done.Notify();
+    });
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(kRealWait));
+    return result;
+  }
+  engine::BlockCounts Blocks() {
+    return OnLoop([this] { return loop_->scheduler().blocks()->counts(); });
+  }
+  int Quarantined() {
+    return OnLoop([this] { return loop_->scheduler().blocks()->counts().quarantined; });
+  }
+  // Waits (real time, polling the loop) until `pred` holds there.
+  bool WaitOnLoop(const std::function<bool()>& pred) {
+    const absl::Time end = absl::Now() + kRealWait;
+    while (absl::Now() < end) {
+      if (OnLoop([&] { return pred(); })) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  }
+  // Every block free or cached; no offload or quarantine left.
+  void ExpectBaseline() {
+    EXPECT_TRUE(WaitOnLoop([this] {
+      const engine::BlockCounts c = loop_->scheduler().blocks()->counts();
+      return c.in_use == 0 && c.reserved == 0 && c.quarantined == 0 && coordinator_->offloads_in_progress() == 0 &&
+             coordinator_->quarantined_transfers() == 0;
+    })) << "in use " << Blocks().in_use << ", reserved " << Blocks().reserved << ", quarantined " << Quarantined();
+  }
+
+  std::vector<int32_t> Prompt(int length, uint32_t seed) {
+    std::mt19937 rng(seed);
+    return reference_->RandomPrompt(rng, length);
+  }
+  // The tokens `prompt` gets alone (greedy), starting with the first generated one.
+  std::vector<int32_t> Alone(const std::vector<int32_t>& prompt, int max_tokens) {
+    return reference_->Generate(prompt, max_tokens);
+  }
+
+  static testing::GreedyReference* reference_;
+  FakeClock clock_{absl::Now()};
+  engine::LoadedModel model_;
+  std::shared_ptr<LoopbackFabric> fabric_;
+  std::unique_ptr<LoopbackTransport> transport_;
+  std::unique_ptr<kvtransfer::LocalPool> transport_pool_;
+  std::unique_ptr<engine::KvPool> pool_;
+  std::unique_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<DecodeMetrics> metrics_;
+  std::unique_ptr<EngineLoop> loop_;
+  std::unique_ptr<InProcessPrefillWorker> prefill_;
+  std::unique_ptr<ScriptedPrefillClient> client_;
+  std::unique_ptr<OffloadCoordinator> coordinator_;
+  int next_id_ = 0;
+};
+
+testing::GreedyReference* OffloadCoordinatorTest::reference_ = nullptr;
+
+TEST_F(OffloadCoordinatorTest, OffloadedPrefillGivesTheTokensOfALocalRun) {
+  Start(64);
+  const auto prompt = Prompt(22, 1);
+  auto sink = Offload(prompt, 6, kOneWorker);
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 6));
+  const StreamSink::Final f = sink->final();
+  EXPECT_TRUE(f.offloaded);
+  EXPECT_FALSE(f.fell_back_to_local);
+  EXPECT_EQ(f.prefill_worker_id, "prefill-0");
+  EXPECT_EQ(f.prefill_computed_tokens, 22);
+  // Six blocks of K and V in every layer.
+  const KvLayout& layout = pool_->layout();
+  EXPECT_EQ(f.transfer_bytes, uint64_t{6} * layout.region_bytes() * 2 * layout.num_layers);
+  EXPECT_EQ(loop_->Stats().offload_completions, 1u);
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, FailureAfterSomeLayersPrefillsLocallyIntoFreshBlocks) {
+  Start(64);
+  prefill_->faulty->SetPlan(FaultPlan{.fail_after_writes = 1});
+  const auto prompt = Prompt(22, 2);
+  auto sink = Offload(prompt, 6, kOneWorker);
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 6));
+  const StreamSink::Final f = sink->final();
+  EXPECT_FALSE(f.offloaded);
+  EXPECT_TRUE(f.fell_back_to_local);
+  EXPECT_GE(prefill_->faulty->injected_failures(), 1u);
+  EXPECT_GE(client_->cancel_calls(), 1);  // The partly written blocks were quarantined first.
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, CompletionThatNeverArrivesTimesOutAndFallsBack) {
+  OffloadConfig config;
+  config.completion_timeout = absl::Seconds(5);
+  Start(64, config);
+  prefill_->faulty->SetPlan(FaultPlan{.drop_completion = true});
+  const auto prompt = Prompt(22, 3);
+  auto sink = Offload(prompt, 5, kOneWorker);
+  // The call answers; the transfer never completes. Nothing happens until the timeout.
+  ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().reserved > 0; }));
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(coordinator_->offloads_in_progress() , 1);
+  clock_.Advance(absl::Seconds(6));
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 5));
+  EXPECT_EQ(sink->final().fallback_cause, "transfer_incomplete");
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, CancelMidTransferHoldsTheBlocksUntilThePrefillWorkerAcknowledges) {
+  Start(64);
+  client_->SetScript("prefill-0", Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kHold});
+  const auto prompt = Prompt(22, 4);  // 6 blocks.
+  auto sink = Offload(prompt, 5, kOneWorker);
+  ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().reserved == 6; }));
+  sink->Cancel();
+  loop_->Notify();
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->final().finish_reason, static_cast<int>(engine::FinishReason::kCancelled));
+  // The six blocks the worker may still write stay quarantined, however long it takes.
+  ASSERT_TRUE(WaitOnLoop([this] { return client_->cancel_calls() == 1; }));
+  clock_.Advance(absl::Seconds(30));
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(Quarantined(), 6);
+  client_->AckHeldCancels();
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, NoFreshBlocksSendsTheSequenceBackToWaitingUntilTheQuarantineEnds) {
+  // 8 blocks: the prompt takes 6; after the failure they are quarantined and only 2 are free.
+  Start(8);
+  client_->SetScript("prefill-0", Script{.prefill = Script::OnPrefill::kServe, .cancel = Script::OnCancel::kHold});
+  prefill_->faulty->SetPlan(FaultPlan{.fail_after_writes = 1});
+  const auto prompt = Prompt(22, 5);
+  auto sink = Offload(prompt, 4, kOneWorker);
+  ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().quarantined == 6; }));
+  EXPECT_TRUE(WaitOnLoop([this] { return loop_->Stats().waiting == 1; }));
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(sink->tokens().size(), 0u);  // It cannot run while the blocks are held.
+  client_->AckHeldCancels();               // The writer stopped: the blocks come back.
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 4));
+  EXPECT_TRUE(sink->final().fell_back_to_local);
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, StaleEpochIsRejectedByTheReceiverAndTheRequestPrefillsLocally) {
+  Start(64);
+  client_->SetScript("prefill-0", Script{.stale_epoch = true});
+  const auto prompt = Prompt(22, 6);
+  auto sink = Offload(prompt, 4, kOneWorker);
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 4));
+  EXPECT_TRUE(sink->final().fell_back_to_local);
+  EXPECT_GE(transport_->counters().rejected_stale_epoch, 1u);
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, RefusalBeforeWritingReusesTheBlocksAndTriesTheNextWorker) {
+  Start(64);
+  client_->SetScript("prefill-bad", Script{.prefill = Script::OnPrefill::kRefuse});
+  const auto prompt = Prompt(22, 7);
+  auto sink = Offload(prompt, 4, {{"prefill-bad", "bad:1"}, {"prefill-0", "prefill-0:1"}});
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 4));
+  EXPECT_TRUE(sink->final().offloaded);
+  EXPECT_EQ(sink->final().prefill_worker_id, "prefill-0");
+  EXPECT_EQ(client_->prefill_calls(), 2);
+  EXPECT_EQ(client_->cancel_calls(), 0);  // Nothing was written: no quarantine.
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, EveryWorkerRefusingEndsInLocalPrefillWithTheLastCause) {
+  Start(64);
+  client_->SetScript("prefill-bad", Script{.prefill = Script::OnPrefill::kRefuse});
+  const auto prompt = Prompt(22, 8);
+  auto sink = Offload(prompt, 4, {{"prefill-bad", "bad:1"}});
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 4));
+  EXPECT_EQ(sink->final().fallback_cause, "layout_mismatch");
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, UnresponsiveWorkerFailsTheAttemptAtItsHealthCheckAndIsTakenAsGone) {
+  OffloadConfig config;
+  config.liveness_interval = absl::Milliseconds(500);
+  config.dead_after = absl::Seconds(2);
+  config.cancel_retry = absl::Milliseconds(200);
+  Start(64, config);
+  client_->SetScript("prefill-0", Script{.prefill = Script::OnPrefill::kHang,
+                                         .cancel = Script::OnCancel::kUnavailable,
+                                         .alive = false});
+  const auto prompt = Prompt(22, 9);
+  auto sink = Offload(prompt, 4, kOneWorker);
+  ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().reserved == 6; }));
+  EXPECT_EQ(client_->alive_calls(), 0);
+  clock_.Advance(absl::Milliseconds(600));  // The first health check is due, and fails.
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 4));
+  EXPECT_EQ(sink->final().fallback_cause, "prefill_unresponsive");
+  // Its blocks stay quarantined while it refuses connections for less than dead_after
+  // (cancels retried every 200 ms)...
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Milliseconds(300));
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(Quarantined(), 6);
+  // ...and are freed once it has for longer.
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Milliseconds(300));
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ExpectBaseline();
+  EXPECT_GE(client_->cancel_calls(), 3);
+}
+
+TEST_F(OffloadCoordinatorTest, StoppedWorkerKeepsItsBlocksUntilItsWritingDeadlinePassed) {
+  OffloadConfig config;
+  config.attempt_timeout = absl::Seconds(10);
+  config.dead_after = absl::Seconds(2);
+  Start(64, config);
+  // Accepts connections but answers nothing (SIGSTOP): only its deadline bounds its writes.
+  client_->SetScript("prefill-0", Script{.prefill = Script::OnPrefill::kHang,
+                                         .cancel = Script::OnCancel::kTimeout,
+                                         .alive = false});
+  const auto prompt = Prompt(22, 10);
+  auto sink = Offload(prompt, 4, kOneWorker);
+  ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().reserved == 6; }));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 4));
+  // Past dead_after of unanswered cancels, but not past the attempt's deadline + dead_after.
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    absl::SleepFor(absl::Milliseconds(30));
+  }
+  EXPECT_EQ(Quarantined(), 6);
+  clock_.Advance(absl::Seconds(7));  // Now 13 s after the attempt began (10 s + 2 s margin).
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Milliseconds(300));
+    absl::SleepFor(absl::Milliseconds(30));
+  }
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, TooLittleDeadlineLeftPrefillsLocallyWithoutCallingAWorker) {
+  OffloadConfig config;
+  config.min_attempt_budget = absl::Seconds(1);
+  Start(64, config);
+  const auto prompt = Prompt(22, 11);
+  auto sink = Offload(prompt, 4, kOneWorker, absl::Milliseconds(500));
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 4));
+  EXPECT_EQ(sink->final().fallback_cause, "prefill_deadline");
+  EXPECT_EQ(client_->prefill_calls(), 0);
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, PoolTooFullForThePromptWaitsForLocalAdmission) {
+  Start(8);
+  // A local sequence whose client stopped reading holds 6 of the 8 blocks; the offloaded
+  // prompt needs 6.
+  auto first = std::make_shared<RecordingSink>();
+  first->SetUnread(1 << 20);
+  const auto long_prompt = Prompt(22, 12);
+  ASSERT_TRUE(loop_->Submit(MakeSequence(long_prompt, 3, first)).ok());
+  ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().in_use >= 6; }));
+  const auto prompt = Prompt(21, 13);
+  auto sink = Offload(prompt, 2, kOneWorker);
+  ASSERT_TRUE(WaitOnLoop([this] { return loop_->Stats().waiting + loop_->Stats().running == 2; }));
+  first->SetUnread(0);
+  loop_->Notify();
+  ASSERT_TRUE(first->WaitFinished());
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 2));
+  EXPECT_EQ(first->tokens(), Alone(long_prompt, 3));
+  EXPECT_EQ(sink->final().fallback_cause, "no_kv_blocks");
+  EXPECT_EQ(client_->prefill_calls(), 0);
+  ExpectBaseline();
+}
+
+TEST_F(OffloadCoordinatorTest, ShutdownWithAnAttemptInFlightCancelsIt) {
+  Start(64);
+  client_->SetScript("prefill-0", Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kHold});
+  auto sink = Offload(Prompt(22, 14), 4, kOneWorker);
+  ASSERT_TRUE(WaitOnLoop([this] { return coordinator_->offloads_in_progress() == 1; }));
+  loop_->Stop();  // Sequences still present finish with an error.
+  coordinator_.reset();  // Cancels the hung call; must not wait for it forever.
+  EXPECT_TRUE(sink->WaitFinished());
+}
+
+}  // namespace
+}  // namespace pdserve::decode
