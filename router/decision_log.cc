@@ -2,15 +2,15 @@
 
 namespace pdserve::router {
 
-void DecisionLog::Add(v1::DecisionRecord record) {
+void DecisionLog::Add(DecisionRecord record) {
   absl::MutexLock lock(&mu_);
   records_.push_front(std::move(record));
   while (records_.size() > capacity_) records_.pop_back();
 }
 
-std::vector<v1::DecisionRecord> DecisionLog::Recent(size_t n) const {
+std::vector<DecisionRecord> DecisionLog::Recent(size_t n) const {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::DecisionRecord> out;
+  std::vector<DecisionRecord> out;
   for (size_t i = 0; i < records_.size() && i < n; ++i) out.push_back(records_[i]);
   return out;
 }

@@ -8,21 +8,21 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "pdserve/v1/registry.pb.h"
+#include "router/placement_decision.h"
 
 namespace pdserve::router {
 
 class DecisionLog {
  public:
   explicit DecisionLog(size_t capacity) : capacity_(capacity) {}
-  void Add(v1::DecisionRecord record);
+  void Add(DecisionRecord record);
   // Newest first, at most `n`.
-  std::vector<v1::DecisionRecord> Recent(size_t n) const;
+  std::vector<DecisionRecord> Recent(size_t n) const;
 
  private:
   const size_t capacity_;
   mutable absl::Mutex mu_;
-  std::deque<v1::DecisionRecord> records_ ABSL_GUARDED_BY(mu_);
+  std::deque<DecisionRecord> records_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdserve::router

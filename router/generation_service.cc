@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_channel.h"
 #include "common/retry_after.h"
 #include "proto/bridge/request_bridge.h"
 #include "router/request_errors.h"
-#include "tools/client/generation_client.h"
 
 namespace pdserve::router {
 namespace {
@@ -49,7 +49,7 @@ GenerationService::GenerationService(const ModelCatalog* catalog, Placer* placer
 v1::Decode::Stub* GenerationService::Stub(const std::string& address) {
   absl::MutexLock lock(&stubs_mu_);
   auto& stub = stubs_[address];
-  if (!stub) stub = v1::Decode::NewStub(client::MakeChannel(address));
+  if (!stub) stub = v1::Decode::NewStub(MakeChannel(address));
   return stub.get();
 }
 
@@ -134,20 +134,20 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(gr
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,
                                                         const v1::ListModelsRequest*,
                                                         v1::ListModelsResponse* response) {
-  const v1::ClusterStatus status = registry_->Status();
+  const std::vector<WorkerStatus> workers = registry_->Status();
   for (const auto& m : catalog_->models()) {
     v1::ModelInfo* info = response->add_models();
     info->set_name(m->name);
     info->set_architecture(m->config.architecture);
     info->set_vocab_size(m->config.vocab_size);
     uint32_t max_context = m->config.max_position_embeddings;
-    for (const v1::WorkerStatus& w : status.workers()) {
-      const v1::WorkerRegistration& r = w.registration();
-      if (r.model() != m->name) continue;
-      info->set_fingerprint(r.model_fingerprint());
-      if (r.role() == v1::WORKER_ROLE_DECODE) {
+    for (const WorkerStatus& w : workers) {
+      const WorkerInfo& r = w.info;
+      if (r.model != m->name) continue;
+      info->set_fingerprint(r.model_fingerprint);
+      if (r.is_decode()) {
         info->set_decode_workers(info->decode_workers() + 1);
-        max_context = std::min(max_context, r.max_context_tokens());
+        max_context = std::min(max_context, static_cast<uint32_t>(r.max_context_tokens));
       } else {
         info->set_prefill_workers(info->prefill_workers() + 1);
       }

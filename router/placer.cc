@@ -1,34 +1,19 @@
 #include "router/placer.h"
 
-#include "common/retry_after.h"
-#include "proto/bridge/request_bridge.h"
-
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/retry_after.h"
 #include "engine/block_hash.h"
 
 namespace pdserve::router {
 namespace {
 
-int64_t KvBytesPerToken(const v1::KvLayout& l) {
-  const int64_t element = l.dtype() == v1::DTYPE_F32 ? 4 : 2;
-  return int64_t{l.num_layers()} * 2 * l.num_kv_heads() * l.head_dim() * element;
-}
-
-// Whether a prefill worker produces KV a decode worker can take as is: the one definition,
-// KvLayout::SameGeometry (the transport checks the same before writing).
-bool SameGeometry(const v1::KvLayout& a, const v1::KvLayout& b) {
-  const absl::StatusOr<KvLayout> la = bridge::LayoutFromProto(a);
-  const absl::StatusOr<KvLayout> lb = bridge::LayoutFromProto(b);
-  return la.ok() && lb.ok() && la->SameGeometry(*lb);
-}
-
 int DecodeLoad(const WorkerEntry& e) {
-  return static_cast<int>(e.load.running() + e.load.waiting() + e.load.awaiting_kv()) + e.dispatched_since_report;
+  return e.load.running + e.load.waiting + e.load.awaiting_kv + e.dispatched_since_report;
 }
 
 }  // namespace
@@ -56,18 +41,18 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     int64_t largest_tokens = 0;  // The most prompt + output tokens one worker holds.
     bool any_fits = false;
     for (WorkerEntry* e : workers) {
-      if (!e->is_decode() || e->registration.model() != model) continue;
+      if (!e->is_decode() || e->info.model != model) continue;
       any_for_model = true;
-      const v1::WorkerRegistration& r = e->registration;
-      const int bs = static_cast<int>(r.kv_layout().block_size());
+      const WorkerInfo& r = e->info;
+      const int bs = r.kv_layout.block_size;
       largest_tokens = std::max<int64_t>(
-          largest_tokens, std::min<int64_t>(r.max_context_tokens(), int64_t{r.kv_layout().num_blocks()} * bs - 1));
-      if (prompt_len + req.max_tokens > static_cast<int>(r.max_context_tokens())) continue;
-      if ((prompt_len + 1 + bs - 1) / bs > static_cast<int>(r.kv_layout().num_blocks())) continue;
+          largest_tokens, std::min<int64_t>(r.max_context_tokens, int64_t{r.kv_layout.num_blocks} * bs - 1));
+      if (prompt_len + req.max_tokens > r.max_context_tokens) continue;
+      if ((prompt_len + 1 + bs - 1) / bs > r.kv_layout.num_blocks) continue;
       any_capable = true;
-      if (std::find(req.exclude.begin(), req.exclude.end(), r.worker_id()) != req.exclude.end()) continue;
+      if (std::find(req.exclude.begin(), req.exclude.end(), r.worker_id) != req.exclude.end()) continue;
       any_fits = true;
-      if (static_cast<int>(e->load.waiting()) + e->dispatched_since_report >= config_.max_waiting_per_worker) continue;
+      if (e->load.waiting + e->dispatched_since_report >= config_.max_waiting_per_worker) continue;
       decode.push_back(e);
     }
     if (!any_for_model) {
@@ -98,8 +83,8 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     std::vector<std::pair<uint64_t, int>> hashed;
     std::vector<std::pair<PrefixIndex::Slot, int>> matches;
     for (WorkerEntry* e : decode) {
-      const uint64_t fp = e->registration.model_fingerprint();
-      const int bs = static_cast<int>(e->registration.kv_layout().block_size());
+      const uint64_t fp = e->info.model_fingerprint;
+      const int bs = e->info.kv_layout.block_size;
       if (std::find(hashed.begin(), hashed.end(), std::pair{fp, bs}) != hashed.end()) continue;
       hashed.emplace_back(fp, bs);
       const int cacheable = (prompt_len - 1) / bs;  // As the decode worker: one token always computes.
@@ -111,38 +96,40 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     }
     auto cached_of = [&](const WorkerEntry* e) {
       auto it = cached_blocks.find(e->slot);
-      return it == cached_blocks.end() ? 0 : it->second * static_cast<int>(e->registration.kv_layout().block_size());
+      return it == cached_blocks.end() ? 0 : it->second * e->info.kv_layout.block_size;
     };
     WorkerEntry* best = *std::min_element(decode.begin(), decode.end(), [&](const WorkerEntry* a, const WorkerEntry* b) {
       if (cached_of(a) != cached_of(b)) return cached_of(a) > cached_of(b);
       if (DecodeLoad(*a) != DecodeLoad(*b)) return DecodeLoad(*a) < DecodeLoad(*b);
-      return a->load.free_blocks() > b->load.free_blocks();
+      return a->load.free_blocks > b->load.free_blocks;
     });
-    const v1::WorkerRegistration& r = best->registration;
+    const WorkerInfo& r = best->info;
     cached_tokens = cached_of(best);
-    running = static_cast<int>(best->load.running()) + best->dispatched_since_report;
+    running = best->load.running + best->dispatched_since_report;
 
     PlacementInputs in;
     in.prompt_tokens = prompt_len;
     in.cached_tokens = cached_tokens;
     in.decode.running = running;
-    in.decode.pending_prefill_tokens = static_cast<int64_t>(best->load.pending_prefill_tokens());
-    in.decode.step_token_budget = static_cast<int>(r.max_num_batched_tokens());
+    in.decode.pending_prefill_tokens = best->load.pending_prefill_tokens;
+    in.decode.step_token_budget = r.max_num_batched_tokens;
     in.decode.attention_per_decode = best->attention_per_decode;
-    in.decode.fingerprint = r.model_fingerprint();
-    in.decode.kv_bytes_per_token = KvBytesPerToken(r.kv_layout());
-    in.decode.num_layers = static_cast<int>(r.kv_layout().num_layers());
+    in.decode.fingerprint = r.model_fingerprint;
+    in.decode.kv_bytes_per_token = r.kv_bytes_per_token();
+    in.decode.num_layers = r.kv_layout.num_layers;
     in.decode.arrivals_per_s = best->ArrivalRate(start);
     std::vector<WorkerEntry*> prefill;
     for (WorkerEntry* e : workers) {
-      if (!e->is_prefill() || e->registration.model_fingerprint() != r.model_fingerprint() ||
-          !SameGeometry(e->registration.kv_layout(), r.kv_layout())) {
+      // The one definition of "KV a decode worker can take as is" (the transport checks the same
+      // before writing): KvLayout::SameGeometry.
+      if (!e->is_prefill() || e->info.model_fingerprint != r.model_fingerprint ||
+          !e->info.kv_layout.SameGeometry(r.kv_layout)) {
         continue;
       }
       PrefillCandidate c;
       c.index = static_cast<int>(prefill.size());
-      c.pending_tokens = static_cast<int64_t>(e->load.pending_prefill_tokens());
-      c.tokens_per_second = e->load.prefill_tokens_per_second();
+      c.pending_tokens = e->load.pending_prefill_tokens;
+      c.tokens_per_second = e->load.prefill_tokens_per_second;
       in.prefill.push_back(c);
       prefill.push_back(e);
     }
@@ -151,57 +138,48 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     // Count the request on its workers until their next reports do.
     ++best->dispatched_since_report;
     best->CountArrival(start);
-    result.decode_address = r.grpc_address();
     result.decode_session = best->session;
-    result.fingerprint = r.model_fingerprint();
+    result.fingerprint = r.model_fingerprint;
+    result.num_layers = std::max(1, in.decode.num_layers);
     result.last_layer_bytes =
         static_cast<double>(prompt_len - cached_tokens) * in.decode.kv_bytes_per_token / std::max(1, in.decode.num_layers);
-    v1::Placement& p = result.placement;
-    p.set_decode_worker_id(r.worker_id());
-    p.set_mode(decision.offload ? v1::PLACEMENT_MODE_OFFLOAD : v1::PLACEMENT_MODE_LOCAL);
+    Placement& p = result.placement;
+    p.decode = WorkerRef{r.worker_id, r.grpc_address};
+    p.offload = decision.offload;
     for (size_t i = 0; i < decision.prefill.size(); ++i) {
       WorkerEntry* e = prefill[decision.prefill[i]];
-      v1::PrefillWorkerRef ref;
-      ref.set_worker_id(e->registration.worker_id());
-      ref.set_address(e->registration.grpc_address());
-      result.prefill.push_back(ref);
-      if (i == 0) {
-        p.set_prefill_worker_id(e->registration.worker_id());
-        e->load.set_pending_prefill_tokens(e->load.pending_prefill_tokens() + prompt_len);
-      } else {
-        p.add_alternate_prefill_worker_ids(e->registration.worker_id());
-      }
+      p.prefill.push_back(WorkerRef{e->info.worker_id, e->info.grpc_address});
+      // Counted on the primary until its next report does.
+      if (i == 0) e->load.pending_prefill_tokens += prompt_len;
     }
   });
   if (!error.ok()) return error;
 
   const CostEstimate& e = decision.estimate;
-  v1::Placement& p = result.placement;
-  p.set_reason(decision.reason);
-  p.set_policy(policy_->name());
-  p.set_predicted_interference_ms(e.interference_ms);
-  p.set_predicted_offload_cost_ms(e.offload_cost_ms);
-  p.set_predicted_ttft_local_ms(e.ttft_local_ms);
-  p.set_predicted_ttft_offload_ms(e.ttft_offload_ms);
-  p.set_uncached_tokens(static_cast<uint32_t>(prompt_len - cached_tokens));
-  p.set_running_decodes(static_cast<uint32_t>(running));
+  Placement& p = result.placement;
+  p.reason = decision.reason;
+  p.policy = policy_->name();
+  p.predicted_interference_ms = e.interference_ms;
+  p.predicted_offload_cost_ms = e.offload_cost_ms;
+  p.predicted_ttft_local_ms = e.ttft_local_ms;
+  p.predicted_ttft_offload_ms = e.ttft_offload_ms;
+  p.uncached_tokens = prompt_len - cached_tokens;
+  p.running_decodes = running;
   result.predicted_ttft_ms = decision.offload ? e.ttft_offload_ms : e.ttft_local_ms;
   result.decision_us = absl::ToDoubleMicroseconds(absl::Now() - start);
 
   const std::string mode = decision.offload ? "offload" : "local";
   metrics_->Placement(mode, decision.reason, policy_->name()).Increment();
   metrics_->decision_latency.Observe(result.decision_us / 1e6);
-  v1::DecisionRecord record;
-  record.set_request_id(req.request_id);
-  record.set_model(model);
-  record.set_prompt_tokens(static_cast<uint32_t>(prompt_len));
-  *record.mutable_placement() = p;
-  record.set_time_unix_nanos(absl::ToUnixNanos(absl::Now()));
-  record.set_decision_us(result.decision_us);
-  log_->Add(std::move(record));
+  log_->Add(DecisionRecord{.request_id = req.request_id,
+                           .model = model,
+                           .prompt_tokens = prompt_len,
+                           .placement = p,
+                           .time = absl::Now(),
+                           .decision_us = result.decision_us});
   PDS_LOG(INFO) << "placement " << req.request_id << ": " << mode << " (" << decision.reason << ") decode="
-                << p.decode_worker_id() << (decision.offload ? " prefill=" + p.prefill_worker_id() : "")
-                << " prompt=" << prompt_len << " U=" << p.uncached_tokens() << " D=" << running
+                << p.decode.worker_id << (decision.offload && !p.prefill.empty() ? " prefill=" + p.prefill.front().worker_id : "")
+                << " prompt=" << prompt_len << " U=" << p.uncached_tokens << " D=" << running
                 << " interference=" << e.interference_ms << "ms offload_cost=" << e.offload_cost_ms
                 << "ms ttft_local=" << e.ttft_local_ms << "ms ttft_offload=" << e.ttft_offload_ms << "ms";
   return result;

@@ -6,6 +6,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "proto/bridge/request_bridge.h"
+#include "router/router_wire.h"
 
 namespace pdserve::router {
 namespace {
@@ -34,7 +35,8 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
         return;
       }
       worker_id_ = in_.registration().worker_id();
-      auto session = registry_->Register(in_.registration());
+      absl::StatusOr<WorkerInfo> info = WorkerInfoFromProto(in_.registration());
+      absl::StatusOr<uint64_t> session = info.ok() ? registry_->Register(*info) : info.status();
       v1::RegistrationAck* ack = out_.mutable_ack();
       ack->set_report_interval_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(report_interval_)));
       if (!session.ok()) {
@@ -65,9 +67,9 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
     }
     bool known = true;
     if (in_.has_load()) {
-      known = registry_->Report(session_, in_.load());
+      known = registry_->Report(session_, ReportFromProto(in_.load()));
     } else if (in_.has_prefix_cache()) {
-      known = registry_->ApplyPrefix(session_, in_.prefix_cache());
+      known = registry_->ApplyPrefix(session_, PrefixUpdateFromProto(in_.prefix_cache()));
     }
     if (!known) {
       // Replaced or expired: close so that the worker registers again.
@@ -143,9 +145,9 @@ grpc::ServerUnaryReactor* RegistryService::GetClusterStatus(grpc::CallbackServer
                                               kMaxDecisions)));
     return reactor;
   }
-  *response = registry_->Status();
+  for (const WorkerStatus& w : registry_->Status()) WorkerStatusToProto(w, response->add_workers());
   const uint32_t n = request->max_decisions() == 0 ? kDefaultDecisions : request->max_decisions();
-  for (v1::DecisionRecord& r : log_->Recent(n)) *response->add_recent_decisions() = std::move(r);
+  for (const DecisionRecord& r : log_->Recent(n)) DecisionRecordToProto(r, response->add_recent_decisions());
   response->set_policy(options_.policy);
   response->set_in_flight(options_.in_flight ? static_cast<uint32_t>(options_.in_flight()) : 0);
   for (const auto& [name, value] : cost_model_->Coefficients()) (*response->mutable_cost_model())[name] = value;

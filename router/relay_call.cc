@@ -1,5 +1,6 @@
 #include "router/relay_call.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +8,7 @@
 #include "common/logging.h"
 #include "common/retry_after.h"
 #include "router/request_errors.h"
+#include "router/router_wire.h"
 
 namespace pdserve::router {
 
@@ -127,20 +129,26 @@ void RelayCall::PlaceLocked(Actions* actions) {
     lease_ = deps_.registry->Acquire(placement_.decode_session, listener_);
     if (lease_ != 0) break;
     // The worker left between placement and now: place again without it.
-    placement_request_.exclude.push_back(placement_.placement.decode_worker_id());
+    placement_request_.exclude.push_back(placement_.placement.decode.worker_id);
   }
   auto downstream = std::make_unique<Downstream>(this);
   v1::DecodeRequest& r = downstream->request;
   *r.mutable_request() = request_;
-  *r.mutable_placement() = placement_.placement;
-  for (const v1::PrefillWorkerRef& ref : placement_.prefill) *r.add_prefill_workers() = ref;
+  PlacementToProto(placement_.placement, r.mutable_placement());
+  if (placement_.placement.offload) {
+    for (const WorkerRef& ref : placement_.placement.prefill) {
+      v1::PrefillWorkerRef* out = r.add_prefill_workers();
+      out->set_worker_id(ref.worker_id);
+      out->set_address(ref.address);
+    }
+  }
   r.set_arrival_unix_nanos(absl::ToUnixNanos(arrival_));
   downstream->context.set_deadline(context_->deadline());
   downstream_done_ = false;
   downstream_ = downstream.get();
   all_downstreams_.push_back(std::move(downstream));
   actions->begin = downstream_;
-  actions->stub = deps_.stub(placement_.decode_address);
+  actions->stub = deps_.stub(placement_.placement.decode.address);
 }
 
 void RelayCall::OnMessage() {
@@ -155,7 +163,7 @@ void RelayCall::OnMessage() {
     if (in.token_ids_size() > 0) {
       if (first_token_ == absl::Time()) {
         first_token_ = now;
-        const bool offloaded = placement_.placement.mode() == v1::PLACEMENT_MODE_OFFLOAD;
+        const bool offloaded = placement_.placement.offload;
         deps_.metrics->Ttft(model, offloaded ? "offload" : "local").Observe(absl::ToDoubleSeconds(now - arrival_));
       } else {
         deps_.metrics->Itl(model).Observe(absl::ToDoubleSeconds(now - last_token_));
@@ -190,8 +198,14 @@ void RelayCall::ObserveResult(const v1::GenerateResult& result) {
     deps_.metrics->TtftPrediction(offloaded ? "offload" : "local").Observe(t.ttft_ms() / placement_.predicted_ttft_ms);
   }
   if (offloaded && t.prefill_ms() > 0) {
-    deps_.cost_model->ObservePrefill(placement_.fingerprint, result.usage().prompt_tokens(), t.prefill_ms());
-    deps_.cost_model->ObserveTransferTail(t.transfer_tail_ms(), placement_.last_layer_bytes);
+    // Learn from what was measured: the tokens the prefill worker computed and the bytes it
+    // wrote (a decode worker that does not report them yet: the router's own estimate).
+    const double tokens = p.prefill_computed_tokens() > 0 ? p.prefill_computed_tokens() : result.usage().prompt_tokens();
+    const double last_layer_bytes = p.transfer_bytes() > 0
+                                        ? static_cast<double>(p.transfer_bytes()) / std::max(1, placement_.num_layers)
+                                        : placement_.last_layer_bytes;
+    deps_.cost_model->ObservePrefill(placement_.fingerprint, tokens, t.prefill_ms());
+    deps_.cost_model->ObserveTransferTail(t.transfer_tail_ms(), last_layer_bytes);
   }
 }
 
@@ -231,15 +245,15 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
         s = ClientGoneStatusLocked();
       } else if (!worker_gone_.empty() && !status.ok()) {
         s = grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("decode worker ",
-                                                                     placement_.placement.decode_worker_id(),
+                                                                     placement_.placement.decode.worker_id,
                                                                      " left the cluster: ", worker_gone_));
       } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE && messages_ == 0 && retries_ < 1) {
         // It failed before producing anything: place once more, elsewhere.
         ++retries_;
         retried = true;
-        PDS_LOG(WARNING) << request_.request_id() << ": decode worker " << placement_.placement.decode_worker_id()
+        PDS_LOG(WARNING) << request_.request_id() << ": decode worker " << placement_.placement.decode.worker_id
                          << " unavailable (" << status.error_message() << "); placing again";
-        placement_request_.exclude.push_back(placement_.placement.decode_worker_id());
+        placement_request_.exclude.push_back(placement_.placement.decode.worker_id);
         PlaceLocked(&actions);
       }
       if (!retried && s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {

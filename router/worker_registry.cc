@@ -4,77 +4,38 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/net_address.h"
 
 namespace pdserve::router {
-namespace {
-
-constexpr size_t kMaxWorkerIdBytes = 128;
-
-absl::Status Invalid(const std::string& field, const std::string& problem) {
-  return absl::InvalidArgumentError(absl::StrCat("registration.", field, ": ", problem));
-}
-
-absl::Status ValidateRegistration(const v1::WorkerRegistration& r) {
-  if (r.worker_id().empty()) return Invalid("worker_id", "must not be empty");
-  if (r.worker_id().size() > kMaxWorkerIdBytes) {
-    return Invalid("worker_id", absl::StrCat(r.worker_id().size(), " bytes is over the limit of ", kMaxWorkerIdBytes));
-  }
-  if (r.role() != v1::WORKER_ROLE_DECODE && r.role() != v1::WORKER_ROLE_PREFILL) {
-    return Invalid("role", "must be WORKER_ROLE_DECODE or WORKER_ROLE_PREFILL");
-  }
-  if (auto hp = ParseHostPort(r.grpc_address(), "registration.grpc_address"); !hp.ok()) return hp.status();
-  if (r.model().empty()) return Invalid("model", "must not be empty");
-  const v1::KvLayout& l = r.kv_layout();
-  if (l.num_layers() == 0 || l.num_kv_heads() == 0 || l.head_dim() == 0) {
-    return Invalid("kv_layout", "num_layers, num_kv_heads and head_dim must be > 0");
-  }
-  if (l.block_size() == 0 || (l.block_size() & (l.block_size() - 1)) != 0) {
-    return Invalid("kv_layout.block_size", absl::StrCat(l.block_size(), " is not a power of two"));
-  }
-  if (l.dtype() == v1::DTYPE_UNSPECIFIED) return Invalid("kv_layout.dtype", "must be set");
-  if (r.role() == v1::WORKER_ROLE_DECODE) {
-    if (l.num_blocks() == 0) return Invalid("kv_layout.num_blocks", "must be > 0 for a decode worker");
-    if (r.max_num_batched_tokens() == 0) return Invalid("max_num_batched_tokens", "must be > 0");
-    if (r.max_context_tokens() == 0) return Invalid("max_context_tokens", "must be > 0");
-    if (r.vocab_size() == 0) return Invalid("vocab_size", "must be > 0");
-  }
-  return absl::OkStatus();
-}
-
-const char* RoleName(v1::WorkerRole role) { return role == v1::WORKER_ROLE_DECODE ? "decode" : "prefill"; }
-
-}  // namespace
 
 WorkerRegistry::WorkerRegistry(Clock* clock, absl::Duration report_timeout, CostModel* cost_model,
                                RouterMetrics* metrics)
     : clock_(clock), report_timeout_(report_timeout), cost_model_(cost_model), metrics_(metrics) {}
 
-absl::StatusOr<uint64_t> WorkerRegistry::Register(const v1::WorkerRegistration& registration) {
-  if (absl::Status s = ValidateRegistration(registration); !s.ok()) return s;
+absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info) {
+  if (absl::Status s = info.Validate(); !s.ok()) return s;
   Removal replaced;
   uint64_t session;
   {
     absl::MutexLock lock(&mu_);
     for (WorkerEntry* e : live_) {
-      const v1::WorkerRegistration& other = e->registration;
-      if (other.worker_id() != registration.worker_id() && other.model() == registration.model() &&
-          other.model_fingerprint() != registration.model_fingerprint()) {
+      const WorkerInfo& other = e->info;
+      if (other.worker_id != info.worker_id && other.model == info.model &&
+          other.model_fingerprint != info.model_fingerprint) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "registration.model_fingerprint: worker ", other.worker_id(), " serves model '", other.model(),
-            "' with fingerprint ", absl::Hex(other.model_fingerprint()), ", this one has ",
-            absl::Hex(registration.model_fingerprint()), "; give different models different names"));
+            "registration.model_fingerprint: worker ", other.worker_id, " serves model '", other.model,
+            "' with fingerprint ", absl::Hex(other.model_fingerprint), ", this one has ",
+            absl::Hex(info.model_fingerprint), "; give different models different names"));
       }
     }
     auto same = std::find_if(live_.begin(), live_.end(),
-                             [&](WorkerEntry* e) { return e->registration.worker_id() == registration.worker_id(); });
+                             [&](WorkerEntry* e) { return e->info.worker_id == info.worker_id; });
     if (same != live_.end()) {
-      replaced = RemoveLocked(*same, absl::StrCat("worker ", registration.worker_id(), " registered again (epoch ",
-                                                  registration.epoch(), ")"));
+      replaced = RemoveLocked(
+          *same, absl::StrCat("worker ", info.worker_id, " registered again (epoch ", info.epoch, ")"));
     }
     auto entry = std::make_unique<WorkerEntry>();
     entry->session = session = next_session_++;
-    entry->registration = registration;
+    entry->info = info;
     entry->registered = clock_->Now();
     entry->last_report = entry->registered;
     PrefixIndex::Slot slot = 0;
@@ -88,9 +49,8 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const v1::WorkerRegistration& 
     }
     PublishCountsLocked();
   }
-  PDS_LOG(INFO) << "registered " << RoleName(registration.role()) << " worker " << registration.worker_id() << " at "
-                << registration.grpc_address() << " (model " << registration.model() << ", epoch "
-                << registration.epoch() << ")";
+  PDS_LOG(INFO) << "registered " << RoleName(info.role) << " worker " << info.worker_id << " at " << info.grpc_address
+                << " (model " << info.model << ", epoch " << info.epoch << ")";
   // The old stream of a replaced registration closes at its next message (Report says the
   // session is gone).
   if (!replaced.why.empty()) Notify(std::move(replaced));
@@ -104,34 +64,33 @@ WorkerEntry* WorkerRegistry::FindSessionLocked(uint64_t session) {
   return nullptr;
 }
 
-void WorkerRegistry::ObserveStepsLocked(WorkerEntry* e, const v1::LoadReport& load) {
-  const uint64_t fp = e->registration.model_fingerprint();
-  for (const v1::StepSample& s : load.recent_steps()) {
-    if (s.duration_ms() <= 0) continue;
-    const double decode = s.num_decode();
-    const double prefill = s.num_prefill_tokens();
-    const double attention = static_cast<double>(s.context_tokens());
+void WorkerRegistry::ObserveStepsLocked(WorkerEntry* e, const std::vector<StepObservation>& steps) {
+  const uint64_t fp = e->info.model_fingerprint;
+  for (const StepObservation& s : steps) {
+    if (s.duration_ms <= 0) continue;
+    const double decode = s.num_decode;
+    const double prefill = s.num_prefill_tokens;
+    const double attention = static_cast<double>(s.context_tokens);
     // Decode-only baseline of this step, before learning from it.
     const double decode_attention = decode * e->attention_per_decode;
     const double baseline = cost_model_->StepMs(fp, decode, 0, decode_attention);
-    const double predicted = cost_model_->ObserveStep(fp, decode, prefill, attention, s.duration_ms());
-    if (predicted > 0) metrics_->step_prediction_ratio.Observe(s.duration_ms() / predicted);
+    const double predicted = cost_model_->ObserveStep(fp, decode, prefill, attention, s.duration_ms);
+    if (predicted > 0) metrics_->step_prediction_ratio.Observe(s.duration_ms / predicted);
     if (prefill == 0 && decode > 0) {
       e->attention_per_decode = attention / decode;
     } else if (prefill > 0 && decode > 0) {
       metrics_->interference_predicted_ms.Increment(std::max(0.0, predicted - baseline) * decode);
-      metrics_->interference_observed_ms.Increment(std::max(0.0, s.duration_ms() - baseline) * decode);
+      metrics_->interference_observed_ms.Increment(std::max(0.0, s.duration_ms - baseline) * decode);
     }
   }
 }
 
-bool WorkerRegistry::Report(uint64_t session, const v1::LoadReport& load) {
+bool WorkerRegistry::Report(uint64_t session, const WorkerReport& report) {
   absl::MutexLock lock(&mu_);
   WorkerEntry* e = FindSessionLocked(session);
   if (e == nullptr) return false;
-  ObserveStepsLocked(e, load);
-  e->load = load;
-  e->load.clear_recent_steps();
+  ObserveStepsLocked(e, report.steps);
+  e->load = report.load;
   e->last_report = clock_->Now();
   e->dispatched_since_report = 0;
   if (!e->reported) {
@@ -141,11 +100,11 @@ bool WorkerRegistry::Report(uint64_t session, const v1::LoadReport& load) {
   return true;
 }
 
-bool WorkerRegistry::ApplyPrefix(uint64_t session, const v1::PrefixCacheEvents& events) {
+bool WorkerRegistry::ApplyPrefix(uint64_t session, const PrefixCacheUpdate& update) {
   absl::MutexLock lock(&mu_);
   WorkerEntry* e = FindSessionLocked(session);
   if (e == nullptr) return false;
-  if (e->is_decode()) prefix_.Apply(e->slot, events.reset(), events.stored(), events.evicted());
+  if (e->is_decode()) prefix_.Apply(e->slot, update.reset, update.stored, update.evicted);
   return true;
 }
 
@@ -155,7 +114,7 @@ WorkerRegistry::Removal WorkerRegistry::RemoveLocked(WorkerEntry* e, const std::
   for (auto& [key, listener] : e->listeners) r.listeners.push_back(std::move(listener));
   prefix_.RemoveWorker(e->slot);
   live_.erase(std::find(live_.begin(), live_.end(), e));
-  PDS_LOG(WARNING) << "removed " << RoleName(e->registration.role()) << " worker " << e->registration.worker_id()
+  PDS_LOG(WARNING) << "removed " << RoleName(e->info.role) << " worker " << e->info.worker_id
                    << ": " << why << " (" << r.listeners.size() << " requests on it)";
   slots_[e->slot].reset();
   metrics_->worker_removals.Increment();
@@ -230,23 +189,23 @@ void WorkerRegistry::PublishCountsLocked() {
   }
 }
 
-v1::ClusterStatus WorkerRegistry::Status() const {
+std::vector<WorkerStatus> WorkerRegistry::Status() const {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   std::vector<const WorkerEntry*> sorted(live_.begin(), live_.end());
   std::sort(sorted.begin(), sorted.end(), [](const WorkerEntry* a, const WorkerEntry* b) {
     if (a->is_decode() != b->is_decode()) return a->is_decode();
-    return a->registration.worker_id() < b->registration.worker_id();
+    return a->info.worker_id < b->info.worker_id;
   });
-  v1::ClusterStatus status;
+  std::vector<WorkerStatus> status;
+  status.reserve(sorted.size());
   for (const WorkerEntry* e : sorted) {
-    v1::WorkerStatus* w = status.add_workers();
-    *w->mutable_registration() = e->registration;
-    *w->mutable_load() = e->load;
-    w->set_seconds_since_report(absl::ToDoubleSeconds(now - e->last_report));
-    w->set_seconds_registered(absl::ToDoubleSeconds(now - e->registered));
-    w->set_router_in_flight(e->in_flight);
-    w->set_indexed_blocks(prefix_.blocks_of(e->slot));
+    status.push_back(WorkerStatus{.info = e->info,
+                                  .load = e->load,
+                                  .since_report = now - e->last_report,
+                                  .registered_for = now - e->registered,
+                                  .router_in_flight = e->in_flight,
+                                  .indexed_blocks = static_cast<int64_t>(prefix_.blocks_of(e->slot))});
   }
   return status;
 }

@@ -19,10 +19,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "pdserve/v1/registry.pb.h"
 #include "router/cost_model.h"
 #include "router/prefix_index.h"
 #include "router/router_metrics.h"
+#include "router/worker_info.h"
 
 namespace pdserve::router {
 
@@ -37,8 +37,8 @@ class WorkerListener {
 struct WorkerEntry {
   PrefixIndex::Slot slot = 0;
   uint64_t session = 0;
-  v1::WorkerRegistration registration;
-  v1::LoadReport load;  // Latest (recent_steps cleared).
+  WorkerInfo info;
+  LoadSnapshot load;  // Latest.
   absl::Time registered;
   absl::Time last_report;
   bool reported = false;  // At least one load report arrived.
@@ -65,8 +65,8 @@ struct WorkerEntry {
   // Attention work per running decode in its latest decode-only step (cost model input).
   double attention_per_decode = 0;
   absl::flat_hash_map<uint64_t, std::shared_ptr<WorkerListener>> listeners;
-  bool is_decode() const { return registration.role() == v1::WORKER_ROLE_DECODE; }
-  bool is_prefill() const { return registration.role() == v1::WORKER_ROLE_PREFILL; }
+  bool is_decode() const { return info.is_decode(); }
+  bool is_prefill() const { return info.is_prefill(); }
 };
 
 class WorkerRegistry {
@@ -77,11 +77,11 @@ class WorkerRegistry {
   // FAILED_PRECONDITION when another worker serves the same model name with a different
   // fingerprint. A worker id that is already registered is replaced (it restarted or
   // reconnected): requests on the old registration end.
-  absl::StatusOr<uint64_t> Register(const v1::WorkerRegistration& registration);
+  absl::StatusOr<uint64_t> Register(const WorkerInfo& info);
   // False when the session is no longer registered (replaced or expired): its stream should
-  // close so that the worker registers again.
-  bool Report(uint64_t session, const v1::LoadReport& load);
-  bool ApplyPrefix(uint64_t session, const v1::PrefixCacheEvents& events);
+  // close so that the worker registers again. The report's steps train the cost model.
+  bool Report(uint64_t session, const WorkerReport& report);
+  bool ApplyPrefix(uint64_t session, const PrefixCacheUpdate& update);
   // The stream closed.
   void Unregister(uint64_t session, const std::string& why);
   // Removes workers whose last report (or registration) is older than the timeout; returns
@@ -97,7 +97,8 @@ class WorkerRegistry {
   // `fn` must be quick and must not call back into the registry.
   void WithLock(const std::function<void(std::vector<WorkerEntry*>& workers, const PrefixIndex& prefix)>& fn);
 
-  v1::ClusterStatus Status() const;  // Workers only; the caller adds the rest.
+  // Every registered worker, decode workers first, by id.
+  std::vector<WorkerStatus> Status() const;
   int size() const;
 
  private:
@@ -109,7 +110,8 @@ class WorkerRegistry {
   Removal RemoveLocked(WorkerEntry* entry, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishCountsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Notify(Removal removal);
-  void ObserveStepsLocked(WorkerEntry* entry, const v1::LoadReport& load) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ObserveStepsLocked(WorkerEntry* entry, const std::vector<StepObservation>& steps)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* clock_;
   const absl::Duration report_timeout_;

@@ -23,24 +23,19 @@ constexpr uint64_t kFingerprint = 0x5eed;
 constexpr int kBlockSize = 16;
 constexpr int kVocab = 32000;
 
-v1::WorkerRegistration Registration(int i, bool decode) {
-  v1::WorkerRegistration r;
-  r.set_worker_id(absl::StrCat(decode ? "decode-" : "prefill-", i));
-  r.set_role(decode ? v1::WORKER_ROLE_DECODE : v1::WORKER_ROLE_PREFILL);
-  r.set_grpc_address(absl::StrCat("10.0.", i / 250, ".", i % 250 + 1, ":50051"));
-  r.set_model("bench");
-  r.set_model_fingerprint(kFingerprint);
-  v1::KvLayout* l = r.mutable_kv_layout();
-  l->set_num_layers(32);
-  l->set_num_kv_heads(8);
-  l->set_head_dim(128);
-  l->set_block_size(kBlockSize);
-  l->set_dtype(v1::DTYPE_BF16);
-  l->set_num_blocks(20000);
-  r.set_max_num_batched_tokens(2048);
-  r.set_max_num_seqs(256);
-  r.set_max_context_tokens(32768);
-  r.set_vocab_size(kVocab);
+router::WorkerInfo Registration(int i, bool decode) {
+  router::WorkerInfo r;
+  r.worker_id = absl::StrCat(decode ? "decode-" : "prefill-", i);
+  r.role = decode ? router::WorkerRole::kDecode : router::WorkerRole::kPrefill;
+  r.grpc_address = absl::StrCat("10.0.", i / 250, ".", i % 250 + 1, ":50051");
+  r.model = "bench";
+  r.model_fingerprint = kFingerprint;
+  r.kv_layout = KvLayout{.num_layers = 32, .num_kv_heads = 8, .head_dim = 128, .block_size = kBlockSize,
+                         .dtype = DType::kBF16, .num_blocks = 20000};
+  r.max_num_batched_tokens = 2048;
+  r.max_num_seqs = 256;
+  r.max_context_tokens = 32768;
+  r.vocab_size = kVocab;
   return r;
 }
 
@@ -86,26 +81,29 @@ absl::StatusOr<DecisionResult> MeasureDecisions(int workers, int decisions) {
   }
   auto report_all = [&] {
     for (int i = 0; i < num_decode + num_prefill; ++i) {
-      v1::LoadReport load;
-      load.set_running(rng() % 64);
-      load.set_waiting(rng() % 4);
-      load.set_free_blocks(5000 + rng() % 10000);
-      load.set_total_blocks(20000);
-      load.set_pending_prefill_tokens(rng() % 4096);
-      load.set_prefill_tokens_per_second(20000);
-      registry.Report(sessions[i], load);
+      router::WorkerReport report;
+      router::LoadSnapshot& load = report.load;
+      load.running = static_cast<int>(rng() % 64);
+      load.waiting = static_cast<int>(rng() % 4);
+      load.free_blocks = 5000 + rng() % 10000;
+      load.total_blocks = 20000;
+      load.pending_prefill_tokens = rng() % 4096;
+      load.prefill_tokens_per_second = 20000;
+      registry.Report(sessions[i], report);
     }
   };
   report_all();
   // Each decode worker caches 24 system prompts and 1000 blocks of its own.
   for (int i = 0; i < num_decode; ++i) {
-    v1::PrefixCacheEvents events;
+    router::PrefixCacheUpdate events;
     for (int k = 0; k < 24; ++k) {
       for (uint64_t h : engine::FullBlockHashes(kFingerprint, system_prompts[rng() % kSystemPrompts], kBlockSize)) {
-        events.add_stored(h);
+        events.stored.push_back(h);
       }
     }
-    for (uint64_t h : engine::FullBlockHashes(kFingerprint, random_tokens(16000), kBlockSize)) events.add_stored(h);
+    for (uint64_t h : engine::FullBlockHashes(kFingerprint, random_tokens(16000), kBlockSize)) {
+      events.stored.push_back(h);
+    }
     registry.ApplyPrefix(sessions[i], events);
   }
   std::vector<std::vector<int32_t>> prompts;

@@ -16,25 +16,27 @@ namespace {
 
 constexpr uint64_t kFingerprint = 0xabc;
 
-v1::WorkerRegistration Registration(const std::string& id, v1::WorkerRole role, const std::string& model = "m") {
-  v1::WorkerRegistration r;
-  r.set_worker_id(id);
-  r.set_role(role);
-  r.set_grpc_address("127.0.0.1:" + std::to_string(1000 + id.size() * 7 + id.back()));
-  r.set_model(model);
-  r.set_model_fingerprint(kFingerprint);
-  v1::KvLayout* l = r.mutable_kv_layout();
-  l->set_num_layers(4);
-  l->set_num_kv_heads(2);
-  l->set_head_dim(32);
-  l->set_block_size(16);
-  l->set_dtype(v1::DTYPE_F32);
-  l->set_num_blocks(role == v1::WORKER_ROLE_DECODE ? 1000 : 500);
-  r.set_max_num_batched_tokens(256);
-  r.set_max_num_seqs(64);
-  r.set_max_context_tokens(4096);
-  r.set_vocab_size(1000);
-  r.set_epoch(1);
+WorkerInfo Registration(const std::string& id, WorkerRole role, const std::string& model = "m") {
+  WorkerInfo r;
+  r.worker_id = id;
+  r.role = role;
+  r.grpc_address = "127.0.0.1:" + std::to_string(1000 + id.size() * 7 + id.back());
+  r.model = model;
+  r.model_fingerprint = kFingerprint;
+  r.kv_layout = KvLayout{.num_layers = 4, .num_kv_heads = 2, .head_dim = 32, .block_size = 16,
+                         .dtype = DType::kF32, .num_blocks = role == WorkerRole::kDecode ? 1000 : 500};
+  r.max_num_batched_tokens = 256;
+  r.max_num_seqs = 64;
+  r.max_context_tokens = 4096;
+  r.vocab_size = 1000;
+  r.epoch = 1;
+  return r;
+}
+
+WorkerReport Load(int running = 0, int64_t free_blocks = 0) {
+  WorkerReport r;
+  r.load.running = running;
+  r.load.free_blocks = free_blocks;
   return r;
 }
 
@@ -61,20 +63,19 @@ class RegistryTest : public ::testing::Test {
 TEST_F(RegistryTest, MalformedRegistrationsNameTheField) {
   struct Case {
     std::string field;
-    std::function<void(v1::WorkerRegistration*)> edit;
+    std::function<void(WorkerInfo*)> edit;
   };
   const std::vector<Case> cases = {
-      {"worker_id", [](v1::WorkerRegistration* r) { r->clear_worker_id(); }},
-      {"worker_id", [](v1::WorkerRegistration* r) { r->set_worker_id(std::string(200, 'w')); }},
-      {"role", [](v1::WorkerRegistration* r) { r->set_role(v1::WORKER_ROLE_UNSPECIFIED); }},
-      {"grpc_address", [](v1::WorkerRegistration* r) { r->set_grpc_address("nowhere"); }},
-      {"model", [](v1::WorkerRegistration* r) { r->clear_model(); }},
-      {"kv_layout.block_size", [](v1::WorkerRegistration* r) { r->mutable_kv_layout()->set_block_size(12); }},
-      {"kv_layout.num_blocks", [](v1::WorkerRegistration* r) { r->mutable_kv_layout()->set_num_blocks(0); }},
-      {"max_num_batched_tokens", [](v1::WorkerRegistration* r) { r->set_max_num_batched_tokens(0); }},
+      {"worker_id", [](WorkerInfo* r) { r->worker_id.clear(); }},
+      {"worker_id", [](WorkerInfo* r) { r->worker_id = std::string(200, 'w'); }},
+      {"grpc_address", [](WorkerInfo* r) { r->grpc_address = "nowhere"; }},
+      {"model", [](WorkerInfo* r) { r->model.clear(); }},
+      {"kv_layout.block_size", [](WorkerInfo* r) { r->kv_layout.block_size = 12; }},
+      {"kv_layout.num_blocks", [](WorkerInfo* r) { r->kv_layout.num_blocks = 0; }},
+      {"max_num_batched_tokens", [](WorkerInfo* r) { r->max_num_batched_tokens = 0; }},
   };
   for (const Case& c : cases) {
-    v1::WorkerRegistration r = Registration("d", v1::WORKER_ROLE_DECODE);
+    WorkerInfo r = Registration("d", WorkerRole::kDecode);
     c.edit(&r);
     auto s = registry_.Register(r);
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
@@ -82,46 +83,46 @@ TEST_F(RegistryTest, MalformedRegistrationsNameTheField) {
   }
   EXPECT_EQ(registry_.size(), 0);
   // Same model name, different weights: refused.
-  ASSERT_TRUE(registry_.Register(Registration("a", v1::WORKER_ROLE_DECODE)).ok());
-  v1::WorkerRegistration other = Registration("b", v1::WORKER_ROLE_DECODE);
-  other.set_model_fingerprint(kFingerprint + 1);
+  ASSERT_TRUE(registry_.Register(Registration("a", WorkerRole::kDecode)).ok());
+  WorkerInfo other = Registration("b", WorkerRole::kDecode);
+  other.model_fingerprint = kFingerprint + 1;
   EXPECT_EQ(registry_.Register(other).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(RegistryTest, SilentWorkersExpireAndTheirRequestsAreTold) {
-  auto a = registry_.Register(Registration("a", v1::WORKER_ROLE_DECODE));
-  auto b = registry_.Register(Registration("b", v1::WORKER_ROLE_DECODE));
+  auto a = registry_.Register(Registration("a", WorkerRole::kDecode));
+  auto b = registry_.Register(Registration("b", WorkerRole::kDecode));
   ASSERT_TRUE(a.ok() && b.ok());
   auto listener = std::make_shared<Listener>();
   const uint64_t key = registry_.Acquire(*a, listener);
   ASSERT_NE(key, 0u);
   for (int i = 0; i < 25; ++i) {  // b reports every 100 ms, a is silent.
     clock_.Advance(absl::Milliseconds(100));
-    EXPECT_TRUE(registry_.Report(*b, v1::LoadReport()));
+    EXPECT_TRUE(registry_.Report(*b, Load()));
     registry_.ExpireSilent();
   }
   EXPECT_EQ(registry_.size(), 1);
   ASSERT_EQ(listener->reasons.size(), 1u);
   EXPECT_TRUE(absl::StrContains(listener->reasons[0], "no load report")) << listener->reasons[0];
-  EXPECT_FALSE(registry_.Report(*a, v1::LoadReport()));  // Its stream will close.
+  EXPECT_FALSE(registry_.Report(*a, Load()));  // Its stream will close.
   EXPECT_EQ(registry_.Acquire(*a, listener), 0u);
   registry_.Release(*a, key);  // Harmless after removal.
 }
 
 TEST_F(RegistryTest, ARestartedWorkerReplacesItsOldRegistration) {
-  auto first = registry_.Register(Registration("a", v1::WORKER_ROLE_DECODE));
+  auto first = registry_.Register(Registration("a", WorkerRole::kDecode));
   ASSERT_TRUE(first.ok());
   auto listener = std::make_shared<Listener>();
   ASSERT_NE(registry_.Acquire(*first, listener), 0u);
-  v1::WorkerRegistration again = Registration("a", v1::WORKER_ROLE_DECODE);
-  again.set_epoch(2);
+  WorkerInfo again = Registration("a", WorkerRole::kDecode);
+  again.epoch = 2;
   auto second = registry_.Register(again);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(registry_.size(), 1);
   ASSERT_EQ(listener->reasons.size(), 1u);
   EXPECT_TRUE(absl::StrContains(listener->reasons[0], "registered again")) << listener->reasons[0];
-  EXPECT_FALSE(registry_.Report(*first, v1::LoadReport()));
-  EXPECT_TRUE(registry_.Report(*second, v1::LoadReport()));
+  EXPECT_FALSE(registry_.Report(*first, Load()));
+  EXPECT_TRUE(registry_.Report(*second, Load()));
   // The old stream's close does not remove the new registration.
   registry_.Unregister(*first, "old stream closed");
   EXPECT_EQ(registry_.size(), 1);
@@ -130,29 +131,28 @@ TEST_F(RegistryTest, ARestartedWorkerReplacesItsOldRegistration) {
 }
 
 TEST_F(RegistryTest, StepSamplesTrainTheCostModel) {
-  auto a = registry_.Register(Registration("a", v1::WORKER_ROLE_DECODE));
+  auto a = registry_.Register(Registration("a", WorkerRole::kDecode));
   ASSERT_TRUE(a.ok());
   const double before = cost_model_.StepMs(kFingerprint, 4, 0, 4000);
   for (int r = 0; r < 40; ++r) {
-    v1::LoadReport load;
+    WorkerReport load = Load(3);
     for (int i = 0; i < 10; ++i) {
-      v1::StepSample* s = load.add_recent_steps();
       const int d = 1 + (r + i) % 8;
       const int p = (r + i) % 3 == 0 ? 128 : 0;
-      s->set_num_decode(d);
-      s->set_num_prefill_tokens(p);
-      s->set_context_tokens(static_cast<uint64_t>(d) * 1000 + p * (p + 1) / 2);
-      s->set_duration_ms(1.0 + 0.5 * d + 0.01 * p);
+      load.steps.push_back(StepObservation{.num_decode = d,
+                                           .num_prefill_tokens = p,
+                                           .context_tokens = int64_t{d} * 1000 + p * (p + 1) / 2,
+                                           .duration_ms = 1.0 + 0.5 * d + 0.01 * p});
     }
     ASSERT_TRUE(registry_.Report(*a, load));
   }
   const double after = cost_model_.StepMs(kFingerprint, 4, 0, 4000);
   EXPECT_NE(before, after);
   EXPECT_NEAR(after, 1.0 + 0.5 * 4, 0.3);
-  // The status shows the latest load without the samples.
-  const v1::ClusterStatus status = registry_.Status();
-  ASSERT_EQ(status.workers_size(), 1);
-  EXPECT_EQ(status.workers(0).load().recent_steps_size(), 0);
+  // The status shows the latest load.
+  const std::vector<WorkerStatus> status = registry_.Status();
+  ASSERT_EQ(status.size(), 1u);
+  EXPECT_EQ(status[0].load.running, 3);
 }
 
 class PlacerTest : public RegistryTest {
@@ -164,10 +164,10 @@ class PlacerTest : public RegistryTest {
     config.max_waiting_per_worker = 4;
     placer_ = std::make_unique<Placer>(&registry_, &cost_model_, policy_.get(), config, &metrics_, &log_);
   }
-  uint64_t Add(const std::string& id, v1::WorkerRole role, v1::LoadReport load = v1::LoadReport()) {
+  uint64_t Add(const std::string& id, WorkerRole role, WorkerReport load = WorkerReport()) {
     auto s = registry_.Register(Registration(id, role));
     EXPECT_TRUE(s.ok()) << s.status();
-    load.set_free_blocks(load.free_blocks() == 0 ? 900 : load.free_blocks());
+    if (load.load.free_blocks == 0) load.load.free_blocks = 900;
     registry_.Report(*s, load);
     return *s;
   }
@@ -193,40 +193,36 @@ class PlacerTest : public RegistryTest {
 };
 
 TEST_F(PlacerTest, LongestCachedPrefixWinsThenLoadThenFreeBlocks) {
-  v1::LoadReport busy;
-  busy.set_running(5);
-  const uint64_t a = Add("a", v1::WORKER_ROLE_DECODE, busy);
-  Add("b", v1::WORKER_ROLE_DECODE);
+  const uint64_t a = Add("a", WorkerRole::kDecode, Load(5));
+  Add("b", WorkerRole::kDecode);
   const std::vector<int32_t> prompt = Prompt(100);
   // Equal (no) prefix: the less loaded b.
   auto placed = Place(prompt);
   ASSERT_TRUE(placed.ok()) << placed.status();
-  EXPECT_EQ(placed->placement.decode_worker_id(), "b");
-  EXPECT_EQ(placed->placement.uncached_tokens(), 100u);
+  EXPECT_EQ(placed->placement.decode.worker_id, "b");
+  EXPECT_EQ(placed->placement.uncached_tokens, 100);
   // a caches the first 3 blocks: it wins despite its load.
-  v1::PrefixCacheEvents events;
-  for (uint64_t h : engine::FullBlockHashes(kFingerprint, absl::MakeConstSpan(prompt).subspan(0, 48), 16)) {
-    events.add_stored(h);
-  }
+  PrefixCacheUpdate events;
+  events.stored = engine::FullBlockHashes(kFingerprint, absl::MakeConstSpan(prompt).subspan(0, 48), 16);
   ASSERT_TRUE(registry_.ApplyPrefix(a, events));
   placed = Place(prompt);
   ASSERT_TRUE(placed.ok());
-  EXPECT_EQ(placed->placement.decode_worker_id(), "a");
-  EXPECT_EQ(placed->placement.uncached_tokens(), 52u);
-  EXPECT_EQ(placed->placement.running_decodes(), 5u);
+  EXPECT_EQ(placed->placement.decode.worker_id, "a");
+  EXPECT_EQ(placed->placement.uncached_tokens, 52);
+  EXPECT_EQ(placed->placement.running_decodes, 5);
   // Unless it is excluded (a retry after it failed).
   placed = Place(prompt, {"a"});
   ASSERT_TRUE(placed.ok());
-  EXPECT_EQ(placed->placement.decode_worker_id(), "b");
+  EXPECT_EQ(placed->placement.decode.worker_id, "b");
   // Every decision is logged, newest first.
   const auto recent = log_.Recent(10);
   ASSERT_EQ(recent.size(), 3u);
-  EXPECT_EQ(recent[0].placement().decode_worker_id(), "b");
-  EXPECT_EQ(recent[1].placement().decode_worker_id(), "a");
+  EXPECT_EQ(recent[0].placement.decode.worker_id, "b");
+  EXPECT_EQ(recent[1].placement.decode.worker_id, "a");
 }
 
 TEST_F(PlacerTest, QueueLimitsGiveResourceExhaustedWithARetryHint) {
-  Add("a", v1::WORKER_ROLE_DECODE);
+  Add("a", WorkerRole::kDecode);
   // The limit counts requests dispatched since the last report too.
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(Place(Prompt(10, i)).ok());
   auto full = Place(Prompt(10));
@@ -238,7 +234,7 @@ TEST_F(PlacerTest, QueueLimitsGiveResourceExhaustedWithARetryHint) {
 // (INVALID_ARGUMENT: a retry would fail the same way).
 TEST_F(PlacerTest, NoWorkerIsUnavailableButTooBigForEveryWorkerIsInvalid) {
   EXPECT_EQ(Place(Prompt(10)).status().code(), absl::StatusCode::kUnavailable);
-  Add("a", v1::WORKER_ROLE_DECODE);
+  Add("a", WorkerRole::kDecode);
   auto too_long = Place(Prompt(4090));  // Plus max_tokens exceeds the worker's context.
   EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument) << too_long.status();
   EXPECT_TRUE(absl::StrContains(too_long.status().message(), "prompt: 4090 tokens")) << too_long.status();
@@ -248,20 +244,18 @@ TEST_F(PlacerTest, NoWorkerIsUnavailableButTooBigForEveryWorkerIsInvalid) {
 }
 
 TEST_F(PlacerTest, OnlyPrefillWorkersOfTheSameGeometryAreCandidates) {
-  v1::LoadReport busy;
-  busy.set_running(40);
-  Add("d", v1::WORKER_ROLE_DECODE, busy);
-  v1::WorkerRegistration other = Registration("p-f16", v1::WORKER_ROLE_PREFILL);
-  other.mutable_kv_layout()->set_dtype(v1::DTYPE_F16);
+  Add("d", WorkerRole::kDecode, Load(40));
+  WorkerInfo other = Registration("p-f16", WorkerRole::kPrefill);
+  other.kv_layout.dtype = DType::kF16;
   const uint64_t f16 = *registry_.Register(other);
-  registry_.Report(f16, v1::LoadReport());
-  Add("p", v1::WORKER_ROLE_PREFILL);
+  registry_.Report(f16, Load());
+  Add("p", WorkerRole::kPrefill);
   auto placed = Place(Prompt(3000));
   ASSERT_TRUE(placed.ok());
-  ASSERT_EQ(placed->placement.mode(), v1::PLACEMENT_MODE_OFFLOAD) << placed->placement.DebugString();
-  ASSERT_EQ(placed->prefill.size(), 1u);
-  EXPECT_EQ(placed->prefill[0].worker_id(), "p");
-  EXPECT_EQ(placed->placement.prefill_worker_id(), "p");
+  ASSERT_TRUE(placed->placement.offload) << placed->placement.reason;
+  ASSERT_EQ(placed->placement.prefill.size(), 1u);
+  EXPECT_EQ(placed->placement.prefill[0].worker_id, "p");
+  EXPECT_EQ(placed->placement.prefill[0].address, Registration("p", WorkerRole::kPrefill).grpc_address);
   EXPECT_GT(placed->decision_us, 0);
 }
 
