@@ -142,14 +142,16 @@ void PrefillBatcher::Cancel(uint64_t token, std::function<void(const std::string
     return;
   }
   active->cancelled.store(true);
+  std::string state;
   {
     absl::MutexLock lock(&active->mu);
     if (!active->stopped) {
       active->waiters.push_back(std::move(stopped));
       return;
     }
+    state = active->finished ? "done" : "computing";
   }
-  stopped(active->finished ? "done" : "computing");
+  stopped(state);
 }
 
 void PrefillBatcher::RequestCancel(uint64_t token) {

@@ -88,7 +88,7 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void OnDownstreamDone(const grpc::Status& status);
   void OnWorkerRemoved(const std::string& why);  // Called with busy_ already raised.
   void FinishLocked(const grpc::Status& status, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ObserveResult(const v1::GenerateResult& result);
+  void ObserveResult(const v1::GenerateResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseLeaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // CANCELLED, or DEADLINE_EXCEEDED when the client's deadline is why it left.
   grpc::Status ClientGoneStatusLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);

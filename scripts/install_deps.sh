@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   # Toolchain.
-  cmake ninja-build ccache g++ pkg-config clang libclang-rt-14-dev
+  cmake ninja-build ccache g++ pkg-config clang libclang-rt-14-dev clang-format
   # Libraries (see README, "Dependencies").
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libucx-dev ucx-utils libabsl-dev prometheus-cpp-dev

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# README command (b) and CI: install what is missing, build with -Werror, run every test
-# (the fault suite and a 60 s soak among them), then build with ASan+UBSan and run the unit
-# tests again under the sanitizers, build the router and workers with ThreadSanitizer and run
-# the stress test, and fuzz each libFuzzer target briefly.
+# README command (b) and CI: install what is missing, check the formatting, build with
+# -Werror, check the lock annotations with clang's -Wthread-safety, run every test (the fault
+# suite and a 60 s soak among them), then build with ASan+UBSan and run the unit tests again
+# under the sanitizers, build the router and workers with ThreadSanitizer and run the stress
+# test, and fuzz each libFuzzer target briefly.
 # Fails when any step or test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,8 +11,12 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 scripts/install_deps.sh
 
+echo "== formatting (clang-format, .clang-format) =="
+scripts/check_format.sh
 echo "== release build (-Werror) =="
 scripts/build.sh release
+echo "== lock annotations (clang -Wthread-safety) =="
+scripts/check_thread_safety.sh build
 echo "== all tests =="
 (cd build && ctest --output-on-failure --no-tests=error -j "$jobs" --timeout 600)
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Checks the lock annotations (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED, ...) with
+# clang's -Wthread-safety: every first-party C++ file of a configured build is compiled by
+# clang++ in syntax-only mode with the build's own flags, and any thread-safety warning fails.
+# GCC ignores the annotations, so without this they are comments.
+# Usage: scripts/check_thread_safety.sh [build-dir]   (default: build; needs compile_commands.json)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+clangxx=$(command -v clang++ || command -v clang++-14 || true)
+if [[ -z "$clangxx" ]]; then
+  echo "check_thread_safety: clang++ not found (scripts/install_deps.sh installs it)" >&2
+  exit 1
+fi
+if [[ ! -f "$build/compile_commands.json" ]]; then
+  echo "check_thread_safety: $build/compile_commands.json missing; configure the build first" >&2
+  exit 1
+fi
+commands=$(mktemp)
+trap 'rm -f "$commands"' EXIT
+python3 - "$build/compile_commands.json" "$PWD" "$clangxx" > "$commands" <<'PY'
+import json, os, shlex, sys
+db, root, clangxx = sys.argv[1], os.path.realpath(sys.argv[2]) + "/", sys.argv[3]
+seen = set()
+for entry in json.load(open(db)):
+    src = os.path.realpath(os.path.join(entry["directory"], entry["file"]))
+    if not src.startswith(root) or not src.endswith(".cc") or "/build" in src[len(root):].split("/")[0]:
+        continue
+    if src in seen:
+        continue
+    seen.add(src)
+    args = entry.get("arguments") or shlex.split(entry["command"])
+    out = [clangxx, "-fsyntax-only", "-Wno-everything", "-Wthread-safety", "-Werror=thread-safety"]
+    skip = False
+    for a in args[1:]:
+        if skip:
+            skip = False
+            continue
+        if a in ("-o", "-MF", "-MT", "-MQ"):
+            skip = True
+            continue
+        if a in ("-c", "-MD", "-MMD") or a.startswith("-W") or a == src or a == entry["file"]:
+            continue
+        out.append(a)
+    out.append(src)
+    print(entry["directory"] + "\t" + shlex.join(out))
+PY
+total=$(wc -l < "$commands")
+echo "check_thread_safety: $total files with $clangxx -Wthread-safety"
+failed=0
+# One clang per core; each line is "directory<TAB>command".
+if ! tr '\n' '\0' < "$commands" | xargs -0 -P "$(nproc)" -I{} bash -c \
+    'line="$1"; cd "${line%%$'"'"'\t'"'"'*}" && eval "${line#*$'"'"'\t'"'"'}"' _ {}; then
+  failed=1
+fi
+if [[ $failed -ne 0 ]]; then
+  echo "check_thread_safety: FAILED (see the thread-safety errors above)" >&2
+  exit 1
+fi
+echo "check_thread_safety: ok"
