@@ -4,8 +4,8 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/time/time.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "bench/decode/decode_bench.h"
 #include "bench/engine/engine_bench.h"
 #include "bench/interference/interference_bench.h"
@@ -18,42 +18,57 @@
 
 ABSL_FLAG(std::string, out, "", "Directory for summary.json and per-run results (required).");
 ABSL_FLAG(std::string, model, "", "Model directory; empty uses the bench's default preset.");
-ABSL_FLAG(std::vector<std::string>, threads, {}, "engine: thread counts to measure (default 1,all).");
+ABSL_FLAG(std::vector<std::string>, threads, {},
+          "engine: thread counts to measure (default 1,all).");
 ABSL_FLAG(int, decode_steps, 16, "engine: timed decode steps per batch size.");
 ABSL_FLAG(int, prefill_repetitions, 3, "engine: repetitions per prefill length.");
 ABSL_FLAG(std::vector<std::string>, transports, std::vector<std::string>({"shm", "tcp"}),
           "transfer-raw: UCX transports to measure (UCX_TLS values); transfer: the first is used.");
 ABSL_FLAG(bool, perftest, true, "transfer-raw: also run ucx_perftest as the baseline.");
 ABSL_FLAG(int, repetitions, 0,
-          "Repetitions (0: the subcommand's default): transfer-raw per-layer transfers (40); interference "
+          "Repetitions (0: the subcommand's default): transfer-raw per-layer transfers (40); "
+          "interference "
           "runs per configuration (5, as seed 002 asks).");
 ABSL_FLAG(std::vector<std::string>, widths, std::vector<std::string>({"8", "64", "256"}),
           "decode: running-sequence counts for the overhead measurement.");
 ABSL_FLAG(int, steps, 20, "decode: measured steps per width.");
-ABSL_FLAG(std::vector<std::string>, prompt_lengths, std::vector<std::string>({"512", "2048", "8192"}),
+ABSL_FLAG(std::vector<std::string>, prompt_lengths,
+          std::vector<std::string>({"512", "2048", "8192"}),
           "transfer: prompt lengths of the offloaded requests.");
 ABSL_FLAG(int, requests, 3,
-          "transfer: requests per prompt length and mode (three times as many for P <= 1024, a third for P >= 8192).");
+          "transfer: requests per prompt length and mode (three times as many for P <= 1024, a "
+          "third for P >= 8192).");
 ABSL_FLAG(int, decisions, 20000, "router: timed placement decisions per cluster size.");
 ABSL_FLAG(bool, full, false, "interference/serve: the full grid instead of the quick one.");
-ABSL_FLAG(std::vector<std::string>, d, {}, "interference: running decodes D to measure (overrides the grid).");
-ABSL_FLAG(std::vector<std::string>, p, {}, "interference: cold prefill lengths P (overrides the grid).");
+ABSL_FLAG(std::vector<std::string>, d, {},
+          "interference: running decodes D to measure (overrides the grid).");
+ABSL_FLAG(std::vector<std::string>, p, {},
+          "interference: cold prefill lengths P (overrides the grid).");
 ABSL_FLAG(std::vector<std::string>, chunks, {}, "interference: chunk sizes (overrides the grid).");
 ABSL_FLAG(int, context_tokens, 512, "interference: warm context of the background decode streams.");
 ABSL_FLAG(std::vector<std::string>, cpus, {}, "interference: CPUs to pin the decode worker to.");
-ABSL_FLAG(double, transfer_cost_ms, 0, "interference: offload cost on the break-even plot (0: from the fit).");
-ABSL_FLAG(std::vector<std::string>, policies, {}, "serve: placement policies to compare (default all four).");
-ABSL_FLAG(std::vector<std::string>, mixes, {}, "serve: workload mixes (default chat,documents,mixed).");
-ABSL_FLAG(std::vector<std::string>, rates, {},
-          "serve: request rates as multiples of the mix's unloaded capacity (default 0.5,1,2,3,4,6,8).");
-ABSL_FLAG(int, prefill_nice, 10, "serve: niceness of the prefill worker (0..19; 0: as the decode workers).");
+ABSL_FLAG(double, transfer_cost_ms, 0,
+          "interference: offload cost on the break-even plot (0: from the fit).");
+ABSL_FLAG(std::vector<std::string>, policies, {},
+          "serve: placement policies to compare (default all four).");
+ABSL_FLAG(std::vector<std::string>, mixes, {},
+          "serve: workload mixes (default chat,documents,mixed).");
+ABSL_FLAG(
+    std::vector<std::string>, rates, {},
+    "serve: request rates as multiples of the mix's unloaded capacity (default 0.5,1,2,3,4,6,8).");
+ABSL_FLAG(int, prefill_nice, 10,
+          "serve: niceness of the prefill worker (0..19; 0: as the decode workers).");
 ABSL_FLAG(int, bisect_steps, -1,
-          "serve: rates bisected between the highest passing and lowest failing one (-1: 2 quick, 4 full).");
-ABSL_FLAG(int, probe_repetitions, 5, "serve: TPOT inflation probes per policy (the median is reported).");
+          "serve: rates bisected between the highest passing and lowest failing one (-1: 2 quick, "
+          "4 full).");
+ABSL_FLAG(int, probe_repetitions, 5,
+          "serve: TPOT inflation probes per policy (the median is reported).");
 ABSL_FLAG(int, requests_per_rate, 0, "serve: requests per rate point (0: 80 quick, 150 full).");
-ABSL_FLAG(absl::Duration, duration, absl::Seconds(60), "soak: how long the traffic and faults run.");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
+          "soak: how long the traffic and faults run.");
 ABSL_FLAG(int, clients, 8, "soak: client threads issuing requests back to back.");
-ABSL_FLAG(absl::Duration, fault_interval, absl::Seconds(8), "soak: interval between injected faults.");
+ABSL_FLAG(absl::Duration, fault_interval, absl::Seconds(8),
+          "soak: interval between injected faults.");
 ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
 ABSL_FLAG(std::string, tls, "", "transfer-raw-sender (internal): UCX transports.");
 ABSL_FLAG(std::string, net_devices, "", "transfer-raw-sender (internal): UCX network devices.");
@@ -68,10 +83,14 @@ constexpr char kUsage[] =
     "  transfer      offloaded TTFT breakdown, layer-wise streaming vs bulk, through real workers\n"
     "  transfer-raw  KV-shaped UCX transfers (shm, TCP) vs ucx_perftest and memcpy\n"
     "  decode        scheduler host overhead per step; continuous serving vs a static batch\n"
-    "  router        placement decision latency by cluster size; relay overhead (ITL, TTFT) vs direct\n"
-    "  interference  prefill/decode interference table, fitted cost_model.json, heatmap and break-even plots\n"
-    "  serve         Poisson load per placement policy and mix: SLO attainment, goodput, latency percentiles\n"
-    "  soak          mixed traffic, cancellations and injected faults for --duration: back at baseline, flat memory";
+    "  router        placement decision latency by cluster size; relay overhead (ITL, TTFT) vs "
+    "direct\n"
+    "  interference  prefill/decode interference table, fitted cost_model.json, heatmap and "
+    "break-even plots\n"
+    "  serve         Poisson load per placement policy and mix: SLO attainment, goodput, latency "
+    "percentiles\n"
+    "  soak          mixed traffic, cancellations and injected faults for --duration: back at "
+    "baseline, flat memory";
 
 // Parses a comma-separated list of non-negative integers given to `flag`.
 bool Ints(const char* flag, const std::vector<std::string>& values, std::vector<int>* out) {
@@ -136,8 +155,9 @@ int main(int argc, char** argv) {
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "serve") {
-    pdserve::bench::ServeBenchConfig config = absl::GetFlag(FLAGS_full) ? pdserve::bench::ServeBenchConfig::Full()
-                                                                        : pdserve::bench::ServeBenchConfig::Quick();
+    pdserve::bench::ServeBenchConfig config = absl::GetFlag(FLAGS_full)
+                                                  ? pdserve::bench::ServeBenchConfig::Full()
+                                                  : pdserve::bench::ServeBenchConfig::Quick();
     config.out_dir = absl::GetFlag(FLAGS_out);
     config.model_dir = absl::GetFlag(FLAGS_model);
     if (!absl::GetFlag(FLAGS_policies).empty()) config.policies = absl::GetFlag(FLAGS_policies);
@@ -153,7 +173,8 @@ int main(int argc, char** argv) {
         config.rate_multipliers.push_back(v);
       }
     }
-    if (absl::GetFlag(FLAGS_requests_per_rate) > 0) config.requests_per_rate = absl::GetFlag(FLAGS_requests_per_rate);
+    if (absl::GetFlag(FLAGS_requests_per_rate) > 0)
+      config.requests_per_rate = absl::GetFlag(FLAGS_requests_per_rate);
     if (absl::GetFlag(FLAGS_probe_repetitions) < 1) {
       std::fprintf(stderr, "--probe_repetitions: must be >= 1\n");
       return 2;
@@ -163,13 +184,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "--bisect_steps: must be <= 8\n");
       return 2;
     }
-    if (absl::GetFlag(FLAGS_bisect_steps) >= 0) config.bisect_steps = absl::GetFlag(FLAGS_bisect_steps);
+    if (absl::GetFlag(FLAGS_bisect_steps) >= 0)
+      config.bisect_steps = absl::GetFlag(FLAGS_bisect_steps);
     if (absl::GetFlag(FLAGS_prefill_nice) < 0 || absl::GetFlag(FLAGS_prefill_nice) > 19) {
       std::fprintf(stderr, "--prefill_nice: must be in [0, 19]\n");
       return 2;
     }
     config.prefill_nice = absl::GetFlag(FLAGS_prefill_nice);
-    if (!absl::GetFlag(FLAGS_cpus).empty() && !Ints("cpus", absl::GetFlag(FLAGS_cpus), &config.cpus)) return 2;
+    if (!absl::GetFlag(FLAGS_cpus).empty() &&
+        !Ints("cpus", absl::GetFlag(FLAGS_cpus), &config.cpus))
+      return 2;
     const absl::Status status = pdserve::bench::RunServeBench(config);
     return status.ok() ? 0 : Fail(status);
   }
@@ -184,9 +208,9 @@ int main(int argc, char** argv) {
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "interference") {
-    pdserve::bench::InterferenceBenchConfig config = absl::GetFlag(FLAGS_full)
-                                                         ? pdserve::bench::InterferenceBenchConfig::Full()
-                                                         : pdserve::bench::InterferenceBenchConfig::Quick();
+    pdserve::bench::InterferenceBenchConfig config =
+        absl::GetFlag(FLAGS_full) ? pdserve::bench::InterferenceBenchConfig::Full()
+                                  : pdserve::bench::InterferenceBenchConfig::Quick();
     config.out_dir = absl::GetFlag(FLAGS_out);
     config.model_dir = absl::GetFlag(FLAGS_model);
     std::vector<int> list;
@@ -230,7 +254,8 @@ int main(int argc, char** argv) {
     config.out_dir = absl::GetFlag(FLAGS_out);
     config.model_dir = absl::GetFlag(FLAGS_model);
     config.repetitions = absl::GetFlag(FLAGS_requests);
-    config.transport = absl::GetFlag(FLAGS_transports).empty() ? "shm" : absl::GetFlag(FLAGS_transports)[0];
+    config.transport =
+        absl::GetFlag(FLAGS_transports).empty() ? "shm" : absl::GetFlag(FLAGS_transports)[0];
     config.prompt_lengths.clear();
     for (const std::string& p : absl::GetFlag(FLAGS_prompt_lengths)) {
       int n;
@@ -253,13 +278,15 @@ int main(int argc, char** argv) {
     config.self_path = argv[0];
     config.transports = absl::GetFlag(FLAGS_transports);
     config.run_perftest = absl::GetFlag(FLAGS_perftest);
-    if (absl::GetFlag(FLAGS_repetitions) > 0) config.layer_repetitions = absl::GetFlag(FLAGS_repetitions);
+    if (absl::GetFlag(FLAGS_repetitions) > 0)
+      config.layer_repetitions = absl::GetFlag(FLAGS_repetitions);
     const absl::Status status = pdserve::bench::RunTransferRawBench(config);
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "transfer-raw-sender") {
     const absl::Status status = pdserve::bench::RunTransferRawSender(
-        absl::GetFlag(FLAGS_descriptor), absl::GetFlag(FLAGS_tls), absl::GetFlag(FLAGS_net_devices));
+        absl::GetFlag(FLAGS_descriptor), absl::GetFlag(FLAGS_tls),
+        absl::GetFlag(FLAGS_net_devices));
     return status.ok() ? 0 : Fail(status);
   }
   std::fprintf(stderr, "unknown subcommand '%s'\n%s\n", command.c_str(), kUsage);

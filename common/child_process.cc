@@ -1,9 +1,9 @@
 #include "common/child_process.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -41,7 +41,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(ChildOptions o
   } else {
     std::error_code error;
     std::filesystem::create_directories(options.run_dir, error);
-    if (error) return absl::InternalError(absl::StrCat("create ", options.run_dir, ": ", error.message()));
+    if (error)
+      return absl::InternalError(absl::StrCat("create ", options.run_dir, ": ", error.message()));
     child->dir_ = options.run_dir;
   }
   child->log_path_ = absl::StrCat(child->dir_, "/", options.name, ".log");
@@ -111,15 +112,15 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(ChildOptions o
       return child;
     }
     if (!child->running()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          binary, " exited (status ", child->exit_status_, ") before serving; log:\n",
-          child->Log()));
+      return absl::FailedPreconditionError(absl::StrCat(binary, " exited (status ",
+                                                        child->exit_status_,
+                                                        ") before serving; log:\n", child->Log()));
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat(binary, " did not write its serving info within ",
-                   absl::FormatDuration(options.startup_timeout), "; log:\n", child->Log()));
+  return absl::DeadlineExceededError(absl::StrCat(binary, " did not write its serving info within ",
+                                                  absl::FormatDuration(options.startup_timeout),
+                                                  "; log:\n", child->Log()));
 }
 
 ChildProcess::~ChildProcess() {
@@ -176,9 +177,8 @@ absl::StatusOr<int> ChildProcess::Stop(int signal, absl::Duration timeout) {
   ::kill(pid_, signal);
   std::optional<int> status = WaitExit(timeout);
   if (!status.has_value()) {
-    return absl::DeadlineExceededError(absl::StrCat("pid ", pid_, " still running ",
-                                                    absl::FormatDuration(timeout),
-                                                    " after signal ", signal));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "pid ", pid_, " still running ", absl::FormatDuration(timeout), " after signal ", signal));
   }
   return *status;
 }

@@ -36,15 +36,17 @@ absl::Status GrpcServerConfig::Validate() const {
 class GrpcServer::UnknownMethods final : public grpc::CallbackGenericService {
  public:
   explicit UnknownMethods(std::string services) : services_(std::move(services)) {}
-  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override {
     class Reject final : public grpc::ServerGenericBidiReactor {
      public:
       explicit Reject(const grpc::Status& status) { Finish(status); }
       void OnDone() override { delete this; }
     };
-    return new Reject(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                   absl::StrCat("method '", context->method(), "' is not served here (services: ",
-                                                services_, ")")));
+    return new Reject(
+        grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                     absl::StrCat("method '", context->method(),
+                                  "' is not served here (services: ", services_, ")")));
   }
 
  private:
@@ -75,8 +77,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   for (const HostedService& s : services) builder.RegisterService(s.service);
   out->server_ = builder.BuildAndStart();
   if (out->server_ == nullptr || bound_port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("grpc: cannot listen on ", config.listen_address));
+    return absl::UnavailableError(absl::StrCat("grpc: cannot listen on ", config.listen_address));
   }
   out->port_ = bound_port;
   out->address_ = WithPort(host_port, bound_port);

@@ -13,7 +13,9 @@
 namespace pdserve {
 
 uint64_t Xxh64(const void* data, size_t size, uint64_t seed = 0);
-inline uint64_t Xxh64(absl::string_view s, uint64_t seed = 0) { return Xxh64(s.data(), s.size(), seed); }
+inline uint64_t Xxh64(absl::string_view s, uint64_t seed = 0) {
+  return Xxh64(s.data(), s.size(), seed);
+}
 
 // Streaming XXH64: Update() any number of times, then Digest() (same result as one call).
 class Xxh64State {

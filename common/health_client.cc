@@ -22,9 +22,12 @@ absl::StatusOr<HealthState> CheckHealth(const std::string& address, absl::Durati
         absl::StrCat("health check of ", address, ": ", status.error_message()));
   }
   switch (response.status()) {
-    case grpc::health::v1::HealthCheckResponse::SERVING: return HealthState::kServing;
-    case grpc::health::v1::HealthCheckResponse::NOT_SERVING: return HealthState::kNotServing;
-    default: return HealthState::kUnknown;
+    case grpc::health::v1::HealthCheckResponse::SERVING:
+      return HealthState::kServing;
+    case grpc::health::v1::HealthCheckResponse::NOT_SERVING:
+      return HealthState::kNotServing;
+    default:
+      return HealthState::kUnknown;
   }
 }
 

@@ -92,8 +92,9 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
       } else if (finish_requested_) {
         finished_ = true;
         finish = true;
-        status = cancelled_ ? grpc::Status::CANCELLED
-                            : grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
+        status = cancelled_
+                     ? grpc::Status::CANCELLED
+                     : grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
       }
     }
     if (write) StartWrite(&out_);
@@ -154,7 +155,8 @@ void HealthService::Publish(bool finish) {
     for (Watcher* w : watchers_) {
       auto it = statuses_.find(w->name());
       w->Pin();  // Alive until Update returns, even if gRPC is done with it meanwhile.
-      updates.emplace_back(w, it == statuses_.end() ? HealthCheckResponse::SERVICE_UNKNOWN : it->second);
+      updates.emplace_back(
+          w, it == statuses_.end() ? HealthCheckResponse::SERVICE_UNKNOWN : it->second);
     }
   }
   for (auto& [w, status] : updates) w->Update(status, finish);
@@ -174,15 +176,17 @@ std::string HealthService::KnownNames() const {
   return absl::StrJoin(names, ", ");
 }
 
-grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* context, const HealthCheckRequest* request,
+grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* context,
+                                               const HealthCheckRequest* request,
                                                HealthCheckResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::MutexLock lock(&mu_);
   auto it = statuses_.find(request->service());
   if (it == statuses_.end()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                 absl::StrCat("service: '", request->service(), "' is not served here (known: \"\", ",
-                                              KnownNames(), ")")));
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::NOT_FOUND,
+                     absl::StrCat("service: '", request->service(),
+                                  "' is not served here (known: \"\", ", KnownNames(), ")")));
     return reactor;
   }
   response->set_status(it->second);
@@ -190,8 +194,8 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
   return reactor;
 }
 
-grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(grpc::CallbackServerContext* context,
-                                                                    const HealthCheckRequest* request) {
+grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
+    grpc::CallbackServerContext* context, const HealthCheckRequest* request) {
   auto* watcher = new Watcher(this, request->service());
   ServingStatus status;
   bool shut_down;

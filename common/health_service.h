@@ -39,7 +39,8 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
                                   const grpc::health::v1::HealthCheckRequest* request,
                                   grpc::health::v1::HealthCheckResponse* response) override;
   grpc::ServerWriteReactor<grpc::health::v1::HealthCheckResponse>* Watch(
-      grpc::CallbackServerContext* context, const grpc::health::v1::HealthCheckRequest* request) override;
+      grpc::CallbackServerContext* context,
+      const grpc::health::v1::HealthCheckRequest* request) override;
 
  private:
   class Watcher;

@@ -7,18 +7,24 @@ namespace pdserve {
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+      return 2;
+    case DType::kBF16:
+      return 2;
   }
   return 0;
 }
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
   }
   return "unknown";
 }
@@ -39,7 +45,9 @@ bool ParseDType(absl::string_view text, DType* out) {
 
 absl::Status KvLayout::Validate() const {
   auto positive = [](absl::string_view name, int v) -> absl::Status {
-    if (v <= 0) return absl::InvalidArgumentError(absl::StrCat("kv layout: ", name, " = ", v, " must be > 0"));
+    if (v <= 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("kv layout: ", name, " = ", v, " must be > 0"));
     return absl::OkStatus();
   };
   for (auto [name, v] : {std::pair<absl::string_view, int>{"num_layers", num_layers},
@@ -63,10 +71,13 @@ absl::Status KvLayout::Validate() const {
 bool KvLayout::SameGeometry(const KvLayout& o) const { return GeometryMismatch(o).empty(); }
 
 std::string KvLayout::GeometryMismatch(const KvLayout& o) const {
-  if (num_layers != o.num_layers) return absl::StrCat("num_layers ", num_layers, " vs ", o.num_layers);
-  if (num_kv_heads != o.num_kv_heads) return absl::StrCat("num_kv_heads ", num_kv_heads, " vs ", o.num_kv_heads);
+  if (num_layers != o.num_layers)
+    return absl::StrCat("num_layers ", num_layers, " vs ", o.num_layers);
+  if (num_kv_heads != o.num_kv_heads)
+    return absl::StrCat("num_kv_heads ", num_kv_heads, " vs ", o.num_kv_heads);
   if (head_dim != o.head_dim) return absl::StrCat("head_dim ", head_dim, " vs ", o.head_dim);
-  if (block_size != o.block_size) return absl::StrCat("block_size ", block_size, " vs ", o.block_size);
+  if (block_size != o.block_size)
+    return absl::StrCat("block_size ", block_size, " vs ", o.block_size);
   if (dtype != o.dtype) return absl::StrCat("dtype ", DTypeName(dtype), " vs ", DTypeName(o.dtype));
   return "";
 }

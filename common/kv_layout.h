@@ -35,7 +35,9 @@ struct KvLayout {
   int num_blocks = 0;
 
   // Bytes of one token's K (or V) in one layer.
-  size_t token_bytes() const { return static_cast<size_t>(num_kv_heads) * head_dim * DTypeSize(dtype); }
+  size_t token_bytes() const {
+    return static_cast<size_t>(num_kv_heads) * head_dim * DTypeSize(dtype);
+  }
   // Bytes of one (layer, K|V, block) region.
   size_t region_bytes() const { return token_bytes() * block_size; }
   // Bytes of the whole pool.

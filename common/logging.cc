@@ -19,11 +19,16 @@ std::atomic<int>& MinSeverityStorage() {
 
 char SeverityChar(LogSeverity s) {
   switch (s) {
-    case LogSeverity::kDebug: return 'D';
-    case LogSeverity::kInfo: return 'I';
-    case LogSeverity::kWarning: return 'W';
-    case LogSeverity::kError: return 'E';
-    case LogSeverity::kFatal: return 'F';
+    case LogSeverity::kDebug:
+      return 'D';
+    case LogSeverity::kInfo:
+      return 'I';
+    case LogSeverity::kWarning:
+      return 'W';
+    case LogSeverity::kError:
+      return 'E';
+    case LogSeverity::kFatal:
+      return 'F';
   }
   return '?';
 }
@@ -45,11 +50,16 @@ LogSeverity MinLogSeverity() {
 
 bool ParseLogSeverity(absl::string_view text, LogSeverity* out) {
   const std::string lower = absl::AsciiStrToLower(text);
-  if (lower == "debug") *out = LogSeverity::kDebug;
-  else if (lower == "info") *out = LogSeverity::kInfo;
-  else if (lower == "warning") *out = LogSeverity::kWarning;
-  else if (lower == "error") *out = LogSeverity::kError;
-  else return false;
+  if (lower == "debug")
+    *out = LogSeverity::kDebug;
+  else if (lower == "info")
+    *out = LogSeverity::kInfo;
+  else if (lower == "warning")
+    *out = LogSeverity::kWarning;
+  else if (lower == "error")
+    *out = LogSeverity::kError;
+  else
+    return false;
   return true;
 }
 

@@ -58,31 +58,31 @@ bool ShouldLogEvery(std::atomic<int64_t>* last_nanos, absl::Duration interval);
 }  // namespace pdserve
 
 #define PDS_LOG_SEVERITY_(sev) ::pdserve::logging_internal::kSeverity_##sev
-#define PDS_LOG_IS_ON_(sev)                                                    \
+#define PDS_LOG_IS_ON_(sev) \
   (static_cast<int>(PDS_LOG_SEVERITY_(sev)) >= static_cast<int>(::pdserve::MinLogSeverity()))
 
-#define PDS_LOG(sev)                                   \
-  !PDS_LOG_IS_ON_(sev) ? (void)0                       \
-                       : ::pdserve::logging_internal::Voidify() & \
-                             ::pdserve::logging_internal::LogMessage(__FILE__, __LINE__, \
-                                                                     PDS_LOG_SEVERITY_(sev)) \
-                                 .stream()
+#define PDS_LOG(sev)                                                                            \
+  !PDS_LOG_IS_ON_(sev)                                                                          \
+      ? (void)0                                                                                 \
+      : ::pdserve::logging_internal::Voidify() &                                                \
+            ::pdserve::logging_internal::LogMessage(__FILE__, __LINE__, PDS_LOG_SEVERITY_(sev)) \
+                .stream()
 
 // Logs at most once every `seconds` from this call site.
 #define PDS_LOG_EVERY_N_SEC(sev, seconds)                                                    \
   for (static std::atomic<int64_t> pds_log_last_{0};                                         \
-       PDS_LOG_IS_ON_(sev) && ::pdserve::logging_internal::ShouldLogEvery(                    \
-                                  &pds_log_last_, absl::Seconds(seconds));)                   \
-  for (bool pds_log_once_ = true; pds_log_once_; pds_log_once_ = false)                      \
+       PDS_LOG_IS_ON_(sev) &&                                                                \
+       ::pdserve::logging_internal::ShouldLogEvery(&pds_log_last_, absl::Seconds(seconds));) \
+    for (bool pds_log_once_ = true; pds_log_once_; pds_log_once_ = false)                    \
   ::pdserve::logging_internal::LogMessage(__FILE__, __LINE__, PDS_LOG_SEVERITY_(sev)).stream()
 
 // Aborts with a message when an internal invariant is broken (programmer error, never input).
-#define PDS_CHECK(cond)                                                              \
-  (cond) ? (void)0                                                                   \
-         : ::pdserve::logging_internal::Voidify() &                                  \
-               ::pdserve::logging_internal::LogMessage(__FILE__, __LINE__,           \
+#define PDS_CHECK(cond)                                                                \
+  (cond) ? (void)0                                                                     \
+         : ::pdserve::logging_internal::Voidify() &                                    \
+               ::pdserve::logging_internal::LogMessage(__FILE__, __LINE__,             \
                                                        ::pdserve::LogSeverity::kFatal) \
-                       .stream()                                                     \
+                       .stream()                                                       \
                    << "Check failed: " #cond " "
 
 #endif  // PDSERVE_COMMON_LOGGING_H_

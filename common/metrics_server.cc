@@ -67,8 +67,8 @@ MetricsServer::~MetricsServer() {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* target = nullptr;
   auto host_port = ParseHostPort(address_, "metrics address");
-  if (!host_port.ok() || getaddrinfo(host_port->host.c_str(), std::to_string(port_).c_str(),
-                                     &hints, &target) != 0) {
+  if (!host_port.ok() ||
+      getaddrinfo(host_port->host.c_str(), std::to_string(port_).c_str(), &hints, &target) != 0) {
     exposer_.reset();
     return;
   }

@@ -16,8 +16,7 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view
   if (!text.empty() && text.front() == '[') {
     const size_t close = text.find(']');
     if (close == absl::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": '", text, "' is not [ipv6]:port"));
+      return absl::InvalidArgumentError(absl::StrCat(field, ": '", text, "' is not [ipv6]:port"));
     }
     out.host = std::string(text.substr(1, close - 1));
     port_text = text.substr(close + 2);
@@ -47,7 +46,7 @@ std::string WithPort(const HostPort& address, int port) {
   HostPort copy = address;
   copy.port = port;
   if (copy.host.empty() || copy.host == "0.0.0.0") copy.host = "127.0.0.1";
-  if (copy.host == "::" ) copy.host = "::1";
+  if (copy.host == "::") copy.host = "::1";
   return copy.ToString();
 }
 

@@ -9,8 +9,11 @@
 
 namespace pdserve {
 
-RegistryClient::RegistryClient(RegistryClientConfig config, v1::WorkerRegistration registration, ReportFn report)
-    : config_(std::move(config)), registration_(std::move(registration)), report_(std::move(report)) {}
+RegistryClient::RegistryClient(RegistryClientConfig config, v1::WorkerRegistration registration,
+                               ReportFn report)
+    : config_(std::move(config)),
+      registration_(std::move(registration)),
+      report_(std::move(report)) {}
 
 RegistryClient::~RegistryClient() { Stop(); }
 
@@ -63,7 +66,8 @@ void RegistryClient::Session() {
   if (ok) {
     connected_.store(true);
     registrations_.fetch_add(1);
-    PDS_LOG(INFO) << "registered with router " << config_.router_address << " as " << registration_.worker_id();
+    PDS_LOG(INFO) << "registered with router " << config_.router_address << " as "
+                  << registration_.worker_id();
     // Drain router messages in the background so the stream's read side never stalls.
     std::thread reader([&stream] {
       v1::RouterMessage m;

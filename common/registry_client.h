@@ -37,7 +37,8 @@ class RegistryClient {
  public:
   // Fills one report. `reconnected` is true for the first report after (re)registering: a
   // decode worker then sends its full prefix cache (prefix_cache.reset = true).
-  using ReportFn = std::function<void(bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events)>;
+  using ReportFn =
+      std::function<void(bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events)>;
 
   RegistryClient(RegistryClientConfig config, v1::WorkerRegistration registration, ReportFn report);
   ~RegistryClient();

@@ -14,7 +14,8 @@ constexpr char kPayloadUrl[] = "type.pdserve.dev/retry-after-ms";
 absl::Status WithRetryAfter(absl::Status status, absl::Duration retry_after) {
   const int64_t ms = absl::ToInt64Milliseconds(retry_after);
   absl::Status out(status.code(), absl::StrCat(status.message(), " (retry after ", ms, " ms)"));
-  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   out.SetPayload(kPayloadUrl, absl::Cord(absl::StrCat(ms)));
   return out;
 }

@@ -12,10 +12,10 @@
 #define PDS_STATUS_CONCAT_(a, b) PDS_STATUS_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function if not OK.
-#define RETURN_IF_ERROR(expr)                                          \
-  do {                                                                 \
-    ::absl::Status pds_status_ = (expr);                               \
-    if (ABSL_PREDICT_FALSE(!pds_status_.ok())) return pds_status_;     \
+#define RETURN_IF_ERROR(expr)                                      \
+  do {                                                             \
+    ::absl::Status pds_status_ = (expr);                           \
+    if (ABSL_PREDICT_FALSE(!pds_status_.ok())) return pds_status_; \
   } while (false)
 
 // ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (an absl::StatusOr<T>); on error returns its
@@ -23,9 +23,9 @@
 #define ASSIGN_OR_RETURN(lhs, expr) \
   PDS_ASSIGN_OR_RETURN_IMPL_(PDS_STATUS_CONCAT_(pds_statusor_, __LINE__), lhs, expr)
 
-#define PDS_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)              \
-  auto statusor = (expr);                                            \
-  if (ABSL_PREDICT_FALSE(!statusor.ok())) return statusor.status();  \
+#define PDS_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)             \
+  auto statusor = (expr);                                           \
+  if (ABSL_PREDICT_FALSE(!statusor.ok())) return statusor.status(); \
   lhs = std::move(statusor).value()
 
 namespace pdserve {

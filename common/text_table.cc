@@ -11,7 +11,8 @@ std::string Table::ToString() const {
   std::vector<size_t> width(header_.size(), 0);
   for (size_t c = 0; c < header_.size(); ++c) width[c] = header_[c].size();
   for (const auto& row : rows_) {
-    for (size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
   }
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
@@ -23,7 +24,8 @@ std::string Table::ToString() const {
   };
   std::string out = line(header_);
   std::string rule;
-  for (size_t c = 0; c < width.size(); ++c) rule += (c == 0 ? "" : "  ") + std::string(width[c], '-');
+  for (size_t c = 0; c < width.size(); ++c)
+    rule += (c == 0 ? "" : "  ") + std::string(width[c], '-');
   out += rule + "\n";
   for (const auto& row : rows_) out += line(row);
   return out;

@@ -4,20 +4,28 @@
 #include "absl/strings/str_cat.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json, *.safetensors, tokenizer.json).");
-ABSL_FLAG(std::string, worker_id, "", "Worker id reported to the router (default: <role>-<advertised address>).");
-ABSL_FLAG(std::string, listen, "127.0.0.1:0", "gRPC listen address, host:port (port 0: any free port).");
-ABSL_FLAG(std::string, advertise_host, "", "Host others use to reach this worker (default: the listen host).");
+ABSL_FLAG(std::string, worker_id, "",
+          "Worker id reported to the router (default: <role>-<advertised address>).");
+ABSL_FLAG(std::string, listen, "127.0.0.1:0",
+          "gRPC listen address, host:port (port 0: any free port).");
+ABSL_FLAG(std::string, advertise_host, "",
+          "Host others use to reach this worker (default: the listen host).");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:0", "/metrics listen address; empty disables.");
-ABSL_FLAG(std::string, serving_info_path, "", "Write the bound addresses to this file once listening.");
+ABSL_FLAG(std::string, serving_info_path, "",
+          "Write the bound addresses to this file once listening.");
 ABSL_FLAG(std::string, router, "", "Router Registry address host:port; empty runs standalone.");
-ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30), "On SIGTERM, how long running work may finish.");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "On SIGTERM, how long running work may finish.");
 ABSL_FLAG(int, threads, 0, "Forward-pass threads; 0 = all hardware threads.");
 ABSL_FLAG(std::string, backend, "cpu", "Engine backend: cpu or cuda.");
-ABSL_FLAG(int, block_size, 16, "Tokens per KV block (equal on the prefill and decode workers of a model).");
-ABSL_FLAG(std::string, kv_dtype, "f32", "KV cache dtype: f32, f16 or bf16 (equal on prefill and decode workers).");
+ABSL_FLAG(int, block_size, 16,
+          "Tokens per KV block (equal on the prefill and decode workers of a model).");
+ABSL_FLAG(std::string, kv_dtype, "f32",
+          "KV cache dtype: f32, f16 or bf16 (equal on prefill and decode workers).");
 ABSL_FLAG(int, num_blocks, 0, "KV blocks in the pool (0: size by --kv_cache_bytes).");
 ABSL_FLAG(int64_t, kv_cache_bytes, int64_t{512} << 20, "KV pool bytes when --num_blocks is 0.");
-ABSL_FLAG(std::string, ucx_transports, "", "UCX transports (as UCX_TLS), e.g. shm, tcp; empty: UCX default.");
+ABSL_FLAG(std::string, ucx_transports, "",
+          "UCX transports (as UCX_TLS), e.g. shm, tcp; empty: UCX default.");
 ABSL_FLAG(std::string, ucx_net_devices, "", "UCX network devices (as UCX_NET_DEVICES).");
 ABSL_FLAG(std::string, ucx_data_path, "auto", "KV data path: auto, put or am.");
 
@@ -44,7 +52,8 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
   c.transport.ucx.data_path = absl::GetFlag(FLAGS_ucx_data_path);
   const std::string dtype = absl::GetFlag(FLAGS_kv_dtype);
   if (!ParseDType(dtype, &c.kv_dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat("--kv_dtype: '", dtype, "' is not one of f32, f16, bf16"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_dtype: '", dtype, "' is not one of f32, f16, bf16"));
   }
   return c;
 }

@@ -20,15 +20,18 @@ absl::Status WorkerProcessConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("--block_size: ", block_size, " must be a power of two in [1, 1024]"));
   }
-  if (num_blocks < 0) return absl::InvalidArgumentError(absl::StrCat("--num_blocks: ", num_blocks, " must be >= 0"));
+  if (num_blocks < 0)
+    return absl::InvalidArgumentError(absl::StrCat("--num_blocks: ", num_blocks, " must be >= 0"));
   if (num_blocks == 0 && kv_cache_bytes < (1 << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat("--kv_cache_bytes: ", kv_cache_bytes, " is below 1 MiB"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_cache_bytes: ", kv_cache_bytes, " is below 1 MiB"));
   }
   if (kv_transport) RETURN_IF_ERROR(transport.Validate());
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(const WorkerProcessConfig& config) {
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
+    const WorkerProcessConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<WorkerProcess> p(new WorkerProcess());
   p->config_ = config;
@@ -38,53 +41,65 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(const Worke
   ASSIGN_OR_RETURN(p->model_, engine::LoadModel(config.model_dir, config.engine));
   engine::Model& model = *p->model_.model;
   PDS_LOG(INFO) << "loaded " << p->model_.name << " (" << model.config().architecture << ", "
-                << model.weight_bytes() / (1 << 20) << " MiB) in " << absl::FormatDuration(absl::Now() - load_start);
+                << model.weight_bytes() / (1 << 20) << " MiB) in "
+                << absl::FormatDuration(absl::Now() - load_start);
 
   KvLayout layout = model.MakeKvLayout(1, config.block_size, config.kv_dtype);
-  layout.num_blocks =
-      config.num_blocks > 0 ? config.num_blocks : engine::KvPool::BlocksForBytes(layout, config.kv_cache_bytes);
+  layout.num_blocks = config.num_blocks > 0
+                          ? config.num_blocks
+                          : engine::KvPool::BlocksForBytes(layout, config.kv_cache_bytes);
   if (layout.num_blocks < 2) {
     const int64_t block_bytes = layout.region_bytes() * 2 * layout.num_layers;
     if (config.num_blocks > 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--num_blocks: ", config.num_blocks, " is fewer than 2 KV blocks (of ", block_bytes, " bytes)"));
+      return absl::InvalidArgumentError(absl::StrCat("--num_blocks: ", config.num_blocks,
+                                                     " is fewer than 2 KV blocks (of ", block_bytes,
+                                                     " bytes)"));
     }
     return absl::InvalidArgumentError(absl::StrCat("--kv_cache_bytes: ", config.kv_cache_bytes,
-                                                   " holds fewer than 2 KV blocks of ", block_bytes, " bytes"));
+                                                   " holds fewer than 2 KV blocks of ", block_bytes,
+                                                   " bytes"));
   }
   if (config.kv_transport) {
     ASSIGN_OR_RETURN(p->transport_, kvtransfer::MakeKvTransport(config.transport));
     ASSIGN_OR_RETURN(p->transport_pool_, p->transport_->CreatePool(layout));
-    ASSIGN_OR_RETURN(p->pool_, engine::KvPool::Wrap(layout, p->transport_pool_->base(), p->transport_pool_->bytes()));
+    ASSIGN_OR_RETURN(p->pool_, engine::KvPool::Wrap(layout, p->transport_pool_->base(),
+                                                    p->transport_pool_->bytes()));
   } else {
     ASSIGN_OR_RETURN(p->pool_, engine::KvPool::Allocate(layout));
   }
-  PDS_LOG(INFO) << config.role << " kv pool: " << layout.DebugString() << " (" << layout.pool_bytes() / (1 << 20)
-                << " MiB, " << (p->transport_ ? "UCX-registered" : "local") << ")";
+  PDS_LOG(INFO) << config.role << " kv pool: " << layout.DebugString() << " ("
+                << layout.pool_bytes() / (1 << 20) << " MiB, "
+                << (p->transport_ ? "UCX-registered" : "local") << ")";
   p->metrics_registry_ = std::make_shared<prometheus::Registry>();
   return p;
 }
 
 absl::Status WorkerProcess::StartServer(const std::vector<HostedService>& services) {
-  ASSIGN_OR_RETURN(server_, ServerRunner::Start(config_.server, services, metrics_registry_, config_.role));
+  ASSIGN_OR_RETURN(server_,
+                   ServerRunner::Start(config_.server, services, metrics_registry_, config_.role));
   ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(server_->grpc_address(), "grpc address"));
   if (!config_.advertise_host.empty()) bound.host = config_.advertise_host;
   advertised_address_ = bound.ToString();
-  worker_id_ = config_.worker_id.empty() ? absl::StrCat(config_.role, "-", advertised_address_) : config_.worker_id;
+  worker_id_ = config_.worker_id.empty() ? absl::StrCat(config_.role, "-", advertised_address_)
+                                         : config_.worker_id;
   return absl::OkStatus();
 }
 
 v1::WorkerRegistration WorkerProcess::BaseRegistration(v1::WorkerRole role) const {
-  return bridge::BaseRegistration(role, worker_id_, advertised_address_, server_->metrics_address(), model_.name,
-                                  model_.model->fingerprint(), model_.model->config(), pool_->layout(), epoch_);
+  return bridge::BaseRegistration(role, worker_id_, advertised_address_, server_->metrics_address(),
+                                  model_.name, model_.model->fingerprint(), model_.model->config(),
+                                  pool_->layout(), epoch_);
 }
 
 void WorkerProcess::Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration& registration,
-                          RegistryClient::ReportFn report, const std::function<void()>& begin_drain) {
-  registry_client_ = std::make_unique<RegistryClient>(config_.registry, registration, std::move(report));
+                          RegistryClient::ReportFn report,
+                          const std::function<void()>& begin_drain) {
+  registry_client_ =
+      std::make_unique<RegistryClient>(config_.registry, registration, std::move(report));
   registry_client_->Start();
   server_->SetServing(true);
-  PDS_LOG(INFO) << config_.role << " worker " << worker_id_ << " serving at " << advertised_address_;
+  PDS_LOG(INFO) << config_.role << " worker " << worker_id_ << " serving at "
+                << advertised_address_;
   server_->RunUntilShutdown(shutdown, begin_drain);
   registry_client_->Stop();
 }

@@ -68,8 +68,8 @@ class WorkerProcess {
   // Registers with the router (when one is configured), goes SERVING and blocks until
   // `shutdown` fires; then calls `begin_drain` (stop admitting new work), drains the gRPC
   // server within the drain timeout and leaves the registry.
-  void Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration& registration, RegistryClient::ReportFn report,
-             const std::function<void()>& begin_drain);
+  void Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration& registration,
+             RegistryClient::ReportFn report, const std::function<void()>& begin_drain);
 
   // Stops the registry client and the servers: after this no call reaches the services, so
   // the role may tear down what they use. Idempotent; the destructor calls it too.
@@ -86,7 +86,9 @@ class WorkerProcess {
   const std::string& worker_id() const { return worker_id_; }
   const std::string& advertised_address() const { return advertised_address_; }
   const std::string& grpc_address() const { return server_->grpc_address(); }
-  const std::shared_ptr<prometheus::Registry>& metrics_registry() const { return metrics_registry_; }
+  const std::shared_ptr<prometheus::Registry>& metrics_registry() const {
+    return metrics_registry_;
+  }
 
  private:
   WorkerProcess() = default;

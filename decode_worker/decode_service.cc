@@ -35,14 +35,17 @@ class GrpcStreamSink final : public StreamSink {
   };
 
   GrpcStreamSink(std::string request_id, v1::Placement placement, std::function<void()> notify)
-      : request_id_(std::move(request_id)), placement_(std::move(placement)), notify_(std::move(notify)) {}
+      : request_id_(std::move(request_id)),
+        placement_(std::move(placement)),
+        notify_(std::move(notify)) {}
 
   void Attach(Reactor* reactor) {
     absl::MutexLock lock(&mu_);
     reactor_ = reactor;
   }
 
-  void PushTokens(const std::vector<int32_t>& ids, const std::string& text, int64_t unix_nanos) override {
+  void PushTokens(const std::vector<int32_t>& ids, const std::string& text,
+                  int64_t unix_nanos) override {
     Op op;
     {
       absl::MutexLock lock(&mu_);
@@ -60,7 +63,8 @@ class GrpcStreamSink final : public StreamSink {
     {
       absl::MutexLock lock(&mu_);
       v1::GenerateResult& r = final_;
-      r.set_finish_reason(bridge::FinishReasonToProto(static_cast<engine::FinishReason>(f.finish_reason)));
+      r.set_finish_reason(
+          bridge::FinishReasonToProto(static_cast<engine::FinishReason>(f.finish_reason)));
       r.set_stop_reason(f.stop_reason);
       r.set_error_message(f.error_message);
       r.mutable_usage()->set_prompt_tokens(f.prompt_tokens);
@@ -80,7 +84,8 @@ class GrpcStreamSink final : public StreamSink {
         r.mutable_placement()->set_mode(v1::PLACEMENT_MODE_OFFLOAD);
         r.mutable_placement()->set_prefill_worker_id(f.prefill_worker_id);
         r.mutable_placement()->set_transfer_bytes(f.transfer_bytes);
-        r.mutable_placement()->set_prefill_computed_tokens(static_cast<uint32_t>(f.prefill_computed_tokens));
+        r.mutable_placement()->set_prefill_computed_tokens(
+            static_cast<uint32_t>(f.prefill_computed_tokens));
       }
       if (f.fell_back_to_local) {
         r.mutable_placement()->set_fell_back_to_local(true);
@@ -195,9 +200,13 @@ class GrpcStreamSink final : public StreamSink {
   std::atomic<bool> cancelled_{false};
 };
 
-DecodeService::DecodeService(EngineLoop* loop, const engine::Tokenizer* tokenizer, DecodeServiceOptions options,
-                             Clock* clock, DecodeMetrics* metrics)
-    : loop_(loop), tokenizer_(tokenizer), options_(std::move(options)), clock_(clock), metrics_(metrics) {
+DecodeService::DecodeService(EngineLoop* loop, const engine::Tokenizer* tokenizer,
+                             DecodeServiceOptions options, Clock* clock, DecodeMetrics* metrics)
+    : loop_(loop),
+      tokenizer_(tokenizer),
+      options_(std::move(options)),
+      clock_(clock),
+      metrics_(metrics) {
   worker_id_ = options_.worker_id;
 }
 
@@ -206,7 +215,8 @@ void DecodeService::SetWorkerId(const std::string& id) {
   worker_id_ = id;
 }
 
-std::unique_ptr<Sequence> DecodeService::MakeSequence(const bridge::ValidatedRequest& r, absl::Time arrival,
+std::unique_ptr<Sequence> DecodeService::MakeSequence(const bridge::ValidatedRequest& r,
+                                                      absl::Time arrival,
                                                       std::shared_ptr<StreamSink> sink) const {
   auto seq = std::make_unique<Sequence>();
   seq->request_id = r.request_id;
@@ -215,13 +225,14 @@ std::unique_ptr<Sequence> DecodeService::MakeSequence(const bridge::ValidatedReq
   seq->tokens = r.prompt;
   seq->prompt_len = static_cast<int>(r.prompt.size());
   seq->sampling = r.sampling;
-  seq->stream = std::make_unique<engine::GenerationStream>(tokenizer_, r.sampling, options_.eos_token_ids);
+  seq->stream =
+      std::make_unique<engine::GenerationStream>(tokenizer_, r.sampling, options_.eos_token_ids);
   seq->sink = std::move(sink);
   return seq;
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(grpc::CallbackServerContext* context,
-                                                                       const v1::DecodeRequest* request) {
+grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(
+    grpc::CallbackServerContext* context, const v1::DecodeRequest* request) {
   const absl::Time now = clock_->Now();
   auto validated = bridge::ValidateGenerateRequest(request->request(), options_.limits, tokenizer_);
   if (!validated.ok()) {
@@ -234,13 +245,16 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(grpc::Ca
     placement.set_decode_worker_id(worker_id_);
   }
   if (placement.mode() == v1::PLACEMENT_MODE_UNSPECIFIED) {
-    placement.set_mode(request->prefill_workers().empty() ? v1::PLACEMENT_MODE_LOCAL : v1::PLACEMENT_MODE_OFFLOAD);
+    placement.set_mode(request->prefill_workers().empty() ? v1::PLACEMENT_MODE_LOCAL
+                                                          : v1::PLACEMENT_MODE_OFFLOAD);
   }
   if (placement.reason().empty()) placement.set_reason("direct");
-  auto sink = std::make_shared<GrpcStreamSink>(validated->request_id, placement, [loop = loop_] { loop->Notify(); });
+  auto sink = std::make_shared<GrpcStreamSink>(validated->request_id, placement,
+                                               [loop = loop_] { loop->Notify(); });
   auto* reactor = new GrpcStreamSink::Reactor(sink);
   sink->Attach(reactor);
-  const absl::Time arrival = request->arrival_unix_nanos() > 0 ? absl::FromUnixNanos(request->arrival_unix_nanos()) : now;
+  const absl::Time arrival =
+      request->arrival_unix_nanos() > 0 ? absl::FromUnixNanos(request->arrival_unix_nanos()) : now;
   std::unique_ptr<Sequence> seq = MakeSequence(*validated, arrival, sink);
   absl::Status status;
   if (!request->prefill_workers().empty() && offload_) {
@@ -267,7 +281,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(grpc::Ca
 }
 
 grpc::ServerUnaryReactor* DecodeService::GetStats(grpc::CallbackServerContext* context,
-                                                  const v1::GetStatsRequest*, v1::DecodeStats* out) {
+                                                  const v1::GetStatsRequest*,
+                                                  v1::DecodeStats* out) {
   const WorkerStats s = loop_->Stats();
   {
     absl::MutexLock lock(&id_mu_);

@@ -22,8 +22,8 @@ class GrpcStreamSink;
 
 // Takes over a request that names prefill workers (the offload path) with the client's
 // deadline; null (no KV transport): such requests prefill locally.
-using OffloadHandler =
-    std::function<absl::Status(std::unique_ptr<Sequence>, std::vector<PrefillTarget>, absl::Time deadline)>;
+using OffloadHandler = std::function<absl::Status(std::unique_ptr<Sequence>,
+                                                  std::vector<PrefillTarget>, absl::Time deadline)>;
 
 struct DecodeServiceOptions {
   std::string worker_id;
@@ -41,13 +41,15 @@ class DecodeService final : public v1::Decode::CallbackService {
   // The worker id is known only once the server is bound; set it before serving.
   void SetWorkerId(const std::string& id);
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
-                                                           const v1::DecodeRequest* request) override;
-  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context, const v1::GetStatsRequest* request,
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::DecodeRequest* request) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const v1::GetStatsRequest* request,
                                      v1::DecodeStats* response) override;
 
   // Builds a sequence for a validated request (used by the offload path too).
-  std::unique_ptr<Sequence> MakeSequence(const bridge::ValidatedRequest& request, absl::Time arrival,
+  std::unique_ptr<Sequence> MakeSequence(const bridge::ValidatedRequest& request,
+                                         absl::Time arrival,
                                          std::shared_ptr<StreamSink> sink) const;
 
  private:

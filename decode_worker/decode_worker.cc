@@ -6,7 +6,8 @@
 
 namespace pdserve::decode {
 
-absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(const DecodeWorkerConfig& config) {
+absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
+    const DecodeWorkerConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<DecodeWorker> w(new DecodeWorker());
   w->config_ = config;
@@ -19,30 +20,35 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(const DecodeW
   w->metrics_ = std::make_unique<DecodeMetrics>(*process.metrics_registry(), loaded.name);
   SchedulerConfig scheduler = config.EffectiveScheduler();
   scheduler.model_fingerprint = model.fingerprint();
-  w->loop_ = std::make_unique<EngineLoop>(&model, &process.pool(), loaded.tokenizer.get(), loaded.eos_token_ids,
-                                          scheduler, w->metrics_.get(), Clock::Real());
+  w->loop_ = std::make_unique<EngineLoop>(&model, &process.pool(), loaded.tokenizer.get(),
+                                          loaded.eos_token_ids, scheduler, w->metrics_.get(),
+                                          Clock::Real());
   DecodeServiceOptions options;
   options.epoch = process.epoch();
   options.eos_token_ids = loaded.eos_token_ids;
   options.limits.model_name = loaded.name;
   options.limits.vocab_size = model.config().vocab_size;
-  options.limits.max_context_tokens = config.max_model_len > 0
-                                          ? std::min(config.max_model_len, model.config().max_position_embeddings)
-                                          : model.config().max_position_embeddings;
-  options.limits.max_sequence_tokens = static_cast<int64_t>(layout.num_blocks) * layout.block_size - 1;
-  w->service_ = std::make_unique<DecodeService>(w->loop_.get(), loaded.tokenizer.get(), options, Clock::Real(),
-                                                w->metrics_.get());
+  options.limits.max_context_tokens =
+      config.max_model_len > 0
+          ? std::min(config.max_model_len, model.config().max_position_embeddings)
+          : model.config().max_position_embeddings;
+  options.limits.max_sequence_tokens =
+      static_cast<int64_t>(layout.num_blocks) * layout.block_size - 1;
+  w->service_ = std::make_unique<DecodeService>(w->loop_.get(), loaded.tokenizer.get(), options,
+                                                Clock::Real(), w->metrics_.get());
   RETURN_IF_ERROR(process.StartServer({{w->service_.get(), v1::Decode::service_full_name()}}));
   if (process.transport() != nullptr) {
     ASSIGN_OR_RETURN(kvtransfer::KvPoolDescriptor descriptor,
                      process.transport()->ServePool(process.transport_pool(), process.worker_id(),
                                                     model.fingerprint(), process.epoch()));
     w->prefill_client_ = std::make_unique<GrpcPrefillClient>();
-    w->offload_ = std::make_unique<OffloadCoordinator>(w->loop_.get(), process.transport(), std::move(descriptor),
-                                                       w->prefill_client_.get(), Clock::Real(), config.offload);
+    w->offload_ = std::make_unique<OffloadCoordinator>(
+        w->loop_.get(), process.transport(), std::move(descriptor), w->prefill_client_.get(),
+        Clock::Real(), config.offload);
     w->offload_->Attach();
     OffloadCoordinator* offload = w->offload_.get();
-    w->service_->SetOffloadHandler([offload](std::unique_ptr<Sequence> seq, std::vector<PrefillTarget> targets,
+    w->service_->SetOffloadHandler([offload](std::unique_ptr<Sequence> seq,
+                                             std::vector<PrefillTarget> targets,
                                              absl::Time deadline) {
       return offload->Handle(std::move(seq), std::move(targets), deadline);
     });
@@ -57,11 +63,13 @@ v1::WorkerRegistration DecodeWorker::Registration() const {
   v1::WorkerRegistration r = process_->BaseRegistration(v1::WORKER_ROLE_DECODE);
   r.set_max_num_batched_tokens(config_.scheduler.max_num_batched_tokens);
   r.set_max_num_seqs(config_.scheduler.max_num_seqs);
-  r.set_max_context_tokens(config_.max_model_len > 0 ? config_.max_model_len : c.max_position_embeddings);
+  r.set_max_context_tokens(config_.max_model_len > 0 ? config_.max_model_len
+                                                     : c.max_position_embeddings);
   return r;
 }
 
-void DecodeWorker::FillReport(bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
+void DecodeWorker::FillReport(bool reconnected, v1::LoadReport* load,
+                              v1::PrefixCacheEvents* events) {
   std::vector<StepSample> steps;
   engine::PrefixCacheEvents prefix;
   bool reset = false;

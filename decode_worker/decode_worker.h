@@ -41,8 +41,9 @@ class DecodeWorker {
   std::unique_ptr<WorkerProcess> process_;  // Model, KV pool, transport, servers.
   std::unique_ptr<DecodeMetrics> metrics_;
   std::unique_ptr<EngineLoop> loop_;
-  std::unique_ptr<GrpcPrefillClient> prefill_client_;  // Outlives offload_. Null without a KV transport.
-  std::unique_ptr<OffloadCoordinator> offload_;         // Null without a KV transport.
+  std::unique_ptr<GrpcPrefillClient>
+      prefill_client_;                           // Outlives offload_. Null without a KV transport.
+  std::unique_ptr<OffloadCoordinator> offload_;  // Null without a KV transport.
   std::unique_ptr<DecodeService> service_;
 };
 

@@ -20,7 +20,8 @@ SchedulerConfig DecodeWorkerConfig::EffectiveScheduler() const {
 
 absl::Status DecodeWorkerConfig::Validate() const {
   if (kv_transport != "ucx" && kv_transport != "none") {
-    return absl::InvalidArgumentError(absl::StrCat("--kv_transport: '", kv_transport, "' is not one of ucx, none"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_transport: '", kv_transport, "' is not one of ucx, none"));
   }
   RETURN_IF_ERROR(EffectiveProcess().Validate());
   RETURN_IF_ERROR(EffectiveScheduler().Validate());

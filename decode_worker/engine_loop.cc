@@ -15,9 +15,9 @@ double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 }  // namespace
 
-EngineLoop::EngineLoop(engine::Model* model, engine::KvPool* pool, const engine::Tokenizer* tokenizer,
-                       std::vector<int32_t> eos_token_ids, const SchedulerConfig& config,
-                       DecodeMetrics* metrics, Clock* clock)
+EngineLoop::EngineLoop(engine::Model* model, engine::KvPool* pool,
+                       const engine::Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
+                       const SchedulerConfig& config, DecodeMetrics* metrics, Clock* clock)
     : model_(model),
       pool_(pool),
       tokenizer_(tokenizer),
@@ -44,13 +44,16 @@ void EngineLoop::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status EngineLoop::Submit(std::unique_ptr<Sequence> seq, std::function<void(Sequence*)> on_added) {
+absl::Status EngineLoop::Submit(std::unique_ptr<Sequence> seq,
+                                std::function<void(Sequence*)> on_added) {
   absl::MutexLock lock(&mu_);
-  if (draining_ || stop_) return absl::UnavailableError("decode worker is draining; send the request elsewhere");
+  if (draining_ || stop_)
+    return absl::UnavailableError("decode worker is draining; send the request elsewhere");
   if (stats_.waiting + static_cast<int>(inbox_.size()) >= config_.max_waiting) {
-    return WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat("decode worker overloaded: ", config_.max_waiting,
-                                                                    " requests already waiting")),
-                          config_.retry_after);
+    return WithRetryAfter(
+        absl::ResourceExhaustedError(absl::StrCat("decode worker overloaded: ", config_.max_waiting,
+                                                  " requests already waiting")),
+        config_.retry_after);
   }
   seq->order = ++next_order_;
   inbox_.push_back(Incoming{std::move(seq), std::move(on_added)});
@@ -87,8 +90,8 @@ WorkerStats EngineLoop::Stats() const {
   return stats_;
 }
 
-void EngineLoop::TakeReport(bool request_reset, std::vector<StepSample>* steps, engine::PrefixCacheEvents* events,
-                            bool* reset) {
+void EngineLoop::TakeReport(bool request_reset, std::vector<StepSample>* steps,
+                            engine::PrefixCacheEvents* events, bool* reset) {
   absl::MutexLock lock(&mu_);
   reporting_ = true;
   if (request_reset) {
@@ -134,12 +137,16 @@ void EngineLoop::PublishStats() {
   metrics_->num_requests_running.Set(scheduler_.num_running());
   metrics_->num_requests_waiting.Set(scheduler_.num_waiting());
   metrics_->num_requests_awaiting_kv.Set(scheduler_.num_awaiting_kv());
-  metrics_->kv_cache_usage.Set(counts.total == 0 ? 0.0 : 1.0 - double(counts.free + counts.cached) / counts.total);
+  metrics_->kv_cache_usage.Set(
+      counts.total == 0 ? 0.0 : 1.0 - double(counts.free + counts.cached) / counts.total);
   metrics_->kv_blocks_free.Set(counts.free + counts.cached);
   metrics_->kv_blocks_quarantined.Set(counts.quarantined);
-  metrics_->prefix_cache_queries.Increment(static_cast<double>(c.prefix_queried_tokens - published_counters_.prefix_queried_tokens));
-  metrics_->prefix_cache_hits.Increment(static_cast<double>(c.prefix_hit_tokens - published_counters_.prefix_hit_tokens));
-  metrics_->preemptions.Increment(static_cast<double>(c.preemptions - published_counters_.preemptions));
+  metrics_->prefix_cache_queries.Increment(
+      static_cast<double>(c.prefix_queried_tokens - published_counters_.prefix_queried_tokens));
+  metrics_->prefix_cache_hits.Increment(
+      static_cast<double>(c.prefix_hit_tokens - published_counters_.prefix_hit_tokens));
+  metrics_->preemptions.Increment(
+      static_cast<double>(c.preemptions - published_counters_.preemptions));
   published_counters_ = c;
 
   absl::MutexLock lock(&mu_);
@@ -167,7 +174,8 @@ void EngineLoop::PublishStats() {
   }
 }
 
-void EngineLoop::FinishSequence(Sequence* seq, engine::FinishReason reason, const std::string& error) {
+void EngineLoop::FinishSequence(Sequence* seq, engine::FinishReason reason,
+                                const std::string& error) {
   const absl::Time now = clock_->Now();
   StreamSink::Final f;
   f.finish_reason = static_cast<int>(reason);
@@ -218,7 +226,8 @@ bool EngineLoop::EmitToken(Sequence* seq) {
     if (seq->prefill_done == absl::Time()) seq->prefill_done = now;
     metrics_->time_to_first_token.Observe(absl::ToDoubleSeconds(now - seq->arrival));
     if (seq->admitted != absl::Time()) {
-      metrics_->request_prefill_time.Observe(absl::ToDoubleSeconds(seq->prefill_done - seq->admitted));
+      metrics_->request_prefill_time.Observe(
+          absl::ToDoubleSeconds(seq->prefill_done - seq->admitted));
     }
   } else {
     metrics_->inter_token_latency.Observe(absl::ToDoubleSeconds(now - seq->last_token));
@@ -266,12 +275,15 @@ void EngineLoop::RetireStalled() {
     if (seq->paused_since == absl::Time()) {
       seq->paused_since = now;
     } else if (now - seq->paused_since >= config_.max_client_stall) {
-      PDS_LOG(WARNING) << seq->request_id << ": client read nothing for " << absl::FormatDuration(now - seq->paused_since)
+      PDS_LOG(WARNING) << seq->request_id << ": client read nothing for "
+                       << absl::FormatDuration(now - seq->paused_since)
                        << "; ending the request to free its KV blocks";
       metrics_->stalled_clients.Increment();
-      FinishSequence(seq, engine::FinishReason::kError,
-                     absl::StrCat("the client read no tokens for ", absl::FormatDuration(config_.max_client_stall),
-                                  " (--max_client_stall); the request was ended to free its KV cache"));
+      FinishSequence(
+          seq, engine::FinishReason::kError,
+          absl::StrCat("the client read no tokens for ",
+                       absl::FormatDuration(config_.max_client_stall),
+                       " (--max_client_stall); the request was ended to free its KV cache"));
     }
   }
 }
@@ -281,10 +293,11 @@ void EngineLoop::RunStep(const StepPlan& plan) {
   batch_.Clear();
   int64_t context = 0;
   for (const PlannedChunk& c : plan.chunks) {
-    batch_.Add(absl::MakeConstSpan(c.seq->tokens).subspan(c.start, c.num_tokens), c.start, c.seq->block_table,
-               c.want_logits);
+    batch_.Add(absl::MakeConstSpan(c.seq->tokens).subspan(c.start, c.num_tokens), c.start,
+               c.seq->block_table, c.want_logits);
     // Attention work: token i of the chunk attends to start + i + 1 positions.
-    context += static_cast<int64_t>(c.num_tokens) * c.start + static_cast<int64_t>(c.num_tokens) * (c.num_tokens + 1) / 2;
+    context += static_cast<int64_t>(c.num_tokens) * c.start +
+               static_cast<int64_t>(c.num_tokens) * (c.num_tokens + 1) / 2;
     if (c.seq->admitted == absl::Time()) {
       c.seq->admitted = clock_->Now();
       metrics_->request_queue_time.Observe(absl::ToDoubleSeconds(c.seq->admitted - c.seq->arrival));
@@ -296,7 +309,8 @@ void EngineLoop::RunStep(const StepPlan& plan) {
   if (!status.ok()) {
     PDS_LOG(ERROR) << "engine step failed: " << status;
     for (const PlannedChunk& c : plan.chunks) {
-      if (c.seq->state != SequenceState::kFinished) FinishSequence(c.seq, engine::FinishReason::kError, std::string(status.message()));
+      if (c.seq->state != SequenceState::kFinished)
+        FinishSequence(c.seq, engine::FinishReason::kError, std::string(status.message()));
     }
     return;
   }
@@ -305,7 +319,8 @@ void EngineLoop::RunStep(const StepPlan& plan) {
   for (const PlannedChunk& c : plan.chunks) {
     if (!c.want_logits) continue;
     sampled_.push_back(engine::SampleToken(logits_.Row(row++), c.seq->sampling,
-                                           static_cast<uint64_t>(c.start + c.num_tokens), &sampler_scratch_));
+                                           static_cast<uint64_t>(c.start + c.num_tokens),
+                                           &sampler_scratch_));
   }
   scheduler_.ApplyStep(plan, sampled_);
   for (const PlannedChunk& c : plan.chunks) {
@@ -318,7 +333,8 @@ void EngineLoop::RunStep(const StepPlan& plan) {
   sample.context_tokens = context;
   sample.duration_ms = Ms(end - start);
   sample.host_ms = Ms((forward_start - start) + (end - forward_end));
-  (plan.num_prefill_tokens > 0 ? metrics_->step_duration_mixed : metrics_->step_duration_decode_only)
+  (plan.num_prefill_tokens > 0 ? metrics_->step_duration_mixed
+                               : metrics_->step_duration_decode_only)
       .Observe(sample.duration_ms / 1e3);
   metrics_->step_batch_sequences.Observe(static_cast<double>(plan.chunks.size()));
   metrics_->step_batch_tokens.Observe(plan.num_decode + plan.num_prefill_tokens);
@@ -362,7 +378,8 @@ void EngineLoop::Run() {
   // Whatever is left when the loop stops ends with an error the client can retry.
   std::vector<Sequence*> left = scheduler_.waiting();
   left.insert(left.end(), scheduler_.running().begin(), scheduler_.running().end());
-  for (Sequence* seq : left) FinishSequence(seq, engine::FinishReason::kError, "decode worker stopped");
+  for (Sequence* seq : left)
+    FinishSequence(seq, engine::FinishReason::kError, "decode worker stopped");
   PublishStats();
 }
 

@@ -17,9 +17,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
-#include "engine/block_manager.h"
 #include "decode_worker/decode_metrics.h"
 #include "decode_worker/scheduler.h"
+#include "engine/block_manager.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
 
@@ -60,7 +60,8 @@ class EngineLoop {
   // Queues a sequence. RESOURCE_EXHAUSTED when the waiting queue is full, UNAVAILABLE while
   // draining. `on_added`, if set, runs on the loop thread right after the sequence joined the
   // waiting queue and before the next plan (the offload path admits it there).
-  absl::Status Submit(std::unique_ptr<Sequence> seq, std::function<void(Sequence*)> on_added = nullptr);
+  absl::Status Submit(std::unique_ptr<Sequence> seq,
+                      std::function<void(Sequence*)> on_added = nullptr);
   // Runs `fn` on the loop thread before the next step (offload events, tests).
   void Post(std::function<void()> fn);
   // Something outside changed (a client cancelled or caught up): re-plan soon.
@@ -74,8 +75,8 @@ class EngineLoop {
   // Step samples since the last call, prefix-cache events since the last call, and whether
   // they are a full resync (`reset`: `events.stored` is then every cached hash). Call with
   // request_reset after (re)connecting to the router; the full list follows within a step.
-  void TakeReport(bool request_reset, std::vector<StepSample>* steps, engine::PrefixCacheEvents* events,
-                  bool* reset);
+  void TakeReport(bool request_reset, std::vector<StepSample>* steps,
+                  engine::PrefixCacheEvents* events, bool* reset);
 
   // Loop-thread only (offload coordinator, tests).
   Scheduler& scheduler() { return scheduler_; }
@@ -141,8 +142,8 @@ class EngineLoop {
   bool reset_ready_ ABSL_GUARDED_BY(mu_) = false;
   bool reporting_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t requests_finished_ = 0;  // Loop thread.
-  std::atomic<uint64_t> offload_fallbacks_{0};   // Any thread.
+  uint64_t requests_finished_ = 0;              // Loop thread.
+  std::atomic<uint64_t> offload_fallbacks_{0};  // Any thread.
   std::atomic<uint64_t> offload_completions_{0};
 };
 

@@ -21,7 +21,8 @@ GrpcPrefillClient::~GrpcPrefillClient() {
   }
   auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return in_flight_.empty(); };
   if (!mu_.AwaitWithTimeout(absl::Condition(&idle), absl::Seconds(10))) {
-    PDS_LOG(WARNING) << "prefill client: " << in_flight_.size() << " calls still in flight at shutdown";
+    PDS_LOG(WARNING) << "prefill client: " << in_flight_.size()
+                     << " calls still in flight at shutdown";
   }
 }
 
@@ -45,8 +46,8 @@ void GrpcPrefillClient::Untrack(const Call* call) {
   in_flight_.erase(call);
 }
 
-std::shared_ptr<PendingCall> GrpcPrefillClient::Prefill(const PrefillTarget& target, const PrefillJob& job,
-                                                        PrefillDone done) {
+std::shared_ptr<PendingCall> GrpcPrefillClient::Prefill(const PrefillTarget& target,
+                                                        const PrefillJob& job, PrefillDone done) {
   struct PrefillCall : Call {
     v1::PrefillRequest request;
     v1::PrefillResponse response;
@@ -66,28 +67,31 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::Prefill(const PrefillTarget& tar
     absl::MutexLock lock(&mu_);
     stub = StubsFor(target.address).prefill.get();
   }
-  stub->async()->Prefill(&call->context, &call->request, &call->response,
-                         [this, call, done = std::move(done)](grpc::Status status) {
-                           if (!status.ok()) {
-                             done(bridge::FromGrpc(status));
-                           } else {
-                             const v1::PrefillResponse& p = call->response;
-                             done(PrefillResult{.first_token = static_cast<int32_t>(p.first_token_id()),
-                                                .worker_id = p.worker_id(),
-                                                .queue_ms = p.queue_ms(),
-                                                .compute_ms = p.compute_ms(),
-                                                .transfer_ms = p.transfer_ms(),
-                                                .transfer_tail_ms = p.transfer_tail_ms(),
-                                                .transfer_bytes = p.transfer_bytes(),
-                                                .computed_tokens = static_cast<int>(p.computed_tokens())});
-                           }
-                           Untrack(call.get());
-                         });
+  stub->async()->Prefill(
+      &call->context, &call->request, &call->response,
+      [this, call, done = std::move(done)](grpc::Status status) {
+        if (!status.ok()) {
+          done(bridge::FromGrpc(status));
+        } else {
+          const v1::PrefillResponse& p = call->response;
+          done(PrefillResult{.first_token = static_cast<int32_t>(p.first_token_id()),
+                             .worker_id = p.worker_id(),
+                             .queue_ms = p.queue_ms(),
+                             .compute_ms = p.compute_ms(),
+                             .transfer_ms = p.transfer_ms(),
+                             .transfer_tail_ms = p.transfer_tail_ms(),
+                             .transfer_bytes = p.transfer_bytes(),
+                             .computed_tokens = static_cast<int>(p.computed_tokens())});
+        }
+        Untrack(call.get());
+      });
   return call;
 }
 
-std::shared_ptr<PendingCall> GrpcPrefillClient::CancelPrefill(const PrefillTarget& target, uint64_t transfer_token,
-                                                              absl::Time deadline, CancelDone done) {
+std::shared_ptr<PendingCall> GrpcPrefillClient::CancelPrefill(const PrefillTarget& target,
+                                                              uint64_t transfer_token,
+                                                              absl::Time deadline,
+                                                              CancelDone done) {
   struct CancelCall : Call {
     v1::CancelPrefillRequest request;
     v1::CancelPrefillResponse response;
@@ -113,8 +117,8 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::CancelPrefill(const PrefillTarge
   return call;
 }
 
-std::shared_ptr<PendingCall> GrpcPrefillClient::CheckAlive(const PrefillTarget& target, absl::Time deadline,
-                                                           AliveDone done) {
+std::shared_ptr<PendingCall> GrpcPrefillClient::CheckAlive(const PrefillTarget& target,
+                                                           absl::Time deadline, AliveDone done) {
   struct HealthCall : Call {
     grpc::health::v1::HealthCheckRequest request;
     grpc::health::v1::HealthCheckResponse response;

@@ -26,7 +26,8 @@ class GrpcPrefillClient final : public PrefillClient {
                                        PrefillDone done) override;
   std::shared_ptr<PendingCall> CancelPrefill(const PrefillTarget& target, uint64_t transfer_token,
                                              absl::Time deadline, CancelDone done) override;
-  std::shared_ptr<PendingCall> CheckAlive(const PrefillTarget& target, absl::Time deadline, AliveDone done) override;
+  std::shared_ptr<PendingCall> CheckAlive(const PrefillTarget& target, absl::Time deadline,
+                                          AliveDone done) override;
 
  private:
   struct Stubs {

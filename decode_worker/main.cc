@@ -7,10 +7,12 @@
 #include "common/worker_flags.h"
 #include "decode_worker/decode_worker.h"
 
-ABSL_FLAG(int, max_num_batched_tokens, 512, "Token budget per engine step (the local prefill chunk size).");
+ABSL_FLAG(int, max_num_batched_tokens, 512,
+          "Token budget per engine step (the local prefill chunk size).");
 ABSL_FLAG(int, max_num_seqs, 256, "Maximum running sequences.");
 ABSL_FLAG(int, max_waiting, 1024, "Maximum waiting requests; more get RESOURCE_EXHAUSTED.");
-ABSL_FLAG(absl::Duration, retry_after, absl::Milliseconds(200), "Retry-after hint given with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(absl::Duration, retry_after, absl::Milliseconds(200),
+          "Retry-after hint given with RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_model_len, 0, "Maximum prompt + generated tokens (0: the model's).");
 ABSL_FLAG(bool, prefix_caching, true, "Reuse KV of shared prompt prefixes.");
 ABSL_FLAG(absl::Duration, max_client_stall, absl::Seconds(30),
@@ -21,7 +23,8 @@ ABSL_FLAG(absl::Duration, offload_attempt_timeout, absl::Seconds(60),
 ABSL_FLAG(absl::Duration, offload_completion_timeout, absl::Seconds(5),
           "After a prefill worker answered, how long its KV transfer may take to complete.");
 ABSL_FLAG(absl::Duration, offload_dead_after, absl::Seconds(2),
-          "A prefill worker unreachable this long after a failed attempt is taken as dead (its blocks freed).");
+          "A prefill worker unreachable this long after a failed attempt is taken as dead (its "
+          "blocks freed).");
 ABSL_FLAG(absl::Duration, offload_cancel_retry, absl::Milliseconds(200),
           "Interval between CancelPrefill retries to an unreachable prefill worker.");
 ABSL_FLAG(absl::Duration, offload_min_attempt_budget, absl::Milliseconds(50),
@@ -58,8 +61,9 @@ absl::StatusOr<pdserve::decode::DecodeWorkerConfig> ConfigFromFlags() {
 
 int main(int argc, char** argv) {
   pdserve::ShutdownSignal shutdown;
-  pdserve::ParseCommandLine(argc, argv,
-                            "pdserve-decode: decode worker (paged-KV continuous batching, gRPC Decode service).\n"
-                            "Usage: pdserve-decode --model=DIR [--router=HOST:PORT] [--listen=HOST:PORT] ...");
+  pdserve::ParseCommandLine(
+      argc, argv,
+      "pdserve-decode: decode worker (paged-KV continuous batching, gRPC Decode service).\n"
+      "Usage: pdserve-decode --model=DIR [--router=HOST:PORT] [--listen=HOST:PORT] ...");
   return pdserve::RunWorkerMain<pdserve::decode::DecodeWorker>(ConfigFromFlags(), shutdown);
 }

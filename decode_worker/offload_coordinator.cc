@@ -11,7 +11,8 @@ namespace {
 
 // Codes with which a prefill worker refuses a request before computing or writing anything.
 bool RefusedBeforeWriting(absl::StatusCode code) {
-  return code == absl::StatusCode::kFailedPrecondition || code == absl::StatusCode::kInvalidArgument ||
+  return code == absl::StatusCode::kFailedPrecondition ||
+         code == absl::StatusCode::kInvalidArgument ||
          code == absl::StatusCode::kResourceExhausted || code == absl::StatusCode::kUnimplemented;
 }
 
@@ -30,14 +31,17 @@ std::string CauseOf(const absl::Status& status) {
 
 absl::Status OffloadConfig::Validate() const {
   auto positive = [](const char* flag, absl::Duration d) -> absl::Status {
-    if (d <= absl::ZeroDuration()) return absl::InvalidArgumentError(absl::StrCat(flag, ": must be > 0"));
+    if (d <= absl::ZeroDuration())
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": must be > 0"));
     return absl::OkStatus();
   };
   if (absl::Status s = positive("--offload_attempt_timeout", attempt_timeout); !s.ok()) return s;
-  if (absl::Status s = positive("--offload_completion_timeout", completion_timeout); !s.ok()) return s;
+  if (absl::Status s = positive("--offload_completion_timeout", completion_timeout); !s.ok())
+    return s;
   if (absl::Status s = positive("--offload_dead_after", dead_after); !s.ok()) return s;
   if (absl::Status s = positive("--offload_cancel_retry", cancel_retry); !s.ok()) return s;
-  if (absl::Status s = positive("--offload_liveness_interval", liveness_interval); !s.ok()) return s;
+  if (absl::Status s = positive("--offload_liveness_interval", liveness_interval); !s.ok())
+    return s;
   if (absl::Status s = positive("--offload_liveness_timeout", liveness_timeout); !s.ok()) return s;
   if (min_attempt_budget < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--offload_min_attempt_budget: must be >= 0");
@@ -84,7 +88,7 @@ struct OffloadCoordinator::Offload {
   std::vector<PrefillTarget> targets;
   size_t next_target = 0;
   absl::Time deadline;
-  int cached_tokens = 0;            // Prefix-cache hit: positions not transferred.
+  int cached_tokens = 0;             // Prefix-cache hit: positions not transferred.
   std::shared_ptr<Attempt> current;  // The attempt in flight, if any.
 };
 
@@ -102,8 +106,8 @@ struct OffloadCoordinator::Attempt {
   absl::StatusOr<PrefillResult> result = absl::UnknownError("no answer yet");
   absl::Time call_ok_at;
   bool transfer_done = false;
-  absl::Time deadline;          // The Prefill call's; the worker writes nothing after it.
-  absl::Time next_liveness;     // Zero while a health check is in flight.
+  absl::Time deadline;       // The Prefill call's; the worker writes nothing after it.
+  absl::Time next_liveness;  // Zero while a health check is in flight.
   std::shared_ptr<PendingCall> liveness;
 };
 
@@ -122,8 +126,8 @@ struct OffloadCoordinator::Quarantine {
 };
 
 OffloadCoordinator::OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport,
-                                       kvtransfer::KvPoolDescriptor pool, PrefillClient* client, Clock* clock,
-                                       const OffloadConfig& config)
+                                       kvtransfer::KvPoolDescriptor pool, PrefillClient* client,
+                                       Clock* clock, const OffloadConfig& config)
     : loop_(loop),
       transport_(transport),
       pool_(std::move(pool)),
@@ -153,12 +157,13 @@ void OffloadCoordinator::Attach() {
   loop_->SetIterationHook([this] { Tick(); });
 }
 
-absl::Status OffloadCoordinator::Handle(std::unique_ptr<Sequence> seq, std::vector<PrefillTarget> targets,
-                                        absl::Time deadline) {
+absl::Status OffloadCoordinator::Handle(std::unique_ptr<Sequence> seq,
+                                        std::vector<PrefillTarget> targets, absl::Time deadline) {
   auto offload = std::make_shared<Offload>();
   offload->targets = std::move(targets);
   offload->deadline = deadline;
-  return loop_->Submit(std::move(seq), [this, offload](Sequence* added) { OnAdded(added, offload); });
+  return loop_->Submit(std::move(seq),
+                       [this, offload](Sequence* added) { OnAdded(added, offload); });
 }
 
 void OffloadCoordinator::OnAdded(Sequence* seq, std::shared_ptr<Offload> offload) {
@@ -180,14 +185,16 @@ void OffloadCoordinator::SendLivenessCheck(const std::shared_ptr<Attempt>& attem
   attempt->next_liveness = absl::Time();
   std::shared_ptr<Poster> poster = poster_;
   poster->CallStarted();
-  attempt->liveness = client_->CheckAlive(attempt->target, clock_->Now() + config_.liveness_timeout,
-                                          [this, poster, attempt](absl::Status status) {
-                                            poster->Post([this, attempt, status] { OnLivenessDone(attempt, status); });
-                                            poster->CallDone();
-                                          });
+  attempt->liveness = client_->CheckAlive(
+      attempt->target, clock_->Now() + config_.liveness_timeout,
+      [this, poster, attempt](absl::Status status) {
+        poster->Post([this, attempt, status] { OnLivenessDone(attempt, status); });
+        poster->CallDone();
+      });
 }
 
-void OffloadCoordinator::OnLivenessDone(const std::shared_ptr<Attempt>& attempt, const absl::Status& status) {
+void OffloadCoordinator::OnLivenessDone(const std::shared_ptr<Attempt>& attempt,
+                                        const absl::Status& status) {
   if (attempt->offload == nullptr || attempt->call_done) return;  // Moved on meanwhile.
   if (status.ok()) {
     // Serving or draining: alive, and a draining worker still finishes what it took.
@@ -203,7 +210,8 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   Sequence* seq = offload->seq;
   const absl::Time now = clock_->Now();
   if (offload->next_target >= offload->targets.size()) {
-    FallBackToLocal(offload, seq->offload.fallback_cause.empty() ? "prefill_error" : seq->offload.fallback_cause);
+    FallBackToLocal(offload, seq->offload.fallback_cause.empty() ? "prefill_error"
+                                                                 : seq->offload.fallback_cause);
     return;
   }
   if (offload->deadline - now < config_.min_attempt_budget) {
@@ -217,10 +225,12 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   attempt->offload = offload;
   attempt->request_id = seq->request_id;
   attempt->target = offload->targets[offload->next_target++];
-  attempt->blocks.assign(seq->block_table.begin() + first_block, seq->block_table.begin() + end_block);
+  attempt->blocks.assign(seq->block_table.begin() + first_block,
+                         seq->block_table.begin() + end_block);
   do {
     attempt->token = rng_();
-  } while (attempt->token == 0 || attempts_.contains(attempt->token) || quarantine_.contains(attempt->token));
+  } while (attempt->token == 0 || attempts_.contains(attempt->token) ||
+           quarantine_.contains(attempt->token));
 
   kvtransfer::TransferExpectation expectation;
   expectation.token = attempt->token;
@@ -252,24 +262,27 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   offload->current = attempt;
   attempts_[attempt->token] = attempt;
   std::shared_ptr<Poster> poster = poster_;
-  attempt->inbound->OnDone([this, poster, attempt] { poster->Post([this, attempt] { OnTransferDone(attempt); }); });
+  attempt->inbound->OnDone(
+      [this, poster, attempt] { poster->Post([this, attempt] { OnTransferDone(attempt); }); });
   poster->CallStarted();
-  attempt->call = client_->Prefill(attempt->target, job,
-                                   [this, poster, attempt](absl::StatusOr<PrefillResult> result) {
-                                     poster->Post([this, attempt, result = std::move(result)]() mutable {
-                                       OnCallDone(attempt, std::move(result));
-                                     });
-                                     poster->CallDone();
-                                   });
+  attempt->call = client_->Prefill(
+      attempt->target, job, [this, poster, attempt](absl::StatusOr<PrefillResult> result) {
+        poster->Post([this, attempt, result = std::move(result)]() mutable {
+          OnCallDone(attempt, std::move(result));
+        });
+        poster->CallDone();
+      });
 }
 
-void OffloadCoordinator::OnCallDone(const std::shared_ptr<Attempt>& attempt, absl::StatusOr<PrefillResult> result) {
+void OffloadCoordinator::OnCallDone(const std::shared_ptr<Attempt>& attempt,
+                                    absl::StatusOr<PrefillResult> result) {
   attempt->call_done = true;
   attempt->result = std::move(result);
   if (attempt->offload == nullptr) return;  // Already failed or cancelled; see quarantine.
   if (!attempt->result.ok()) {
     const absl::Status& status = attempt->result.status();
-    PDS_LOG(WARNING) << attempt->request_id << ": prefill on " << attempt->target.worker_id << " failed: " << status;
+    PDS_LOG(WARNING) << attempt->request_id << ": prefill on " << attempt->target.worker_id
+                     << " failed: " << status;
     AttemptFailed(attempt.get(), CauseOf(status), !RefusedBeforeWriting(status.code()));
     return;
   }
@@ -316,7 +329,8 @@ void OffloadCoordinator::Complete(Attempt* attempt) {
   loop_->EmitToken(seq);  // May finish (and free) the sequence.
 }
 
-void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& cause, bool maybe_written) {
+void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& cause,
+                                       bool maybe_written) {
   Offload* offload = attempt->offload;
   Sequence* seq = offload->seq;
   attempt->offload = nullptr;
@@ -337,8 +351,9 @@ void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& caus
     std::vector<int32_t> fresh;
     if (!loop_->scheduler().blocks()->Allocate(static_cast<int>(attempt->blocks.size()), &fresh)) {
       // No room now: it waits and is admitted again locally.
-      seq->block_table.erase(seq->block_table.begin() + first_block,
-                             seq->block_table.begin() + first_block + static_cast<long>(attempt->blocks.size()));
+      seq->block_table.erase(
+          seq->block_table.begin() + first_block,
+          seq->block_table.begin() + first_block + static_cast<long>(attempt->blocks.size()));
       loop_->scheduler().ReturnToWaiting(seq);
       seq->offload.fell_back_to_local = true;
       loop_->CountOffload(false, cause);
@@ -381,8 +396,8 @@ void OffloadCoordinator::OnClientCancel(Sequence* seq) {
     std::vector<int32_t>& table = seq->block_table;
     table.erase(std::remove_if(table.begin(), table.end(),
                                [&](int32_t b) {
-                                 return std::find(attempt->blocks.begin(), attempt->blocks.end(), b) !=
-                                        attempt->blocks.end();
+                                 return std::find(attempt->blocks.begin(), attempt->blocks.end(),
+                                                  b) != attempt->blocks.end();
                                }),
                 table.end());
   }
@@ -414,12 +429,15 @@ void OffloadCoordinator::SendCancel(const std::shared_ptr<Quarantine>& q) {
   q->cancel_call = client_->CancelPrefill(
       q->target, q->token, clock_->Now() + std::max(config_.cancel_retry, absl::Seconds(1)),
       [this, poster, q](absl::StatusOr<bool> writes_stopped) {
-        poster->Post([this, q, writes_stopped = std::move(writes_stopped)] { OnCancelDone(q, writes_stopped); });
+        poster->Post([this, q, writes_stopped = std::move(writes_stopped)] {
+          OnCancelDone(q, writes_stopped);
+        });
         poster->CallDone();
       });
 }
 
-void OffloadCoordinator::OnCancelDone(const std::shared_ptr<Quarantine>& q, const absl::StatusOr<bool>& writes_stopped) {
+void OffloadCoordinator::OnCancelDone(const std::shared_ptr<Quarantine>& q,
+                                      const absl::StatusOr<bool>& writes_stopped) {
   if (!quarantine_.contains(q->token)) return;
   const absl::Time now = clock_->Now();
   if (writes_stopped.ok() && *writes_stopped) {
@@ -427,7 +445,8 @@ void OffloadCoordinator::OnCancelDone(const std::shared_ptr<Quarantine>& q, cons
     if (q->inbound->writes_in_flight() == 0) Release(q.get(), "writer stopped");
     return;  // Receiver-side copies still running: Tick() releases once they end.
   }
-  const absl::Status status = writes_stopped.ok() ? absl::UnknownError("writes not stopped yet") : writes_stopped.status();
+  const absl::Status status =
+      writes_stopped.ok() ? absl::UnknownError("writes not stopped yet") : writes_stopped.status();
   if (q->unreachable_since == absl::Time()) q->unreachable_since = now;
   // Refused connections mean the process is gone. A worker that accepts but does not answer
   // may only be stopped, and may write again when it continues, until its deadline.
@@ -437,8 +456,8 @@ void OffloadCoordinator::OnCancelDone(const std::shared_ptr<Quarantine>& q, cons
   if (dead && q->inbound->writes_in_flight() == 0) {
     PDS_LOG(WARNING) << "prefill worker " << q->target.worker_id << " unreachable for "
                      << absl::FormatDuration(now - q->unreachable_since) << " (" << status
-                     << (gone ? "): taking it as dead" : "): past its writing deadline") << "; freeing "
-                     << q->blocks.size() << " quarantined blocks";
+                     << (gone ? "): taking it as dead" : "): past its writing deadline")
+                     << "; freeing " << q->blocks.size() << " quarantined blocks";
     Release(q.get(), "writer dead");
     return;
   }
@@ -446,7 +465,8 @@ void OffloadCoordinator::OnCancelDone(const std::shared_ptr<Quarantine>& q, cons
 }
 
 void OffloadCoordinator::Release(Quarantine* q, const char* why) {
-  PDS_LOG(DEBUG) << "kv transfer " << q->token << ": " << why << ", releasing " << q->blocks.size() << " blocks";
+  PDS_LOG(DEBUG) << "kv transfer " << q->token << ": " << why << ", releasing " << q->blocks.size()
+                 << " blocks";
   loop_->scheduler().blocks()->Unquarantine(q->blocks);
   quarantine_.erase(q->token);
 }
@@ -456,8 +476,8 @@ void OffloadCoordinator::Tick() {
   const absl::Time now = clock_->Now();
   std::vector<Attempt*> late;
   for (auto& [token, attempt] : attempts_) {
-    if (attempt->offload != nullptr && attempt->call_done && attempt->result.ok() && !attempt->transfer_done &&
-        now - attempt->call_ok_at > config_.completion_timeout) {
+    if (attempt->offload != nullptr && attempt->call_done && attempt->result.ok() &&
+        !attempt->transfer_done && now - attempt->call_ok_at > config_.completion_timeout) {
       late.push_back(attempt.get());
     }
   }
@@ -469,8 +489,8 @@ void OffloadCoordinator::Tick() {
   }
   std::vector<std::shared_ptr<Attempt>> check;
   for (auto& [token, attempt] : attempts_) {
-    if (attempt->offload != nullptr && !attempt->call_done && attempt->next_liveness != absl::Time() &&
-        now >= attempt->next_liveness) {
+    if (attempt->offload != nullptr && !attempt->call_done &&
+        attempt->next_liveness != absl::Time() && now >= attempt->next_liveness) {
       check.push_back(attempt);
     }
   }

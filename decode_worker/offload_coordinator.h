@@ -14,9 +14,9 @@
 // its connection refused for `dead_after` (the process is gone), or the attempt's deadline
 // passed (a prefill worker stops writing at its request's deadline; a stopped process that
 // continues later writes nothing after it). A Prefill call left unanswered is checked with
-// grpc.health: a worker that does not answer fails the attempt early (liveness_*). A refusal before any compute (FAILED_PRECONDITION, INVALID_ARGUMENT,
-// RESOURCE_EXHAUSTED: layout or model mismatch, bad target, prompt too long) wrote nothing,
-// so its blocks are reused at once.
+// grpc.health: a worker that does not answer fails the attempt early (liveness_*). A refusal before
+// any compute (FAILED_PRECONDITION, INVALID_ARGUMENT, RESOURCE_EXHAUSTED: layout or model mismatch,
+// bad target, prompt too long) wrote nothing, so its blocks are reused at once.
 //
 // Threading: every piece of state lives on the engine loop's thread. The prefill client's and
 // the transport's callbacks only post events to the loop; the loop's iteration hook runs the
@@ -68,15 +68,17 @@ class OffloadCoordinator {
   // `pool` is this worker's served pool (ServePool's descriptor). `client` reaches the prefill
   // workers and must outlive the coordinator. The loop must be stopped before the coordinator
   // is destroyed.
-  OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport, kvtransfer::KvPoolDescriptor pool,
-                     PrefillClient* client, Clock* clock, const OffloadConfig& config);
+  OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport,
+                     kvtransfer::KvPoolDescriptor pool, PrefillClient* client, Clock* clock,
+                     const OffloadConfig& config);
   ~OffloadCoordinator();
 
   // Installs the loop hooks (cancel handler, timers). Call before the loop starts.
   void Attach();
   // The DecodeService's offload handler: takes over `seq`, to be prefilled by `targets` in
   // order (then locally) before `deadline`. Errors as EngineLoop::Submit.
-  absl::Status Handle(std::unique_ptr<Sequence> seq, std::vector<PrefillTarget> targets, absl::Time deadline);
+  absl::Status Handle(std::unique_ptr<Sequence> seq, std::vector<PrefillTarget> targets,
+                      absl::Time deadline);
 
   // Offloads in progress and quarantined transfers (loop thread; for tests and stats).
   int offloads_in_progress() const { return static_cast<int>(offloads_.size()); }
@@ -105,7 +107,8 @@ class OffloadCoordinator {
   // worker to stop.
   void QuarantineAttempt(Attempt* attempt);
   void SendCancel(const std::shared_ptr<Quarantine>& q);
-  void OnCancelDone(const std::shared_ptr<Quarantine>& q, const absl::StatusOr<bool>& writes_stopped);
+  void OnCancelDone(const std::shared_ptr<Quarantine>& q,
+                    const absl::StatusOr<bool>& writes_stopped);
   void Release(Quarantine* q, const char* why);
   void Tick();
   void FinishOffload(Sequence* seq);

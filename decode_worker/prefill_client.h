@@ -74,8 +74,9 @@ class PrefillClient {
   // UNAVAILABLE that it could not be reached.
   virtual std::shared_ptr<PendingCall> Prefill(const PrefillTarget& target, const PrefillJob& job,
                                                PrefillDone done) = 0;
-  virtual std::shared_ptr<PendingCall> CancelPrefill(const PrefillTarget& target, uint64_t transfer_token,
-                                                     absl::Time deadline, CancelDone done) = 0;
+  virtual std::shared_ptr<PendingCall> CancelPrefill(const PrefillTarget& target,
+                                                     uint64_t transfer_token, absl::Time deadline,
+                                                     CancelDone done) = 0;
   // OK when the worker answers its health check (serving or draining) by `deadline`.
   virtual std::shared_ptr<PendingCall> CheckAlive(const PrefillTarget& target, absl::Time deadline,
                                                   AliveDone done) = 0;

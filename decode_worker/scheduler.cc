@@ -11,18 +11,22 @@ namespace pdserve::decode {
 absl::Status SchedulerConfig::Validate() const {
   auto check = [](const char* field, int v, int lo, int hi) -> absl::Status {
     if (v < lo || v > hi) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": ", v, " is outside [", lo, ", ", hi, "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", v, " is outside [", lo, ", ", hi, "]"));
     }
     return absl::OkStatus();
   };
   if (absl::Status s = check("block_size", block_size, 1, 1024); !s.ok()) return s;
   if ((block_size & (block_size - 1)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("block_size: ", block_size, " must be a power of two"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_size: ", block_size, " must be a power of two"));
   }
-  if (absl::Status s = check("max_num_batched_tokens", max_num_batched_tokens, 1, 1 << 20); !s.ok()) return s;
+  if (absl::Status s = check("max_num_batched_tokens", max_num_batched_tokens, 1, 1 << 20); !s.ok())
+    return s;
   if (absl::Status s = check("max_num_seqs", max_num_seqs, 1, 1 << 16); !s.ok()) return s;
   if (absl::Status s = check("max_waiting", max_waiting, 0, 1 << 20); !s.ok()) return s;
-  if (max_client_stall <= absl::ZeroDuration()) return absl::InvalidArgumentError("max_client_stall: must be > 0");
+  if (max_client_stall <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("max_client_stall: must be > 0");
   return check("max_pending_tokens", max_pending_tokens, 1, 1 << 20);
 }
 
@@ -44,9 +48,7 @@ int Scheduler::num_running() const {
   return n;
 }
 
-int Scheduler::num_awaiting_kv() const {
-  return static_cast<int>(running_.size()) - num_running();
-}
+int Scheduler::num_awaiting_kv() const { return static_cast<int>(running_.size()) - num_running(); }
 
 int64_t Scheduler::pending_prefill_tokens() const {
   int64_t n = 0;
@@ -57,7 +59,9 @@ int64_t Scheduler::pending_prefill_tokens() const {
   return n;
 }
 
-std::vector<Sequence*> Scheduler::waiting() const { return std::vector<Sequence*>(waiting_.begin(), waiting_.end()); }
+std::vector<Sequence*> Scheduler::waiting() const {
+  return std::vector<Sequence*>(waiting_.begin(), waiting_.end());
+}
 
 void Scheduler::Preempt(Sequence* seq, StepPlan* plan) {
   // Drop its planned chunk, if any.
@@ -123,20 +127,22 @@ bool Scheduler::Admit(Sequence* seq, SequenceState state, StepPlan* plan) {
     // At least one token must be computed (its logits sample the next token), so a prompt
     // that is all cached leaves its last block to recompute.
     const int cacheable = (seq->num_tokens() - 1) / bs;
-    hashes = engine::FullBlockHashes(config_.model_fingerprint,
-                                     absl::MakeConstSpan(seq->tokens).subspan(0, cacheable * bs), bs);
+    hashes = engine::FullBlockHashes(
+        config_.model_fingerprint, absl::MakeConstSpan(seq->tokens).subspan(0, cacheable * bs), bs);
     cached = blocks_->MatchPrefix(hashes);
   }
   const int new_blocks = BlocksFor(seq->num_tokens() + 1) - cached;
   // Cached blocks nobody references are both "available" (evictable) and about to be
   // pinned by this sequence: they cannot also serve its new blocks.
-  const int pinned_evictable = blocks_->EvictableAmong(absl::MakeConstSpan(hashes).subspan(0, cached));
+  const int pinned_evictable =
+      blocks_->EvictableAmong(absl::MakeConstSpan(hashes).subspan(0, cached));
   if (new_blocks > blocks_->available() - pinned_evictable) return false;
   std::vector<int32_t> table;
   blocks_->TakeCached(hashes, cached, &table);
   if (!blocks_->Allocate(new_blocks, &table)) {
     // Unreachable when the check above holds; undo rather than admit with a short table.
-    PDS_LOG(ERROR) << seq->request_id << ": " << new_blocks << " blocks unavailable after the admission check";
+    PDS_LOG(ERROR) << seq->request_id << ": " << new_blocks
+                   << " blocks unavailable after the admission check";
     blocks_->Release(table);
     return false;
   }
@@ -182,9 +188,11 @@ StepPlan Scheduler::PlanStep() {
       const bool decode = seq->uncomputed() == 1;
       if (decode != (pass == 0) || seq->uncomputed() == 0) continue;
       const int chunk = std::min(seq->uncomputed(), budget);
-      const int needed = BlocksFor(seq->num_computed + chunk) - static_cast<int>(seq->block_table.size());
+      const int needed =
+          BlocksFor(seq->num_computed + chunk) - static_cast<int>(seq->block_table.size());
       if (needed > 0) {
-        if (!EnsureBlocks(seq, needed, &plan) || !blocks_->Allocate(needed, &seq->block_table)) continue;
+        if (!EnsureBlocks(seq, needed, &plan) || !blocks_->Allocate(needed, &seq->block_table))
+          continue;
         plan.blocks_allocated += needed;
       }
       plan.chunks.push_back(PlannedChunk{seq, seq->num_computed, chunk,
@@ -201,7 +209,8 @@ StepPlan Scheduler::PlanStep() {
   while (budget > 0 && !waiting_.empty()) {
     Sequence* head = *waiting_.begin();
     if (!TryAdmit(head, budget, &plan)) break;
-    if (!plan.chunks.empty() && plan.chunks.back().seq == head) budget -= plan.chunks.back().num_tokens;
+    if (!plan.chunks.empty() && plan.chunks.back().seq == head)
+      budget -= plan.chunks.back().num_tokens;
   }
   return plan;
 }

@@ -25,8 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "engine/block_manager.h"
 #include "decode_worker/sequence.h"
+#include "engine/block_manager.h"
 
 namespace pdserve::decode {
 
@@ -58,8 +58,8 @@ struct SchedulerConfig {
 
 struct PlannedChunk {
   Sequence* seq = nullptr;
-  int start = 0;       // First position computed.
-  int num_tokens = 0;  // Tokens computed.
+  int start = 0;             // First position computed.
+  int num_tokens = 0;        // Tokens computed.
   bool want_logits = false;  // The chunk reaches the end of the sequence: sample after it.
   bool decode = false;       // A single-token decode step.
 };

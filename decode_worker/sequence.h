@@ -42,7 +42,7 @@ struct Sequence {
   std::vector<int32_t> tokens;
   int prompt_len = 0;
   int num_computed = 0;
-  int cached_prompt_tokens = 0;     // From the prefix cache at (first) admission.
+  int cached_prompt_tokens = 0;       // From the prefix cache at (first) admission.
   bool prefix_stats_counted = false;  // Its prompt entered the prefix-cache counters.
   std::vector<int32_t> block_table;
   std::vector<uint64_t> block_hashes;  // Hashes of the full blocks computed so far.

@@ -18,7 +18,8 @@ class StreamSink {
  public:
   virtual ~StreamSink() = default;
   // New tokens and their text, emitted at `unix_nanos`.
-  virtual void PushTokens(const std::vector<int32_t>& ids, const std::string& text, int64_t unix_nanos) = 0;
+  virtual void PushTokens(const std::vector<int32_t>& ids, const std::string& text,
+                          int64_t unix_nanos) = 0;
   // The final message (serialized GenerateResult fields live in the implementation).
   struct Final {
     int finish_reason = 0;  // engine::FinishReason
@@ -27,7 +28,8 @@ class StreamSink {
     int prompt_tokens = 0;
     int cached_prompt_tokens = 0;
     int completion_tokens = 0;
-    double queue_ms = 0, prefill_ms = 0, transfer_ms = 0, transfer_tail_ms = 0, prefill_queue_ms = 0;
+    double queue_ms = 0, prefill_ms = 0, transfer_ms = 0, transfer_tail_ms = 0,
+           prefill_queue_ms = 0;
     double ttft_ms = 0, decode_ms = 0, e2e_ms = 0;
     // Offload outcome, for the placement info.
     std::string prefill_worker_id;

@@ -31,9 +31,8 @@ absl::Status PackedBatch::Validate(const KvLayout& layout, int vocab_size,
   }
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch: token id ", tokens[i], " at index ", i, " is outside [0, ",
-                       vocab_size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("batch: token id ", tokens[i], " at index ", i,
+                                                     " is outside [0, ", vocab_size, ")"));
     }
   }
   for (size_t s = 0; s < sequences.size(); ++s) {

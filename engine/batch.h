@@ -22,10 +22,10 @@
 namespace pdserve::engine {
 
 struct BatchSequence {
-  int32_t start_position = 0;  // Tokens of this sequence already in the KV cache.
-  int32_t num_tokens = 0;      // Its tokens in this batch.
+  int32_t start_position = 0;             // Tokens of this sequence already in the KV cache.
+  int32_t num_tokens = 0;                 // Its tokens in this batch.
   absl::Span<const int32_t> block_table;  // Covers positions < start_position + num_tokens.
-  bool want_logits = true;     // Return logits for its last token.
+  bool want_logits = true;                // Return logits for its last token.
 };
 
 struct PackedBatch {

@@ -37,7 +37,8 @@ int BlockManager::EvictableAmong(absl::Span<const uint64_t> hashes) const {
   return n;
 }
 
-void BlockManager::TakeCached(absl::Span<const uint64_t> hashes, int count, std::vector<int32_t>* table) {
+void BlockManager::TakeCached(absl::Span<const uint64_t> hashes, int count,
+                              std::vector<int32_t>* table) {
   for (int i = 0; i < count; ++i) {
     const int32_t b = cache_.at(hashes[i]);
     Block& block = blocks_[b];

@@ -93,7 +93,7 @@ class BlockManager {
   std::vector<Block> blocks_;
   std::vector<int32_t> free_;  // Stack of free block ids.
   int free_count_ = 0;
-  std::list<int32_t> lru_;     // Cached, unreferenced; front = least recently used.
+  std::list<int32_t> lru_;  // Cached, unreferenced; front = least recently used.
   absl::flat_hash_map<uint64_t, int32_t> cache_;
   PrefixCacheEvents events_;
   int reserved_ = 0;

@@ -11,7 +11,8 @@ namespace {
 // What one cache entry costs: the key and ids on the heap plus the map slot and the two
 // containers' headers.
 size_t EntryBytes(size_t word_bytes, size_t num_ids) {
-  return word_bytes + num_ids * sizeof(int32_t) + sizeof(std::string) + sizeof(std::vector<int32_t>) + 16;
+  return word_bytes + num_ids * sizeof(int32_t) + sizeof(std::string) +
+         sizeof(std::vector<int32_t>) + 16;
 }
 
 }  // namespace
@@ -30,7 +31,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
     auto m = model->vocab_.find(absl::StrCat(left, right));
     if (l == model->vocab_.end() || r == model->vocab_.end() || m == model->vocab_.end()) {
       return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: merge #", rank, " '", left,
-                                                     " ", right, "' uses a token not in the vocab"));
+                                                     " ", right,
+                                                     "' uses a token not in the vocab"));
     }
     // First occurrence wins, as in Hugging Face's loader.
     model->merges_.try_emplace(PairKey(l->second, r->second),
@@ -114,7 +116,8 @@ absl::Status BpeModel::EncodeUncached(absl::string_view word, std::vector<int32_
     const int right = symbols[left].next;
     if (right < 0) return;
     auto it = merges_.find(PairKey(symbols[left].id, symbols[right].id));
-    if (it != merges_.end()) heap.push(Candidate{it->second.rank, left, symbols[left].id, symbols[right].id});
+    if (it != merges_.end())
+      heap.push(Candidate{it->second.rank, left, symbols[left].id, symbols[right].id});
   };
   for (int i = 0; i + 1 < static_cast<int>(symbols.size()); ++i) push_pair(i);
   while (!heap.empty()) {

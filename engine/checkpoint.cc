@@ -21,9 +21,7 @@ namespace {
 using nlohmann::json;
 
 // Tensors some exporters include that carry no weights we need.
-bool IsIgnorable(absl::string_view name) {
-  return absl::EndsWith(name, "rotary_emb.inv_freq");
-}
+bool IsIgnorable(absl::string_view name) { return absl::EndsWith(name, "rotary_emb.inv_freq"); }
 
 std::string ShapeString(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -94,8 +92,8 @@ absl::Status Checkpoint::OpenShards() {
   } else if (std::filesystem::exists(single)) {
     shard_names.push_back("model.safetensors");
   } else {
-    return absl::NotFoundError(absl::StrCat(
-        dir_, ": no model.safetensors or model.safetensors.index.json"));
+    return absl::NotFoundError(
+        absl::StrCat(dir_, ": no model.safetensors or model.safetensors.index.json"));
   }
   for (const std::string& shard : shard_names) {
     ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(dir_ + "/" + shard));
@@ -111,8 +109,8 @@ absl::Status Checkpoint::OpenShards() {
   if (!weight_map.is_null()) {
     for (auto it = weight_map.begin(); it != weight_map.end(); ++it) {
       auto found = tensors_.find(it.key());
-      if (found == tensors_.end() ||
-          std::filesystem::path(found->second.file->path()).filename() != it.value().get<std::string>()) {
+      if (found == tensors_.end() || std::filesystem::path(found->second.file->path()).filename() !=
+                                         it.value().get<std::string>()) {
         return absl::InvalidArgumentError(
             absl::StrCat(dir_, ": tensor '", it.key(), "' is listed in ",
                          it.value().get<std::string>(), " by the index but is not in that file"));
@@ -126,8 +124,8 @@ absl::Status Checkpoint::ReadF32(absl::string_view name, absl::Span<const int64_
                                  float* out) {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat(dir_, ": missing tensor '", name, "' (expected shape ", ShapeString(shape), ")"));
+    return absl::NotFoundError(absl::StrCat(dir_, ": missing tensor '", name, "' (expected shape ",
+                                            ShapeString(shape), ")"));
   }
   const TensorInfo& info = *it->second.info;
   if (!std::equal(info.shape.begin(), info.shape.end(), shape.begin(), shape.end())) {

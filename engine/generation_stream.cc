@@ -8,12 +8,18 @@ namespace pdserve::engine {
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kEos: return "eos";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
   }
   return "unknown";
 }
@@ -41,7 +47,8 @@ absl::StatusOr<GenerationStream::Update> GenerationStream::Push(int32_t token) {
   ++generated_;
   const bool is_stop_id = std::find(config_.stop_token_ids.begin(), config_.stop_token_ids.end(),
                                     token) != config_.stop_token_ids.end();
-  const bool is_eos = !config_.ignore_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
+  const bool is_eos =
+      !config_.ignore_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
   if (is_stop_id || is_eos) {
     finished_ = true;
     update.text = Finish();

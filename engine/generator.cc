@@ -18,9 +18,9 @@ absl::StatusOr<GeneratedSequence> GenerateSingle(
   if (options.prefill_chunk < 1) return absl::InvalidArgumentError("prefill_chunk: must be >= 1");
   const int64_t total = static_cast<int64_t>(prompt.size()) + sampling.max_tokens;
   if (total > config.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt (", prompt.size(), " tokens) + max_tokens (", sampling.max_tokens,
-        ") exceeds the model's context of ", config.max_position_embeddings));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt (", prompt.size(), " tokens) + max_tokens (", sampling.max_tokens,
+                     ") exceeds the model's context of ", config.max_position_embeddings));
   }
   const int blocks = static_cast<int>((total + options.block_size - 1) / options.block_size);
   ASSIGN_OR_RETURN(auto pool, KvPool::Allocate(model.MakeKvLayout(blocks, options.block_size,

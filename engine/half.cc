@@ -16,8 +16,7 @@ bool HasF16c() {
   return has;
 }
 
-__attribute__((target("f16c,avx"))) void HalfToFloatF16c(const uint16_t* in, float* out,
-                                                         size_t n) {
+__attribute__((target("f16c,avx"))) void HalfToFloatF16c(const uint16_t* in, float* out, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
@@ -26,8 +25,7 @@ __attribute__((target("f16c,avx"))) void HalfToFloatF16c(const uint16_t* in, flo
   for (; i < n; ++i) out[i] = HalfToFloat(in[i]);
 }
 
-__attribute__((target("f16c,avx"))) void FloatToHalfF16c(const float* in, uint16_t* out,
-                                                         size_t n) {
+__attribute__((target("f16c,avx"))) void FloatToHalfF16c(const float* in, uint16_t* out, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
@@ -70,9 +68,9 @@ uint16_t FloatToHalf(float f) {
   std::memcpy(&bits, &f, 4);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00;        // NaN.
-  if (abs >= 0x47800000u) return sign | 0x7c00;       // Overflow (>= 65536) or inf.
-  if (abs < 0x33000000u) return sign;                 // Rounds to zero.
+  if (abs > 0x7f800000u) return sign | 0x7e00;   // NaN.
+  if (abs >= 0x47800000u) return sign | 0x7c00;  // Overflow (>= 65536) or inf.
+  if (abs < 0x33000000u) return sign;            // Rounds to zero.
   int exponent = static_cast<int>(abs >> 23) - 127 + 15;
   uint32_t mantissa = (abs & 0x7fffff) | 0x800000;
   if (exponent <= 0) {  // Subnormal result.

@@ -33,7 +33,9 @@ class KvPool {
   const KvLayout& layout() const { return layout_; }
   uint8_t* base() { return base_; }
   const uint8_t* base() const { return base_; }
-  uint8_t* Region(int layer, int kv, int block) { return base_ + layout_.RegionOffset(layer, kv, block); }
+  uint8_t* Region(int layer, int kv, int block) {
+    return base_ + layout_.RegionOffset(layer, kv, block);
+  }
   const uint8_t* Region(int layer, int kv, int block) const {
     return base_ + layout_.RegionOffset(layer, kv, block);
   }

@@ -86,7 +86,8 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(absl::string_view json_text) {
   }
   c.architecture = (*arch)[0].get<std::string>();
   auto model_type = root.find("model_type");
-  if (model_type != root.end() && model_type->is_string()) c.model_type = model_type->get<std::string>();
+  if (model_type != root.end() && model_type->is_string())
+    c.model_type = model_type->get<std::string>();
 
   const bool llama = c.architecture == "LlamaForCausalLM";
   const bool mistral = c.architecture == "MistralForCausalLM";
@@ -194,15 +195,16 @@ absl::Status ModelConfig::Validate() const {
     }
   }
   if (bos_token_id >= vocab_size) {
-    return FieldError("bos_token_id", absl::StrCat(bos_token_id, " is outside [0, ", vocab_size, ")"));
+    return FieldError("bos_token_id",
+                      absl::StrCat(bos_token_id, " is outside [0, ", vocab_size, ")"));
   }
   return absl::OkStatus();
 }
 
 int64_t ModelConfig::NumParameters() const {
   const int64_t h = hidden_size;
-  int64_t per_layer = h * q_dim() + 2 * h * kv_dim() + q_dim() * h + 3 * h * intermediate_size +
-                      2 * h;
+  int64_t per_layer =
+      h * q_dim() + 2 * h * kv_dim() + q_dim() * h + 3 * h * intermediate_size + 2 * h;
   if (qkv_bias) per_layer += q_dim() + 2 * kv_dim();
   if (qk_norm) per_layer += 2 * head_dim;
   int64_t total = per_layer * num_layers + int64_t{vocab_size} * h + h;

@@ -32,9 +32,10 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOption
       return absl::FailedPreconditionError(
           absl::StrCat("backend cuda: no usable GPU (", devices.reason, "); use --backend=cpu"));
     }
-    return absl::UnimplementedError(absl::StrCat(
-        "backend cuda: found ", devices.name, " but the CUDA forward pass is not implemented yet; "
-        "use --backend=cpu"));
+    return absl::UnimplementedError(
+        absl::StrCat("backend cuda: found ", devices.name,
+                     " but the CUDA forward pass is not implemented yet; "
+                     "use --backend=cpu"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
   LoadedModel loaded;
@@ -43,7 +44,8 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOption
   ASSIGN_OR_RETURN(loaded.model, CpuModel::Load(*checkpoint, cpu));
   const ModelConfig& config = loaded.model->config();
   loaded.name = std::filesystem::path(dir).lexically_normal().filename().string();
-  if (loaded.name.empty()) loaded.name = std::filesystem::path(dir).parent_path().filename().string();
+  if (loaded.name.empty())
+    loaded.name = std::filesystem::path(dir).parent_path().filename().string();
   loaded.eos_token_ids = config.eos_token_ids;
 
   const std::string generation_config = dir + "/generation_config.json";
@@ -52,8 +54,9 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOption
     const auto root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!root.is_discarded() && root.is_object() && root.contains("eos_token_id")) {
       const auto& eos = root["eos_token_id"];
-      std::vector<nlohmann::json> values = eos.is_array() ? std::vector<nlohmann::json>(eos.begin(), eos.end())
-                                                          : std::vector<nlohmann::json>{eos};
+      std::vector<nlohmann::json> values = eos.is_array()
+                                               ? std::vector<nlohmann::json>(eos.begin(), eos.end())
+                                               : std::vector<nlohmann::json>{eos};
       for (const auto& v : values) {
         if (v.is_number_integer()) {
           const int id = v.get<int>();
@@ -70,9 +73,9 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOption
   if (std::filesystem::exists(tokenizer_path)) {
     ASSIGN_OR_RETURN(loaded.tokenizer, Tokenizer::FromFile(tokenizer_path));
     if (loaded.tokenizer->vocab_size() > config.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          tokenizer_path, ": tokenizer has ", loaded.tokenizer->vocab_size(),
-          " ids but the model's vocab_size is ", config.vocab_size));
+      return absl::InvalidArgumentError(
+          absl::StrCat(tokenizer_path, ": tokenizer has ", loaded.tokenizer->vocab_size(),
+                       " ids but the model's vocab_size is ", config.vocab_size));
     }
   }
   return loaded;

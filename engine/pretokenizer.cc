@@ -66,7 +66,8 @@ absl::StatusOr<std::string> RewritePatternForRe2(absl::string_view pattern, bool
       in_class = false;
     } else if (c == '(' && !in_class) {
       if (i + 1 < source.size() && source[i + 1] == '?') {
-        if (i + 2 < source.size() && (source[i + 2] == '=' || source[i + 2] == '!' || source[i + 2] == '<')) {
+        if (i + 2 < source.size() &&
+            (source[i + 2] == '=' || source[i + 2] == '!' || source[i + 2] == '<')) {
           return absl::InvalidArgumentError(absl::StrCat(
               "pre-tokenizer regex: lookaround '", source.substr(i, 4),
               "' is not supported except as the trailing \\s+(?!\\S)|\\s+: ", pattern));
@@ -93,22 +94,22 @@ absl::StatusOr<std::unique_ptr<RegexPreTokenizer>> RegexPreTokenizer::Create(
   options.set_max_mem(64 << 20);
   pre->re_ = std::make_unique<RE2>(pre->re2_pattern_, options);
   if (!pre->re_->ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("pre-tokenizer regex does not compile (",
-                                                   pre->re_->error(), "): ", pattern));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pre-tokenizer regex does not compile (", pre->re_->error(), "): ", pattern));
   }
   return pre;
 }
 
 RegexPreTokenizer::~RegexPreTokenizer() = default;
 
-void RegexPreTokenizer::Split(absl::string_view text, std::vector<absl::string_view>* pieces) const {
+void RegexPreTokenizer::Split(absl::string_view text,
+                              std::vector<absl::string_view>* pieces) const {
   const int groups = emulate_trailing_space_lookahead_ ? 2 : 1;
   const re2::StringPiece input(text.data(), text.size());
   re2::StringPiece match[2];
   size_t pos = 0;
   while (pos < text.size()) {
-    if (!re_->Match(input, pos, text.size(), RE2::UNANCHORED, match, groups) ||
-        match[0].empty()) {
+    if (!re_->Match(input, pos, text.size(), RE2::UNANCHORED, match, groups) || match[0].empty()) {
       pieces->push_back(text.substr(pos));  // Unmatched tail: its own piece (Isolated).
       return;
     }

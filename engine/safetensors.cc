@@ -51,10 +51,13 @@ int64_t TensorInfo::num_elements() const {
 
 size_t TensorDTypeSize(TensorDType dtype) {
   switch (dtype) {
-    case TensorDType::kF32: return 4;
+    case TensorDType::kF32:
+      return 4;
     case TensorDType::kF16:
-    case TensorDType::kBF16: return 2;
-    case TensorDType::kUnsupported: return 0;
+    case TensorDType::kBF16:
+      return 2;
+    case TensorDType::kUnsupported:
+      return 0;
   }
   return 0;
 }
@@ -69,8 +72,8 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::string_view bytes
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<uint8_t>(bytes[i]);
   if (header_len > kMaxHeaderBytes) {
-    return Invalid(file_name, absl::StrCat("header length ", header_len,
-                                           " exceeds the limit of ", kMaxHeaderBytes));
+    return Invalid(file_name, absl::StrCat("header length ", header_len, " exceeds the limit of ",
+                                           kMaxHeaderBytes));
   }
   if (header_len + 8 > file_size || header_len + 8 > bytes.size()) {
     return Invalid(file_name, absl::StrCat("truncated: header length ", header_len,
@@ -123,7 +126,8 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::string_view bytes
     uint64_t elements = 1;
     for (const json& d : *shape_it) {
       if (!d.is_number_unsigned()) {
-        return Invalid(file_name, absl::StrCat(where, ": shape entries must be non-negative integers"));
+        return Invalid(file_name,
+                       absl::StrCat(where, ": shape entries must be non-negative integers"));
       }
       const uint64_t dim = d.get<uint64_t>();
       if (dim != 0 && elements > (uint64_t{1} << 50) / dim) {
@@ -135,17 +139,16 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::string_view bytes
     info.begin = (*offsets_it)[0].get<uint64_t>();
     info.end = (*offsets_it)[1].get<uint64_t>();
     if (info.begin > info.end || info.end > data_size) {
-      return Invalid(file_name,
-                     absl::StrCat(where, ": data_offsets [", info.begin, ", ", info.end,
-                                  "] outside the data section of ", data_size,
-                                  " bytes (file truncated?)"));
+      return Invalid(file_name, absl::StrCat(where, ": data_offsets [", info.begin, ", ", info.end,
+                                             "] outside the data section of ", data_size,
+                                             " bytes (file truncated?)"));
     }
     const uint64_t expected = elements * element_size;
     if (info.end - info.begin != expected) {
-      return Invalid(file_name, absl::StrCat(where, ": ", info.end - info.begin,
-                                             " bytes of data, expected ", expected, " for ",
-                                             info.dtype_name, "[", absl::StrJoin(info.shape, ","),
-                                             "]"));
+      return Invalid(
+          file_name,
+          absl::StrCat(where, ": ", info.end - info.begin, " bytes of data, expected ", expected,
+                       " for ", info.dtype_name, "[", absl::StrJoin(info.shape, ","), "]"));
     }
     ranges.emplace_back(info.begin, info.end);
     header.tensors.push_back(std::move(info));
@@ -153,7 +156,8 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(absl::string_view bytes
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].first < ranges[i - 1].second) {
-      return Invalid(file_name, absl::StrCat("tensor data ranges overlap at byte ", ranges[i].first));
+      return Invalid(file_name,
+                     absl::StrCat("tensor data ranges overlap at byte ", ranges[i].first));
     }
   }
   return header;

@@ -35,7 +35,7 @@ struct TensorInfo {
 };
 
 struct SafetensorsHeader {
-  uint64_t data_offset = 0;  // Where the data section starts in the file (8 + N).
+  uint64_t data_offset = 0;         // Where the data section starts in the file (8 + N).
   std::vector<TensorInfo> tensors;  // In header order.
   absl::flat_hash_map<std::string, std::string> metadata;
 };

@@ -67,24 +67,23 @@ absl::Status SamplingConfig::Validate(int vocab_size) const {
         absl::StrCat("sampling.top_k: ", top_k, " must be 0 (disabled) or >= 1"));
   }
   if (static_cast<int>(stop.size()) > kMaxStopStrings) {
-    return absl::InvalidArgumentError(absl::StrCat("sampling.stop: ", stop.size(),
-                                                   " strings, at most ", kMaxStopStrings));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.stop: ", stop.size(), " strings, at most ", kMaxStopStrings));
   }
   for (const std::string& s : stop) {
     if (s.empty() || static_cast<int>(s.size()) > kMaxStopBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sampling.stop: each stop string must have 1 to ", kMaxStopBytes, " bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampling.stop: each stop string must have 1 to ", kMaxStopBytes, " bytes"));
     }
   }
   if (static_cast<int>(stop_token_ids.size()) > kMaxStopTokenIds) {
-    return absl::InvalidArgumentError(absl::StrCat("sampling.stop_token_ids: ",
-                                                   stop_token_ids.size(), " ids, at most ",
-                                                   kMaxStopTokenIds));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampling.stop_token_ids: ", stop_token_ids.size(), " ids, at most ", kMaxStopTokenIds));
   }
   for (int32_t id : stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("sampling.stop_token_ids: ", id,
-                                                     " is outside [0, ", vocab_size, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampling.stop_token_ids: ", id, " is outside [0, ", vocab_size, ")"));
     }
   }
   return absl::OkStatus();
@@ -95,8 +94,8 @@ double UniformForPosition(uint64_t seed, uint64_t position) {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-int32_t SampleToken(absl::Span<const float> logits, const SamplingConfig& config,
-                    uint64_t position, SamplerScratch* scratch) {
+int32_t SampleToken(absl::Span<const float> logits, const SamplingConfig& config, uint64_t position,
+                    SamplerScratch* scratch) {
   if (config.greedy()) return Argmax(logits);
   const int n = static_cast<int>(logits.size());
   std::vector<float>& probs = scratch->probs;

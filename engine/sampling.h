@@ -52,8 +52,8 @@ double UniformForPosition(uint64_t seed, uint64_t position);
 
 // Picks the next token from one row of logits. `position` is the absolute position the
 // sampled token will occupy. Greedy ties go to the lowest id.
-int32_t SampleToken(absl::Span<const float> logits, const SamplingConfig& config,
-                    uint64_t position, SamplerScratch* scratch);
+int32_t SampleToken(absl::Span<const float> logits, const SamplingConfig& config, uint64_t position,
+                    SamplerScratch* scratch);
 
 }  // namespace pdserve::engine
 

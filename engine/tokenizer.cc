@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include <algorithm>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -41,13 +39,15 @@ absl::Status ParsePreTokenizer(const json& node, PreTokenizerSpec* spec) {
   const std::string type = TypeOf(node);
   if (type == "Sequence") {
     auto list = node.find("pretokenizers");
-    if (list == node.end() || !list->is_array()) return Unsupported("Sequence without 'pretokenizers'");
+    if (list == node.end() || !list->is_array())
+      return Unsupported("Sequence without 'pretokenizers'");
     for (const json& child : *list) RETURN_IF_ERROR(ParsePreTokenizer(child, spec));
     return absl::OkStatus();
   }
   if (type == "Split") {
     auto pattern = node.find("pattern");
-    if (pattern == node.end() || !pattern->is_object()) return Unsupported("Split without 'pattern'");
+    if (pattern == node.end() || !pattern->is_object())
+      return Unsupported("Split without 'pattern'");
     auto regex = pattern->find("Regex");
     auto literal = pattern->find("String");
     std::string behavior = node.value("behavior", std::string("Isolated"));
@@ -79,20 +79,23 @@ absl::Status ParsePreTokenizer(const json& node, PreTokenizerSpec* spec) {
 }
 
 // Collects the special-token ids TemplateProcessing puts before $A.
-absl::Status ParsePostProcessor(const json& node, const absl::flat_hash_map<std::string, int32_t>& ids,
+absl::Status ParsePostProcessor(const json& node,
+                                const absl::flat_hash_map<std::string, int32_t>& ids,
                                 std::vector<int32_t>* prefix) {
   if (node.is_null()) return absl::OkStatus();
   const std::string type = TypeOf(node);
   if (type == "Sequence") {
     auto list = node.find("processors");
-    if (list == node.end() || !list->is_array()) return Unsupported("post_processor Sequence without 'processors'");
+    if (list == node.end() || !list->is_array())
+      return Unsupported("post_processor Sequence without 'processors'");
     for (const json& child : *list) RETURN_IF_ERROR(ParsePostProcessor(child, ids, prefix));
     return absl::OkStatus();
   }
   if (type == "ByteLevel") return absl::OkStatus();  // Offsets only.
   if (type == "TemplateProcessing") {
     auto single = node.find("single");
-    if (single == node.end() || !single->is_array()) return Unsupported("TemplateProcessing without 'single'");
+    if (single == node.end() || !single->is_array())
+      return Unsupported("TemplateProcessing without 'single'");
     for (const json& piece : *single) {
       if (piece.contains("Sequence")) break;
       auto special = piece.find("SpecialToken");
@@ -115,7 +118,8 @@ absl::Status CheckDecoder(const json& node) {
   if (type == "ByteLevel") return absl::OkStatus();
   if (type == "Sequence") {
     auto list = node.find("decoders");
-    if (list == node.end() || !list->is_array()) return Unsupported("decoder Sequence without 'decoders'");
+    if (list == node.end() || !list->is_array())
+      return Unsupported("decoder Sequence without 'decoders'");
     for (const json& child : *list) RETURN_IF_ERROR(CheckDecoder(child));
     return absl::OkStatus();
   }
@@ -150,18 +154,22 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
     }
     for (const char* field : {"continuing_subword_prefix", "end_of_word_suffix"}) {
       auto it = model->find(field);
-      if (it != model->end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty())) {
+      if (it != model->end() && !it->is_null() &&
+          !(it->is_string() && it->get<std::string>().empty())) {
         return Unsupported(absl::StrCat("BPE ", field, " is not supported"));
       }
     }
     auto vocab_node = model->find("vocab");
-    if (vocab_node == model->end() || !vocab_node->is_object()) return Unsupported("model.vocab must be an object");
+    if (vocab_node == model->end() || !vocab_node->is_object())
+      return Unsupported("model.vocab must be an object");
     absl::flat_hash_map<std::string, int32_t> vocab;
     int32_t max_id = -1;
     for (auto it = vocab_node->begin(); it != vocab_node->end(); ++it) {
-      if (!it.value().is_number_integer()) return Unsupported(absl::StrCat("vocab entry '", it.key(), "' is not an integer id"));
+      if (!it.value().is_number_integer())
+        return Unsupported(absl::StrCat("vocab entry '", it.key(), "' is not an integer id"));
       const int64_t id = it.value().get<int64_t>();
-      if (id < 0 || id >= (1 << 24)) return Unsupported(absl::StrCat("vocab id ", id, " is outside [0, 2^24)"));
+      if (id < 0 || id >= (1 << 24))
+        return Unsupported(absl::StrCat("vocab id ", id, " is outside [0, 2^24)"));
       vocab[it.key()] = static_cast<int32_t>(id);
       max_id = std::max(max_id, static_cast<int32_t>(id));
     }
@@ -181,7 +189,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
         if (m.is_string()) {
           const std::string s = m.get<std::string>();
           const size_t space = s.find(' ', 1);
-          if (space == std::string::npos) return Unsupported(absl::StrCat("merge '", s, "' is not 'a b'"));
+          if (space == std::string::npos)
+            return Unsupported(absl::StrCat("merge '", s, "' is not 'a b'"));
           merges.emplace_back(s.substr(0, space), s.substr(space + 1));
         } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
           merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
@@ -205,7 +214,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
         AddedToken t{a["id"].get<int32_t>(), a["content"].get<std::string>(),
                      a.value("special", false), a.value("lstrip", false), a.value("rstrip", false)};
         if (t.id < 0 || t.id >= (1 << 24) || t.content.empty()) {
-          return Unsupported(absl::StrCat("added token '", t.content, "' has a bad id or is empty"));
+          return Unsupported(
+              absl::StrCat("added token '", t.content, "' has a bad id or is empty"));
         }
         max_id = std::max(max_id, t.id);
         tok->added_by_content_[t.content] = t.id;
@@ -239,7 +249,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
     auto normalizer = root.find("normalizer");
     if (normalizer != root.end() && !normalizer->is_null()) {
       if (TypeOf(*normalizer) != "NFC") {
-        return Unsupported(absl::StrCat("normalizer type '", TypeOf(*normalizer), "' is not supported"));
+        return Unsupported(
+            absl::StrCat("normalizer type '", TypeOf(*normalizer), "' is not supported"));
       }
       tok->normalize_nfc_ = true;
     }
@@ -254,7 +265,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
       ASSIGN_OR_RETURN(tok->pre_tokenizer_, RegexPreTokenizer::Create(spec.pattern));
     }
     auto post = root.find("post_processor");
-    if (post != root.end()) RETURN_IF_ERROR(ParsePostProcessor(*post, names_to_ids, &tok->prefix_ids_));
+    if (post != root.end())
+      RETURN_IF_ERROR(ParsePostProcessor(*post, names_to_ids, &tok->prefix_ids_));
     auto decoder = root.find("decoder");
     if (decoder != root.end()) RETURN_IF_ERROR(CheckDecoder(*decoder));
   } catch (const nlohmann::json::exception& e) {
@@ -290,13 +302,15 @@ absl::Status Tokenizer::EncodeOrdinary(absl::string_view text, std::vector<int32
 
 bool NormalizeNfc(absl::string_view text, std::string* out) {
   // ASCII is its own NFC: most text never reaches utf8proc.
-  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+  if (std::all_of(text.begin(), text.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
     return false;
   }
   utf8proc_uint8_t* mapped = nullptr;
   const utf8proc_ssize_t n =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
-                   &mapped, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                   static_cast<utf8proc_ssize_t>(text.size()), &mapped,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   if (n < 0) return false;  // Not valid UTF-8: left as it is (its bytes still encode).
   out->assign(reinterpret_cast<const char*>(mapped), static_cast<size_t>(n));
   std::free(mapped);
@@ -317,7 +331,9 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
     const AddedToken& token = added_by_id_.at(added_by_content_.at(std::string(match)));
     size_t before_end = start;
     if (token.lstrip) {
-      while (before_end > pos && absl::ascii_isspace(static_cast<unsigned char>(text[before_end - 1]))) --before_end;
+      while (before_end > pos &&
+             absl::ascii_isspace(static_cast<unsigned char>(text[before_end - 1])))
+        --before_end;
     }
     RETURN_IF_ERROR(EncodeOrdinary(text.substr(pos, before_end - pos), &ids));
     ids.push_back(token.id);
@@ -381,7 +397,11 @@ std::string IncrementalDetokenizer::TakeComplete() {
   const auto* s = reinterpret_cast<const uint8_t*>(pending_.data());
   while (pos < pending_.size()) {
     const uint8_t c = s[pos];
-    const int len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    const int len = c < 0x80             ? 1
+                    : (c & 0xE0) == 0xC0 ? 2
+                    : (c & 0xF0) == 0xE0 ? 3
+                    : (c & 0xF8) == 0xF0 ? 4
+                                         : 0;
     if (len == 0) {  // Cannot start a sequence.
       out.append("\xEF\xBF\xBD");
       ++pos;

@@ -64,7 +64,7 @@ class Tokenizer {
   std::unique_ptr<BpeModel> bpe_;
   std::unique_ptr<RegexPreTokenizer> pre_tokenizer_;  // Null: the whole text is one piece.
   bool add_prefix_space_ = false;
-  bool normalize_nfc_ = false;  // tokenizer.json declares an NFC normalizer.
+  bool normalize_nfc_ = false;            // tokenizer.json declares an NFC normalizer.
   std::vector<std::string> id_to_token_;  // Byte-level strings (base vocab).
   std::vector<std::string> id_to_bytes_;  // The bytes each base token stands for (decode).
   absl::flat_hash_map<int32_t, AddedToken> added_by_id_;

@@ -51,8 +51,9 @@ std::string EncodeDescriptor(const KvPoolDescriptor& d) {
   PutString(&out, d.worker_address);
   PutString(&out, d.packed_rkey);
   Put(&out, d.base_address);
-  for (int32_t v : {d.layout.num_layers, d.layout.num_kv_heads, d.layout.head_dim, d.layout.block_size,
-                    static_cast<int32_t>(d.layout.dtype), d.layout.num_blocks}) {
+  for (int32_t v :
+       {d.layout.num_layers, d.layout.num_kv_heads, d.layout.head_dim, d.layout.block_size,
+        static_cast<int32_t>(d.layout.dtype), d.layout.num_blocks}) {
     Put(&out, v);
   }
   Put(&out, d.model_fingerprint);
@@ -79,7 +80,8 @@ std::string ToHex(absl::string_view bytes) { return absl::BytesToHexString(bytes
 absl::StatusOr<std::string> FromHex(absl::string_view hex) {
   if (hex.size() % 2 != 0) return absl::InvalidArgumentError("hex: odd length");
   for (char c : hex) {
-    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return absl::InvalidArgumentError("hex: bad digit");
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c)))
+      return absl::InvalidArgumentError("hex: bad digit");
   }
   return absl::HexStringToBytes(hex);
 }

@@ -7,7 +7,8 @@ namespace pdserve::kvtransfer {
 
 absl::Status KvTransportConfig::Validate() const {
   if (kind != "ucx") {
-    return absl::InvalidArgumentError(absl::StrCat("kv transport kind: '", kind, "' is not one of ucx"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv transport kind: '", kind, "' is not one of ucx"));
   }
   return ucx.Validate();
 }

@@ -107,8 +107,9 @@ void InboundTransfer::SenderComplete(uint64_t total_bytes) {
     layers_done_ = num_layers_;
     if (total_bytes != 0 && total_bytes != expected_bytes_) {
       done_ = true;
-      status_ = absl::DataLossError(absl::StrCat("kv transfer ", token_, ": sender wrote ", total_bytes,
-                                                 " bytes, expected ", expected_bytes_));
+      status_ =
+          absl::DataLossError(absl::StrCat("kv transfer ", token_, ": sender wrote ", total_bytes,
+                                           " bytes, expected ", expected_bytes_));
       completed_at_ = absl::Now();
     } else {
       MaybeCompleteLocked();

@@ -43,9 +43,9 @@ struct KvPoolDescriptor {
 
 // Receiver: one reservation.
 struct TransferExpectation {
-  uint64_t token = 0;               // One-time, chosen by the receiver.
-  std::vector<int32_t> block_ids;   // Destination blocks, in position order.
-  int num_layers = 0;               // Layers the sender will write (normally all).
+  uint64_t token = 0;              // One-time, chosen by the receiver.
+  std::vector<int32_t> block_ids;  // Destination blocks, in position order.
+  int num_layers = 0;              // Layers the sender will write (normally all).
 };
 
 // Sender: where to write.
@@ -110,12 +110,15 @@ class KvTransport {
 
   // Receiver: makes `pool` the target of incoming transfers (one per transport) and returns
   // its descriptor. `epoch` changes when the receiving process restarts.
-  virtual absl::StatusOr<KvPoolDescriptor> ServePool(LocalPool* pool, const std::string& receiver_id,
-                                                      uint64_t model_fingerprint, uint64_t epoch) = 0;
+  virtual absl::StatusOr<KvPoolDescriptor> ServePool(LocalPool* pool,
+                                                     const std::string& receiver_id,
+                                                     uint64_t model_fingerprint,
+                                                     uint64_t epoch) = 0;
   // Receiver: reserves a transfer. INVALID_ARGUMENT for bad block ids or layer counts,
   // ALREADY_EXISTS for a reused token, FAILED_PRECONDITION when a block is already reserved
   // by another transfer.
-  virtual absl::StatusOr<std::shared_ptr<InboundTransfer>> Expect(const TransferExpectation& expectation) = 0;
+  virtual absl::StatusOr<std::shared_ptr<InboundTransfer>> Expect(
+      const TransferExpectation& expectation) = 0;
   // Receiver: forgets a reservation (its blocks may be reserved again). Data for the token
   // that arrives later is rejected, never written.
   virtual void Release(uint64_t token) = 0;
@@ -124,8 +127,8 @@ class KvTransport {
   // FAILED_PRECONDITION when the layouts' geometry or the model fingerprints differ (nothing
   // is written); INVALID_ARGUMENT for block ids outside either pool.
   virtual absl::StatusOr<std::unique_ptr<OutboundTransfer>> Open(const TransferTarget& target,
-                                                                  LocalPool* source,
-                                                                  uint64_t source_fingerprint) = 0;
+                                                                 LocalPool* source,
+                                                                 uint64_t source_fingerprint) = 0;
 
   virtual TransportCounters counters() const = 0;
 };

@@ -29,8 +29,8 @@ uint64_t ReceiverTable::epoch() const {
   return epoch_;
 }
 
-absl::StatusOr<std::shared_ptr<InboundTransfer>> ReceiverTable::Expect(
-    const TransferExpectation& e, bool count_bytes) {
+absl::StatusOr<std::shared_ptr<InboundTransfer>> ReceiverTable::Expect(const TransferExpectation& e,
+                                                                       bool count_bytes) {
   absl::MutexLock lock(&mu_);
   if (!serving_) return absl::FailedPreconditionError("kv receiver: no pool is being served");
   if (e.block_ids.empty()) return absl::InvalidArgumentError("kv receiver: no blocks to reserve");
@@ -39,18 +39,20 @@ absl::StatusOr<std::shared_ptr<InboundTransfer>> ReceiverTable::Expect(
                                                    " is outside [1, ", layout_.num_layers, "]"));
   }
   if (reservations_.contains(e.token) || finished_.contains(e.token)) {
-    return absl::AlreadyExistsError(absl::StrCat("kv receiver: token ", e.token, " was already used"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("kv receiver: token ", e.token, " was already used"));
   }
   absl::flat_hash_set<int32_t> blocks;
   for (int32_t b : e.block_ids) {
     if (b < 0 || b >= layout_.num_blocks) {
       ++counters_.rejected_bad_blocks;
-      return absl::InvalidArgumentError(absl::StrCat("kv receiver: block id ", b, " is outside [0, ",
-                                                     layout_.num_blocks, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("kv receiver: block id ", b, " is outside [0, ", layout_.num_blocks, ")"));
     }
     if (!blocks.insert(b).second) {
       ++counters_.rejected_bad_blocks;
-      return absl::InvalidArgumentError(absl::StrCat("kv receiver: block id ", b, " appears twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("kv receiver: block id ", b, " appears twice"));
     }
     auto owner = block_owner_.find(b);
     if (owner != block_owner_.end()) {
@@ -59,8 +61,8 @@ absl::StatusOr<std::shared_ptr<InboundTransfer>> ReceiverTable::Expect(
           "kv receiver: block ", b, " is already reserved by transfer ", owner->second));
     }
   }
-  const uint64_t bytes = count_bytes ? static_cast<uint64_t>(e.num_layers) * 2 * e.block_ids.size() *
-                                           layout_.region_bytes()
+  const uint64_t bytes = count_bytes ? static_cast<uint64_t>(e.num_layers) * 2 *
+                                           e.block_ids.size() * layout_.region_bytes()
                                      : 0;
   auto transfer = std::make_shared<InboundTransfer>(e.token, e.block_ids, e.num_layers, bytes);
   for (int32_t b : e.block_ids) block_owner_[b] = e.token;
@@ -102,7 +104,8 @@ absl::Status ReceiverTable::CheckCommon(uint64_t token, uint64_t epoch, uint64_t
   if (it == reservations_.end()) {
     if (finished_.contains(token)) {
       ++counters_.rejected_duplicate;
-      return absl::AlreadyExistsError(absl::StrCat("kv receiver: transfer ", token, " already finished"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("kv receiver: transfer ", token, " already finished"));
     }
     ++counters_.rejected_unknown_token;
     return absl::NotFoundError(absl::StrCat("kv receiver: unknown transfer token ", token));
@@ -120,9 +123,9 @@ absl::StatusOr<ReceiverTable::DataDestination> ReceiverTable::AcceptData(const D
     ++counters_.rejected_duplicate;
     return absl::AlreadyExistsError("kv receiver: data after completion");
   }
-  const bool bad_shape = h.kv > 1 || h.layer < 0 || h.layer >= r->transfer->num_layers() ||
-                         h.num_blocks <= 0 ||
-                         payload_bytes != static_cast<size_t>(h.num_blocks) * layout_.region_bytes();
+  const bool bad_shape =
+      h.kv > 1 || h.layer < 0 || h.layer >= r->transfer->num_layers() || h.num_blocks <= 0 ||
+      payload_bytes != static_cast<size_t>(h.num_blocks) * layout_.region_bytes();
   bool owned = !bad_shape;
   for (int32_t i = 0; owned && i < h.num_blocks; ++i) owned = r->blocks.contains(h.first_block + i);
   if (!owned) {
@@ -133,7 +136,8 @@ absl::StatusOr<ReceiverTable::DataDestination> ReceiverTable::AcceptData(const D
   }
   r->transfer->WriteStarted();
   counters_.bytes_received += payload_bytes;
-  return DataDestination{r->transfer, layout_.RegionOffset(h.layer, h.kv, h.first_block), payload_bytes};
+  return DataDestination{r->transfer, layout_.RegionOffset(h.layer, h.kv, h.first_block),
+                         payload_bytes};
 }
 
 absl::Status ReceiverTable::AcceptControl(const ControlHeader& h) {
@@ -147,7 +151,8 @@ absl::Status ReceiverTable::AcceptControl(const ControlHeader& h) {
     case ControlType::kComplete:
       if (r->completed) {
         ++counters_.rejected_duplicate;
-        return absl::AlreadyExistsError(absl::StrCat("kv receiver: duplicate completion of ", h.token));
+        return absl::AlreadyExistsError(
+            absl::StrCat("kv receiver: duplicate completion of ", h.token));
       }
       if (h.blocks_hash != r->blocks_hash) {
         ++counters_.rejected_bad_blocks;
@@ -156,8 +161,9 @@ absl::Status ReceiverTable::AcceptControl(const ControlHeader& h) {
             "kv receiver: completion of ", h.token, " is for blocks other than those reserved"));
       }
       if (h.layers != r->transfer->num_layers()) {
-        r->transfer->Fail(absl::DataLossError(absl::StrCat("kv receiver: sender wrote ", h.layers,
-                                                           " layers, expected ", r->transfer->num_layers())));
+        r->transfer->Fail(
+            absl::DataLossError(absl::StrCat("kv receiver: sender wrote ", h.layers,
+                                             " layers, expected ", r->transfer->num_layers())));
         return absl::DataLossError("kv receiver: incomplete transfer");
       }
       r->completed = true;
@@ -166,7 +172,8 @@ absl::Status ReceiverTable::AcceptControl(const ControlHeader& h) {
       return absl::OkStatus();
     case ControlType::kAbort:
       ++counters_.transfers_failed;
-      r->transfer->Fail(absl::AbortedError(absl::StrCat("kv transfer ", h.token, ": sender aborted")));
+      r->transfer->Fail(
+          absl::AbortedError(absl::StrCat("kv transfer ", h.token, ": sender aborted")));
       return absl::OkStatus();
   }
   return absl::InvalidArgumentError("kv receiver: unknown control message");

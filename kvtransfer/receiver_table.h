@@ -30,7 +30,7 @@ class ReceiverTable {
   // `count_bytes`: the data path delivers bytes through the receiver (active messages), so
   // completion waits for them; one-sided puts do not.
   absl::StatusOr<std::shared_ptr<InboundTransfer>> Expect(const TransferExpectation& expectation,
-                                                         bool count_bytes);
+                                                          bool count_bytes);
   void Release(uint64_t token);
 
   // Validates a data run. On success returns the transfer and the byte offset in the pool to

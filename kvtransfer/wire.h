@@ -41,10 +41,10 @@ struct ControlHeader {
   uint64_t token = 0;
   uint64_t epoch = 0;
   uint64_t layout_hash = 0;
-  int32_t layer = 0;        // kLayerDone: the layer.
-  int32_t layers = 0;       // kComplete: layers written.
-  uint64_t blocks_hash = 0; // kComplete: HashBlocks of the destination blocks.
-  uint64_t bytes = 0;       // kComplete: bytes the receiver must count (0: not counted).
+  int32_t layer = 0;         // kLayerDone: the layer.
+  int32_t layers = 0;        // kComplete: layers written.
+  uint64_t blocks_hash = 0;  // kComplete: HashBlocks of the destination blocks.
+  uint64_t bytes = 0;        // kComplete: bytes the receiver must count (0: not counted).
 };
 
 // Parses a header of type T from raw bytes; nullopt if the size, magic or version is wrong.

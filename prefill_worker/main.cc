@@ -8,7 +8,8 @@
 #include "prefill_worker/prefill_worker.h"
 
 ABSL_FLAG(int, max_batch_tokens, 8192, "Prompt tokens per prefill batch.");
-ABSL_FLAG(std::string, transfer_mode, "layerwise", "layerwise (stream each layer) or bulk (after the forward).");
+ABSL_FLAG(std::string, transfer_mode, "layerwise",
+          "layerwise (stream each layer) or bulk (after the forward).");
 ABSL_FLAG(absl::Duration, layer_delay, absl::ZeroDuration(), "Testing: pause after every layer.");
 
 namespace {
@@ -26,8 +27,9 @@ absl::StatusOr<pdserve::prefill::PrefillWorkerConfig> ConfigFromFlags() {
 
 int main(int argc, char** argv) {
   pdserve::ShutdownSignal shutdown;
-  pdserve::ParseCommandLine(argc, argv,
-                            "pdserve-prefill: prefill worker (layer-wise KV streaming over UCX).\n"
-                            "Usage: pdserve-prefill --model=DIR [--router=HOST:PORT] [--listen=HOST:PORT] ...");
+  pdserve::ParseCommandLine(
+      argc, argv,
+      "pdserve-prefill: prefill worker (layer-wise KV streaming over UCX).\n"
+      "Usage: pdserve-prefill --model=DIR [--router=HOST:PORT] [--listen=HOST:PORT] ...");
   return pdserve::RunWorkerMain<pdserve::prefill::PrefillWorker>(ConfigFromFlags(), shutdown);
 }

@@ -42,9 +42,10 @@ absl::Status PrefillBatcherConfig::Validate() const {
   return absl::OkStatus();
 }
 
-PrefillBatcher::PrefillBatcher(engine::Model* model, engine::KvPool* pool, kvtransfer::KvTransport* transport,
-                               kvtransfer::LocalPool* transport_pool, const PrefillBatcherConfig& config,
-                               PrefillMetrics* metrics)
+PrefillBatcher::PrefillBatcher(engine::Model* model, engine::KvPool* pool,
+                               kvtransfer::KvTransport* transport,
+                               kvtransfer::LocalPool* transport_pool,
+                               const PrefillBatcherConfig& config, PrefillMetrics* metrics)
     : model_(model),
       pool_(pool),
       transport_(transport),
@@ -80,8 +81,12 @@ void PrefillBatcher::Stop() {
 
 absl::Status PrefillBatcher::Submit(std::unique_ptr<PrefillJob> job) {
   const KvLayout& own = pool_->layout();
-  if (absl::Status s = kvtransfer::ValidateTarget(job->target, own, model_->fingerprint()); !s.ok()) {
-    metrics_->Failure(s.code() == absl::StatusCode::kFailedPrecondition ? "layout_mismatch" : "bad_target").Increment();
+  if (absl::Status s = kvtransfer::ValidateTarget(job->target, own, model_->fingerprint());
+      !s.ok()) {
+    metrics_
+        ->Failure(s.code() == absl::StatusCode::kFailedPrecondition ? "layout_mismatch"
+                                                                    : "bad_target")
+        .Increment();
     return s;
   }
   const int prompt = static_cast<int>(job->prompt.size());
@@ -90,20 +95,23 @@ absl::Status PrefillBatcher::Submit(std::unique_ptr<PrefillJob> job) {
                                                    " must be a multiple of ", own.block_size,
                                                    " below the prompt length ", prompt));
   }
-  const int suffix_blocks = (prompt + own.block_size - 1) / own.block_size - job->first_position / own.block_size;
+  const int suffix_blocks =
+      (prompt + own.block_size - 1) / own.block_size - job->first_position / own.block_size;
   if (static_cast<int>(job->target.block_ids.size()) != suffix_blocks) {
-    return absl::InvalidArgumentError(absl::StrCat("target.block_ids: ", job->target.block_ids.size(),
-                                                   " blocks for positions [", job->first_position, ", ", prompt,
-                                                   "), expected ", suffix_blocks));
+    return absl::InvalidArgumentError(
+        absl::StrCat("target.block_ids: ", job->target.block_ids.size(), " blocks for positions [",
+                     job->first_position, ", ", prompt, "), expected ", suffix_blocks));
   }
   const int needed = (prompt + own.block_size - 1) / own.block_size;
   if (needed > own.num_blocks) {
     metrics_->Failure("too_long").Increment();
     return absl::ResourceExhaustedError(absl::StrCat("prompt: ", prompt, " tokens need ", needed,
-                                                     " KV blocks; this prefill worker's pool has ", own.num_blocks));
+                                                     " KV blocks; this prefill worker's pool has ",
+                                                     own.num_blocks));
   }
   absl::MutexLock lock(&mu_);
-  if (stop_ || draining_) return absl::UnavailableError("prefill worker is draining; send the prefill elsewhere");
+  if (stop_ || draining_)
+    return absl::UnavailableError("prefill worker is draining; send the prefill elsewhere");
   pending_tokens_ += prompt;
   metrics_->queue_tokens.Set(static_cast<double>(pending_tokens_));
   queue_.push_back(std::move(job));
@@ -199,7 +207,9 @@ void PrefillBatcher::Run() {
       while (!queue_.empty()) {
         const int n = static_cast<int>(queue_.front()->prompt.size());
         const int need = (n + bs - 1) / bs;
-        if (!batch.empty() && (tokens + n > config_.max_batch_tokens || blocks + need > blocks_.available())) break;
+        if (!batch.empty() &&
+            (tokens + n > config_.max_batch_tokens || blocks + need > blocks_.available()))
+          break;
         tokens += n;
         blocks += need;
         // Registered as active while still under the lock, so a Cancel that no longer finds
@@ -263,7 +273,8 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
       continue;
     }
     const int first = e.job->first_position / bs;
-    e.source_blocks.assign(e.table.begin() + first, e.table.begin() + first + e.job->target.block_ids.size());
+    e.source_blocks.assign(e.table.begin() + first,
+                           e.table.begin() + first + e.job->target.block_ids.size());
     e.computing = true;
   }
   for (Entry& e : entries) {
@@ -303,6 +314,7 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
         metrics_->Failure("transfer").Increment();
         continue;
       }
+      metrics_->transfer_layers.Increment();
       ++live;
     }
     return live;
@@ -320,7 +332,8 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
     return live > 0;
   };
   engine::Logits logits;
-  absl::Status forward = batch.num_tokens() > 0 ? model_->Forward(batch, *pool_, options, &logits) : absl::OkStatus();
+  absl::Status forward =
+      batch.num_tokens() > 0 ? model_->Forward(batch, *pool_, options, &logits) : absl::OkStatus();
   const absl::Time forward_end = absl::Now();
   const double compute_ms = Ms(forward_end - batch_start);
   if (!layerwise && forward.ok()) {
@@ -350,8 +363,9 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
       e.result.transfer_bytes = e.transfer->bytes_written();
       if (e.error.ok()) {
         engine::SamplerScratch scratch;
-        e.result.first_token = engine::SampleToken(logits.Row(my_row), e.job->sampling,
-                                                   static_cast<uint64_t>(e.job->prompt.size()), &scratch);
+        e.result.first_token =
+            engine::SampleToken(logits.Row(my_row), e.job->sampling,
+                                static_cast<uint64_t>(e.job->prompt.size()), &scratch);
         e.result.computed_tokens = static_cast<int>(e.job->prompt.size());
         batch_bytes += e.result.transfer_bytes;
         transfer_seconds += e.result.transfer_ms / 1e3;
@@ -370,7 +384,8 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
     if (ran) {
       blocks_.Release(e.table);
     } else if (!e.error.ok()) {
-      metrics_->Failure(e.error.code() == absl::StatusCode::kDeadlineExceeded ? "deadline" : "open").Increment();
+      metrics_->Failure(e.error.code() == absl::StatusCode::kDeadlineExceeded ? "deadline" : "open")
+          .Increment();
     }
     // From here this job writes nothing more: acknowledge waiting cancellations.
     e.active->MarkStopped(e.error.ok());

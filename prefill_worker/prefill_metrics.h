@@ -21,6 +21,8 @@ struct PrefillMetrics {
   prometheus::Histogram& transfer_tail;
   prometheus::Counter& prefill_tokens;
   prometheus::Counter& transfer_bytes;
+  // Layer writes handed to the transport (one per request and layer): streaming progress.
+  prometheus::Counter& transfer_layers;
   prometheus::Gauge& transfer_bandwidth;
   prometheus::Gauge& prefill_tokens_per_second;
   prometheus::Gauge& queue_tokens;

@@ -1,12 +1,11 @@
 #include "prefill_worker/prefill_service.h"
 
-#include "common/status_macros.h"
-
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "proto/bridge/request_bridge.h"
 
 namespace pdserve::prefill {
@@ -26,8 +25,8 @@ class PrefillReactor final : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PrefillJob>> JobFromRequest(const v1::PrefillRequest& request, int vocab_size,
-                                                           absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<PrefillJob>> JobFromRequest(const v1::PrefillRequest& request,
+                                                           int vocab_size, absl::Time deadline) {
   RETURN_IF_ERROR(bridge::ValidateRequestId(request.request_id()));
   auto job = std::make_unique<PrefillJob>();
   job->request_id = request.request_id();
@@ -49,9 +48,9 @@ absl::StatusOr<std::unique_ptr<PrefillJob>> JobFromRequest(const v1::PrefillRequ
                                    std::min<uint32_t>(request.target().first_position(),
                                                       static_cast<uint32_t>(job->prompt.size()));
   if (request.target().num_tokens() != expected_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("target.num_tokens: ", request.target().num_tokens(),
-                                                   ", expected the prompt length minus first_position (",
-                                                   expected_tokens, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("target.num_tokens: ", request.target().num_tokens(),
+                     ", expected the prompt length minus first_position (", expected_tokens, ")"));
   }
   return job;
 }
@@ -70,7 +69,8 @@ std::string PrefillService::worker_id() const {
 }
 
 grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* context,
-                                                  const v1::PrefillRequest* request, v1::PrefillResponse* response) {
+                                                  const v1::PrefillRequest* request,
+                                                  v1::PrefillResponse* response) {
   auto* reactor = new PrefillReactor(batcher_, request->target().transfer_token());
   auto fail = [&](const absl::Status& s) {
     reactor->Finish(bridge::ToGrpc(s));

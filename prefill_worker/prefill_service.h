@@ -16,15 +16,16 @@ namespace pdserve::prefill {
 
 // Checks a Prefill request and builds its job (without the completion callback).
 // INVALID_ARGUMENT names the field and the limit. Pure: the fuzz target calls it.
-absl::StatusOr<std::unique_ptr<PrefillJob>> JobFromRequest(const v1::PrefillRequest& request, int vocab_size,
-                                                           absl::Time deadline);
+absl::StatusOr<std::unique_ptr<PrefillJob>> JobFromRequest(const v1::PrefillRequest& request,
+                                                           int vocab_size, absl::Time deadline);
 
 class PrefillService final : public v1::Prefill::CallbackService {
  public:
   PrefillService(PrefillBatcher* batcher, int vocab_size, uint64_t epoch);
   void SetWorkerId(const std::string& id);
 
-  grpc::ServerUnaryReactor* Prefill(grpc::CallbackServerContext* context, const v1::PrefillRequest* request,
+  grpc::ServerUnaryReactor* Prefill(grpc::CallbackServerContext* context,
+                                    const v1::PrefillRequest* request,
                                     v1::PrefillResponse* response) override;
   grpc::ServerUnaryReactor* CancelPrefill(grpc::CallbackServerContext* context,
                                           const v1::CancelPrefillRequest* request,

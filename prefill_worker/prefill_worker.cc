@@ -20,20 +20,25 @@ absl::Status PrefillWorkerConfig::Validate() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorkerConfig& config) {
+absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
+    const PrefillWorkerConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<PrefillWorker> w(new PrefillWorker());
   w->config_ = config;
   ASSIGN_OR_RETURN(w->process_, WorkerProcess::Create(config.EffectiveProcess()));
   WorkerProcess& process = *w->process_;
   engine::Model& model = process.model();
-  w->metrics_ = std::make_unique<PrefillMetrics>(*process.metrics_registry(), process.loaded_model().name);
-  w->batcher_ = std::make_unique<PrefillBatcher>(&model, &process.pool(), process.transport(),
-                                                 process.transport_pool(), config.batcher, w->metrics_.get());
-  w->service_ = std::make_unique<PrefillService>(w->batcher_.get(), model.config().vocab_size, process.epoch());
+  w->metrics_ =
+      std::make_unique<PrefillMetrics>(*process.metrics_registry(), process.loaded_model().name);
+  w->batcher_ =
+      std::make_unique<PrefillBatcher>(&model, &process.pool(), process.transport(),
+                                       process.transport_pool(), config.batcher, w->metrics_.get());
+  w->service_ = std::make_unique<PrefillService>(w->batcher_.get(), model.config().vocab_size,
+                                                 process.epoch());
   RETURN_IF_ERROR(process.StartServer({{w->service_.get(), v1::Prefill::service_full_name()}}));
   w->service_->SetWorkerId(process.worker_id());
-  PDS_LOG(INFO) << "prefill worker " << process.worker_id() << ": transfer " << config.batcher.transfer_mode;
+  PDS_LOG(INFO) << "prefill worker " << process.worker_id() << ": transfer "
+                << config.batcher.transfer_mode;
   return w;
 }
 
@@ -49,7 +54,8 @@ void PrefillWorker::Run(ShutdownSignal& shutdown) {
       shutdown, Registration(),
       [this](bool, v1::LoadReport* load, v1::PrefixCacheEvents*) {
         load->set_running(batcher_->running());
-        load->set_pending_prefill_tokens(static_cast<uint64_t>(std::max<int64_t>(0, batcher_->pending_tokens())));
+        load->set_pending_prefill_tokens(
+            static_cast<uint64_t>(std::max<int64_t>(0, batcher_->pending_tokens())));
         load->set_prefill_tokens_per_second(batcher_->tokens_per_second());
         load->set_transfer_bytes_per_second(batcher_->transfer_bytes_per_second());
       },

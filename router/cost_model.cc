@@ -13,9 +13,9 @@ namespace {
 
 // Feature scales keep the least-squares problem well conditioned: every feature is O(1) for
 // typical steps.
-constexpr double kPrefillScale = 100.0;     // Step prefill tokens per unit.
-constexpr double kAttentionScale = 1e5;     // Step attention positions per unit.
-constexpr double kPromptScale = 1000.0;     // Prefill prompt tokens per unit.
+constexpr double kPrefillScale = 100.0;  // Step prefill tokens per unit.
+constexpr double kAttentionScale = 1e5;  // Step attention positions per unit.
+constexpr double kPromptScale = 1000.0;  // Prefill prompt tokens per unit.
 // Samples before a fit replaces its prior in PrefillMs.
 constexpr int64_t kMinPrefillSamples = 3;
 
@@ -28,11 +28,14 @@ std::array<double, 3> PrefillFeatures(double tokens) {
 }
 
 absl::Status Positive(const char* field, double v) {
-  if (!(v > 0)) return absl::InvalidArgumentError(absl::StrCat("cost model: ", field, " must be > 0, got ", v));
+  if (!(v > 0))
+    return absl::InvalidArgumentError(absl::StrCat("cost model: ", field, " must be > 0, got ", v));
   return absl::OkStatus();
 }
 absl::Status NonNegative(const char* field, double v) {
-  if (!(v >= 0)) return absl::InvalidArgumentError(absl::StrCat("cost model: ", field, " must be >= 0, got ", v));
+  if (!(v >= 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("cost model: ", field, " must be >= 0, got ", v));
   return absl::OkStatus();
 }
 
@@ -53,14 +56,16 @@ absl::Status CostModelParams::Validate() const {
   if (absl::Status s = Positive("transfer.bytes_per_ms", transfer_bytes_per_ms); !s.ok()) return s;
   if (absl::Status s = Positive("online.prior_variance", prior_variance); !s.ok()) return s;
   if (!(forgetting > 0.5 && forgetting <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat("cost model: online.forgetting must be in (0.5, 1], got ", forgetting));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cost model: online.forgetting must be in (0.5, 1], got ", forgetting));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<CostModelParams> ParseCostModel(const std::string& text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("cost model: not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return absl::InvalidArgumentError("cost model: not a JSON object");
   CostModelParams p;
   // Every known key, by section; anything else is a typo and an error.
   const std::map<std::string, std::map<std::string, double*>> sections = {
@@ -73,27 +78,33 @@ absl::StatusOr<CostModelParams> ParseCostModel(const std::string& text) {
        {{"overhead_ms", &p.prefill_overhead_ms},
         {"per_token_ms", &p.prefill_per_token_ms},
         {"per_token_squared_ms", &p.prefill_per_token_squared_ms}}},
-      {"transfer", {{"latency_ms", &p.transfer_latency_ms}, {"bytes_per_ms", &p.transfer_bytes_per_ms}}},
+      {"transfer",
+       {{"latency_ms", &p.transfer_latency_ms}, {"bytes_per_ms", &p.transfer_bytes_per_ms}}},
       {"online", {{"forgetting", &p.forgetting}, {"prior_variance", &p.prior_variance}}},
   };
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
     if (key == "description" || key == "calibration") continue;  // Free-form.
     if (key == "offload_overhead_ms") {
-      if (!it->is_number()) return absl::InvalidArgumentError("cost model: offload_overhead_ms must be a number");
+      if (!it->is_number())
+        return absl::InvalidArgumentError("cost model: offload_overhead_ms must be a number");
       p.offload_overhead_ms = it->get<double>();
       continue;
     }
     auto section = sections.find(key);
-    if (section == sections.end()) return absl::InvalidArgumentError(absl::StrCat("cost model: unknown key '", key, "'"));
-    if (!it->is_object()) return absl::InvalidArgumentError(absl::StrCat("cost model: '", key, "' must be an object"));
+    if (section == sections.end())
+      return absl::InvalidArgumentError(absl::StrCat("cost model: unknown key '", key, "'"));
+    if (!it->is_object())
+      return absl::InvalidArgumentError(absl::StrCat("cost model: '", key, "' must be an object"));
     for (auto f = it->begin(); f != it->end(); ++f) {
       auto field = section->second.find(f.key());
       if (field == section->second.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("cost model: unknown key '", key, ".", f.key(), "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("cost model: unknown key '", key, ".", f.key(), "'"));
       }
       if (!f->is_number()) {
-        return absl::InvalidArgumentError(absl::StrCat("cost model: '", key, ".", f.key(), "' must be a number"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("cost model: '", key, ".", f.key(), "' must be a number"));
       }
       *field->second = f->get<double>();
     }
@@ -108,7 +119,8 @@ absl::StatusOr<CostModelParams> LoadCostModel(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   auto params = ParseCostModel(text.str());
-  if (!params.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", params.status().message()));
+  if (!params.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", params.status().message()));
   return params;
 }
 
@@ -120,8 +132,10 @@ double CostModel::Fit<N>::Predict(const std::array<double, N>& x) const {
 }
 
 template <int N>
-void CostModel::Fit<N>::Update(const std::array<double, N>& x, double y, double forgetting, double max_variance) {
-  // Standard RLS: k = P x / (lambda + x' P x); theta += k (y - x' theta); P = (P - k x' P) / lambda.
+void CostModel::Fit<N>::Update(const std::array<double, N>& x, double y, double forgetting,
+                               double max_variance) {
+  // Standard RLS: k = P x / (lambda + x' P x); theta += k (y - x' theta); P = (P - k x' P) /
+  // lambda.
   std::array<double, N> px{};
   for (int i = 0; i < N; ++i) {
     for (int j = 0; j < N; ++j) px[i] += p[i][j] * x[j];
@@ -147,9 +161,11 @@ void CostModel::Fit<N>::Update(const std::array<double, N>& x, double y, double 
   ++samples;
 }
 
-CostModel::CostModel(const CostModelParams& params) : params_(params), transfer_latency_ms_(params.transfer_latency_ms) {
+CostModel::CostModel(const CostModelParams& params)
+    : params_(params), transfer_latency_ms_(params.transfer_latency_ms) {
   step_prior_.theta = {params_.step_intercept_ms, params_.step_per_decode_ms,
-                       params_.step_per_prefill_token_ms * kPrefillScale, params_.step_per_attention_ms * kAttentionScale};
+                       params_.step_per_prefill_token_ms * kPrefillScale,
+                       params_.step_per_attention_ms * kAttentionScale};
   for (int i = 0; i < 4; ++i) step_prior_.p[i][i] = params_.prior_variance;
   prefill_prior_.theta = {params_.prefill_overhead_ms, params_.prefill_per_token_ms * kPromptScale,
                           params_.prefill_per_token_squared_ms * kPromptScale * kPromptScale};
@@ -166,9 +182,11 @@ const CostModel::Fit<3>& CostModel::PrefillFitLocked(uint64_t fingerprint) const
   return it != prefill_.end() ? it->second : prefill_prior_;
 }
 
-double CostModel::StepMs(uint64_t fingerprint, double decode, double prefill, double attention) const {
+double CostModel::StepMs(uint64_t fingerprint, double decode, double prefill,
+                         double attention) const {
   absl::ReaderMutexLock lock(&mu_);
-  return std::max(0.0, StepFitLocked(fingerprint).Predict(StepFeatures(decode, prefill, attention)));
+  return std::max(0.0,
+                  StepFitLocked(fingerprint).Predict(StepFeatures(decode, prefill, attention)));
 }
 
 double CostModel::PrefillMs(uint64_t fingerprint, double tokens) const {
@@ -184,7 +202,8 @@ double CostModel::PrefillMs(uint64_t fingerprint, double tokens) const {
   auto step = step_.find(fingerprint);
   if (step != step_.end() && step->second.samples >= kMinPrefillSamples) {
     const double base = step->second.Predict(StepFeatures(0, 0, 0));
-    return std::max(0.0, step->second.Predict(StepFeatures(0, tokens, tokens * (tokens + 1) / 2)) - base) +
+    return std::max(0.0, step->second.Predict(StepFeatures(0, tokens, tokens * (tokens + 1) / 2)) -
+                             base) +
            std::max(0.0, prefill_prior_.theta[0]);
   }
   return std::max(0.0, prefill_prior_.Predict(PrefillFeatures(tokens)));
@@ -195,7 +214,8 @@ double CostModel::TransferTailMs(double last_layer_bytes) const {
   return transfer_latency_ms_ + last_layer_bytes / params_.transfer_bytes_per_ms;
 }
 
-double CostModel::ObserveStep(uint64_t fingerprint, double decode, double prefill, double attention, double ms) {
+double CostModel::ObserveStep(uint64_t fingerprint, double decode, double prefill, double attention,
+                              double ms) {
   absl::MutexLock lock(&mu_);
   Fit<4>& fit = step_.try_emplace(fingerprint, step_prior_).first->second;
   const auto x = StepFeatures(decode, prefill, attention);

@@ -69,7 +69,8 @@ class CostModel {
   double offload_overhead_ms() const { return params_.offload_overhead_ms; }
 
   // Online refinement. Each returns the prediction made before learning from the sample.
-  double ObserveStep(uint64_t fingerprint, double decode, double prefill_tokens, double attention, double ms);
+  double ObserveStep(uint64_t fingerprint, double decode, double prefill_tokens, double attention,
+                     double ms);
   double ObservePrefill(uint64_t fingerprint, double prompt_tokens, double ms);
   void ObserveTransferTail(double ms, double last_layer_bytes);
 

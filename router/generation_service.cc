@@ -26,8 +26,9 @@ class ErrorReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-GenerationService::GenerationService(const ModelCatalog* catalog, Placer* placer, WorkerRegistry* registry,
-                                     CostModel* cost_model, RouterMetrics* metrics,
+GenerationService::GenerationService(const ModelCatalog* catalog, Placer* placer,
+                                     WorkerRegistry* registry, CostModel* cost_model,
+                                     RouterMetrics* metrics,
                                      const GenerationServiceOptions& options)
     : catalog_(catalog),
       registry_(registry),
@@ -53,14 +54,16 @@ v1::Decode::Stub* GenerationService::Stub(const std::string& address) {
   return stub.get();
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(grpc::CallbackServerContext* context,
-                                                                       const grpc::ByteBuffer* raw) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw) {
   v1::GenerateRequest request;
   grpc::ByteBuffer copy = *raw;  // Deserialize consumes its buffer; copying shares the slices.
-  const grpc::Status parsed = grpc::SerializationTraits<v1::GenerateRequest>::Deserialize(&copy, &request);
+  const grpc::Status parsed =
+      grpc::SerializationTraits<v1::GenerateRequest>::Deserialize(&copy, &request);
   if (!parsed.ok()) {
     const grpc::Status s(grpc::StatusCode::INVALID_ARGUMENT,
-                         absl::StrCat("request: ", raw->Length(), " bytes that are not a pdserve.v1.GenerateRequest (",
+                         absl::StrCat("request: ", raw->Length(),
+                                      " bytes that are not a pdserve.v1.GenerateRequest (",
                                       parsed.error_message(), ")"));
     RecordOutcome(*metrics_, "", s);
     return new ErrorReactor(s);
@@ -68,8 +71,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(grpc::Ca
   return GenerateParsed(context, &request);
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(grpc::CallbackServerContext* context,
-                                                                             const v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   const absl::Time arrival = absl::Now();
   auto fail = [&](const std::string& model, const absl::Status& status) {
     const grpc::Status s = ToGrpcWithRetryAfter(status, context);
@@ -83,15 +86,19 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(gr
   limits.model_name = m->name;
   limits.vocab_size = m->config.vocab_size;
   limits.max_context_tokens = m->config.max_position_embeddings;
-  limits.max_prompt_bytes = options_.max_prompt_bytes > 0 ? options_.max_prompt_bytes
-                                                          : int64_t{16} * m->config.max_position_embeddings;
+  limits.max_prompt_bytes = options_.max_prompt_bytes > 0
+                                ? options_.max_prompt_bytes
+                                : int64_t{16} * m->config.max_position_embeddings;
   // What costs nothing is checked here, on gRPC's thread; tokenizing is not.
-  if (absl::Status s = bridge::PrecheckGenerateRequest(*request, limits); !s.ok()) return fail(m->name, s);
+  if (absl::Status s = bridge::PrecheckGenerateRequest(*request, limits); !s.ok())
+    return fail(m->name, s);
   if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
     in_flight_.fetch_sub(1);
-    return fail(m->name, WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat(
-                                            "router overloaded: ", options_.max_in_flight, " requests in flight")),
-                                        options_.retry_after));
+    return fail(
+        m->name,
+        WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat(
+                           "router overloaded: ", options_.max_in_flight, " requests in flight")),
+                       options_.retry_after));
   }
   metrics_->requests_in_flight.Increment();
   RelayCall* call = RelayCall::Create(deps_, context, m, arrival);
@@ -113,7 +120,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(gr
     // Downstream, the prompt travels as token ids (tokenized once, here).
     forwarded.set_request_id(validated->request_id);
     forwarded.mutable_token_ids()->clear_ids();
-    for (int32_t t : validated->prompt) forwarded.mutable_token_ids()->add_ids(static_cast<uint32_t>(t));
+    for (int32_t t : validated->prompt)
+      forwarded.mutable_token_ids()->add_ids(static_cast<uint32_t>(t));
     PlacementRequest placement;
     placement.request_id = validated->request_id;
     placement.model = m;
@@ -123,9 +131,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(gr
   if (request->prompt_case() != v1::GenerateRequest::kText) {
     start();  // Token ids: range checks only.
   } else if (!tokenizers_.TrySubmit(std::move(start))) {
-    call->Fail(WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat("router overloaded: ",
-                                                                        options_.max_tokenize_queue,
-                                                                        " text prompts waiting to be tokenized")),
+    call->Fail(WithRetryAfter(absl::ResourceExhaustedError(
+                                  absl::StrCat("router overloaded: ", options_.max_tokenize_queue,
+                                               " text prompts waiting to be tokenized")),
                               options_.retry_after));
   }
   return call;

@@ -1,7 +1,7 @@
 // The router's public API: Generation.Generate (check, admit, tokenize off gRPC's threads,
-// place, relay) and ListModels. The only router file besides registry_service.cc that sees both protobuf
-// and domain types.
-// Thread-safety: gRPC calls it from its own threads; shared state is atomic or locked.
+// place, relay) and ListModels. The only router file besides registry_service.cc that sees both
+// protobuf and domain types. Thread-safety: gRPC calls it from its own threads; shared state is
+// atomic or locked.
 #ifndef PDSERVE_ROUTER_GENERATION_SERVICE_H_
 #define PDSERVE_ROUTER_GENERATION_SERVICE_H_
 
@@ -40,12 +40,14 @@ struct GenerationServiceOptions {
 class GenerationService final
     : public v1::Generation::WithRawCallbackMethod_Generate<v1::Generation::CallbackService> {
  public:
-  GenerationService(const ModelCatalog* catalog, Placer* placer, WorkerRegistry* registry, CostModel* cost_model,
-                    RouterMetrics* metrics, const GenerationServiceOptions& options);
+  GenerationService(const ModelCatalog* catalog, Placer* placer, WorkerRegistry* registry,
+                    CostModel* cost_model, RouterMetrics* metrics,
+                    const GenerationServiceOptions& options);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
-  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context, const v1::ListModelsRequest* request,
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const v1::ListModelsRequest* request,
                                        v1::ListModelsResponse* response) override;
 
   int in_flight() const { return in_flight_.load(); }
@@ -62,7 +64,8 @@ class GenerationService final
   RelayDeps deps_;
   std::atomic<int> in_flight_{0};
   absl::Mutex stubs_mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<v1::Decode::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::Decode::Stub>> stubs_
+      ABSL_GUARDED_BY(stubs_mu_);
   // Last: destroyed first, so that queued tokenizations finish while the rest still exists.
   BoundedExecutor tokenizers_;
 };

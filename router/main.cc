@@ -10,40 +10,54 @@
 #include "common/logging.h"
 #include "router/router.h"
 
-ABSL_FLAG(std::vector<std::string>, model, {}, "Model directories served (comma-separated); names are their base names.");
-ABSL_FLAG(std::string, listen, "127.0.0.1:0", "gRPC listen address (Generation and Registry), host:port.");
+ABSL_FLAG(std::vector<std::string>, model, {},
+          "Model directories served (comma-separated); names are their base names.");
+ABSL_FLAG(std::string, listen, "127.0.0.1:0",
+          "gRPC listen address (Generation and Registry), host:port.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:0", "/metrics listen address; empty disables.");
-ABSL_FLAG(std::string, serving_info_path, "", "Write the bound addresses to this file once listening.");
-ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30), "On SIGTERM, how long relayed requests may finish.");
-ABSL_FLAG(absl::Duration, worker_timeout, absl::Seconds(2),
-          "A worker without a load report for this long is removed (its requests end UNAVAILABLE).");
-ABSL_FLAG(std::string, policy, "cost_model", "Placement policy: cost_model, always_local, always_offload, length_threshold.");
-ABSL_FLAG(std::string, cost_model, "", "cost_model.json with the cost model's coefficients (default: built-in).");
+ABSL_FLAG(std::string, serving_info_path, "",
+          "Write the bound addresses to this file once listening.");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "On SIGTERM, how long relayed requests may finish.");
+ABSL_FLAG(
+    absl::Duration, worker_timeout, absl::Seconds(2),
+    "A worker without a load report for this long is removed (its requests end UNAVAILABLE).");
+ABSL_FLAG(std::string, policy, "cost_model",
+          "Placement policy: cost_model, always_local, always_offload, length_threshold.");
+ABSL_FLAG(std::string, cost_model, "",
+          "cost_model.json with the cost model's coefficients (default: built-in).");
 ABSL_FLAG(int, min_offload_tokens, 256,
           "cost_model: prompts with fewer uncached tokens prefill locally unless their chunk would "
           "push running streams past --slo_tpot.");
 ABSL_FLAG(int, min_tpot_offload_tokens, 32,
           "cost_model: prompts with fewer uncached tokens always prefill locally.");
 ABSL_FLAG(int, length_threshold, 1024, "length_threshold: offload when uncached tokens >= this.");
-ABSL_FLAG(absl::Duration, max_prefill_queue, absl::Seconds(1), "A prefill worker whose queue is longer is not used.");
+ABSL_FLAG(absl::Duration, max_prefill_queue, absl::Seconds(1),
+          "A prefill worker whose queue is longer is not used.");
 ABSL_FLAG(int, alternates, 1, "Alternate prefill workers named with each offload.");
 ABSL_FLAG(absl::Duration, slo_ttft, absl::Seconds(2), "TTFT objective the placement respects.");
-ABSL_FLAG(absl::Duration, slo_tpot, absl::Milliseconds(200), "Time-per-output-token objective of running streams.");
+ABSL_FLAG(absl::Duration, slo_tpot, absl::Milliseconds(200),
+          "Time-per-output-token objective of running streams.");
 ABSL_FLAG(int, max_in_flight, 4096, "Requests relayed at once; more get RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int, max_waiting_per_worker, 256, "Waiting requests per decode worker beyond which it takes no more.");
+ABSL_FLAG(int, max_waiting_per_worker, 256,
+          "Waiting requests per decode worker beyond which it takes no more.");
 ABSL_FLAG(int, decision_log_size, 1000, "Placement decisions kept for pdctl status.");
 ABSL_FLAG(int, tokenizer_threads, 2, "Threads that tokenize text prompts (never gRPC's own).");
-ABSL_FLAG(int, max_tokenize_queue, 256, "Text prompts waiting to be tokenized; more get RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int64_t, max_prompt_bytes, 0, "Bytes of prompt text accepted; 0: 16 per token of the model's context.");
+ABSL_FLAG(int, max_tokenize_queue, 256,
+          "Text prompts waiting to be tokenized; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_prompt_bytes, 0,
+          "Bytes of prompt text accepted; 0: 16 per token of the model's context.");
 ABSL_FLAG(absl::Duration, testing_relay_read_delay, absl::ZeroDuration(),
           "Testing: pause before each downstream read (fault injection).");
-ABSL_FLAG(absl::Duration, retry_after, absl::Milliseconds(200), "Retry-after hint given with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(absl::Duration, retry_after, absl::Milliseconds(200),
+          "Retry-after hint given with RESOURCE_EXHAUSTED.");
 
 int main(int argc, char** argv) {
   pdserve::ShutdownSignal shutdown;
-  pdserve::ParseCommandLine(argc, argv,
-                            "pdserve-router: request classification, offload decision and placement; relays tokens.\n"
-                            "Usage: pdserve-router --model=DIR[,DIR...] [--listen=HOST:PORT] [--policy=cost_model] ...");
+  pdserve::ParseCommandLine(
+      argc, argv,
+      "pdserve-router: request classification, offload decision and placement; relays tokens.\n"
+      "Usage: pdserve-router --model=DIR[,DIR...] [--listen=HOST:PORT] [--policy=cost_model] ...");
   pdserve::router::RouterConfig config;
   config.model_dirs = absl::GetFlag(FLAGS_model);
   config.server.grpc.listen_address = absl::GetFlag(FLAGS_listen);
@@ -56,7 +70,8 @@ int main(int argc, char** argv) {
   config.policy.min_offload_tokens = absl::GetFlag(FLAGS_min_offload_tokens);
   config.policy.min_tpot_offload_tokens = absl::GetFlag(FLAGS_min_tpot_offload_tokens);
   config.policy.length_threshold = absl::GetFlag(FLAGS_length_threshold);
-  config.policy.max_prefill_queue_ms = absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_max_prefill_queue));
+  config.policy.max_prefill_queue_ms =
+      absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_max_prefill_queue));
   config.policy.alternates = absl::GetFlag(FLAGS_alternates);
   config.policy.slo.ttft_ms = absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_slo_ttft));
   config.policy.slo.tpot_ms = absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_slo_tpot));

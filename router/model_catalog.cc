@@ -9,8 +9,10 @@
 
 namespace pdserve::router {
 
-absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Load(const std::vector<std::string>& dirs) {
-  if (dirs.empty()) return absl::InvalidArgumentError("--model: at least one model directory is required");
+absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Load(
+    const std::vector<std::string>& dirs) {
+  if (dirs.empty())
+    return absl::InvalidArgumentError("--model: at least one model directory is required");
   auto catalog = std::make_unique<ModelCatalog>();
   for (const std::string& dir : dirs) {
     auto m = std::make_unique<CatalogModel>();
@@ -19,22 +21,27 @@ absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Load(const std::vect
     while (!path.empty() && path.filename().empty()) path = path.parent_path();  // Trailing '/'.
     m->name = path.filename().string();
     std::ifstream in(dir + "/config.json");
-    if (!in) return absl::NotFoundError(absl::StrCat("--model: ", dir, "/config.json: cannot open"));
+    if (!in)
+      return absl::NotFoundError(absl::StrCat("--model: ", dir, "/config.json: cannot open"));
     std::stringstream text;
     text << in.rdbuf();
     auto config = engine::ModelConfig::FromJson(text.str());
-    if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat(dir, "/config.json: ", config.status().message()));
+    if (!config.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, "/config.json: ", config.status().message()));
     m->config = *std::move(config);
     if (std::filesystem::exists(dir + "/tokenizer.json")) {
       auto tokenizer = engine::Tokenizer::FromFile(dir + "/tokenizer.json");
       if (!tokenizer.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(dir, "/tokenizer.json: ", tokenizer.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat(dir, "/tokenizer.json: ", tokenizer.status().message()));
       }
       m->tokenizer = *std::move(tokenizer);
     }
     for (const auto& other : catalog->models_) {
       if (other->name == m->name) {
-        return absl::InvalidArgumentError(absl::StrCat("--model: two directories named '", m->name, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--model: two directories named '", m->name, "'"));
       }
     }
     catalog->models_.push_back(std::move(m));
@@ -52,7 +59,8 @@ absl::StatusOr<const CatalogModel*> ModelCatalog::Find(const std::string& name) 
   }
   std::vector<std::string> names;
   for (const auto& m : models_) names.push_back(m->name);
-  return absl::NotFoundError(absl::StrCat("model: '", name, "' is not served here; served: ", absl::StrJoin(names, ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("model: '", name, "' is not served here; served: ", absl::StrJoin(names, ", ")));
 }
 
 }  // namespace pdserve::router

@@ -20,7 +20,12 @@ int DecodeLoad(const WorkerEntry& e) {
 
 Placer::Placer(WorkerRegistry* registry, const CostModel* cost_model, const PlacementPolicy* policy,
                const PlacerConfig& config, RouterMetrics* metrics, DecisionLog* log)
-    : registry_(registry), cost_model_(cost_model), policy_(policy), config_(config), metrics_(metrics), log_(log) {}
+    : registry_(registry),
+      cost_model_(cost_model),
+      policy_(policy),
+      config_(config),
+      metrics_(metrics),
+      log_(log) {}
 
 absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
   const absl::Time start = absl::Now();
@@ -37,7 +42,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     // Decode candidates: this model, able to hold the request, not excluded.
     std::vector<WorkerEntry*> decode;
     bool any_for_model = false;
-    bool any_capable = false;  // Some worker could hold it at all (excluded or not).
+    bool any_capable = false;    // Some worker could hold it at all (excluded or not).
     int64_t largest_tokens = 0;  // The most prompt + output tokens one worker holds.
     bool any_fits = false;
     for (WorkerEntry* e : workers) {
@@ -46,35 +51,40 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       const WorkerInfo& r = e->info;
       const int bs = r.kv_layout.block_size;
       largest_tokens = std::max<int64_t>(
-          largest_tokens, std::min<int64_t>(r.max_context_tokens, int64_t{r.kv_layout.num_blocks} * bs - 1));
+          largest_tokens,
+          std::min<int64_t>(r.max_context_tokens, int64_t{r.kv_layout.num_blocks} * bs - 1));
       if (prompt_len + req.max_tokens > r.max_context_tokens) continue;
       if ((prompt_len + 1 + bs - 1) / bs > r.kv_layout.num_blocks) continue;
       any_capable = true;
-      if (std::find(req.exclude.begin(), req.exclude.end(), r.worker_id) != req.exclude.end()) continue;
+      if (std::find(req.exclude.begin(), req.exclude.end(), r.worker_id) != req.exclude.end())
+        continue;
       any_fits = true;
       if (e->load.waiting + e->dispatched_since_report >= config_.max_waiting_per_worker) continue;
       decode.push_back(e);
     }
     if (!any_for_model) {
-      error = absl::UnavailableError(absl::StrCat("no decode worker serves model '", model, "' now"));
+      error =
+          absl::UnavailableError(absl::StrCat("no decode worker serves model '", model, "' now"));
       return;
     }
     if (!any_capable) {
       // No retry can help: the request is too big for every worker there is.
-      error = absl::InvalidArgumentError(absl::StrCat(
-          "prompt: ", prompt_len, " tokens plus max_tokens ", req.max_tokens, " exceed what any decode worker of model '",
-          model, "' holds (at most ", largest_tokens, " tokens)"));
+      error = absl::InvalidArgumentError(
+          absl::StrCat("prompt: ", prompt_len, " tokens plus max_tokens ", req.max_tokens,
+                       " exceed what any decode worker of model '", model, "' holds (at most ",
+                       largest_tokens, " tokens)"));
       return;
     }
     if (!any_fits) {
-      error = absl::UnavailableError(absl::StrCat("no decode worker of model '", model, "' can hold ", prompt_len,
-                                                  " prompt tokens plus max_tokens ", req.max_tokens));
+      error = absl::UnavailableError(
+          absl::StrCat("no decode worker of model '", model, "' can hold ", prompt_len,
+                       " prompt tokens plus max_tokens ", req.max_tokens));
       return;
     }
     if (decode.empty()) {
-      error = WithRetryAfter(absl::ResourceExhaustedError(absl::StrCat("every decode worker of model '", model,
-                                                                       "' has ", config_.max_waiting_per_worker,
-                                                                       " requests waiting")),
+      error = WithRetryAfter(absl::ResourceExhaustedError(
+                                 absl::StrCat("every decode worker of model '", model, "' has ",
+                                              config_.max_waiting_per_worker, " requests waiting")),
                              config_.retry_after);
       return;
     }
@@ -87,9 +97,10 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       const int bs = e->info.kv_layout.block_size;
       if (std::find(hashed.begin(), hashed.end(), std::pair{fp, bs}) != hashed.end()) continue;
       hashed.emplace_back(fp, bs);
-      const int cacheable = (prompt_len - 1) / bs;  // As the decode worker: one token always computes.
-      const std::vector<uint64_t> hashes =
-          engine::FullBlockHashes(fp, absl::MakeConstSpan(prompt).subspan(0, static_cast<size_t>(cacheable) * bs), bs);
+      const int cacheable =
+          (prompt_len - 1) / bs;  // As the decode worker: one token always computes.
+      const std::vector<uint64_t> hashes = engine::FullBlockHashes(
+          fp, absl::MakeConstSpan(prompt).subspan(0, static_cast<size_t>(cacheable) * bs), bs);
       matches.clear();
       prefix.Match(hashes, &matches);
       for (auto [slot, blocks] : matches) cached_blocks[slot] = blocks;
@@ -98,11 +109,14 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       auto it = cached_blocks.find(e->slot);
       return it == cached_blocks.end() ? 0 : it->second * e->info.kv_layout.block_size;
     };
-    WorkerEntry* best = *std::min_element(decode.begin(), decode.end(), [&](const WorkerEntry* a, const WorkerEntry* b) {
-      if (cached_of(a) != cached_of(b)) return cached_of(a) > cached_of(b);
-      if (DecodeLoad(*a) != DecodeLoad(*b)) return DecodeLoad(*a) < DecodeLoad(*b);
-      return a->load.free_blocks > b->load.free_blocks;
-    });
+    WorkerEntry* best = *std::min_element(decode.begin(), decode.end(),
+                                          [&](const WorkerEntry* a, const WorkerEntry* b) {
+                                            if (cached_of(a) != cached_of(b))
+                                              return cached_of(a) > cached_of(b);
+                                            if (DecodeLoad(*a) != DecodeLoad(*b))
+                                              return DecodeLoad(*a) < DecodeLoad(*b);
+                                            return a->load.free_blocks > b->load.free_blocks;
+                                          });
     const WorkerInfo& r = best->info;
     cached_tokens = cached_of(best);
     running = best->load.running + best->dispatched_since_report;
@@ -141,8 +155,8 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     result.decode_session = best->session;
     result.fingerprint = r.model_fingerprint;
     result.num_layers = std::max(1, in.decode.num_layers);
-    result.last_layer_bytes =
-        static_cast<double>(prompt_len - cached_tokens) * in.decode.kv_bytes_per_token / std::max(1, in.decode.num_layers);
+    result.last_layer_bytes = static_cast<double>(prompt_len - cached_tokens) *
+                              in.decode.kv_bytes_per_token / std::max(1, in.decode.num_layers);
     Placement& p = result.placement;
     p.decode = WorkerRef{r.worker_id, r.grpc_address};
     p.offload = decision.offload;
@@ -177,11 +191,15 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
                            .placement = p,
                            .time = absl::Now(),
                            .decision_us = result.decision_us});
-  PDS_LOG(INFO) << "placement " << req.request_id << ": " << mode << " (" << decision.reason << ") decode="
-                << p.decode.worker_id << (decision.offload && !p.prefill.empty() ? " prefill=" + p.prefill.front().worker_id : "")
+  PDS_LOG(INFO) << "placement " << req.request_id << ": " << mode << " (" << decision.reason
+                << ") decode=" << p.decode.worker_id
+                << (decision.offload && !p.prefill.empty()
+                        ? " prefill=" + p.prefill.front().worker_id
+                        : "")
                 << " prompt=" << prompt_len << " U=" << p.uncached_tokens << " D=" << running
                 << " interference=" << e.interference_ms << "ms offload_cost=" << e.offload_cost_ms
-                << "ms ttft_local=" << e.ttft_local_ms << "ms ttft_offload=" << e.ttft_offload_ms << "ms";
+                << "ms ttft_local=" << e.ttft_local_ms << "ms ttft_offload=" << e.ttft_offload_ms
+                << "ms";
   return result;
 }
 

@@ -13,8 +13,8 @@
 #include "absl/status/statusor.h"
 #include "router/decision_log.h"
 #include "router/model_catalog.h"
-#include "router/placement_decision.h"
 #include "router/placement/placement_policy.h"
+#include "router/placement_decision.h"
 #include "router/router_metrics.h"
 #include "router/worker_registry.h"
 
@@ -39,13 +39,13 @@ struct PlacementRequest {
 };
 
 struct PlacementResult {
-  Placement placement;  // The router's decision.
+  Placement placement;          // The router's decision.
   uint64_t decode_session = 0;  // For WorkerRegistry::Acquire.
   double decision_us = 0;
   double predicted_ttft_ms = 0;  // Of the chosen mode.
   uint64_t fingerprint = 0;
-  double last_layer_bytes = 0;   // Of a transfer of the uncached suffix (predicted).
-  int num_layers = 1;            // Of the model's KV (measured bytes -> one layer's).
+  double last_layer_bytes = 0;  // Of a transfer of the uncached suffix (predicted).
+  int num_layers = 1;           // Of the model's KV (measured bytes -> one layer's).
 };
 
 class Placer {

@@ -36,7 +36,8 @@ void PrefixIndex::RemoveWorker(Slot worker) {
   by_worker_.erase(it);
 }
 
-void PrefixIndex::Match(absl::Span<const uint64_t> hashes, std::vector<std::pair<Slot, int>>* out) const {
+void PrefixIndex::Match(absl::Span<const uint64_t> hashes,
+                        std::vector<std::pair<Slot, int>>* out) const {
   if (hashes.empty()) return;
   auto first = holders_.find(hashes[0]);
   if (first == holders_.end()) return;

@@ -26,7 +26,8 @@ class PrefixIndex {
   using Slot = uint32_t;  // A registered worker's slot in the registry.
 
   // Applies one batch of events from `worker`. `reset` drops everything it reported before.
-  void Apply(Slot worker, bool reset, absl::Span<const uint64_t> stored, absl::Span<const uint64_t> evicted);
+  void Apply(Slot worker, bool reset, absl::Span<const uint64_t> stored,
+             absl::Span<const uint64_t> evicted);
   // Forgets a worker entirely.
   void RemoveWorker(Slot worker);
 

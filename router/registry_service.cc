@@ -19,7 +19,8 @@ constexpr uint32_t kMaxDecisions = 1000;
 // still out, which a Finish must wait for) is locked.
 class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage> {
  public:
-  WorkerStream(WorkerRegistry* registry, absl::Duration report_interval, const std::atomic<bool>* draining)
+  WorkerStream(WorkerRegistry* registry, absl::Duration report_interval,
+               const std::atomic<bool>* draining)
       : registry_(registry), report_interval_(report_interval), draining_(draining) {
     StartRead(&in_);
   }
@@ -31,14 +32,16 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
     }
     if (session_ == 0) {
       if (!in_.has_registration()) {
-        Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be a registration"));
+        Close(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                           "the first message must be a registration"));
         return;
       }
       worker_id_ = in_.registration().worker_id();
       absl::StatusOr<WorkerInfo> info = WorkerInfoFromProto(in_.registration());
       absl::StatusOr<uint64_t> session = info.ok() ? registry_->Register(*info) : info.status();
       v1::RegistrationAck* ack = out_.mutable_ack();
-      ack->set_report_interval_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(report_interval_)));
+      ack->set_report_interval_ms(
+          static_cast<uint32_t>(absl::ToInt64Milliseconds(report_interval_)));
       if (!session.ok()) {
         PDS_LOG(WARNING) << "refused registration of '" << worker_id_ << "': " << session.status();
         ack->set_accepted(false);
@@ -73,7 +76,8 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
     }
     if (!known) {
       // Replaced or expired: close so that the worker registers again.
-      Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "this registration was removed; register again"));
+      Close(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                         "this registration was removed; register again"));
       return;
     }
     StartRead(&in_);
@@ -126,8 +130,8 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
 
 }  // namespace
 
-RegistryService::RegistryService(WorkerRegistry* registry, DecisionLog* log, const CostModel* cost_model,
-                                 RegistryServiceOptions options)
+RegistryService::RegistryService(WorkerRegistry* registry, DecisionLog* log,
+                                 const CostModel* cost_model, RegistryServiceOptions options)
     : registry_(registry), log_(log), cost_model_(cost_model), options_(std::move(options)) {}
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* RegistryService::Connect(
@@ -141,16 +145,18 @@ grpc::ServerUnaryReactor* RegistryService::GetClusterStatus(grpc::CallbackServer
   auto* reactor = context->DefaultReactor();
   if (request->max_decisions() > kMaxDecisions) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 absl::StrCat("max_decisions: ", request->max_decisions(), " is over the limit of ",
-                                              kMaxDecisions)));
+                                 absl::StrCat("max_decisions: ", request->max_decisions(),
+                                              " is over the limit of ", kMaxDecisions)));
     return reactor;
   }
   for (const WorkerStatus& w : registry_->Status()) WorkerStatusToProto(w, response->add_workers());
   const uint32_t n = request->max_decisions() == 0 ? kDefaultDecisions : request->max_decisions();
-  for (const DecisionRecord& r : log_->Recent(n)) DecisionRecordToProto(r, response->add_recent_decisions());
+  for (const DecisionRecord& r : log_->Recent(n))
+    DecisionRecordToProto(r, response->add_recent_decisions());
   response->set_policy(options_.policy);
   response->set_in_flight(options_.in_flight ? static_cast<uint32_t>(options_.in_flight()) : 0);
-  for (const auto& [name, value] : cost_model_->Coefficients()) (*response->mutable_cost_model())[name] = value;
+  for (const auto& [name, value] : cost_model_->Coefficients())
+    (*response->mutable_cost_model())[name] = value;
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

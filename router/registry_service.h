@@ -20,8 +20,8 @@ namespace pdserve::router {
 struct RegistryServiceOptions {
   // The report interval the router asks workers for. Default 100 ms.
   absl::Duration report_interval = absl::Milliseconds(100);
-  std::string policy;                  // Reported in the cluster status.
-  std::function<int()> in_flight;      // Requests being relayed now.
+  std::string policy;              // Reported in the cluster status.
+  std::function<int()> in_flight;  // Requests being relayed now.
 };
 
 class RegistryService final : public v1::Registry::CallbackService {
@@ -29,7 +29,8 @@ class RegistryService final : public v1::Registry::CallbackService {
   RegistryService(WorkerRegistry* registry, DecisionLog* log, const CostModel* cost_model,
                   RegistryServiceOptions options);
 
-  grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* Connect(grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* Connect(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetClusterStatus(grpc::CallbackServerContext* context,
                                              const v1::ClusterStatusRequest* request,
                                              v1::ClusterStatus* response) override;

@@ -76,19 +76,20 @@ class RelayCall::Listener final : public WorkerListener {
   RelayCall* call_ ABSL_GUARDED_BY(mu_);
 };
 
-RelayCall* RelayCall::Create(const RelayDeps& deps, grpc::CallbackServerContext* context, const CatalogModel* model,
-                             absl::Time arrival) {
+RelayCall* RelayCall::Create(const RelayDeps& deps, grpc::CallbackServerContext* context,
+                             const CatalogModel* model, absl::Time arrival) {
   return new RelayCall(deps, context, model, arrival);
 }
 
-RelayCall::RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context, const CatalogModel* model,
-                     absl::Time arrival)
+RelayCall::RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context,
+                     const CatalogModel* model, absl::Time arrival)
     : deps_(deps), context_(context), arrival_(arrival) {
   absl::MutexLock lock(&mu_);
   placement_request_.model = model;
 }
 
-void RelayCall::Begin(v1::GenerateRequest request, std::vector<int32_t> prompt, PlacementRequest placement_request) {
+void RelayCall::Begin(v1::GenerateRequest request, std::vector<int32_t> prompt,
+                      PlacementRequest placement_request) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -164,7 +165,8 @@ void RelayCall::OnMessage() {
       if (first_token_ == absl::Time()) {
         first_token_ = now;
         const bool offloaded = placement_.placement.offload;
-        deps_.metrics->Ttft(model, offloaded ? "offload" : "local").Observe(absl::ToDoubleSeconds(now - arrival_));
+        deps_.metrics->Ttft(model, offloaded ? "offload" : "local")
+            .Observe(absl::ToDoubleSeconds(now - arrival_));
       } else {
         deps_.metrics->Itl(model).Observe(absl::ToDoubleSeconds(now - last_token_));
       }
@@ -179,7 +181,8 @@ void RelayCall::OnMessage() {
       out_.Clear();  // The serializer writes into an empty buffer only.
       const grpc::Status serialized =
           grpc::SerializationTraits<v1::GenerateResponse>::Serialize(in, &out_, &own_buffer);
-      if (!serialized.ok()) PDS_LOG(ERROR) << "serializing a response: " << serialized.error_message();
+      if (!serialized.ok())
+        PDS_LOG(ERROR) << "serializing a response: " << serialized.error_message();
       writing_ = true;
       actions.write = true;  // OnWriteDone reads the next message or stops reading.
     } else {
@@ -195,15 +198,18 @@ void RelayCall::ObserveResult(const v1::GenerateResult& result) {
   const bool offloaded = p.mode() == v1::PLACEMENT_MODE_OFFLOAD && !p.fell_back_to_local();
   if (p.fell_back_to_local()) deps_.metrics->fallbacks_seen.Increment();
   if (placement_.predicted_ttft_ms > 0 && t.ttft_ms() > 0) {
-    deps_.metrics->TtftPrediction(offloaded ? "offload" : "local").Observe(t.ttft_ms() / placement_.predicted_ttft_ms);
+    deps_.metrics->TtftPrediction(offloaded ? "offload" : "local")
+        .Observe(t.ttft_ms() / placement_.predicted_ttft_ms);
   }
   if (offloaded && t.prefill_ms() > 0) {
     // Learn from what was measured: the tokens the prefill worker computed and the bytes it
     // wrote (a decode worker that does not report them yet: the router's own estimate).
-    const double tokens = p.prefill_computed_tokens() > 0 ? p.prefill_computed_tokens() : result.usage().prompt_tokens();
-    const double last_layer_bytes = p.transfer_bytes() > 0
-                                        ? static_cast<double>(p.transfer_bytes()) / std::max(1, placement_.num_layers)
-                                        : placement_.last_layer_bytes;
+    const double tokens = p.prefill_computed_tokens() > 0 ? p.prefill_computed_tokens()
+                                                          : result.usage().prompt_tokens();
+    const double last_layer_bytes =
+        p.transfer_bytes() > 0
+            ? static_cast<double>(p.transfer_bytes()) / std::max(1, placement_.num_layers)
+            : placement_.last_layer_bytes;
     deps_.cost_model->ObservePrefill(placement_.fingerprint, tokens, t.prefill_ms());
     deps_.cost_model->ObserveTransferTail(t.transfer_tail_ms(), last_layer_bytes);
   }
@@ -244,15 +250,17 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
       if (cancelled_) {
         s = ClientGoneStatusLocked();
       } else if (!worker_gone_.empty() && !status.ok()) {
-        s = grpc::Status(grpc::StatusCode::UNAVAILABLE, absl::StrCat("decode worker ",
-                                                                     placement_.placement.decode.worker_id,
-                                                                     " left the cluster: ", worker_gone_));
-      } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE && messages_ == 0 && retries_ < 1) {
+        s = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                         absl::StrCat("decode worker ", placement_.placement.decode.worker_id,
+                                      " left the cluster: ", worker_gone_));
+      } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE && messages_ == 0 &&
+                 retries_ < 1) {
         // It failed before producing anything: place once more, elsewhere.
         ++retries_;
         retried = true;
-        PDS_LOG(WARNING) << request_.request_id() << ": decode worker " << placement_.placement.decode.worker_id
-                         << " unavailable (" << status.error_message() << "); placing again";
+        PDS_LOG(WARNING) << request_.request_id() << ": decode worker "
+                         << placement_.placement.decode.worker_id << " unavailable ("
+                         << status.error_message() << "); placing again";
         placement_request_.exclude.push_back(placement_.placement.decode.worker_id);
         PlaceLocked(&actions);
       }
@@ -260,7 +268,8 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
         // The decode worker's retry-after hint travels on to the client.
         const auto& trailers = downstream_->context.GetServerTrailingMetadata();
         if (auto it = trailers.find(kRetryAfterTrailer); it != trailers.end()) {
-          context_->AddTrailingMetadata(kRetryAfterTrailer, std::string(it->second.data(), it->second.size()));
+          context_->AddTrailingMetadata(kRetryAfterTrailer,
+                                        std::string(it->second.data(), it->second.size()));
         }
       }
       if (!retried) {

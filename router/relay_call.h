@@ -49,12 +49,13 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // caller answers with exactly one of Begin() or Fail() (possibly from another thread, after
   // validating and tokenizing the request off gRPC's threads). The reactor deletes itself
   // when both ends are done.
-  static RelayCall* Create(const RelayDeps& deps, grpc::CallbackServerContext* context, const CatalogModel* model,
-                           absl::Time arrival);
+  static RelayCall* Create(const RelayDeps& deps, grpc::CallbackServerContext* context,
+                           const CatalogModel* model, absl::Time arrival);
   // `request` is validated (its prompt as token ids, request id set) and `prompt` is that
   // prompt. Places it and opens the downstream call (or ends with CANCELLED if the client
   // already left).
-  void Begin(v1::GenerateRequest request, std::vector<int32_t> prompt, PlacementRequest placement_request);
+  void Begin(v1::GenerateRequest request, std::vector<int32_t> prompt,
+             PlacementRequest placement_request);
   // Ends the call with `status` before anything was placed (validation, admission).
   void Fail(const absl::Status& status);
 
@@ -87,7 +88,8 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void OnMessage();  // The downstream read a message.
   void OnDownstreamDone(const grpc::Status& status);
   void OnWorkerRemoved(const std::string& why);  // Called with busy_ already raised.
-  void FinishLocked(const grpc::Status& status, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishLocked(const grpc::Status& status, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObserveResult(const v1::GenerateResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseLeaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // CANCELLED, or DEADLINE_EXCEEDED when the client's deadline is why it left.

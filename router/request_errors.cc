@@ -5,7 +5,8 @@
 
 namespace pdserve::router {
 
-grpc::Status ToGrpcWithRetryAfter(const absl::Status& status, grpc::CallbackServerContext* context) {
+grpc::Status ToGrpcWithRetryAfter(const absl::Status& status,
+                                  grpc::CallbackServerContext* context) {
   return bridge::ToGrpc(status, context);
 }
 

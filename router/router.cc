@@ -7,19 +7,25 @@
 namespace pdserve::router {
 
 absl::Status RouterConfig::Validate() const {
-  if (model_dirs.empty()) return absl::InvalidArgumentError("--model: at least one model directory is required");
+  if (model_dirs.empty())
+    return absl::InvalidArgumentError("--model: at least one model directory is required");
   RETURN_IF_ERROR(server.Validate());
   if (report_timeout < absl::Milliseconds(200)) {
-    return absl::InvalidArgumentError("--worker_timeout: must be >= 200ms (workers report every 100 ms)");
+    return absl::InvalidArgumentError(
+        "--worker_timeout: must be >= 200ms (workers report every 100 ms)");
   }
   RETURN_IF_ERROR(policy.Validate());
-  if (placer.max_waiting_per_worker < 1) return absl::InvalidArgumentError("--max_waiting_per_worker: must be >= 1");
-  if (generation.max_in_flight < 1) return absl::InvalidArgumentError("--max_in_flight: must be >= 1");
+  if (placer.max_waiting_per_worker < 1)
+    return absl::InvalidArgumentError("--max_waiting_per_worker: must be >= 1");
+  if (generation.max_in_flight < 1)
+    return absl::InvalidArgumentError("--max_in_flight: must be >= 1");
   if (generation.tokenizer_threads < 1 || generation.tokenizer_threads > 256) {
     return absl::InvalidArgumentError("--tokenizer_threads: must be in [1, 256]");
   }
-  if (generation.max_tokenize_queue < 1) return absl::InvalidArgumentError("--max_tokenize_queue: must be >= 1");
-  if (generation.max_prompt_bytes < 0) return absl::InvalidArgumentError("--max_prompt_bytes: must be >= 0");
+  if (generation.max_tokenize_queue < 1)
+    return absl::InvalidArgumentError("--max_tokenize_queue: must be >= 1");
+  if (generation.max_prompt_bytes < 0)
+    return absl::InvalidArgumentError("--max_prompt_bytes: must be >= 0");
   if (decision_log_size < 1) return absl::InvalidArgumentError("--decision_log_size: must be >= 1");
   return absl::OkStatus();
 }
@@ -37,29 +43,32 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
   ASSIGN_OR_RETURN(r->policy_, MakePlacementPolicy(config.policy));
   r->prometheus_ = std::make_shared<prometheus::Registry>();
   r->metrics_ = std::make_unique<RouterMetrics>(*r->prometheus_);
-  r->registry_ = std::make_unique<WorkerRegistry>(Clock::Real(), config.report_timeout, r->cost_model_.get(),
-                                                  r->metrics_.get());
+  r->registry_ = std::make_unique<WorkerRegistry>(Clock::Real(), config.report_timeout,
+                                                  r->cost_model_.get(), r->metrics_.get());
   r->decisions_ = std::make_unique<DecisionLog>(static_cast<size_t>(config.decision_log_size));
   PlacerConfig placer = config.placer;
   placer.retry_after = config.generation.retry_after;
-  r->placer_ = std::make_unique<Placer>(r->registry_.get(), r->cost_model_.get(), r->policy_.get(), placer,
-                                        r->metrics_.get(), r->decisions_.get());
-  r->generation_ = std::make_unique<GenerationService>(r->catalog_.get(), r->placer_.get(), r->registry_.get(),
-                                                       r->cost_model_.get(), r->metrics_.get(), config.generation);
+  r->placer_ = std::make_unique<Placer>(r->registry_.get(), r->cost_model_.get(), r->policy_.get(),
+                                        placer, r->metrics_.get(), r->decisions_.get());
+  r->generation_ = std::make_unique<GenerationService>(r->catalog_.get(), r->placer_.get(),
+                                                       r->registry_.get(), r->cost_model_.get(),
+                                                       r->metrics_.get(), config.generation);
   RegistryServiceOptions registry_options;
   registry_options.policy = r->policy_->name();
   GenerationService* generation = r->generation_.get();
   registry_options.in_flight = [generation] { return generation->in_flight(); };
   r->registry_service_ = std::make_unique<RegistryService>(r->registry_.get(), r->decisions_.get(),
                                                            r->cost_model_.get(), registry_options);
-  ASSIGN_OR_RETURN(r->server_, ServerRunner::Start(config.server,
-                                                   {{r->generation_.get(), v1::Generation::service_full_name()},
-                                                    {r->registry_service_.get(), v1::Registry::service_full_name()}},
-                                                   r->prometheus_, "router"));
+  ASSIGN_OR_RETURN(
+      r->server_,
+      ServerRunner::Start(config.server,
+                          {{r->generation_.get(), v1::Generation::service_full_name()},
+                           {r->registry_service_.get(), v1::Registry::service_full_name()}},
+                          r->prometheus_, "router"));
   std::string models;
   for (const auto& m : r->catalog_->models()) models += (models.empty() ? "" : ", ") + m->name;
-  PDS_LOG(INFO) << "router at " << r->server_->grpc_address() << " serving " << models << ", policy "
-                << r->policy_->name();
+  PDS_LOG(INFO) << "router at " << r->server_->grpc_address() << " serving " << models
+                << ", policy " << r->policy_->name();
   return r;
 }
 

@@ -16,51 +16,90 @@ prometheus::Histogram::BucketBoundaries RatioBuckets() {
 }  // namespace
 
 RouterMetrics::RouterMetrics(prometheus::Registry& r)
-    : requests_family(BuildCounter().Name("pdserve_router_requests_total")
-                          .Help("Requests answered by the router, by gRPC status code.").Register(r)),
-      request_errors_family(BuildCounter().Name("pdserve_router_request_errors_total")
-                                .Help("Failed requests by error type (invalid_argument, not_found, overloaded, "
-                                      "unavailable, deadline_exceeded, cancelled, internal).")
-                                .Register(r)),
-      requests_in_flight(BuildGauge().Name("pdserve_router_requests_in_flight")
-                             .Help("Requests being relayed now.").Register(r).Add({})),
-      ttft_family(BuildHistogram().Name("pdserve_router_time_to_first_token_seconds")
-                      .Help("Arrival at the router until the first token left it, by placement mode.")
-                      .Register(r)),
-      itl_family(BuildHistogram().Name("pdserve_router_inter_token_latency_seconds")
-                     .Help("Time between consecutive token messages relayed to the client.").Register(r)),
-      e2e_family(BuildHistogram().Name("pdserve_router_e2e_request_latency_seconds")
-                     .Help("Arrival at the router until the final message left it.").Register(r)),
-      placements_family(BuildCounter().Name("pdserve_router_placements_total")
-                            .Help("Placement decisions by mode (local, offload), reason and policy.").Register(r)),
-      decision_latency(BuildHistogram().Name("pdserve_router_decision_latency_seconds")
-                           .Help("Validation-to-placement time of one request (tokenization excluded).")
-                           .Register(r).Add({}, OverheadBuckets())),
-      fallbacks_seen(BuildCounter().Name("pdserve_router_offload_fallbacks_total")
-                         .Help("Offloaded requests the decode worker had to prefill locally.").Register(r).Add({})),
-      interference_predicted_ms(BuildCounter().Name("pdserve_router_interference_predicted_ms_total")
-                                    .Help("Decode delay the cost model predicted for the mixed steps decode "
-                                          "workers reported (ms summed over running streams).")
-                                    .Register(r).Add({})),
-      interference_observed_ms(BuildCounter().Name("pdserve_router_interference_observed_ms_total")
-                                   .Help("Decode delay those mixed steps actually caused, over the "
-                                         "model's decode-only step time (ms summed over running streams).")
-                                   .Register(r).Add({})),
-      step_prediction_ratio(BuildHistogram().Name("pdserve_router_step_prediction_ratio")
-                                .Help("Observed over predicted engine step time, per reported step.")
-                                .Register(r).Add({}, RatioBuckets())),
-      ttft_prediction_family(BuildHistogram().Name("pdserve_router_ttft_prediction_ratio")
-                                 .Help("Observed over predicted TTFT of finished requests, by placement mode.")
-                                 .Register(r)),
-      workers_family(BuildGauge().Name("pdserve_router_workers")
-                         .Help("Registered workers by role and state.").Register(r)),
-      worker_removals(BuildCounter().Name("pdserve_router_worker_removals_total")
-                          .Help("Workers removed (stream closed, silent, replaced).").Register(r).Add({})) {}
+    : requests_family(BuildCounter()
+                          .Name("pdserve_router_requests_total")
+                          .Help("Requests answered by the router, by gRPC status code.")
+                          .Register(r)),
+      request_errors_family(
+          BuildCounter()
+              .Name("pdserve_router_request_errors_total")
+              .Help("Failed requests by error type (invalid_argument, not_found, overloaded, "
+                    "unavailable, deadline_exceeded, cancelled, internal).")
+              .Register(r)),
+      requests_in_flight(BuildGauge()
+                             .Name("pdserve_router_requests_in_flight")
+                             .Help("Requests being relayed now.")
+                             .Register(r)
+                             .Add({})),
+      ttft_family(
+          BuildHistogram()
+              .Name("pdserve_router_time_to_first_token_seconds")
+              .Help("Arrival at the router until the first token left it, by placement mode.")
+              .Register(r)),
+      itl_family(BuildHistogram()
+                     .Name("pdserve_router_inter_token_latency_seconds")
+                     .Help("Time between consecutive token messages relayed to the client.")
+                     .Register(r)),
+      e2e_family(BuildHistogram()
+                     .Name("pdserve_router_e2e_request_latency_seconds")
+                     .Help("Arrival at the router until the final message left it.")
+                     .Register(r)),
+      placements_family(
+          BuildCounter()
+              .Name("pdserve_router_placements_total")
+              .Help("Placement decisions by mode (local, offload), reason and policy.")
+              .Register(r)),
+      decision_latency(
+          BuildHistogram()
+              .Name("pdserve_router_decision_latency_seconds")
+              .Help("Validation-to-placement time of one request (tokenization excluded).")
+              .Register(r)
+              .Add({}, OverheadBuckets())),
+      fallbacks_seen(BuildCounter()
+                         .Name("pdserve_router_offload_fallbacks_total")
+                         .Help("Offloaded requests the decode worker had to prefill locally.")
+                         .Register(r)
+                         .Add({})),
+      interference_predicted_ms(
+          BuildCounter()
+              .Name("pdserve_router_interference_predicted_ms_total")
+              .Help("Decode delay the cost model predicted for the mixed steps decode "
+                    "workers reported (ms summed over running streams).")
+              .Register(r)
+              .Add({})),
+      interference_observed_ms(
+          BuildCounter()
+              .Name("pdserve_router_interference_observed_ms_total")
+              .Help("Decode delay those mixed steps actually caused, over the "
+                    "model's decode-only step time (ms summed over running streams).")
+              .Register(r)
+              .Add({})),
+      step_prediction_ratio(
+          BuildHistogram()
+              .Name("pdserve_router_step_prediction_ratio")
+              .Help("Observed over predicted engine step time, per reported step.")
+              .Register(r)
+              .Add({}, RatioBuckets())),
+      ttft_prediction_family(
+          BuildHistogram()
+              .Name("pdserve_router_ttft_prediction_ratio")
+              .Help("Observed over predicted TTFT of finished requests, by placement mode.")
+              .Register(r)),
+      workers_family(BuildGauge()
+                         .Name("pdserve_router_workers")
+                         .Help("Registered workers by role and state.")
+                         .Register(r)),
+      worker_removals(BuildCounter()
+                          .Name("pdserve_router_worker_removals_total")
+                          .Help("Workers removed (stream closed, silent, replaced).")
+                          .Register(r)
+                          .Add({})) {}
 
 prometheus::Counter& RouterMetrics::Requests(const std::string& model, const std::string& code) {
   return requests_family.Add({{"model_name", model}, {"code", code}});
 }
-prometheus::Counter& RouterMetrics::RequestError(const std::string& model, const std::string& error_type) {
+prometheus::Counter& RouterMetrics::RequestError(const std::string& model,
+                                                 const std::string& error_type) {
   return request_errors_family.Add({{"model_name", model}, {"error_type", error_type}});
 }
 prometheus::Histogram& RouterMetrics::Ttft(const std::string& model, const std::string& mode) {

@@ -19,20 +19,21 @@ namespace pdserve::router {
 struct RouterMetrics {
   explicit RouterMetrics(prometheus::Registry& registry);
 
-  prometheus::Family<prometheus::Counter>& requests_family;       // {model_name, code}
-  prometheus::Family<prometheus::Counter>& request_errors_family; // {model_name, error_type}
+  prometheus::Family<prometheus::Counter>& requests_family;        // {model_name, code}
+  prometheus::Family<prometheus::Counter>& request_errors_family;  // {model_name, error_type}
   prometheus::Gauge& requests_in_flight;
-  prometheus::Family<prometheus::Histogram>& ttft_family;         // {model_name, mode}
-  prometheus::Family<prometheus::Histogram>& itl_family;          // {model_name}
-  prometheus::Family<prometheus::Histogram>& e2e_family;          // {model_name}
-  prometheus::Family<prometheus::Counter>& placements_family;     // {mode, reason, policy}
+  prometheus::Family<prometheus::Histogram>& ttft_family;      // {model_name, mode}
+  prometheus::Family<prometheus::Histogram>& itl_family;       // {model_name}
+  prometheus::Family<prometheus::Histogram>& e2e_family;       // {model_name}
+  prometheus::Family<prometheus::Counter>& placements_family;  // {mode, reason, policy}
   prometheus::Histogram& decision_latency;
   prometheus::Counter& fallbacks_seen;
   prometheus::Counter& interference_predicted_ms;
   prometheus::Counter& interference_observed_ms;
-  prometheus::Histogram& step_prediction_ratio;                   // observed / predicted
-  prometheus::Family<prometheus::Histogram>& ttft_prediction_family;  // {mode}: observed / predicted
-  prometheus::Family<prometheus::Gauge>& workers_family;          // {role, state}
+  prometheus::Histogram& step_prediction_ratio;  // observed / predicted
+  prometheus::Family<prometheus::Histogram>&
+      ttft_prediction_family;                             // {mode}: observed / predicted
+  prometheus::Family<prometheus::Gauge>& workers_family;  // {role, state}
   prometheus::Counter& worker_removals;
 
   prometheus::Counter& Requests(const std::string& model, const std::string& code);
@@ -40,7 +41,8 @@ struct RouterMetrics {
   prometheus::Histogram& Ttft(const std::string& model, const std::string& mode);
   prometheus::Histogram& Itl(const std::string& model);
   prometheus::Histogram& E2e(const std::string& model);
-  prometheus::Counter& Placement(const std::string& mode, const std::string& reason, const std::string& policy);
+  prometheus::Counter& Placement(const std::string& mode, const std::string& reason,
+                                 const std::string& policy);
   prometheus::Histogram& TtftPrediction(const std::string& mode);
   prometheus::Gauge& Workers(const std::string& role, const std::string& state);
 };

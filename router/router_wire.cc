@@ -16,7 +16,8 @@ absl::StatusOr<WorkerInfo> WorkerInfoFromProto(const v1::WorkerRegistration& r) 
       w.role = WorkerRole::kPrefill;
       break;
     default:
-      return absl::InvalidArgumentError("registration.role: must be WORKER_ROLE_DECODE or WORKER_ROLE_PREFILL");
+      return absl::InvalidArgumentError(
+          "registration.role: must be WORKER_ROLE_DECODE or WORKER_ROLE_PREFILL");
   }
   w.grpc_address = r.grpc_address();
   w.metrics_address = r.metrics_address();
@@ -27,7 +28,8 @@ absl::StatusOr<WorkerInfo> WorkerInfoFromProto(const v1::WorkerRegistration& r) 
     return absl::InvalidArgumentError("registration.kv_layout.dtype: must be set");
   }
   if (l.dtype() < v1::DTYPE_F32 || l.dtype() > v1::DTYPE_BF16) {
-    return absl::InvalidArgumentError(absl::StrCat("registration.kv_layout.dtype: ", l.dtype(), " is unknown"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("registration.kv_layout.dtype: ", l.dtype(), " is unknown"));
   }
   // Each field saturates at INT32_MAX so that Validate() sees the absurd value, not a wrap.
   auto narrow = [](uint64_t v) { return static_cast<int>(std::min<uint64_t>(v, INT32_MAX)); };
@@ -55,16 +57,18 @@ WorkerReport ReportFromProto(const v1::LoadReport& r) {
   l.awaiting_kv = static_cast<int>(r.awaiting_kv());
   l.free_blocks = r.free_blocks();
   l.total_blocks = r.total_blocks();
-  l.pending_prefill_tokens = static_cast<int64_t>(std::min<uint64_t>(r.pending_prefill_tokens(), INT64_MAX));
+  l.pending_prefill_tokens =
+      static_cast<int64_t>(std::min<uint64_t>(r.pending_prefill_tokens(), INT64_MAX));
   l.prefill_tokens_per_second = r.prefill_tokens_per_second();
   l.transfer_bytes_per_second = r.transfer_bytes_per_second();
   l.sequence = r.sequence();
   out.steps.reserve(r.recent_steps_size());
   for (const v1::StepSample& s : r.recent_steps()) {
-    out.steps.push_back(StepObservation{.num_decode = static_cast<int>(s.num_decode()),
-                                        .num_prefill_tokens = static_cast<int>(s.num_prefill_tokens()),
-                                        .context_tokens = static_cast<int64_t>(s.context_tokens()),
-                                        .duration_ms = s.duration_ms()});
+    out.steps.push_back(
+        StepObservation{.num_decode = static_cast<int>(s.num_decode()),
+                        .num_prefill_tokens = static_cast<int>(s.num_prefill_tokens()),
+                        .context_tokens = static_cast<int64_t>(s.context_tokens()),
+                        .duration_ms = s.duration_ms()});
   }
   return out;
 }

@@ -14,14 +14,18 @@ absl::Status Invalid(const std::string& field, const std::string& problem) {
 
 }  // namespace
 
-absl::string_view RoleName(WorkerRole role) { return role == WorkerRole::kDecode ? "decode" : "prefill"; }
+absl::string_view RoleName(WorkerRole role) {
+  return role == WorkerRole::kDecode ? "decode" : "prefill";
+}
 
 absl::Status WorkerInfo::Validate() const {
   if (worker_id.empty()) return Invalid("worker_id", "must not be empty");
   if (worker_id.size() > kMaxWorkerIdBytes) {
-    return Invalid("worker_id", absl::StrCat(worker_id.size(), " bytes is over the limit of ", kMaxWorkerIdBytes));
+    return Invalid("worker_id", absl::StrCat(worker_id.size(), " bytes is over the limit of ",
+                                             kMaxWorkerIdBytes));
   }
-  if (auto hp = ParseHostPort(grpc_address, "registration.grpc_address"); !hp.ok()) return hp.status();
+  if (auto hp = ParseHostPort(grpc_address, "registration.grpc_address"); !hp.ok())
+    return hp.status();
   if (model.empty()) return Invalid("model", "must not be empty");
   const KvLayout& l = kv_layout;
   if (l.num_layers <= 0 || l.num_kv_heads <= 0 || l.head_dim <= 0) {
@@ -31,7 +35,8 @@ absl::Status WorkerInfo::Validate() const {
     return Invalid("kv_layout.block_size", absl::StrCat(l.block_size, " is not a power of two"));
   }
   if (is_decode()) {
-    if (l.num_blocks <= 0) return Invalid("kv_layout.num_blocks", "must be > 0 for a decode worker");
+    if (l.num_blocks <= 0)
+      return Invalid("kv_layout.num_blocks", "must be > 0 for a decode worker");
     if (max_num_batched_tokens <= 0) return Invalid("max_num_batched_tokens", "must be > 0");
     if (max_context_tokens <= 0) return Invalid("max_context_tokens", "must be > 0");
     if (vocab_size <= 0) return Invalid("vocab_size", "must be > 0");

@@ -60,13 +60,13 @@ struct StepObservation {
 struct LoadSnapshot {
   int running = 0;
   int waiting = 0;
-  int awaiting_kv = 0;               // Decode: waiting for offloaded KV.
-  int64_t free_blocks = 0;           // Decode: free + evictable cached.
-  int64_t total_blocks = 0;          // Decode.
-  int64_t pending_prefill_tokens = 0;  // Decode: local chunked backlog; prefill: its queue.
+  int awaiting_kv = 0;                   // Decode: waiting for offloaded KV.
+  int64_t free_blocks = 0;               // Decode: free + evictable cached.
+  int64_t total_blocks = 0;              // Decode.
+  int64_t pending_prefill_tokens = 0;    // Decode: local chunked backlog; prefill: its queue.
   double prefill_tokens_per_second = 0;  // Prefill: recent throughput.
   double transfer_bytes_per_second = 0;  // Prefill: recent KV bandwidth.
-  uint64_t sequence = 0;  // Reports on this registration so far.
+  uint64_t sequence = 0;                 // Reports on this registration so far.
 };
 
 // A load report as it arrives: the snapshot and the steps run since the previous one.

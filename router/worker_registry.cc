@@ -22,16 +22,17 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info) {
       if (other.worker_id != info.worker_id && other.model == info.model &&
           other.model_fingerprint != info.model_fingerprint) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "registration.model_fingerprint: worker ", other.worker_id, " serves model '", other.model,
-            "' with fingerprint ", absl::Hex(other.model_fingerprint), ", this one has ",
-            absl::Hex(info.model_fingerprint), "; give different models different names"));
+            "registration.model_fingerprint: worker ", other.worker_id, " serves model '",
+            other.model, "' with fingerprint ", absl::Hex(other.model_fingerprint),
+            ", this one has ", absl::Hex(info.model_fingerprint),
+            "; give different models different names"));
       }
     }
     auto same = std::find_if(live_.begin(), live_.end(),
                              [&](WorkerEntry* e) { return e->info.worker_id == info.worker_id; });
     if (same != live_.end()) {
-      replaced = RemoveLocked(
-          *same, absl::StrCat("worker ", info.worker_id, " registered again (epoch ", info.epoch, ")"));
+      replaced = RemoveLocked(*same, absl::StrCat("worker ", info.worker_id,
+                                                  " registered again (epoch ", info.epoch, ")"));
     }
     auto entry = std::make_unique<WorkerEntry>();
     entry->session = session = next_session_++;
@@ -49,8 +50,8 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info) {
     }
     PublishCountsLocked();
   }
-  PDS_LOG(INFO) << "registered " << RoleName(info.role) << " worker " << info.worker_id << " at " << info.grpc_address
-                << " (model " << info.model << ", epoch " << info.epoch << ")";
+  PDS_LOG(INFO) << "registered " << RoleName(info.role) << " worker " << info.worker_id << " at "
+                << info.grpc_address << " (model " << info.model << ", epoch " << info.epoch << ")";
   // The old stream of a replaced registration closes at its next message (Report says the
   // session is gone).
   if (!replaced.why.empty()) Notify(std::move(replaced));
@@ -74,13 +75,15 @@ void WorkerRegistry::ObserveStepsLocked(WorkerEntry* e, const std::vector<StepOb
     // Decode-only baseline of this step, before learning from it.
     const double decode_attention = decode * e->attention_per_decode;
     const double baseline = cost_model_->StepMs(fp, decode, 0, decode_attention);
-    const double predicted = cost_model_->ObserveStep(fp, decode, prefill, attention, s.duration_ms);
+    const double predicted =
+        cost_model_->ObserveStep(fp, decode, prefill, attention, s.duration_ms);
     if (predicted > 0) metrics_->step_prediction_ratio.Observe(s.duration_ms / predicted);
     if (prefill == 0 && decode > 0) {
       e->attention_per_decode = attention / decode;
     } else if (prefill > 0 && decode > 0) {
       metrics_->interference_predicted_ms.Increment(std::max(0.0, predicted - baseline) * decode);
-      metrics_->interference_observed_ms.Increment(std::max(0.0, s.duration_ms - baseline) * decode);
+      metrics_->interference_observed_ms.Increment(std::max(0.0, s.duration_ms - baseline) *
+                                                   decode);
     }
   }
 }
@@ -148,8 +151,8 @@ int WorkerRegistry::ExpireSilent() {
     }
     for (WorkerEntry* e : silent) {
       removals.push_back(RemoveLocked(
-          e, absl::StrCat("no load report for ", absl::FormatDuration(now - e->last_report), " (timeout ",
-                          absl::FormatDuration(report_timeout_), ")")));
+          e, absl::StrCat("no load report for ", absl::FormatDuration(now - e->last_report),
+                          " (timeout ", absl::FormatDuration(report_timeout_), ")")));
     }
   }
   for (Removal& r : removals) Notify(std::move(r));
@@ -200,12 +203,13 @@ std::vector<WorkerStatus> WorkerRegistry::Status() const {
   std::vector<WorkerStatus> status;
   status.reserve(sorted.size());
   for (const WorkerEntry* e : sorted) {
-    status.push_back(WorkerStatus{.info = e->info,
-                                  .load = e->load,
-                                  .since_report = now - e->last_report,
-                                  .registered_for = now - e->registered,
-                                  .router_in_flight = e->in_flight,
-                                  .indexed_blocks = static_cast<int64_t>(prefix_.blocks_of(e->slot))});
+    status.push_back(
+        WorkerStatus{.info = e->info,
+                     .load = e->load,
+                     .since_report = now - e->last_report,
+                     .registered_for = now - e->registered,
+                     .router_in_flight = e->in_flight,
+                     .indexed_blocks = static_cast<int64_t>(prefix_.blocks_of(e->slot))});
   }
   return status;
 }

@@ -60,7 +60,8 @@ struct WorkerEntry {
   }
   double ArrivalRate(absl::Time now) const {
     if (last_arrival == absl::Time()) return 0;
-    return arrival_rate * std::exp(-absl::ToDoubleSeconds(now - last_arrival) / absl::ToDoubleSeconds(kArrivalWindow));
+    return arrival_rate * std::exp(-absl::ToDoubleSeconds(now - last_arrival) /
+                                   absl::ToDoubleSeconds(kArrivalWindow));
   }
   // Attention work per running decode in its latest decode-only step (cost model input).
   double attention_per_decode = 0;
@@ -71,7 +72,8 @@ struct WorkerEntry {
 
 class WorkerRegistry {
  public:
-  WorkerRegistry(Clock* clock, absl::Duration report_timeout, CostModel* cost_model, RouterMetrics* metrics);
+  WorkerRegistry(Clock* clock, absl::Duration report_timeout, CostModel* cost_model,
+                 RouterMetrics* metrics);
 
   // A registry stream's first message. INVALID_ARGUMENT for a malformed registration,
   // FAILED_PRECONDITION when another worker serves the same model name with a different
@@ -95,7 +97,8 @@ class WorkerRegistry {
 
   // Runs `fn` with the registry locked: placement reads and updates entries atomically.
   // `fn` must be quick and must not call back into the registry.
-  void WithLock(const std::function<void(std::vector<WorkerEntry*>& workers, const PrefixIndex& prefix)>& fn);
+  void WithLock(
+      const std::function<void(std::vector<WorkerEntry*>& workers, const PrefixIndex& prefix)>& fn);
 
   // Every registered worker, decode workers first, by id.
   std::vector<WorkerStatus> Status() const;
@@ -107,7 +110,8 @@ class WorkerRegistry {
     std::string why;
   };
   WorkerEntry* FindSessionLocked(uint64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Removal RemoveLocked(WorkerEntry* entry, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Removal RemoveLocked(WorkerEntry* entry, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishCountsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Notify(Removal removal);
   void ObserveStepsLocked(WorkerEntry* entry, const std::vector<StepObservation>& steps)

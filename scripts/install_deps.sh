@@ -14,8 +14,9 @@ packages=(
   libucx-dev ucx-utils libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libre2-dev libyaml-cpp-dev
   nlohmann-json3-dev libutf8proc-dev
-  # Tests, benchmarks and tools: NumPy reference forward, npm tokenizer fixture, promtool, plots.
-  python3 python3-numpy nodejs npm prometheus gnuplot-nox
+  # Tests, benchmarks and tools: NumPy reference forward, npm tokenizer fixture, promtool, plots,
+  # coverage.
+  python3 python3-numpy nodejs npm prometheus gnuplot-nox gcovr
 )
 
 missing=()

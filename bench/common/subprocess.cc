@@ -17,7 +17,8 @@
 namespace pdserve::bench {
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
-    const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env) {
+    const std::vector<std::string>& argv,
+    const std::vector<std::pair<std::string, std::string>>& env) {
   int in_pipe[2], out_pipe[2];
   if (pipe(in_pipe) != 0 || pipe(out_pipe) != 0) return absl::InternalError("pipe failed");
   const pid_t parent = getpid();
@@ -76,7 +77,8 @@ absl::StatusOr<std::string> Subprocess::ReadLine(absl::Duration timeout) {
       return line;
     }
     const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return absl::DeadlineExceededError("no line from child in time");
+    if (left <= absl::ZeroDuration())
+      return absl::DeadlineExceededError("no line from child in time");
     pollfd pfd{out_fd_, POLLIN, 0};
     const int r = poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
     if (r <= 0) continue;

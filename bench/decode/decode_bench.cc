@@ -58,13 +58,15 @@ struct Harness {
     seq->sampling.max_tokens = max_tokens;
     seq->sampling.temperature = 0;
     seq->sampling.ignore_eos = true;
-    seq->stream = std::make_unique<engine::GenerationStream>(model.tokenizer.get(), seq->sampling, model.eos_token_ids);
+    seq->stream = std::make_unique<engine::GenerationStream>(model.tokenizer.get(), seq->sampling,
+                                                             model.eos_token_ids);
     seq->sink = std::make_shared<CountingSink>(&tokens, std::move(on_finish));
     return seq;
   }
 };
 
-absl::StatusOr<std::unique_ptr<Harness>> MakeHarness(const std::string& dir, int threads, int width, int budget) {
+absl::StatusOr<std::unique_ptr<Harness>> MakeHarness(const std::string& dir, int threads, int width,
+                                                     int budget) {
   auto h = std::make_unique<Harness>();
   ASSIGN_OR_RETURN(h->model, engine::LoadModel(dir, engine::EngineOptions{.num_threads = threads}));
   KvLayout layout = h->model.model->MakeKvLayout(1, 16, DType::kF32);
@@ -77,8 +79,9 @@ absl::StatusOr<std::unique_ptr<Harness>> MakeHarness(const std::string& dir, int
   sc.max_num_batched_tokens = budget;
   sc.max_waiting = 1 << 20;
   sc.model_fingerprint = h->model.model->fingerprint();
-  h->loop = std::make_unique<EngineLoop>(h->model.model.get(), h->pool.get(), h->model.tokenizer.get(),
-                                         h->model.eos_token_ids, sc, h->metrics.get(), Clock::Real());
+  h->loop =
+      std::make_unique<EngineLoop>(h->model.model.get(), h->pool.get(), h->model.tokenizer.get(),
+                                   h->model.eos_token_ids, sc, h->metrics.get(), Clock::Real());
   h->loop->Start();
   return h;
 }
@@ -88,9 +91,11 @@ struct Overhead {
   double p50_us, p99_us, share, step_ms;
 };
 
-absl::StatusOr<Overhead> MeasureOverhead(const std::string& dir, int threads, int width, int steps) {
+absl::StatusOr<Overhead> MeasureOverhead(const std::string& dir, int threads, int width,
+                                         int steps) {
   ASSIGN_OR_RETURN(auto h, MakeHarness(dir, threads, width, std::max(512, width * 16)));
-  for (int i = 0; i < width; ++i) RETURN_IF_ERROR(h->loop->Submit(h->MakeSequence(16, 100000, i, nullptr)));
+  for (int i = 0; i < width; ++i)
+    RETURN_IF_ERROR(h->loop->Submit(h->MakeSequence(16, 100000, i, nullptr)));
   // Wait until every sequence decodes (no prefill left).
   const absl::Time deadline = absl::Now() + absl::Minutes(10);
   while (absl::Now() < deadline) {
@@ -114,16 +119,18 @@ absl::StatusOr<Overhead> MeasureOverhead(const std::string& dir, int threads, in
     }
   }
   h->loop->Stop();
-  return Overhead{width, Percentile(host_us, 50), Percentile(host_us, 99), Median(share), Median(step_ms)};
+  return Overhead{width, Percentile(host_us, 50), Percentile(host_us, 99), Median(share),
+                  Median(step_ms)};
 }
 
 // Static batch (seed 000's batched-bench regime): the engine alone, `width` requests started
 // together, prefilled in one step and decoded in lockstep for `tokens` tokens; `rounds`
 // times. The same work per request as the continuous run (16-token prompt, 64 tokens out on
 // average), so the ratio isolates the cost of continuous arrivals and completions.
-absl::StatusOr<double> StaticTokensPerSecond(const std::string& dir, int threads, int width, int tokens,
-                                             int rounds) {
-  ASSIGN_OR_RETURN(auto model, engine::LoadModel(dir, engine::EngineOptions{.num_threads = threads}));
+absl::StatusOr<double> StaticTokensPerSecond(const std::string& dir, int threads, int width,
+                                             int tokens, int rounds) {
+  ASSIGN_OR_RETURN(auto model,
+                   engine::LoadModel(dir, engine::EngineOptions{.num_threads = threads}));
   const int blocks_per_seq = (16 + tokens + 16) / 16;
   KvLayout layout = model.model->MakeKvLayout(width * blocks_per_seq, 16, DType::kF32);
   ASSIGN_OR_RETURN(auto pool, engine::KvPool::Allocate(layout));
@@ -144,12 +151,15 @@ absl::StatusOr<double> StaticTokensPerSecond(const std::string& dir, int threads
     std::vector<std::vector<int32_t>> prompts(width, std::vector<int32_t>(16, 1 + round));
     for (int s = 0; s < width; ++s) batch.Add(prompts[s], 0, tables[s], true);
     RETURN_IF_ERROR(model.model->Forward(batch, *pool, {}, &logits));
-    for (int s = 0; s < width; ++s) next[s] = engine::SampleToken(logits.Row(s), greedy, 16, &scratch);
+    for (int s = 0; s < width; ++s)
+      next[s] = engine::SampleToken(logits.Row(s), greedy, 16, &scratch);
     for (int step = 1; step < tokens; ++step) {
       batch.Clear();
-      for (int s = 0; s < width; ++s) batch.Add(absl::MakeConstSpan(&next[s], 1), 15 + step, tables[s], true);
+      for (int s = 0; s < width; ++s)
+        batch.Add(absl::MakeConstSpan(&next[s], 1), 15 + step, tables[s], true);
       RETURN_IF_ERROR(model.model->Forward(batch, *pool, {}, &logits));
-      for (int s = 0; s < width; ++s) next[s] = engine::SampleToken(logits.Row(s), greedy, 16 + step, &scratch);
+      for (int s = 0; s < width; ++s)
+        next[s] = engine::SampleToken(logits.Row(s), greedy, 16 + step, &scratch);
     }
   }
   return static_cast<double>(width) * tokens * rounds / absl::ToDoubleSeconds(absl::Now() - start);
@@ -167,7 +177,8 @@ absl::StatusOr<double> ContinuousTokensPerSecond(const std::string& dir, int thr
   submit_one = [&] {
     if (!running.load()) return;
     const int max_tokens = 32 + static_cast<int>(seed.load() * 2654435761u % 65);
-    raw->loop->Submit(raw->MakeSequence(16, max_tokens, seed.fetch_add(1), [&] { submit_one(); })).IgnoreError();
+    raw->loop->Submit(raw->MakeSequence(16, max_tokens, seed.fetch_add(1), [&] { submit_one(); }))
+        .IgnoreError();
   };
   for (int i = 0; i < width; ++i) submit_one();
   absl::SleepFor(absl::Seconds(1));  // Warm up.
@@ -191,25 +202,30 @@ absl::Status RunDecodeBench(const DecodeBenchConfig& input) {
     RETURN_IF_ERROR(tools::EnsureModel(spec, cfg.model_dir));
   }
   Table table({"metric", "running", "p50", "p99", "share of step", "step"});
-  nlohmann::json summary = {{"bench", "decode"}, {"model", cfg.model_dir}, {"machine", MachineInfo()}};
+  nlohmann::json summary = {
+      {"bench", "decode"}, {"model", cfg.model_dir}, {"machine", MachineInfo()}};
   for (int width : cfg.widths) {
     Progress("decode", absl::StrCat("scheduling overhead with ", width, " running sequences"));
     ASSIGN_OR_RETURN(Overhead o, MeasureOverhead(cfg.model_dir, cfg.threads, width, cfg.steps));
     table.AddRow({"host overhead per step", absl::StrCat(width), Fixed(o.p50_us, 1) + " us",
-                  Fixed(o.p99_us, 1) + " us", Fixed(100 * o.share, 3) + " %", Fixed(o.step_ms) + " ms"});
+                  Fixed(o.p99_us, 1) + " us", Fixed(100 * o.share, 3) + " %",
+                  Fixed(o.step_ms) + " ms"});
     summary[absl::StrCat("sched_overhead_p50_us_", width)] = o.p50_us;
     summary[absl::StrCat("sched_overhead_p99_us_", width)] = o.p99_us;
     summary[absl::StrCat("sched_overhead_share_", width)] = o.share;
     summary[absl::StrCat("step_ms_", width)] = o.step_ms;
   }
   Progress("decode", absl::StrCat("static batch of ", cfg.continuous_width));
-  ASSIGN_OR_RETURN(double static_tps, StaticTokensPerSecond(cfg.model_dir, cfg.threads, cfg.continuous_width, 64, 3));
+  ASSIGN_OR_RETURN(double static_tps,
+                   StaticTokensPerSecond(cfg.model_dir, cfg.threads, cfg.continuous_width, 64, 3));
   Progress("decode", absl::StrCat("continuous serving at width ", cfg.continuous_width));
-  ASSIGN_OR_RETURN(double continuous_tps, ContinuousTokensPerSecond(cfg.model_dir, cfg.threads,
-                                                                     cfg.continuous_width, cfg.continuous_duration));
-  table.AddRow({"static batch tokens/s", absl::StrCat(cfg.continuous_width), Fixed(static_tps, 1), "", "", ""});
-  table.AddRow({"continuous tokens/s", absl::StrCat(cfg.continuous_width), Fixed(continuous_tps, 1), "",
-                Fixed(continuous_tps / static_tps) + "x static", ""});
+  ASSIGN_OR_RETURN(double continuous_tps,
+                   ContinuousTokensPerSecond(cfg.model_dir, cfg.threads, cfg.continuous_width,
+                                             cfg.continuous_duration));
+  table.AddRow({"static batch tokens/s", absl::StrCat(cfg.continuous_width), Fixed(static_tps, 1),
+                "", "", ""});
+  table.AddRow({"continuous tokens/s", absl::StrCat(cfg.continuous_width), Fixed(continuous_tps, 1),
+                "", Fixed(continuous_tps / static_tps) + "x static", ""});
   summary["static_tokens_per_s"] = static_tps;
   summary["continuous_tokens_per_s"] = continuous_tps;
   summary["continuous_over_static"] = continuous_tps / static_tps;

@@ -21,8 +21,8 @@ struct DecodeBenchConfig {
   std::string model_dir;  // Empty: the small preset under models/small.
   std::string out_dir;
   std::vector<int> widths = {8, 64, 256};
-  int steps = 20;          // Measured steps per width.
-  int threads = 0;         // Forward threads (0: all).
+  int steps = 20;   // Measured steps per width.
+  int threads = 0;  // Forward threads (0: all).
   int continuous_width = 8;
   absl::Duration continuous_duration = absl::Seconds(8);
 };

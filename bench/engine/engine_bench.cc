@@ -123,7 +123,7 @@ struct ThreadResult {
   double read_gbps = 0;
   double decode_floor_ms = 0;
   double decode_read_floor_ms = 0;
-  std::vector<std::pair<int, double>> decode_ms;      // (batch, median step ms)
+  std::vector<std::pair<int, double>> decode_ms;                 // (batch, median step ms)
   std::vector<std::tuple<int, double, double, double>> prefill;  // (tokens, ms, tok/s, fraction)
   double sgemm_gflops_2048 = 0;
 };
@@ -142,17 +142,17 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
   r.read_gbps = ReadBandwidth(threads) / 1e9;
   r.decode_floor_ms = model.weight_bytes() / (r.memcpy_gbps * 1e9) * 1e3;
   r.decode_read_floor_ms = model.weight_bytes() / (r.read_gbps * 1e9) * 1e3;
-  Progress("engine", absl::StrCat("memcpy ", Fixed(r.memcpy_gbps, 1), " GB/s, read ",
-                                  Fixed(r.read_gbps, 1), " GB/s; decode floor ",
-                                  Fixed(r.decode_floor_ms), " ms (copy) / ",
-                                  Fixed(r.decode_read_floor_ms), " ms (read) for ",
-                                  model.weight_bytes() >> 20, " MiB of weights"));
+  Progress("engine",
+           absl::StrCat("memcpy ", Fixed(r.memcpy_gbps, 1), " GB/s, read ", Fixed(r.read_gbps, 1),
+                        " GB/s; decode floor ", Fixed(r.decode_floor_ms), " ms (copy) / ",
+                        Fixed(r.decode_read_floor_ms), " ms (read) for ",
+                        model.weight_bytes() >> 20, " MiB of weights"));
 
   // Decode: B sequences with `decode_context` tokens each, then timed single-token steps.
   const int max_batch = *std::max_element(cfg.decode_batches.begin(), cfg.decode_batches.end());
   const int blocks_per_seq = (cfg.decode_context + cfg.decode_steps + 2 + 15) / 16;
-  ASSIGN_OR_RETURN(auto pool, engine::KvPool::Allocate(model.MakeKvLayout(
-                                  max_batch * blocks_per_seq, 16, DType::kF32)));
+  ASSIGN_OR_RETURN(auto pool, engine::KvPool::Allocate(
+                                  model.MakeKvLayout(max_batch * blocks_per_seq, 16, DType::kF32)));
   std::vector<std::vector<int32_t>> tables(max_batch);
   for (int s = 0; s < max_batch; ++s) {
     tables[s].resize(blocks_per_seq);
@@ -164,9 +164,11 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
     std::vector<std::vector<int32_t>> prompts;
     for (int s = s0; s < std::min(max_batch, s0 + 8); ++s) {
       prompts.emplace_back(cfg.decode_context);
-      for (int i = 0; i < cfg.decode_context; ++i) prompts.back()[i] = (s * 131 + i * 7) % c.vocab_size;
+      for (int i = 0; i < cfg.decode_context; ++i)
+        prompts.back()[i] = (s * 131 + i * 7) % c.vocab_size;
     }
-    for (int s = s0; s < std::min(max_batch, s0 + 8); ++s) batch.Add(prompts[s - s0], 0, tables[s], false);
+    for (int s = s0; s < std::min(max_batch, s0 + 8); ++s)
+      batch.Add(prompts[s - s0], 0, tables[s], false);
     RETURN_IF_ERROR(model.Forward(batch, *pool, {}, &logits));
   }
   for (int b : cfg.decode_batches) {
@@ -178,7 +180,8 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
         token[s] = (step * 17 + s) % c.vocab_size;
       }
       for (int s = 0; s < b; ++s) {
-        batch.Add(absl::MakeConstSpan(&token[s], 1), cfg.decode_context + (step % 2), tables[s], true);
+        batch.Add(absl::MakeConstSpan(&token[s], 1), cfg.decode_context + (step % 2), tables[s],
+                  true);
       }
       const absl::Time start = absl::Now();
       RETURN_IF_ERROR(model.Forward(batch, *pool, {}, &logits));
@@ -191,7 +194,8 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
   // Prefill: one fresh sequence of P tokens per forward.
   for (int p : cfg.prefill_lengths) {
     const int blocks = (p + 15) / 16;
-    ASSIGN_OR_RETURN(auto prefill_pool, engine::KvPool::Allocate(model.MakeKvLayout(blocks, 16, DType::kF32)));
+    ASSIGN_OR_RETURN(auto prefill_pool,
+                     engine::KvPool::Allocate(model.MakeKvLayout(blocks, 16, DType::kF32)));
     std::vector<int32_t> table(blocks), prompt(p);
     std::iota(table.begin(), table.end(), 0);
     for (int i = 0; i < p; ++i) prompt[i] = (i * 31 + 7) % c.vocab_size;
@@ -241,8 +245,10 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
   Table table({"threads", "metric", "value", "floor / baseline", "ratio"});
   nlohmann::json per_threads = nlohmann::json::array();
   for (const ThreadResult& r : results) {
-    nlohmann::json j = {{"threads", r.threads}, {"memcpy_gbps", r.memcpy_gbps},
-                        {"read_gbps", r.read_gbps}, {"decode_floor_ms", r.decode_floor_ms},
+    nlohmann::json j = {{"threads", r.threads},
+                        {"memcpy_gbps", r.memcpy_gbps},
+                        {"read_gbps", r.read_gbps},
+                        {"decode_floor_ms", r.decode_floor_ms},
                         {"decode_read_floor_ms", r.decode_read_floor_ms}};
     double b1 = 0;
     for (auto [b, ms] : r.decode_ms) {
@@ -252,8 +258,8 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
       const double per_token_speedup = b1 > 0 ? (b / ms) / (1 / b1) : 0;
       table.AddRow({absl::StrCat(r.threads), absl::StrCat("decode step, batch ", b),
                     Fixed(ms) + " ms",
-                    b == 1 ? Fixed(r.decode_floor_ms) + " ms copy / " + Fixed(r.decode_read_floor_ms) +
-                                 " ms read floor"
+                    b == 1 ? Fixed(r.decode_floor_ms) + " ms copy / " +
+                                 Fixed(r.decode_read_floor_ms) + " ms read floor"
                            : "",
                     b == 1 ? Fixed(ms / r.decode_floor_ms) + "x copy, " +
                                  Fixed(ms / r.decode_read_floor_ms) + "x read floor"
@@ -264,7 +270,8 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
     for (auto [p, ms, tps, fraction] : r.prefill) {
       table.AddRow({absl::StrCat(r.threads), absl::StrCat("prefill ", p, " tokens"),
                     Fixed(tps, 0) + " tok/s", "OpenBLAS sgemm", Fixed(fraction) + " of sgemm"});
-      j["prefill"][absl::StrCat(p)] = {{"ms", ms}, {"tokens_per_s", tps}, {"fraction_of_sgemm", fraction}};
+      j["prefill"][absl::StrCat(p)] = {
+          {"ms", ms}, {"tokens_per_s", tps}, {"fraction_of_sgemm", fraction}};
     }
     per_threads.push_back(j);
   }

@@ -42,7 +42,8 @@ std::vector<Observation> Observations(const std::vector<InterferenceConfigResult
 }
 
 // Least squares over the features not in `fixed_zero`, by the normal equations.
-std::array<double, 4> Solve(const std::vector<Observation>& obs, const std::array<bool, 4>& fixed_zero) {
+std::array<double, 4> Solve(const std::vector<Observation>& obs,
+                            const std::array<bool, 4>& fixed_zero) {
   // Scale features to O(1) for conditioning.
   std::array<double, 4> scale{1, 1, 1, 1};
   for (const Observation& o : obs) {
@@ -94,25 +95,34 @@ double RSquared(const std::vector<double>& measured, const std::vector<double>& 
 }  // namespace
 
 nlohmann::json InterferenceRun::ToJson() const {
-  return {{"config", {{"decode_batch_size", decode}, {"new_prefill_tokens", prefill_tokens}, {"chunk_size", chunk},
-                      {"repetition", repetition}}},
-          {"baseline", {{"tpot_p50_ms", tpot_baseline_p50_ms}, {"tpot_p90_ms", tpot_baseline_p90_ms},
-                        {"tpot_p99_ms", tpot_baseline_p99_ms}, {"step_time_ms", tpot_baseline_p50_ms},
-                        {"decode_context_tokens", decode_context}}},
-          {"interference", {{"tpot_during_prefill_p50_ms", tpot_during_p50_ms},
-                            {"tpot_during_prefill_p90_ms", tpot_during_p90_ms},
-                            {"tpot_during_prefill_mean_ms", tpot_during_mean_ms},
-                            {"window_delay_ms", window_delay_ms},
-                            {"tpot_after_prefill_p50_ms", tpot_after_p50_ms},
-                            {"num_chunks_actual", chunks_actual},
-                            {"num_chunks_expected", chunks_expected},
-                            {"mixed_steps", mixed_steps},
-                            {"prefill_duration_ms", prefill_duration_ms},
-                            {"prefill_ttft_ms", prefill_duration_ms}}},
-          {"derived", {{"tpot_penalty_p50_ms", penalty_ms()},
-                       {"tpot_penalty_ratio", tpot_baseline_p50_ms > 0 ? tpot_during_p50_ms / tpot_baseline_p50_ms : 0},
-                       {"total_interference_ms", total_interference_ms()},
-                       {"decode_tokens_delayed", decode * chunks_actual}}}};
+  return {{"config",
+           {{"decode_batch_size", decode},
+            {"new_prefill_tokens", prefill_tokens},
+            {"chunk_size", chunk},
+            {"repetition", repetition}}},
+          {"baseline",
+           {{"tpot_p50_ms", tpot_baseline_p50_ms},
+            {"tpot_p90_ms", tpot_baseline_p90_ms},
+            {"tpot_p99_ms", tpot_baseline_p99_ms},
+            {"step_time_ms", tpot_baseline_p50_ms},
+            {"decode_context_tokens", decode_context}}},
+          {"interference",
+           {{"tpot_during_prefill_p50_ms", tpot_during_p50_ms},
+            {"tpot_during_prefill_p90_ms", tpot_during_p90_ms},
+            {"tpot_during_prefill_mean_ms", tpot_during_mean_ms},
+            {"window_delay_ms", window_delay_ms},
+            {"tpot_after_prefill_p50_ms", tpot_after_p50_ms},
+            {"num_chunks_actual", chunks_actual},
+            {"num_chunks_expected", chunks_expected},
+            {"mixed_steps", mixed_steps},
+            {"prefill_duration_ms", prefill_duration_ms},
+            {"prefill_ttft_ms", prefill_duration_ms}}},
+          {"derived",
+           {{"tpot_penalty_p50_ms", penalty_ms()},
+            {"tpot_penalty_ratio",
+             tpot_baseline_p50_ms > 0 ? tpot_during_p50_ms / tpot_baseline_p50_ms : 0},
+            {"total_interference_ms", total_interference_ms()},
+            {"decode_tokens_delayed", decode * chunks_actual}}}};
 }
 
 absl::StatusOr<InterferenceRun> InterferenceRun::FromJson(const nlohmann::json& j) {
@@ -165,7 +175,8 @@ int DisturbedRepetition(const std::vector<InterferenceRun>& runs, double max_dri
 
 std::vector<InterferenceConfigResult> Aggregate(const std::vector<InterferenceRun>& runs) {
   std::map<std::tuple<int, int, int>, std::vector<const InterferenceRun*>> by_config;
-  for (const InterferenceRun& r : runs) by_config[{r.chunk, r.decode, r.prefill_tokens}].push_back(&r);
+  for (const InterferenceRun& r : runs)
+    by_config[{r.chunk, r.decode, r.prefill_tokens}].push_back(&r);
   std::vector<InterferenceConfigResult> out;
   for (const auto& [key, reps] : by_config) {
     InterferenceConfigResult c;
@@ -194,10 +205,12 @@ std::vector<InterferenceConfigResult> Aggregate(const std::vector<InterferenceRu
 }
 
 double StepFit::TotalInterference(double decode, double prefill_tokens) const {
-  return decode * (per_prefill_token_ms * prefill_tokens + per_attention_ms * Attention(prefill_tokens));
+  return decode *
+         (per_prefill_token_ms * prefill_tokens + per_attention_ms * Attention(prefill_tokens));
 }
 
-absl::StatusOr<StepFit> FitStepModel(const std::vector<InterferenceConfigResult>& configs, int holdout_every) {
+absl::StatusOr<StepFit> FitStepModel(const std::vector<InterferenceConfigResult>& configs,
+                                     int holdout_every) {
   std::vector<InterferenceConfigResult> train;
   std::vector<InterferenceConfigResult> heldout;
   int interfering = 0;
@@ -210,7 +223,8 @@ absl::StatusOr<StepFit> FitStepModel(const std::vector<InterferenceConfigResult>
   }
   std::vector<Observation> obs = Observations(train);
   if (obs.size() < 4) {
-    return absl::FailedPreconditionError(absl::StrCat("the fit needs at least 4 observations, the grid gave ", obs.size()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the fit needs at least 4 observations, the grid gave ", obs.size()));
   }
   // Non-negative least squares by elimination: a coefficient that fits negative is fixed at 0.
   std::array<bool, 4> zero{};
@@ -251,14 +265,18 @@ absl::StatusOr<StepFit> FitStepModel(const std::vector<InterferenceConfigResult>
 nlohmann::json CostModelJson(const StepFit& fit, const nlohmann::json& calibration) {
   nlohmann::json j;
   j["description"] =
-      "Written by pdserve-bench interference; see deploy/cost_model.json for the meaning of every key.";
+      "Written by pdserve-bench interference; see deploy/cost_model.json for the meaning of every "
+      "key.";
   j["calibration"] = calibration;
   j["calibration"]["r2_train"] = fit.r2_train;
   j["calibration"]["r2_heldout"] = fit.r2_heldout;
-  j["step"] = {{"intercept_ms", fit.intercept_ms}, {"per_decode_ms", fit.per_decode_ms},
-               {"per_prefill_token_ms", fit.per_prefill_token_ms}, {"per_attention_ms", fit.per_attention_ms}};
+  j["step"] = {{"intercept_ms", fit.intercept_ms},
+               {"per_decode_ms", fit.per_decode_ms},
+               {"per_prefill_token_ms", fit.per_prefill_token_ms},
+               {"per_attention_ms", fit.per_attention_ms}};
   // A prefill worker runs the same model: the prompt as one step of the fitted model.
-  j["prefill"] = {{"overhead_ms", fit.intercept_ms}, {"per_token_ms", fit.per_prefill_token_ms},
+  j["prefill"] = {{"overhead_ms", fit.intercept_ms},
+                  {"per_token_ms", fit.per_prefill_token_ms},
                   {"per_token_squared_ms", fit.per_attention_ms / 2}};
   j["transfer"] = {{"latency_ms", 0.3}, {"bytes_per_ms", 3e6}};
   j["offload_overhead_ms"] = 2.0;
@@ -268,20 +286,23 @@ nlohmann::json CostModelJson(const StepFit& fit, const nlohmann::json& calibrati
 
 std::string InterferenceCsv(const std::vector<InterferenceConfigResult>& configs) {
   std::string csv =
-      "chunk_size,decode_batch_size,new_prefill_tokens,tpot_baseline_ms,tpot_interference_ms,tpot_after_ms,"
-      "tpot_penalty_ms,penalty_ratio,num_chunks,num_chunks_expected,prefill_duration_ms,total_interference_ms,cv,"
+      "chunk_size,decode_batch_size,new_prefill_tokens,tpot_baseline_ms,tpot_interference_ms,tpot_"
+      "after_ms,"
+      "tpot_penalty_ms,penalty_ratio,num_chunks,num_chunks_expected,prefill_duration_ms,total_"
+      "interference_ms,cv,"
       "repetitions\n";
   for (const InterferenceConfigResult& c : configs) {
-    absl::StrAppendFormat(&csv, "%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f,%d,%.2f,%.2f,%.4f,%d\n", c.chunk, c.decode,
-                          c.prefill_tokens, c.tpot_baseline_ms, c.tpot_during_ms, c.tpot_after_ms, c.penalty_ms,
-                          c.penalty_ratio, c.chunks_actual, c.chunks_expected, c.prefill_duration_ms,
-                          c.total_interference_ms, c.cv, c.repetitions);
+    absl::StrAppendFormat(&csv, "%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f,%d,%.2f,%.2f,%.4f,%d\n",
+                          c.chunk, c.decode, c.prefill_tokens, c.tpot_baseline_ms, c.tpot_during_ms,
+                          c.tpot_after_ms, c.penalty_ms, c.penalty_ratio, c.chunks_actual,
+                          c.chunks_expected, c.prefill_duration_ms, c.total_interference_ms, c.cv,
+                          c.repetitions);
   }
   return csv;
 }
 
-absl::Status WritePlots(const std::vector<InterferenceConfigResult>& configs, double transfer_cost_ms,
-                        const std::string& dir) {
+absl::Status WritePlots(const std::vector<InterferenceConfigResult>& configs,
+                        double transfer_cost_ms, const std::string& dir) {
   if (configs.empty()) return absl::OkStatus();
   int chunk = 0;
   std::set<int> ds;
@@ -303,7 +324,9 @@ absl::Status WritePlots(const std::vector<InterferenceConfigResult>& configs, do
       heat << d;
       for (int p : ps) {
         auto it = at.find({d, p});
-        heat << " " << (it == at.end() ? std::string("NaN") : absl::StrFormat("%.3f", it->second->penalty_ratio));
+        heat << " "
+             << (it == at.end() ? std::string("NaN")
+                                : absl::StrFormat("%.3f", it->second->penalty_ratio));
       }
       heat << "\n";
     }
@@ -312,7 +335,8 @@ absl::Status WritePlots(const std::vector<InterferenceConfigResult>& configs, do
       even << "\"D=" << d << "\"\n";
       for (int p : ps) {
         auto it = at.find({d, p});
-        if (it != at.end()) even << p << " " << std::max(1e-3, it->second->total_interference_ms) << "\n";
+        if (it != at.end())
+          even << p << " " << std::max(1e-3, it->second->total_interference_ms) << "\n";
       }
       even << "\n\n";
     }
@@ -324,12 +348,16 @@ absl::Status WritePlots(const std::vector<InterferenceConfigResult>& configs, do
       "set xlabel 'new prefill tokens P'\nset ylabel 'running decodes D'\n"
       "set cblabel 'penalty ratio'\nset palette rgbformulae 22,13,-31\n"
       "plot '%1$s/heatmap.dat' matrix rowheaders columnheaders using 1:2:3 with image notitle, \\\n"
-      "     '%1$s/heatmap.dat' matrix rowheaders columnheaders using 1:2:(sprintf('%%.2f', $3)) with labels notitle\n"
+      "     '%1$s/heatmap.dat' matrix rowheaders columnheaders using 1:2:(sprintf('%%.2f', $3)) "
+      "with labels notitle\n"
       "set output '%1$s/breakeven.png'\n"
-      "set title 'Total interference vs the offload cost (%3$.1f ms), chunk %2$d: above the line, offload wins'\n"
-      "set xlabel 'new prefill tokens P'\nset ylabel 'total interference (ms over all running streams)'\n"
+      "set title 'Total interference vs the offload cost (%3$.1f ms), chunk %2$d: above the line, "
+      "offload wins'\n"
+      "set xlabel 'new prefill tokens P'\nset ylabel 'total interference (ms over all running "
+      "streams)'\n"
       "set logscale xy\nset key left top\n"
-      "plot for [i=0:%4$d] '%1$s/breakeven.dat' index i using 1:2 with linespoints title columnheader(1), \\\n"
+      "plot for [i=0:%4$d] '%1$s/breakeven.dat' index i using 1:2 with linespoints title "
+      "columnheader(1), \\\n"
       "     %3$f with lines dashtype 2 linewidth 2 title 'offload cost'\n",
       dir, chunk, transfer_cost_ms, std::max(0, static_cast<int>(ds.size()) - 1));
   {

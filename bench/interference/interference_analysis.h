@@ -15,22 +15,22 @@ namespace pdserve::bench {
 
 // One injected prefill next to D running decodes (one repetition).
 struct InterferenceRun {
-  int chunk = 0;             // The decode worker's step token budget.
-  int decode = 0;            // D.
-  int prefill_tokens = 0;    // P.
+  int chunk = 0;           // The decode worker's step token budget.
+  int decode = 0;          // D.
+  int prefill_tokens = 0;  // P.
   int repetition = 0;
-  double decode_context = 0;           // Mean KV positions per running decode in the window.
-  double tpot_baseline_p50_ms = 0;     // Decode-only steps (D > 0).
+  double decode_context = 0;        // Mean KV positions per running decode in the window.
+  double tpot_baseline_p50_ms = 0;  // Decode-only steps (D > 0).
   double tpot_baseline_p90_ms = 0;
   double tpot_baseline_p99_ms = 0;
-  double tpot_during_p50_ms = 0;       // While the prefill's chunks run.
+  double tpot_during_p50_ms = 0;  // While the prefill's chunks run.
   double tpot_during_p90_ms = 0;
-  double tpot_during_mean_ms = 0;      // Mean step time while the chunks run.
-  double window_delay_ms = 0;          // Sum over streams of their gaps beyond the baseline.
-  double tpot_after_p50_ms = 0;        // Recovery.
-  double prefill_duration_ms = 0;      // Injection until its first token.
-  int chunks_actual = 0;               // From the worker's step counters.
-  int chunks_expected = 0;             // ceil(P / (chunk - D)).
+  double tpot_during_mean_ms = 0;  // Mean step time while the chunks run.
+  double window_delay_ms = 0;      // Sum over streams of their gaps beyond the baseline.
+  double tpot_after_p50_ms = 0;    // Recovery.
+  double prefill_duration_ms = 0;  // Injection until its first token.
+  int chunks_actual = 0;           // From the worker's step counters.
+  int chunks_expected = 0;         // ceil(P / (chunk - D)).
   int mixed_steps = 0;
 
   nlohmann::json ToJson() const;
@@ -52,12 +52,12 @@ struct InterferenceConfigResult {
   double tpot_during_ms = 0;    // Mean over repetitions of the window means.
   double tpot_after_ms = 0;
   double penalty_ms = 0;
-  double penalty_ratio = 0;     // during / baseline.
+  double penalty_ratio = 0;  // during / baseline.
   double total_interference_ms = 0;
   double prefill_duration_ms = 0;
   double chunks_actual = 0;
   int chunks_expected = 0;
-  double cv = 0;                // Of tpot_during (D > 0) or of the prefill duration (D = 0).
+  double cv = 0;  // Of tpot_during (D > 0) or of the prefill duration (D = 0).
   double decode_context = 0;
 };
 // The repetition to measure again: the first whose chunk count is not the expected one (it
@@ -77,17 +77,19 @@ struct StepFit {
   double per_attention_ms = 0;
   int train_configs = 0;
   int heldout_configs = 0;
-  double r2_train = 0;    // Of the predicted total interference.
+  double r2_train = 0;  // Of the predicted total interference.
   double r2_heldout = 0;
   double Step(double decode, double prefill, double attention) const {
-    return intercept_ms + per_decode_ms * decode + per_prefill_token_ms * prefill + per_attention_ms * attention;
+    return intercept_ms + per_decode_ms * decode + per_prefill_token_ms * prefill +
+           per_attention_ms * attention;
   }
   // Total delay a P-token prefill after `cached` tokens causes D running streams.
   double TotalInterference(double decode, double prefill_tokens) const;
 };
 // Fits on every configuration but each `holdout_every`-th (D > 0 ones), which are held out
 // for R^2. FAILED_PRECONDITION with too few configurations.
-absl::StatusOr<StepFit> FitStepModel(const std::vector<InterferenceConfigResult>& configs, int holdout_every = 4);
+absl::StatusOr<StepFit> FitStepModel(const std::vector<InterferenceConfigResult>& configs,
+                                     int holdout_every = 4);
 
 // cost_model.json for the router, from the fit; `defaults` supplies what the benchmark does
 // not measure (transfer), `calibration` is recorded as is.
@@ -98,8 +100,8 @@ std::string InterferenceCsv(const std::vector<InterferenceConfigResult>& configs
 // Writes heatmap.png (penalty ratio over D x P at the largest chunk) and breakeven.png
 // (total interference against the offload's transfer cost) with gnuplot, beside their data
 // and scripts. UNAVAILABLE when gnuplot is missing (the data files are still written).
-absl::Status WritePlots(const std::vector<InterferenceConfigResult>& configs, double transfer_cost_ms,
-                        const std::string& dir);
+absl::Status WritePlots(const std::vector<InterferenceConfigResult>& configs,
+                        double transfer_cost_ms, const std::string& dir);
 
 }  // namespace pdserve::bench
 

@@ -64,7 +64,8 @@ class BackgroundStream {
 };
 
 // Per-token gaps (ms) of a stream whose ending message falls in (from, to].
-void GapsIn(const std::vector<BackgroundStream::Event>& e, int64_t from, int64_t to, std::vector<double>* out) {
+void GapsIn(const std::vector<BackgroundStream::Event>& e, int64_t from, int64_t to,
+            std::vector<double>* out) {
   for (size_t i = 1; i < e.size(); ++i) {
     if (e[i].unix_nanos <= from || e[i].unix_nanos > to) continue;
     const double gap = (e[i].unix_nanos - e[i - 1].unix_nanos) / 1e6 / e[i].tokens;
@@ -133,7 +134,8 @@ struct Harness {
 };
 
 // Whether every stream has emitted at least `tokens` tokens after `since_nanos`.
-bool EveryStreamHas(const std::vector<std::unique_ptr<BackgroundStream>>& streams, int64_t since_nanos, int tokens) {
+bool EveryStreamHas(const std::vector<std::unique_ptr<BackgroundStream>>& streams,
+                    int64_t since_nanos, int tokens) {
   for (const auto& s : streams) {
     if (TokensAfter(s->Events(), since_nanos) < tokens) return false;
   }
@@ -142,7 +144,8 @@ bool EveryStreamHas(const std::vector<std::unique_ptr<BackgroundStream>>& stream
 
 // `attempt` > 0 when a repetition is measured again: its prompt must differ from the first
 // attempt's, whose KV the worker's prefix cache now holds.
-absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p, int rep, int attempt) {
+absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p, int rep,
+                                       int attempt) {
   const InterferenceBenchConfig& cfg = h.cfg;
   InterferenceRun run;
   run.chunk = chunk;
@@ -169,13 +172,16 @@ absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p
       }
       return false;
     };
-    if (!WaitFor([&] { return Steady(streams, cfg.warmup_tokens) || any_finished(); }, absl::Minutes(2)) ||
+    if (!WaitFor([&] { return Steady(streams, cfg.warmup_tokens) || any_finished(); },
+                 absl::Minutes(2)) ||
         any_finished()) {
       stop_all();
-      return absl::DeadlineExceededError(absl::StrCat("D=", d, ": background streams never reached steady state"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("D=", d, ": background streams never reached steady state"));
     }
     for (const auto& s : streams) t0 = std::max(t0, s->Events().back().unix_nanos);
-    if (!WaitFor([&] { return EveryStreamHas(streams, t0, cfg.baseline_tokens); }, absl::Minutes(2))) {
+    if (!WaitFor([&] { return EveryStreamHas(streams, t0, cfg.baseline_tokens); },
+                 absl::Minutes(2))) {
       stop_all();
       return absl::DeadlineExceededError("baseline window never completed");
     }
@@ -191,13 +197,14 @@ absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p
   }
   ASSIGN_OR_RETURN(v1::DecodeStats before, Stats(h.channel));
   // The cold prefill: unique tokens, one output token.
-  std::mt19937 rng(static_cast<uint32_t>(chunk * 1000003 + d * 10007 + p * 101 + rep + attempt * 7919));
+  std::mt19937 rng(
+      static_cast<uint32_t>(chunk * 1000003 + d * 10007 + p * 101 + rep + attempt * 7919));
   std::vector<int32_t> prompt(p);
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % h.vocab);
   const int64_t inject = absl::ToUnixNanos(absl::Now());
   int64_t emitted = 0;  // The worker's emit time of the prefill's token.
-  const client::GenerationOutcome out =
-      client::CallDecode(h.channel, Request(prompt, 1), absl::Minutes(10), [&](const v1::GenerateResponse& m) {
+  const client::GenerationOutcome out = client::CallDecode(
+      h.channel, Request(prompt, 1), absl::Minutes(10), [&](const v1::GenerateResponse& m) {
         if (m.token_ids_size() > 0 && emitted == 0) emitted = m.time_unix_nanos();
       });
   if (!out.status.ok() || !out.has_result || emitted == 0) {
@@ -216,10 +223,12 @@ absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p
     if (after.requests_finished_total() > before.requests_finished_total() || i >= 200) break;
     absl::SleepFor(absl::Milliseconds(5));
   }
-  run.chunks_actual = static_cast<int>(after.prefill_chunks_total() - before.prefill_chunks_total());
+  run.chunks_actual =
+      static_cast<int>(after.prefill_chunks_total() - before.prefill_chunks_total());
   run.mixed_steps = static_cast<int>(after.mixed_steps_total() - before.mixed_steps_total());
   if (d > 0) {
-    if (!WaitFor([&] { return EveryStreamHas(streams, first, cfg.after_tokens); }, absl::Minutes(2))) {
+    if (!WaitFor([&] { return EveryStreamHas(streams, first, cfg.after_tokens); },
+                 absl::Minutes(2))) {
       stop_all();
       return absl::DeadlineExceededError("recovery window never completed");
     }
@@ -257,8 +266,9 @@ absl::StatusOr<InterferenceRun> RunOne(const Harness& h, int chunk, int d, int p
   return run;
 }
 
-absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const InterferenceBenchConfig& cfg, const std::string& dir,
-                                                          int chunk, int blocks) {
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const InterferenceBenchConfig& cfg,
+                                                          const std::string& dir, int chunk,
+                                                          int blocks) {
   ChildOptions o;
   o.binary = "pdserve-decode";
   o.args = {"--model=" + dir,
@@ -272,7 +282,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const InterferenceBenc
   o.startup_timeout = absl::Minutes(5);
   ASSIGN_OR_RETURN(auto child, ChildProcess::Start(o));
   if (absl::Status s = child->WaitHealthy(absl::Minutes(2)); !s.ok()) {
-    return absl::UnavailableError(absl::StrCat("pdserve-decode: ", s.message(), "\n", child->Log()));
+    return absl::UnavailableError(
+        absl::StrCat("pdserve-decode: ", s.message(), "\n", child->Log()));
   }
   return child;
 }
@@ -282,7 +293,8 @@ std::string ProgressBar(int done, int total, absl::Duration elapsed) {
   const int filled = total == 0 ? kWidth : done * kWidth / total;
   std::string bar = "[" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "]";
   const absl::Duration eta = done == 0 ? absl::ZeroDuration() : elapsed * (total - done) / done;
-  return absl::StrCat(bar, " ", done, "/", total, ", ETA ", absl::FormatDuration(absl::Trunc(eta, absl::Seconds(1))));
+  return absl::StrCat(bar, " ", done, "/", total, ", ETA ",
+                      absl::FormatDuration(absl::Trunc(eta, absl::Seconds(1))));
 }
 
 }  // namespace
@@ -326,14 +338,16 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
   const int max_p = *std::max_element(cfg.prefill_tokens.begin(), cfg.prefill_tokens.end());
   const int min_chunk = *std::min_element(cfg.chunk_sizes.begin(), cfg.chunk_sizes.end());
   if (max_d >= min_chunk) {
-    return absl::InvalidArgumentError(absl::StrCat("--d: ", max_d, " decodes leave no room in a chunk of ", min_chunk));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--d: ", max_d, " decodes leave no room in a chunk of ", min_chunk));
   }
   const int needed = cfg.warmup_tokens + cfg.baseline_tokens + cfg.after_tokens + 72 +
                      (max_p + min_chunk - max_d - 1) / (min_chunk - max_d);
   const int stream_tokens = std::min(2048, model.max_position_embeddings - cfg.context_tokens - 2);
   if (stream_tokens < needed || max_p + 2 > model.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat("--p / --context_tokens: exceed the model's context of ",
-                                                   model.max_position_embeddings, " tokens"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--p / --context_tokens: exceed the model's context of ",
+                     model.max_position_embeddings, " tokens"));
   }
   const int blocks = (max_d * (cfg.context_tokens + stream_tokens) + max_p + 64) / 16 + 64;
   const std::string results = cfg.out_dir + "/results";
@@ -344,7 +358,8 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
   h.shared_prefix.resize(cfg.context_tokens);
   for (auto& t : h.shared_prefix) t = static_cast<int32_t>(prefix_rng() % model.vocab_size);
 
-  const int total = static_cast<int>(cfg.chunk_sizes.size() * cfg.decode_counts.size() * cfg.prefill_tokens.size()) *
+  const int total = static_cast<int>(cfg.chunk_sizes.size() * cfg.decode_counts.size() *
+                                     cfg.prefill_tokens.size()) *
                     cfg.repetitions;
   int done = 0;
   int resumed = 0;
@@ -353,7 +368,8 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
   int remeasured = 0;
   for (int chunk : cfg.chunk_sizes) {
     std::unique_ptr<ChildProcess> worker;  // Started only when a run of this chunk is missing.
-    auto measure = [&](int d, int p, int rep, int attempt, const std::string& path) -> absl::StatusOr<InterferenceRun> {
+    auto measure = [&](int d, int p, int rep, int attempt,
+                       const std::string& path) -> absl::StatusOr<InterferenceRun> {
       if (!worker) {
         Progress("interference", absl::StrCat("starting pdserve-decode with chunk ", chunk));
         ASSIGN_OR_RETURN(worker, StartWorker(cfg, dir, chunk, blocks));
@@ -369,13 +385,15 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
         std::vector<InterferenceRun> config_runs;
         std::vector<std::string> paths;
         for (int rep = 0; rep < cfg.repetitions; ++rep) {
-          const std::string path = absl::StrCat(results, "/", chunk, "/D", d, "_P", p, "_r", rep, ".json");
+          const std::string path =
+              absl::StrCat(results, "/", chunk, "/D", d, "_P", p, "_r", rep, ".json");
           paths.push_back(path);
           std::ifstream existing(path);
           if (existing) {
             nlohmann::json j = nlohmann::json::parse(existing, nullptr, false);
-            auto run = j.is_discarded() ? absl::StatusOr<InterferenceRun>(absl::DataLossError("bad json"))
-                                        : InterferenceRun::FromJson(j);
+            auto run = j.is_discarded()
+                           ? absl::StatusOr<InterferenceRun>(absl::DataLossError("bad json"))
+                           : InterferenceRun::FromJson(j);
             if (run.ok()) {
               config_runs.push_back(*run);
               ++done;
@@ -386,11 +404,12 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
           ASSIGN_OR_RETURN(InterferenceRun run, measure(d, p, rep, 0, path));
           config_runs.push_back(run);
           ++done;
-          Progress("interference",
-                   absl::StrCat(ProgressBar(done, total, absl::Now() - start), "  chunk=", chunk, " D=", d, " P=", p,
-                                " rep=", rep, ": TPOT ", Fixed(run.tpot_baseline_p50_ms), " -> ",
-                                Fixed(run.tpot_during_p50_ms), " ms, prefill ", Fixed(run.prefill_duration_ms, 1),
-                                " ms in ", run.chunks_actual, " chunks"));
+          Progress("interference", absl::StrCat(ProgressBar(done, total, absl::Now() - start),
+                                                "  chunk=", chunk, " D=", d, " P=", p, " rep=", rep,
+                                                ": TPOT ", Fixed(run.tpot_baseline_p50_ms), " -> ",
+                                                Fixed(run.tpot_during_p50_ms), " ms, prefill ",
+                                                Fixed(run.prefill_duration_ms, 1), " ms in ",
+                                                run.chunks_actual, " chunks"));
         }
         // A repetition whose decode-only baseline is far from the configuration's median
         // ran on a disturbed machine (a shared VM's neighbours, not the system under test),
@@ -403,13 +422,14 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
           const double before = config_runs[worst].tpot_baseline_p50_ms;
           ASSIGN_OR_RETURN(config_runs[worst], measure(d, p, worst, attempt + 1, paths[worst]));
           ++remeasured;
-          Progress("interference", absl::StrCat("chunk=", chunk, " D=", d, " P=", p, " rep=", worst,
-                                                " measured again (baseline TPOT ", Fixed(before),
-                                                " ms off the configuration's median by more than ",
-                                                Fixed(100 * cfg.max_baseline_drift, 0),
-                                                "%, or a chunk count other than expected): now ",
-                                                Fixed(config_runs[worst].tpot_baseline_p50_ms), " ms, ",
-                                                config_runs[worst].chunks_actual, " chunks"));
+          Progress("interference",
+                   absl::StrCat("chunk=", chunk, " D=", d, " P=", p, " rep=", worst,
+                                " measured again (baseline TPOT ", Fixed(before),
+                                " ms off the configuration's median by more than ",
+                                Fixed(100 * cfg.max_baseline_drift, 0),
+                                "%, or a chunk count other than expected): now ",
+                                Fixed(config_runs[worst].tpot_baseline_p50_ms), " ms, ",
+                                config_runs[worst].chunks_actual, " chunks"));
         }
         runs.insert(runs.end(), config_runs.begin(), config_runs.end());
       }
@@ -434,7 +454,8 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
   RETURN_IF_ERROR(WriteJson(cfg.out_dir + "/cost_model.json", cost_model));
   // The router must accept what we wrote.
   if (auto parsed = router::ParseCostModel(cost_model.dump()); !parsed.ok()) {
-    return absl::InternalError(absl::StrCat("the written cost_model.json does not load: ", parsed.status().message()));
+    return absl::InternalError(
+        absl::StrCat("the written cost_model.json does not load: ", parsed.status().message()));
   }
   router::CostModel model_for_plot(*router::ParseCostModel(cost_model.dump()));
   const double kv_layer_bytes_2048 = 2048.0 * 2 * model.num_kv_heads * model.head_dim * 4;
@@ -453,12 +474,14 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
   for (const InterferenceConfigResult& c : configs) {
     if (c.repetitions > 1) max_cv = std::max(max_cv, c.cv);
     break_even |= c.total_interference_ms > transfer_cost;
-    table.AddRow({absl::StrCat(c.chunk), absl::StrCat(c.decode), absl::StrCat(c.prefill_tokens),
-                  c.decode > 0 ? Fixed(c.tpot_baseline_ms) : "-", c.decode > 0 ? Fixed(c.tpot_during_ms) : "-",
-                  c.decode > 0 ? Fixed(c.penalty_ratio) : "-",
-                  absl::StrCat(Fixed(c.chunks_actual, 1), " (", c.chunks_expected, ")"), Fixed(c.prefill_duration_ms, 1),
-                  c.decode > 0 ? Fixed(c.total_interference_ms, 1) : "-",
-                  c.decode > 0 ? Fixed(fit.TotalInterference(c.decode, c.prefill_tokens), 1) : "-", Fixed(c.cv, 3)});
+    table.AddRow(
+        {absl::StrCat(c.chunk), absl::StrCat(c.decode), absl::StrCat(c.prefill_tokens),
+         c.decode > 0 ? Fixed(c.tpot_baseline_ms) : "-",
+         c.decode > 0 ? Fixed(c.tpot_during_ms) : "-", c.decode > 0 ? Fixed(c.penalty_ratio) : "-",
+         absl::StrCat(Fixed(c.chunks_actual, 1), " (", c.chunks_expected, ")"),
+         Fixed(c.prefill_duration_ms, 1), c.decode > 0 ? Fixed(c.total_interference_ms, 1) : "-",
+         c.decode > 0 ? Fixed(fit.TotalInterference(c.decode, c.prefill_tokens), 1) : "-",
+         Fixed(c.cv, 3)});
   }
   nlohmann::json summary;
   summary["machine"] = MachineInfo();
@@ -474,19 +497,27 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
   summary["transfer_cost_ms"] = transfer_cost;
   summary["break_even_exists"] = break_even;
   summary["fit"] = cost_model["step"];
-  summary["targets"] = {{"r2_heldout_min", 0.9}, {"max_cv_max", 0.15},
-                        {"r2_met", fit.r2_heldout >= 0.9}, {"cv_met", max_cv < 0.15}};
+  summary["targets"] = {{"r2_heldout_min", 0.9},
+                        {"max_cv_max", 0.15},
+                        {"r2_met", fit.r2_heldout >= 0.9},
+                        {"cv_met", max_cv < 0.15}};
   RETURN_IF_ERROR(WriteSummary(cfg.out_dir, summary));
-  std::printf("pdserve-bench interference (%s; times in ms, means over repetitions of per-run medians)\n%s",
-              dir.c_str(), table.ToString().c_str());
-  std::printf("fit: step = %.3f + %.4f*D + %.5f*P + %.3g*A ms; R^2 total interference: train %.3f, held-out %.3f "
-              "(%d configs)\n",
-              fit.intercept_ms, fit.per_decode_ms, fit.per_prefill_token_ms, fit.per_attention_ms, fit.r2_train,
-              fit.r2_heldout, fit.heldout_configs);
+  std::printf(
+      "pdserve-bench interference (%s; times in ms, means over repetitions of per-run medians)\n%s",
+      dir.c_str(), table.ToString().c_str());
+  std::printf(
+      "fit: step = %.3f + %.4f*D + %.5f*P + %.3g*A ms; R^2 total interference: train %.3f, "
+      "held-out %.3f "
+      "(%d configs)\n",
+      fit.intercept_ms, fit.per_decode_ms, fit.per_prefill_token_ms, fit.per_attention_ms,
+      fit.r2_train, fit.r2_heldout, fit.heldout_configs);
   std::printf("targets: R^2 held-out >= 0.9: %s; CV < 15%% per configuration: %s (max %.1f%%)\n",
-              fit.r2_heldout >= 0.9 ? "met" : "NOT met", max_cv < 0.15 ? "met" : "NOT met", 100 * max_cv);
-  std::printf("wrote %s/{interference_table.csv, cost_model.json, heatmap.png, breakeven.png, summary.json}\n",
-              cfg.out_dir.c_str());
+              fit.r2_heldout >= 0.9 ? "met" : "NOT met", max_cv < 0.15 ? "met" : "NOT met",
+              100 * max_cv);
+  std::printf(
+      "wrote %s/{interference_table.csv, cost_model.json, heatmap.png, breakeven.png, "
+      "summary.json}\n",
+      cfg.out_dir.c_str());
   return absl::OkStatus();
 }
 

@@ -30,8 +30,12 @@ router::WorkerInfo Registration(int i, bool decode) {
   r.grpc_address = absl::StrCat("10.0.", i / 250, ".", i % 250 + 1, ":50051");
   r.model = "bench";
   r.model_fingerprint = kFingerprint;
-  r.kv_layout = KvLayout{.num_layers = 32, .num_kv_heads = 8, .head_dim = 128, .block_size = kBlockSize,
-                         .dtype = DType::kBF16, .num_blocks = 20000};
+  r.kv_layout = KvLayout{.num_layers = 32,
+                         .num_kv_heads = 8,
+                         .head_dim = 128,
+                         .block_size = kBlockSize,
+                         .dtype = DType::kBF16,
+                         .num_blocks = 20000};
   r.max_num_batched_tokens = 2048;
   r.max_num_seqs = 256;
   r.max_context_tokens = 32768;
@@ -97,7 +101,8 @@ absl::StatusOr<DecisionResult> MeasureDecisions(int workers, int decisions) {
   for (int i = 0; i < num_decode; ++i) {
     router::PrefixCacheUpdate events;
     for (int k = 0; k < 24; ++k) {
-      for (uint64_t h : engine::FullBlockHashes(kFingerprint, system_prompts[rng() % kSystemPrompts], kBlockSize)) {
+      for (uint64_t h : engine::FullBlockHashes(
+               kFingerprint, system_prompts[rng() % kSystemPrompts], kBlockSize)) {
         events.stored.push_back(h);
       }
     }
@@ -137,7 +142,7 @@ absl::StatusOr<DecisionResult> MeasureDecisions(int workers, int decisions) {
 }
 
 struct StreamTimes {
-  std::vector<double> itl_ms;   // Per token.
+  std::vector<double> itl_ms;  // Per token.
   std::vector<double> ttft_ms;
 };
 
@@ -150,9 +155,12 @@ void Collect(const client::GenerationOutcome& out, StreamTimes* times) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::string& binary, std::vector<std::string> args) {
-  ASSIGN_OR_RETURN(auto child, ChildProcess::Start(ChildOptions{.binary = binary, .args = std::move(args),
-                                                                .startup_timeout = absl::Minutes(5)}));
+absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::string& binary,
+                                                    std::vector<std::string> args) {
+  ASSIGN_OR_RETURN(
+      auto child,
+      ChildProcess::Start(ChildOptions{
+          .binary = binary, .args = std::move(args), .startup_timeout = absl::Minutes(5)}));
   if (absl::Status s = child->WaitHealthy(absl::Minutes(2)); !s.ok()) {
     return absl::UnavailableError(absl::StrCat(binary, ": ", s.message(), "\n", child->Log()));
   }
@@ -178,13 +186,18 @@ absl::Status RunRouterBench(const RouterBenchConfig& cfg) {
       SetMinLogSeverity(saved);
       return r.status();
     }
-    Progress("router", absl::StrCat("decision with ", r->workers, " workers: p50 ", Fixed(r->p50_us, 1), " us, p99 ",
-                                    Fixed(r->p99_us, 1), " us"));
-    decisions.push_back({{"workers", r->workers}, {"p50_us", r->p50_us}, {"p99_us", r->p99_us}, {"mean_us", r->mean_us}});
+    Progress("router", absl::StrCat("decision with ", r->workers, " workers: p50 ",
+                                    Fixed(r->p50_us, 1), " us, p99 ", Fixed(r->p99_us, 1), " us"));
+    decisions.push_back({{"workers", r->workers},
+                         {"p50_us", r->p50_us},
+                         {"p99_us", r->p99_us},
+                         {"mean_us", r->mean_us}});
     if (p50_small == 0) p50_small = r->p50_us;
-    table.AddRow({absl::StrCat("decision, ", r->workers, " workers"),
-                  absl::StrCat("p50 ", Fixed(r->p50_us, 1), " us, p99 ", Fixed(r->p99_us, 1), " us"),
-                  absl::StrCat("p50 at ", cfg.cluster_sizes[0], " workers"), Fixed(r->p50_us / p50_small, 2) + "x"});
+    table.AddRow(
+        {absl::StrCat("decision, ", r->workers, " workers"),
+         absl::StrCat("p50 ", Fixed(r->p50_us, 1), " us, p99 ", Fixed(r->p99_us, 1), " us"),
+         absl::StrCat("p50 at ", cfg.cluster_sizes[0], " workers"),
+         Fixed(r->p50_us / p50_small, 2) + "x"});
     if (workers == 64) {
       summary["decision_p50_us"] = r->p50_us;
       summary["decision_p99_us"] = r->p99_us;
@@ -202,16 +215,19 @@ absl::Status RunRouterBench(const RouterBenchConfig& cfg) {
   }
   Progress("router", "relay: starting pdserve-router and one pdserve-decode on " + dir);
   ASSIGN_OR_RETURN(auto router, Start("pdserve-router", {"--model=" + dir, "--log_level=warning"}));
-  ASSIGN_OR_RETURN(auto decode, Start("pdserve-decode", {"--model=" + dir, "--router=" + router->grpc_address(),
-                                                         "--kv_transport=none", "--log_level=warning",
-                                                         "--num_blocks=2048"}));
+  ASSIGN_OR_RETURN(
+      auto decode,
+      Start("pdserve-decode", {"--model=" + dir, "--router=" + router->grpc_address(),
+                               "--kv_transport=none", "--log_level=warning", "--num_blocks=2048"}));
   const auto router_channel = client::MakeChannel(router->grpc_address());
   const auto decode_channel = client::MakeChannel(decode->grpc_address());
   // Wait until the router can place (the decode worker registered and reported).
   for (int i = 0;; ++i) {
-    auto out = client::CallGenerate(router_channel, client::MakeRequest({1, 2, 3}, 2), absl::Seconds(30));
+    auto out =
+        client::CallGenerate(router_channel, client::MakeRequest({1, 2, 3}, 2), absl::Seconds(30));
     if (out.status.ok()) break;
-    if (i > 100) return absl::UnavailableError("the decode worker never registered with the router");
+    if (i > 100)
+      return absl::UnavailableError("the decode worker never registered with the router");
     absl::SleepFor(absl::Milliseconds(100));
   }
   std::mt19937 rng(99);
@@ -240,7 +256,8 @@ absl::Status RunRouterBench(const RouterBenchConfig& cfg) {
       }
       for (auto& t : threads) t.join();
       for (const auto& out : outs) {
-        if (!out.status.ok()) return absl::InternalError(absl::StrCat("relay stream: ", out.status.error_message()));
+        if (!out.status.ok())
+          return absl::InternalError(absl::StrCat("relay stream: ", out.status.error_message()));
         Collect(out, via_router ? &through_router : &direct);
       }
     }
@@ -280,17 +297,21 @@ absl::Status RunRouterBench(const RouterBenchConfig& cfg) {
   summary["relay_ttft_ms_router"] = ttft_router;
   summary["relay_ttft_ms_direct"] = ttft_direct;
   summary["relay_ttft_overhead_ms"] = ttft_router - ttft_direct;
-  table.AddRow({"ITL through the router (mean)", Fixed(itl_router, 3) + " ms", Fixed(itl_direct, 3) + " ms direct",
-                Fixed(itl_router / itl_direct, 3) + "x"});
+  table.AddRow({"ITL through the router (mean)", Fixed(itl_router, 3) + " ms",
+                Fixed(itl_direct, 3) + " ms direct", Fixed(itl_router / itl_direct, 3) + "x"});
   table.AddRow({"TTFT through the router (median, one at a time)", Fixed(ttft_router, 2) + " ms",
                 Fixed(ttft_direct, 2) + " ms direct", Fixed(ttft_router / ttft_direct, 3) + "x"});
   const double p99 = summary.value("decision_p99_us", 0.0);
   const double overhead = summary["relay_itl_overhead"].get<double>();
-  summary["targets"] = {{"decision_p99_us_max", 50}, {"relay_itl_overhead_max", 0.03},
-                        {"decision_met", p99 > 0 && p99 <= 50}, {"relay_met", overhead <= 0.03}};
+  summary["targets"] = {{"decision_p99_us_max", 50},
+                        {"relay_itl_overhead_max", 0.03},
+                        {"decision_met", p99 > 0 && p99 <= 50},
+                        {"relay_met", overhead <= 0.03}};
   std::printf("pdserve-bench router\n%s", table.ToString().c_str());
-  std::printf("targets: decision p99 <= 50 us at 64 workers: %s; relay ITL overhead <= 3%%: %s (%.2f%%)\n",
-              p99 > 0 && p99 <= 50 ? "met" : "NOT met", overhead <= 0.03 ? "met" : "NOT met", 100 * overhead);
+  std::printf(
+      "targets: decision p99 <= 50 us at 64 workers: %s; relay ITL overhead <= 3%%: %s (%.2f%%)\n",
+      p99 > 0 && p99 <= 50 ? "met" : "NOT met", overhead <= 0.03 ? "met" : "NOT met",
+      100 * overhead);
   return WriteSummary(cfg.out_dir, summary);
 }
 

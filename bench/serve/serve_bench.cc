@@ -39,8 +39,8 @@ struct RequestResult {
   std::vector<int32_t> output;
 };
 
-RequestResult Send(const std::shared_ptr<grpc::Channel>& channel, std::vector<int32_t> prompt, int max_tokens,
-                   const std::string& kind) {
+RequestResult Send(const std::shared_ptr<grpc::Channel>& channel, std::vector<int32_t> prompt,
+                   int max_tokens, const std::string& kind) {
   v1::GenerateRequest request = client::MakeRequest(prompt, max_tokens);
   request.mutable_sampling()->set_ignore_eos(true);
   const client::GenerationOutcome out = client::CallGenerate(channel, request, absl::Minutes(5));
@@ -57,12 +57,15 @@ RequestResult Send(const std::shared_ptr<grpc::Channel>& channel, std::vector<in
   r.e2e_ms = absl::ToDoubleMilliseconds(out.token_times.back() - out.start);
   for (size_t i = 1; i < out.token_times.size(); ++i) {
     const double gap = absl::ToDoubleMilliseconds(out.token_times[i] - out.token_times[i - 1]);
-    for (int t = 0; t < out.tokens_per_message[i]; ++t) r.itl_ms.push_back(gap / out.tokens_per_message[i]);
+    for (int t = 0; t < out.tokens_per_message[i]; ++t)
+      r.itl_ms.push_back(gap / out.tokens_per_message[i]);
   }
   if (out.tokens.size() > 1) {
-    r.tpot_ms = absl::ToDoubleMilliseconds(out.token_times.back() - out.token_times[0]) / (out.tokens.size() - 1);
+    r.tpot_ms = absl::ToDoubleMilliseconds(out.token_times.back() - out.token_times[0]) /
+                (out.tokens.size() - 1);
   }
-  r.offloaded = out.result.placement().mode() == v1::PLACEMENT_MODE_OFFLOAD && !out.result.placement().fell_back_to_local();
+  r.offloaded = out.result.placement().mode() == v1::PLACEMENT_MODE_OFFLOAD &&
+                !out.result.placement().fell_back_to_local();
   return r;
 }
 
@@ -72,7 +75,8 @@ std::vector<RequestResult> RunLoad(const std::shared_ptr<grpc::Channel>& channel
                                    const std::vector<WorkloadRequest>& workload, bool sequential) {
   std::vector<RequestResult> results(workload.size());
   std::vector<std::unique_ptr<absl::Notification>> done;
-  for (size_t i = 0; i < workload.size(); ++i) done.push_back(std::make_unique<absl::Notification>());
+  for (size_t i = 0; i < workload.size(); ++i)
+    done.push_back(std::make_unique<absl::Notification>());
   auto run_one = [&](size_t i) {
     const WorkloadRequest& w = workload[i];
     std::vector<int32_t> prompt;
@@ -154,7 +158,8 @@ double Goodput(const std::vector<nlohmann::json>& points) {
     double g = points[i]["rate"].get<double>();
     if (i + 1 < points.size()) {
       const double b = points[i + 1]["attainment"].get<double>();
-      if (b < 0.9) g += (a - 0.9) / std::max(1e-9, a - b) * (points[i + 1]["rate"].get<double>() - g);
+      if (b < 0.9)
+        g += (a - 0.9) / std::max(1e-9, a - b) * (points[i + 1]["rate"].get<double>() - g);
     }
     best = std::max(best, g);
   }
@@ -162,7 +167,8 @@ double Goodput(const std::vector<nlohmann::json>& points) {
 }
 
 // `launch` numbers the clusters of a policy: each keeps its own logs.
-pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& dir, const std::string& policy,
+pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& dir,
+                                const std::string& policy,
                                 const std::vector<std::string>& router_flags, int launch) {
   pdctl::ClusterConfig c;
   c.run_dir = absl::StrCat(cfg.out_dir, "/cluster/", policy, "-", launch);
@@ -171,7 +177,8 @@ pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& 
   c.router_metrics_listen = "127.0.0.1:0";
   c.policy = policy;
   c.router.name = "router";
-  c.router.flags = {absl::StrCat("--length_threshold=", cfg.length_threshold), "--log_level=warning"};
+  c.router.flags = {absl::StrCat("--length_threshold=", cfg.length_threshold),
+                    "--log_level=warning"};
   c.router.flags.insert(c.router.flags.end(), router_flags.begin(), router_flags.end());
   auto worker = [&](const std::string& name, int cpu_index) {
     pdctl::ProcessSpec p;
@@ -195,8 +202,8 @@ pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& 
 
 // The worst running stream's TPOT p90 while a 2048-token cold prefill runs, over its p90 just
 // before.
-absl::StatusOr<double> TpotInflationProbe(const std::shared_ptr<grpc::Channel>& channel, int vocab, int max_context,
-                                          int repetition) {
+absl::StatusOr<double> TpotInflationProbe(const std::shared_ptr<grpc::Channel>& channel, int vocab,
+                                          int max_context, int repetition) {
   struct Stream {
     client::CallHandle handle;
     absl::Mutex mu;
@@ -249,7 +256,8 @@ absl::StatusOr<double> TpotInflationProbe(const std::shared_ptr<grpc::Channel>& 
   absl::SleepFor(absl::Seconds(1));
   std::vector<int32_t> cold(2048);
   // Unique content per repetition: a repeated prompt would hit the prefix cache.
-  for (int k = 0; k < 2048; ++k) cold[k] = static_cast<int32_t>((k * 7919 + 13 + repetition * 104729) % vocab);
+  for (int k = 0; k < 2048; ++k)
+    cold[k] = static_cast<int32_t>((k * 7919 + 13 + repetition * 104729) % vocab);
   const absl::Time inject = absl::Now();
   const RequestResult injected = Send(channel, cold, 4, "probe");
   const absl::Time end = inject + absl::Milliseconds(injected.ttft_ms);
@@ -290,11 +298,15 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
 double CpuSeconds() {
   rusage u;
   getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec +
+         u.ru_stime.tv_usec / 1e6;
 }
 
-absl::Status Plot(const ServeBenchConfig& cfg, const std::map<std::string, std::map<std::string, std::vector<nlohmann::json>>>& points) {
-  std::string script = "set terminal pngcairo size 1100,450 noenhanced\nset key bottom left\nset grid\n";
+absl::Status Plot(
+    const ServeBenchConfig& cfg,
+    const std::map<std::string, std::map<std::string, std::vector<nlohmann::json>>>& points) {
+  std::string script =
+      "set terminal pngcairo size 1100,450 noenhanced\nset key bottom left\nset grid\n";
   for (const auto& [mix, by_policy] : points) {
     std::ofstream data(absl::StrCat(cfg.out_dir, "/", mix, ".dat"));
     std::vector<std::string> plots_att, plots_ttft;
@@ -303,7 +315,8 @@ absl::Status Plot(const ServeBenchConfig& cfg, const std::map<std::string, std::
       data << "\"" << policy << "\"\n";
       for (const auto& p : pts) {
         data << p["rate"].get<double>() << " " << p["attainment"].get<double>() << " "
-             << p["ttft_ms"]["p90"].get<double>() << " " << p["tpot_ms"]["p90"].get<double>() << "\n";
+             << p["ttft_ms"]["p90"].get<double>() << " " << p["tpot_ms"]["p90"].get<double>()
+             << "\n";
       }
       data << "\n\n";
       plots_att.push_back(absl::StrCat("'", cfg.out_dir, "/", mix, ".dat' index ", index,
@@ -312,11 +325,13 @@ absl::Status Plot(const ServeBenchConfig& cfg, const std::map<std::string, std::
                                         " using 1:3 with linespoints title columnheader(1)"));
       ++index;
     }
-    absl::StrAppend(&script, "set output '", cfg.out_dir, "/", mix, ".png'\nset multiplot layout 1,2 title '", mix,
-                    " mix'\n", "set xlabel 'request rate (1/s)'\nset ylabel 'SLO attainment'\nset yrange [0:1.05]\n",
-                    "plot ", absl::StrJoin(plots_att, ", "), ", 0.9 with lines dashtype 2 title '90 %'\n",
-                    "set ylabel 'TTFT p90 (ms)'\nset autoscale y\nset logscale y\nplot ",
-                    absl::StrJoin(plots_ttft, ", "), "\nunset logscale y\nunset multiplot\n");
+    absl::StrAppend(
+        &script, "set output '", cfg.out_dir, "/", mix, ".png'\nset multiplot layout 1,2 title '",
+        mix, " mix'\n",
+        "set xlabel 'request rate (1/s)'\nset ylabel 'SLO attainment'\nset yrange [0:1.05]\n",
+        "plot ", absl::StrJoin(plots_att, ", "), ", 0.9 with lines dashtype 2 title '90 %'\n",
+        "set ylabel 'TTFT p90 (ms)'\nset autoscale y\nset logscale y\nplot ",
+        absl::StrJoin(plots_ttft, ", "), "\nunset logscale y\nunset multiplot\n");
   }
   {
     std::ofstream out(cfg.out_dir + "/plots.gnuplot");
@@ -340,7 +355,8 @@ ServeBenchConfig ServeBenchConfig::Full() {
 
 absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   if (cfg.out_dir.empty()) return absl::InvalidArgumentError("--out: required");
-  if (cfg.policies.empty() || cfg.mixes.empty()) return absl::InvalidArgumentError("--policies, --mixes: empty");
+  if (cfg.policies.empty() || cfg.mixes.empty())
+    return absl::InvalidArgumentError("--policies, --mixes: empty");
   if (cfg.requests_per_rate < 4) return absl::InvalidArgumentError("--requests: must be >= 4");
   std::string dir = cfg.model_dir;
   if (dir.empty()) {
@@ -356,9 +372,10 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   const absl::Time wall_start = absl::Now();
   const double cpu_start = CpuSeconds();
 
-  std::map<std::string, Slos> slos;       // By mix.
+  std::map<std::string, Slos> slos;        // By mix.
   std::map<std::string, double> mean_e2e;  // By mix.
-  std::map<std::string, std::map<std::string, std::vector<nlohmann::json>>> points;  // mix -> policy -> points.
+  std::map<std::string, std::map<std::string, std::vector<nlohmann::json>>>
+      points;  // mix -> policy -> points.
   std::map<std::string, double> inflation;
   for (const std::string& policy : cfg.policies) {
     std::unique_ptr<pdctl::LaunchedCluster> cluster;
@@ -372,8 +389,9 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
       cluster.reset();
       Progress("serve", absl::StrCat("starting the ", policy, " cluster", flags.empty() ? "" : " (",
                                      absl::StrJoin(flags, " "), flags.empty() ? "" : ")"));
-      ASSIGN_OR_RETURN(pdctl::LaunchedCluster launched,
-                       pdctl::LaunchCluster(ClusterFor(cfg, dir, policy, flags, launches++), false));
+      ASSIGN_OR_RETURN(
+          pdctl::LaunchedCluster launched,
+          pdctl::LaunchCluster(ClusterFor(cfg, dir, policy, flags, launches++), false));
       cluster = std::make_unique<pdctl::LaunchedCluster>(std::move(launched));
       channel = client::MakeChannel(cluster->state.router);
       cluster_flags = flags;
@@ -393,19 +411,23 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           const auto results = RunLoad(channel, work, /*sequential=*/true);
           std::map<std::string, std::vector<double>> ttft, tpot, e2e;
           for (size_t i = 1; i < results.size(); ++i) {  // The first warms up.
-            if (!results[i].ok) return absl::InternalError(absl::StrCat("unloaded request: ", results[i].error));
+            if (!results[i].ok)
+              return absl::InternalError(absl::StrCat("unloaded request: ", results[i].error));
             ttft[results[i].kind].push_back(results[i].ttft_ms);
             tpot[results[i].kind].push_back(results[i].tpot_ms);
             e2e[results[i].kind].push_back(results[i].e2e_ms);
           }
           nlohmann::json j = {{"measured_with", policy}};
           for (const auto& [kind, values] : ttft) {
-            j["kinds"][kind] = {{"ttft_ms", Median(values)}, {"tpot_ms", Median(tpot[kind])},
-                                {"e2e_ms", Median(e2e[kind])}, {"samples", values.size()}};
+            j["kinds"][kind] = {{"ttft_ms", Median(values)},
+                                {"tpot_ms", Median(tpot[kind])},
+                                {"e2e_ms", Median(e2e[kind])},
+                                {"samples", values.size()}};
           }
           // Every request's mean unloaded e2e sets the rate scale.
           std::vector<double> all;
-          for (const auto& [kind, values] : e2e) all.insert(all.end(), values.begin(), values.end());
+          for (const auto& [kind, values] : e2e)
+            all.insert(all.end(), values.begin(), values.end());
           j["mean_e2e_ms"] = Mean(all);
           RETURN_IF_ERROR(WriteJson(mix_dir + "/unloaded.json", j));
           saved = j;
@@ -417,13 +439,15 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           slo.tpot_ms = cfg.tpot_slo_multiple * (*it)["tpot_ms"].get<double>();
           slo.e2e_ms = (*it)["e2e_ms"].get<double>();
           kinds[it.key()] = slo;
-          Progress("serve", absl::StrCat(mix_name, "/", it.key(), ": SLO TTFT <= ", Fixed(slo.ttft_ms, 1),
-                                         " ms, TPOT <= ", Fixed(slo.tpot_ms, 2), " ms (", cfg.ttft_slo_multiple,
+          Progress("serve", absl::StrCat(mix_name, "/", it.key(),
+                                         ": SLO TTFT <= ", Fixed(slo.ttft_ms, 1), " ms, TPOT <= ",
+                                         Fixed(slo.tpot_ms, 2), " ms (", cfg.ttft_slo_multiple,
                                          "x / ", cfg.tpot_slo_multiple, "x unloaded)"));
         }
         // A kind the unloaded sample missed (rare follow-ups) gets the chat objectives.
         for (const char* kind : {"chat", "document", "follow_up"}) {
-          if (!kinds.contains(kind)) kinds[kind] = kinds.contains("chat") ? kinds["chat"] : kinds.begin()->second;
+          if (!kinds.contains(kind))
+            kinds[kind] = kinds.contains("chat") ? kinds["chat"] : kinds.begin()->second;
         }
         slos[mix_name] = kinds;
         mean_e2e[mix_name] = (*saved)["mean_e2e_ms"].get<double>();
@@ -436,11 +460,13 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
         slo_ttft = std::max(slo_ttft, k.ttft_ms);
         slo_tpot = std::min(slo_tpot, k.tpot_ms);
       }
-      const std::vector<std::string> slo_flags = {absl::StrCat("--slo_ttft=", Fixed(slo_ttft, 3), "ms"),
-                                                  absl::StrCat("--slo_tpot=", Fixed(slo_tpot, 3), "ms"),
-                                                  absl::StrCat("--max_prefill_queue=", Fixed(slo_ttft, 3), "ms")};
+      const std::vector<std::string> slo_flags = {
+          absl::StrCat("--slo_ttft=", Fixed(slo_ttft, 3), "ms"),
+          absl::StrCat("--slo_tpot=", Fixed(slo_tpot, 3), "ms"),
+          absl::StrCat("--max_prefill_queue=", Fixed(slo_ttft, 3), "ms")};
       // One rate point: resumed from `path` when it exists, else measured there.
-      auto measure_point = [&](double rate, const std::string& path, uint64_t seed) -> absl::StatusOr<nlohmann::json> {
+      auto measure_point = [&](double rate, const std::string& path,
+                               uint64_t seed) -> absl::StatusOr<nlohmann::json> {
         auto saved = ReadJson(path);
         nlohmann::json point;
         if (saved.ok()) {
@@ -455,31 +481,36 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           for (const auto& child : cluster->children) {
             if (child->running()) continue;
             const int status = child->WaitExit(absl::ZeroDuration()).value_or(-1);
-            exited[child->log_path()] = WIFSIGNALED(status) ? absl::StrCat("signal ", WTERMSIG(status))
-                                                            : absl::StrCat("exit ", WEXITSTATUS(status));
+            exited[child->log_path()] = WIFSIGNALED(status)
+                                            ? absl::StrCat("signal ", WTERMSIG(status))
+                                            : absl::StrCat("exit ", WEXITSTATUS(status));
           }
           if (!exited.empty()) {
             point["exited"] = exited;
-            Progress("serve", absl::StrCat(policy, " ", mix_name, ": cluster processes exited: ", exited.dump()));
+            Progress("serve", absl::StrCat(policy, " ", mix_name,
+                                           ": cluster processes exited: ", exited.dump()));
             cluster.reset();
             cluster_flags.clear();
           }
           RETURN_IF_ERROR(WriteJson(path, point));
           absl::SleepFor(absl::Milliseconds(500));  // Let queues drain between rates.
         }
-        Progress("serve", absl::StrCat(policy, " ", mix_name, " ", Fixed(rate, 2), " req/s: attainment ",
-                                       Fixed(point["attainment"].get<double>(), 2), ", TTFT p90 ",
-                                       Fixed(point["ttft_ms"]["p90"].get<double>(), 1), " ms, TPOT p90 ",
-                                       Fixed(point["tpot_ms"]["p90"].get<double>(), 2), " ms, offloaded ",
-                                       point["offloaded"].get<int>(), "/", point["requests"].get<int>()));
+        Progress("serve",
+                 absl::StrCat(policy, " ", mix_name, " ", Fixed(rate, 2), " req/s: attainment ",
+                              Fixed(point["attainment"].get<double>(), 2), ", TTFT p90 ",
+                              Fixed(point["ttft_ms"]["p90"].get<double>(), 1), " ms, TPOT p90 ",
+                              Fixed(point["tpot_ms"]["p90"].get<double>(), 2), " ms, offloaded ",
+                              point["offloaded"].get<int>(), "/", point["requests"].get<int>()));
         return point;
       };
       std::vector<nlohmann::json>& sweep = points[mix_name][policy];
       int failures = 0;
-      for (size_t k = 0; k < cfg.rate_multipliers.size() && failures < cfg.stop_after_failures; ++k) {
-        ASSIGN_OR_RETURN(nlohmann::json point,
-                         measure_point(base_rate * cfg.rate_multipliers[k],
-                                       absl::StrCat(mix_dir, "/", policy, "/rate_", k, ".json"), cfg.seed + k));
+      for (size_t k = 0; k < cfg.rate_multipliers.size() && failures < cfg.stop_after_failures;
+           ++k) {
+        ASSIGN_OR_RETURN(
+            nlohmann::json point,
+            measure_point(base_rate * cfg.rate_multipliers[k],
+                          absl::StrCat(mix_dir, "/", policy, "/rate_", k, ".json"), cfg.seed + k));
         failures = point["attainment"].get<double>() < 0.5 ? failures + 1 : 0;
         sweep.push_back(point);
       }
@@ -497,9 +528,10 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           if (r > lo && p["attainment"].get<double>() < 0.9 && (hi < 0 || r < hi)) hi = r;
         }
         if (lo < 0 || hi < 0) break;  // No rate passed, or every rate did.
-        ASSIGN_OR_RETURN(nlohmann::json point, measure_point((lo + hi) / 2,
-                                                             absl::StrCat(mix_dir, "/", policy, "/bisect_", b, ".json"),
-                                                             cfg.seed + 1000 + b));
+        ASSIGN_OR_RETURN(
+            nlohmann::json point,
+            measure_point((lo + hi) / 2, absl::StrCat(mix_dir, "/", policy, "/bisect_", b, ".json"),
+                          cfg.seed + 1000 + b));
         sweep.push_back(point);
       }
       std::sort(sweep.begin(), sweep.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
@@ -516,12 +548,14 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
       // the tiny model): the median of several is the figure.
       std::vector<double> ratios;
       for (int r = 0; r < cfg.probe_repetitions; ++r) {
-        ASSIGN_OR_RETURN(double ratio, TpotInflationProbe(channel, model.vocab_size, model.max_position_embeddings, r));
+        ASSIGN_OR_RETURN(double ratio, TpotInflationProbe(channel, model.vocab_size,
+                                                          model.max_position_embeddings, r));
         ratios.push_back(ratio);
         absl::SleepFor(absl::Milliseconds(300));
       }
       const double ratio = Median(ratios);
-      RETURN_IF_ERROR(WriteJson(probe_path, {{"tpot_p90_inflation", ratio}, {"repetitions", ratios}}));
+      RETURN_IF_ERROR(
+          WriteJson(probe_path, {{"tpot_p90_inflation", ratio}, {"repetitions", ratios}}));
       inflation[policy] = ratio;
     }
     Progress("serve", absl::StrCat(policy, ": TPOT p90 inflation under a 2048-token cold prefill ",
@@ -532,8 +566,10 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   summary["machine"] = MachineInfo();
   summary["model"] = dir;
   const double wall = absl::ToDoubleSeconds(absl::Now() - wall_start);
-  summary["loadgen_cpu_share"] = (CpuSeconds() - cpu_start) / std::max(1e-9, wall * std::thread::hardware_concurrency());
-  Table table({"mix", "policy", "goodput (req/s)", "vs best fixed", "TPOT p90 inflation (2048 cold)"});
+  summary["loadgen_cpu_share"] =
+      (CpuSeconds() - cpu_start) / std::max(1e-9, wall * std::thread::hardware_concurrency());
+  Table table(
+      {"mix", "policy", "goodput (req/s)", "vs best fixed", "TPOT p90 inflation (2048 cold)"});
   for (const auto& [mix, by_policy] : points) {
     nlohmann::json m;
     for (const auto& [kind, slo] : slos[mix]) {
@@ -549,8 +585,10 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
     }
     const double cost_model = m["goodput"].value("cost_model", 0.0);
     m["goodput_cost_model_over_best_fixed"] = best_fixed > 0 ? cost_model / best_fixed : 0.0;
-    m["tpot_p90_inflation_cost_model"] = inflation.contains("cost_model") ? inflation["cost_model"] : 0.0;
-    m["tpot_p90_inflation_always_local"] = inflation.contains("always_local") ? inflation["always_local"] : 0.0;
+    m["tpot_p90_inflation_cost_model"] =
+        inflation.contains("cost_model") ? inflation["cost_model"] : 0.0;
+    m["tpot_p90_inflation_always_local"] =
+        inflation.contains("always_local") ? inflation["always_local"] : 0.0;
     for (const auto& [policy, pts] : by_policy) {
       const double g = m["goodput"][policy].get<double>();
       table.AddRow({mix, policy, Fixed(g, 2), best_fixed > 0 ? Fixed(g / best_fixed, 2) + "x" : "-",
@@ -559,10 +597,14 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
     summary[mix] = m;
   }
   RETURN_IF_ERROR(WriteSummary(cfg.out_dir, summary));
-  if (absl::Status s = Plot(cfg, points); !s.ok()) Progress("serve", absl::StrCat("plots skipped: ", s.message()));
-  std::printf("pdserve-bench serve (%s; SLOs %gx unloaded TTFT, %gx unloaded TPOT; goodput at >= 90%% attainment)\n%s",
-              dir.c_str(), cfg.ttft_slo_multiple, cfg.tpot_slo_multiple, table.ToString().c_str());
-  std::printf("load generator CPU share: %.1f%% of the machine\n", 100 * summary["loadgen_cpu_share"].get<double>());
+  if (absl::Status s = Plot(cfg, points); !s.ok())
+    Progress("serve", absl::StrCat("plots skipped: ", s.message()));
+  std::printf(
+      "pdserve-bench serve (%s; SLOs %gx unloaded TTFT, %gx unloaded TPOT; goodput at >= 90%% "
+      "attainment)\n%s",
+      dir.c_str(), cfg.ttft_slo_multiple, cfg.tpot_slo_multiple, table.ToString().c_str());
+  std::printf("load generator CPU share: %.1f%% of the machine\n",
+              100 * summary["loadgen_cpu_share"].get<double>());
   return absl::OkStatus();
 }
 

@@ -22,7 +22,8 @@ struct ServeBenchConfig {
   std::string out_dir;
   // Model directory; empty: the tiny preset in models/tiny (quick) or small (full).
   std::string model_dir;
-  std::vector<std::string> policies = {"always_local", "always_offload", "length_threshold", "cost_model"};
+  std::vector<std::string> policies = {"always_local", "always_offload", "length_threshold",
+                                       "cost_model"};
   std::vector<std::string> mixes = {"chat", "documents", "mixed"};
   // Rates as multiples of the mix's unloaded capacity (1 / its median end-to-end latency).
   std::vector<double> rate_multipliers = {0.5, 1, 2, 3, 4, 6, 8};

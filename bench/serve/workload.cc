@@ -20,7 +20,8 @@ absl::StatusOr<MixSpec> Mix(const std::string& name, int max_context) {
     m.documents = 0.3;
     m.follow_up = 0.2;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("--mixes: '", name, "' is not one of chat, documents, mixed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mixes: '", name, "' is not one of chat, documents, mixed"));
   }
   // Leave room for the longest output (and, for follow-ups, a chat turn before them).
   m.document_prompt_max = std::min(m.document_prompt_max, max_context - m.document_output_max - 8);
@@ -28,11 +29,14 @@ absl::StatusOr<MixSpec> Mix(const std::string& name, int max_context) {
   return m;
 }
 
-std::vector<WorkloadRequest> MakeWorkload(const MixSpec& mix, double rate, int count, uint64_t seed, int vocab) {
+std::vector<WorkloadRequest> MakeWorkload(const MixSpec& mix, double rate, int count, uint64_t seed,
+                                          int vocab) {
   std::mt19937_64 rng(seed);
   std::exponential_distribution<double> gap(rate);
   std::uniform_real_distribution<double> unit(0, 1);
-  auto uniform = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1)); };
+  auto uniform = [&](int lo, int hi) {
+    return lo + static_cast<int>(rng() % static_cast<uint64_t>(hi - lo + 1));
+  };
   auto tokens = [&](int n) {
     std::vector<int32_t> t(n);
     for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));

@@ -32,15 +32,16 @@ struct MixSpec {
 absl::StatusOr<MixSpec> Mix(const std::string& name, int max_context);
 
 struct WorkloadRequest {
-  double arrival_s = 0;           // Since the start of the run.
-  std::vector<int32_t> prompt;    // For a follow-up: only the new question.
+  double arrival_s = 0;         // Since the start of the run.
+  std::vector<int32_t> prompt;  // For a follow-up: only the new question.
   int max_tokens = 0;
-  int follow_up_of = -1;          // Index of the earlier request this turn continues.
-  std::string kind;               // chat, document, follow_up
+  int follow_up_of = -1;  // Index of the earlier request this turn continues.
+  std::string kind;       // chat, document, follow_up
 };
 
 // `count` requests of `mix` at `rate` per second (exponential gaps), deterministic in `seed`.
-std::vector<WorkloadRequest> MakeWorkload(const MixSpec& mix, double rate, int count, uint64_t seed, int vocab);
+std::vector<WorkloadRequest> MakeWorkload(const MixSpec& mix, double rate, int count, uint64_t seed,
+                                          int vocab);
 
 }  // namespace pdserve::bench
 

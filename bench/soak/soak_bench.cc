@@ -29,9 +29,14 @@ namespace {
 
 constexpr const char* kBench = "soak";
 // Log lines that mean a process is broken (as the fault suite's check).
-constexpr const char* kReports[] = {"ERROR: AddressSanitizer", "runtime error:", "WARNING: ThreadSanitizer",
-                                    "Assertion `", "pure virtual method called", "terminate called",
-                                    "Check failed:", "assertion failed:"};
+constexpr const char* kReports[] = {"ERROR: AddressSanitizer",
+                                    "runtime error:",
+                                    "WARNING: ThreadSanitizer",
+                                    "Assertion `",
+                                    "pure virtual method called",
+                                    "terminate called",
+                                    "Check failed:",
+                                    "assertion failed:"};
 
 int64_t RssBytes(pid_t pid) {
   std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
@@ -55,17 +60,20 @@ std::string ReadFile(const std::string& path) {
 // Outcomes by request kind and status code, and those that should not happen.
 class Tally {
  public:
-  void Add(const std::string& kind, grpc::StatusCode code, bool expected, const std::string& message) {
+  void Add(const std::string& kind, grpc::StatusCode code, bool expected,
+           const std::string& message) {
     absl::MutexLock lock(&mu_);
     ++counts_[kind][CodeName(code)];
     if (!expected) {
       ++unexpected_;
-      if (examples_.size() < 10) examples_.push_back(absl::StrCat(kind, ": ", CodeName(code), " ", message));
+      if (examples_.size() < 10)
+        examples_.push_back(absl::StrCat(kind, ": ", CodeName(code), " ", message));
     }
   }
   nlohmann::json ToJson() const {
     absl::MutexLock lock(&mu_);
-    return nlohmann::json{{"counts", counts_}, {"unexpected", unexpected_}, {"examples", examples_}};
+    return nlohmann::json{
+        {"counts", counts_}, {"unexpected", unexpected_}, {"examples", examples_}};
   }
   int unexpected() const {
     absl::MutexLock lock(&mu_);
@@ -77,13 +85,20 @@ class Tally {
   }
   static std::string CodeName(grpc::StatusCode code) {
     switch (code) {
-      case grpc::StatusCode::OK: return "OK";
-      case grpc::StatusCode::CANCELLED: return "CANCELLED";
-      case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-      case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-      case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-      case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-      default: return absl::StrCat("code_", static_cast<int>(code));
+      case grpc::StatusCode::OK:
+        return "OK";
+      case grpc::StatusCode::CANCELLED:
+        return "CANCELLED";
+      case grpc::StatusCode::INVALID_ARGUMENT:
+        return "INVALID_ARGUMENT";
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        return "DEADLINE_EXCEEDED";
+      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        return "RESOURCE_EXHAUSTED";
+      case grpc::StatusCode::UNAVAILABLE:
+        return "UNAVAILABLE";
+      default:
+        return absl::StrCat("code_", static_cast<int>(code));
     }
   }
 
@@ -109,7 +124,8 @@ void OneRequest(const std::shared_ptr<grpc::Channel>& channel, std::mt19937_64& 
   absl::Duration cancel_after = absl::InfiniteDuration();
   if (pick < 45) {
     kind = "chat";
-    request = client::MakeRequest(random_prompt(20 + static_cast<int>(rng() % 60)), 16 + static_cast<int>(rng() % 48));
+    request = client::MakeRequest(random_prompt(20 + static_cast<int>(rng() % 60)),
+                                  16 + static_cast<int>(rng() % 48));
   } else if (pick < 60) {
     kind = "long";
     request = client::MakeRequest(random_prompt(300 + static_cast<int>(rng() % 400)), 16);
@@ -145,16 +161,19 @@ void OneRequest(const std::shared_ptr<grpc::Channel>& channel, std::mt19937_64& 
       if (!done.WaitForNotificationWithTimeout(cancel_after)) handle.Cancel();
     });
   }
-  const client::GenerationOutcome out = client::CallGenerate(channel, request, timeout, nullptr, &handle);
+  const client::GenerationOutcome out =
+      client::CallGenerate(channel, request, timeout, nullptr, &handle);
   done.Notify();
   if (canceller.joinable()) canceller.join();
   const grpc::StatusCode code = out.status.error_code();
   // Faults make any request liable to UNAVAILABLE (a stopped worker) or RESOURCE_EXHAUSTED.
-  bool expected = code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  bool expected =
+      code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::RESOURCE_EXHAUSTED;
   if (kind == "malformed") {
     expected = code == grpc::StatusCode::INVALID_ARGUMENT;
   } else if (code == grpc::StatusCode::OK) {
-    expected = out.has_result && out.tokens.size() == static_cast<size_t>(request.sampling().max_tokens());
+    expected =
+        out.has_result && out.tokens.size() == static_cast<size_t>(request.sampling().max_tokens());
   } else if (kind == "cancelled") {
     expected |= code == grpc::StatusCode::CANCELLED;
   } else if (kind == "short_deadline") {
@@ -223,7 +242,8 @@ void SlowConsumer(const std::shared_ptr<grpc::Channel>& channel, absl::Duration 
 
 absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
   if (cfg.out_dir.empty()) return absl::InvalidArgumentError("--out: required");
-  if (cfg.duration < absl::Seconds(10)) return absl::InvalidArgumentError("--duration: must be >= 10s");
+  if (cfg.duration < absl::Seconds(10))
+    return absl::InvalidArgumentError("--duration: must be >= 10s");
   if (cfg.clients < 1) return absl::InvalidArgumentError("--clients: must be >= 1");
   std::string dir = cfg.model_dir;
   if (dir.empty()) {
@@ -326,7 +346,8 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
               absl::SleepFor(absl::Milliseconds(20 + 5 * i));
               handle.Cancel();
             });
-            client::CallGenerate(channel, client::MakeRequest({1, 2, static_cast<int32_t>(3 + i)}, 500),
+            client::CallGenerate(channel,
+                                 client::MakeRequest({1, 2, static_cast<int32_t>(3 + i)}, 500),
                                  absl::Seconds(30), nullptr, &handle);
             cancel.join();
           });
@@ -362,7 +383,8 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
     if (!baseline) absl::SleepFor(absl::Milliseconds(100));
   }
   // Processes up, logs clean, memory flat.
-  Table table({"process", "alive", "log clean", "RSS first third MiB", "RSS last third MiB", "flat"});
+  Table table(
+      {"process", "alive", "log clean", "RSS first third MiB", "RSS last third MiB", "flat"});
   nlohmann::json process_json = nlohmann::json::array();
   bool all_alive = true;
   bool all_clean = true;
@@ -379,10 +401,15 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
     all_alive &= alive;
     all_clean &= reports.empty();
     all_flat &= flat;
-    table.AddRow({p.name, alive ? "yes" : "NO", reports.empty() ? "yes" : "NO", Fixed(first / 1048576.0, 1),
-                  Fixed(last / 1048576.0, 1), flat ? "yes" : "NO"});
-    process_json.push_back({{"name", p.name}, {"alive", alive}, {"reports", reports}, {"rss_samples", p.rss},
-                            {"rss_first_third", first}, {"rss_last_third", last}, {"flat", flat}});
+    table.AddRow({p.name, alive ? "yes" : "NO", reports.empty() ? "yes" : "NO",
+                  Fixed(first / 1048576.0, 1), Fixed(last / 1048576.0, 1), flat ? "yes" : "NO"});
+    process_json.push_back({{"name", p.name},
+                            {"alive", alive},
+                            {"reports", reports},
+                            {"rss_samples", p.rss},
+                            {"rss_first_third", first},
+                            {"rss_last_third", last},
+                            {"flat", flat}});
   }
   const nlohmann::json outcomes = tally.ToJson();
   Table requests({"kind", "outcome", "requests"});
@@ -395,11 +422,16 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
   }
   nlohmann::json decode_json = nlohmann::json::array();
   for (const v1::DecodeStats& s : decode_stats) {
-    decode_json.push_back({{"running", s.running()}, {"waiting", s.waiting()}, {"awaiting_kv", s.awaiting_kv()},
-                           {"in_use", s.blocks().in_use()}, {"reserved", s.blocks().reserved_for_transfer()},
-                           {"quarantined", s.blocks().quarantined()}, {"preemptions", s.preemptions_total()}});
+    decode_json.push_back({{"running", s.running()},
+                           {"waiting", s.waiting()},
+                           {"awaiting_kv", s.awaiting_kv()},
+                           {"in_use", s.blocks().in_use()},
+                           {"reserved", s.blocks().reserved_for_transfer()},
+                           {"quarantined", s.blocks().quarantined()},
+                           {"preemptions", s.preemptions_total()}});
   }
-  const bool passed = baseline && all_alive && all_clean && all_flat && tally.unexpected() == 0 && total > 0;
+  const bool passed =
+      baseline && all_alive && all_clean && all_flat && tally.unexpected() == 0 && total > 0;
   nlohmann::json summary = {{"bench", "soak"},
                             {"machine", MachineInfo()},
                             {"duration_s", absl::ToDoubleSeconds(cfg.duration)},
@@ -414,12 +446,12 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
                             {"passed", passed}};
   RETURN_IF_ERROR(WriteSummary(cfg.out_dir, summary));
   std::printf("%s\n%s\nfaults: %zu injected; baseline: %s; unexpected outcomes: %d; %s\n",
-              requests.ToString().c_str(), table.ToString().c_str(), faults.size(), baseline ? "yes" : "NO",
-              tally.unexpected(), passed ? "PASSED" : "FAILED");
+              requests.ToString().c_str(), table.ToString().c_str(), faults.size(),
+              baseline ? "yes" : "NO", tally.unexpected(), passed ? "PASSED" : "FAILED");
   if (!passed) {
-    return absl::FailedPreconditionError(absl::StrCat("soak failed: baseline=", baseline, " alive=", all_alive,
-                                                      " clean=", all_clean, " flat=", all_flat,
-                                                      " unexpected=", outcomes["examples"].dump()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("soak failed: baseline=", baseline, " alive=", all_alive, " clean=", all_clean,
+                     " flat=", all_flat, " unexpected=", outcomes["examples"].dump()));
   }
   return absl::OkStatus();
 }

@@ -52,17 +52,21 @@ absl::StatusOr<engine::ModelConfig> ReadConfig(const std::string& dir) {
   return engine::ModelConfig::FromJson(text.str());
 }
 
-absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const std::string& binary, std::vector<std::string> args) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> child,
-                   ChildProcess::Start(ChildOptions{.binary = binary, .args = std::move(args),
-                                                    .startup_timeout = absl::Minutes(5)}));
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const std::string& binary,
+                                                          std::vector<std::string> args) {
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ChildProcess> child,
+      ChildProcess::Start(ChildOptions{
+          .binary = binary, .args = std::move(args), .startup_timeout = absl::Minutes(5)}));
   if (absl::Status s = child->WaitHealthy(absl::Minutes(2)); !s.ok()) {
-    return absl::UnavailableError(absl::StrCat(binary, " did not become healthy: ", s.message(), "\n", child->Log()));
+    return absl::UnavailableError(
+        absl::StrCat(binary, " did not become healthy: ", s.message(), "\n", child->Log()));
   }
   return child;
 }
 
-absl::StatusOr<Sample> Offload(const std::shared_ptr<grpc::Channel>& decode, const std::string& prefill_address,
+absl::StatusOr<Sample> Offload(const std::shared_ptr<grpc::Channel>& decode,
+                               const std::string& prefill_address,
                                const std::vector<int32_t>& prompt) {
   v1::DecodeRequest r;
   *r.mutable_request() = client::MakeRequest(prompt, 1);
@@ -75,11 +79,14 @@ absl::StatusOr<Sample> Offload(const std::shared_ptr<grpc::Channel>& decode, con
     return absl::InternalError(absl::StrCat("Decode.Generate: ", out.status.error_message()));
   }
   const v1::GenerateResult& res = out.result;
-  if (res.placement().mode() != v1::PLACEMENT_MODE_OFFLOAD || res.placement().fell_back_to_local()) {
-    return absl::InternalError(absl::StrCat("the request was not offloaded: ", res.placement().fallback_cause()));
+  if (res.placement().mode() != v1::PLACEMENT_MODE_OFFLOAD ||
+      res.placement().fell_back_to_local()) {
+    return absl::InternalError(
+        absl::StrCat("the request was not offloaded: ", res.placement().fallback_cause()));
   }
   Sample s;
-  s.client_ttft = out.token_times.empty() ? 0 : absl::ToDoubleMilliseconds(out.token_times[0] - out.start);
+  s.client_ttft =
+      out.token_times.empty() ? 0 : absl::ToDoubleMilliseconds(out.token_times[0] - out.start);
   s.ttft = res.timings().ttft_ms();
   s.queue = res.timings().prefill_queue_ms();
   s.compute = res.timings().prefill_ms();
@@ -105,28 +112,35 @@ absl::Status RunTransferBench(const TransferBenchConfig& input) {
   ASSIGN_OR_RETURN(engine::ModelConfig model, ReadConfig(dir));
   const int longest = *std::max_element(cfg.prompt_lengths.begin(), cfg.prompt_lengths.end());
   if (longest + 2 > model.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat("--prompt_lengths: ", longest, " does not fit the model's context of ",
+    return absl::InvalidArgumentError(absl::StrCat("--prompt_lengths: ", longest,
+                                                   " does not fit the model's context of ",
                                                    model.max_position_embeddings));
   }
   const int block_size = 16;
   const int blocks = (longest + 32) / block_size + 8;
-  const int64_t kv_bytes_per_token =
-      int64_t{model.num_layers} * 2 * model.num_kv_heads * model.head_dim * static_cast<int64_t>(sizeof(float));
+  const int64_t kv_bytes_per_token = int64_t{model.num_layers} * 2 * model.num_kv_heads *
+                                     model.head_dim * static_cast<int64_t>(sizeof(float));
   const int64_t prefill_pool = (int64_t{longest} + 64) * kv_bytes_per_token + (int64_t{64} << 20);
   std::vector<std::string> ucx = {"--ucx_transports=" + cfg.transport};
   if (cfg.transport == "tcp") ucx.push_back("--ucx_net_devices=lo");
   const std::string threads = absl::StrCat("--threads=", cfg.prefill_threads);
 
-  Progress("transfer", "starting a decode worker and two prefill workers (layerwise, bulk) over UCX " + cfg.transport);
-  std::vector<std::string> decode_args = {"--model=" + dir, "--threads=1", absl::StrCat("--num_blocks=", blocks),
+  Progress("transfer",
+           "starting a decode worker and two prefill workers (layerwise, bulk) over UCX " +
+               cfg.transport);
+  std::vector<std::string> decode_args = {"--model=" + dir, "--threads=1",
+                                          absl::StrCat("--num_blocks=", blocks),
                                           "--prefix_caching=false", "--log_level=warning"};
   decode_args.insert(decode_args.end(), ucx.begin(), ucx.end());
   ASSIGN_OR_RETURN(auto decode, StartWorker("pdserve-decode", decode_args));
   std::unique_ptr<ChildProcess> prefill[2];
   for (int m = 0; m < 2; ++m) {
-    std::vector<std::string> args = {"--model=" + dir, threads, absl::StrCat("--transfer_mode=", kModes[m]),
+    std::vector<std::string> args = {"--model=" + dir,
+                                     threads,
+                                     absl::StrCat("--transfer_mode=", kModes[m]),
                                      absl::StrCat("--kv_cache_bytes=", prefill_pool),
-                                     absl::StrCat("--max_batch_tokens=", longest), "--log_level=warning"};
+                                     absl::StrCat("--max_batch_tokens=", longest),
+                                     "--log_level=warning"};
     args.insert(args.end(), ucx.begin(), ucx.end());
     ASSIGN_OR_RETURN(prefill[m], StartWorker("pdserve-prefill", args));
   }
@@ -146,24 +160,28 @@ absl::Status RunTransferBench(const TransferBenchConfig& input) {
 
   nlohmann::json summary;
   summary["machine"] = MachineInfo();
-  summary["model"] = {{"dir", dir}, {"layers", model.num_layers}, {"kv_heads", model.num_kv_heads},
-                      {"head_dim", model.head_dim}, {"kv_bytes_per_token", kv_bytes_per_token}};
+  summary["model"] = {{"dir", dir},
+                      {"layers", model.num_layers},
+                      {"kv_heads", model.num_kv_heads},
+                      {"head_dim", model.head_dim},
+                      {"kv_bytes_per_token", kv_bytes_per_token}};
   summary["transport"] = cfg.transport;
-  Table table({"P", "mode", "TTFT", "queue", "compute", "tail", "decode start", "one layer", "tail/layer",
-               "TTFT/compute"});
+  Table table({"P", "mode", "TTFT", "queue", "compute", "tail", "decode start", "one layer",
+               "tail/layer", "TTFT/compute"});
   nlohmann::json runs = nlohmann::json::array();
   for (int length : cfg.prompt_lengths) {
     // More repetitions for short prompts (cheap, and their sub-millisecond tails are at the
     // mercy of thread wake-ups), fewer for the longest (their compute dominates the run).
-    const int reps = length <= 1024 ? 3 * cfg.repetitions
+    const int reps = length <= 1024   ? 3 * cfg.repetitions
                      : length >= 8192 ? std::max(1, cfg.repetitions / 3)
                                       : cfg.repetitions;
     ModeResult results[2];
     for (int rep = 0; rep < reps; ++rep) {
       for (int m = 0; m < 2; ++m) {  // Side by side: layerwise then bulk, every repetition.
         ASSIGN_OR_RETURN(Sample s, Offload(channel, prefill[m]->grpc_address(), prompt_of(length)));
-        Progress("transfer", absl::StrCat("P=", length, " ", kModes[m], ": TTFT ", Fixed(s.ttft, 1), " ms, compute ",
-                                          Fixed(s.compute, 1), " ms, tail ", Fixed(s.tail, 2), " ms"));
+        Progress("transfer", absl::StrCat("P=", length, " ", kModes[m], ": TTFT ", Fixed(s.ttft, 1),
+                                          " ms, compute ", Fixed(s.compute, 1), " ms, tail ",
+                                          Fixed(s.tail, 2), " ms"));
         results[m].samples.push_back(s);
       }
     }
@@ -176,7 +194,8 @@ absl::Status RunTransferBench(const TransferBenchConfig& input) {
     const double compute = bulk.Median(&Sample::compute);
     const double tail_over_layer = one_layer > 0 ? lw.Median(&Sample::tail) / one_layer : 0;
     const double ttft_over_compute = compute > 0 ? lw.Median(&Sample::ttft) / compute : 0;
-    const double bulk_over_lw_tail = lw.Median(&Sample::tail) > 0 ? bulk.Median(&Sample::tail) / lw.Median(&Sample::tail) : 0;
+    const double bulk_over_lw_tail =
+        lw.Median(&Sample::tail) > 0 ? bulk.Median(&Sample::tail) / lw.Median(&Sample::tail) : 0;
     summary[absl::StrCat("tail_over_one_layer_", length)] = tail_over_layer;
     summary[absl::StrCat("offload_ttft_over_prefill_compute_", length)] = ttft_over_compute;
     summary[absl::StrCat("bulk_tail_over_layerwise_tail_", length)] = bulk_over_lw_tail;
@@ -185,13 +204,21 @@ absl::Status RunTransferBench(const TransferBenchConfig& input) {
       const ModeResult& r = results[m];
       nlohmann::json samples = nlohmann::json::array();
       for (const Sample& s : r.samples) {
-        samples.push_back({{"client_ttft_ms", s.client_ttft}, {"ttft_ms", s.ttft}, {"queue_ms", s.queue},
-                           {"compute_ms", s.compute}, {"tail_ms", s.tail}, {"transfer_ms", s.transfer},
+        samples.push_back({{"client_ttft_ms", s.client_ttft},
+                           {"ttft_ms", s.ttft},
+                           {"queue_ms", s.queue},
+                           {"compute_ms", s.compute},
+                           {"tail_ms", s.tail},
+                           {"transfer_ms", s.transfer},
                            {"decode_start_ms", s.decode_start}});
       }
-      runs.push_back({{"prompt_tokens", length}, {"mode", kModes[m]}, {"samples", samples},
-                      {"median_ttft_ms", r.Median(&Sample::ttft)}, {"median_compute_ms", r.Median(&Sample::compute)},
-                      {"median_tail_ms", r.Median(&Sample::tail)}, {"max_tail_ms", r.Max(&Sample::tail)}});
+      runs.push_back({{"prompt_tokens", length},
+                      {"mode", kModes[m]},
+                      {"samples", samples},
+                      {"median_ttft_ms", r.Median(&Sample::ttft)},
+                      {"median_compute_ms", r.Median(&Sample::compute)},
+                      {"median_tail_ms", r.Median(&Sample::tail)},
+                      {"max_tail_ms", r.Max(&Sample::tail)}});
       table.AddRow({absl::StrCat(length), kModes[m], Fixed(r.Median(&Sample::ttft), 1),
                     Fixed(r.Median(&Sample::queue), 2), Fixed(r.Median(&Sample::compute), 1),
                     Fixed(r.Median(&Sample::tail), 2), Fixed(r.Median(&Sample::decode_start), 2),
@@ -205,14 +232,20 @@ absl::Status RunTransferBench(const TransferBenchConfig& input) {
   bool ttft_ok = true;
   for (int length : cfg.prompt_lengths) {
     tail_ok &= summary[absl::StrCat("tail_over_one_layer_", length)].get<double>() <= 2.0;
-    if (length >= 2048) ttft_ok &= summary[absl::StrCat("offload_ttft_over_prefill_compute_", length)].get<double>() <= 1.05;
+    if (length >= 2048)
+      ttft_ok &=
+          summary[absl::StrCat("offload_ttft_over_prefill_compute_", length)].get<double>() <= 1.05;
   }
-  summary["targets"] = {{"tail_over_one_layer_max", 2.0}, {"offload_ttft_over_prefill_compute_max", 1.05},
-                        {"tail_met", tail_ok}, {"ttft_met", ttft_ok}};
-  std::printf("pdserve-bench transfer (%s, UCX %s; times in ms, medians)\n%s", dir.c_str(), cfg.transport.c_str(),
-              table.ToString().c_str());
-  std::printf("targets: transfer tail <= 2x one layer: %s; offloaded TTFT <= 1.05x prefill compute at P >= 2048: %s\n",
-              tail_ok ? "met" : "NOT met", ttft_ok ? "met" : "NOT met");
+  summary["targets"] = {{"tail_over_one_layer_max", 2.0},
+                        {"offload_ttft_over_prefill_compute_max", 1.05},
+                        {"tail_met", tail_ok},
+                        {"ttft_met", ttft_ok}};
+  std::printf("pdserve-bench transfer (%s, UCX %s; times in ms, medians)\n%s", dir.c_str(),
+              cfg.transport.c_str(), table.ToString().c_str());
+  std::printf(
+      "targets: transfer tail <= 2x one layer: %s; offloaded TTFT <= 1.05x prefill compute at P >= "
+      "2048: %s\n",
+      tail_ok ? "met" : "NOT met", ttft_ok ? "met" : "NOT met");
   return WriteSummary(cfg.out_dir, summary);
 }
 

@@ -36,10 +36,10 @@ absl::StatusOr<double> Perftest(const std::string& test, size_t size, int iterat
   const auto env = UcxEnv(transport);
   ASSIGN_OR_RETURN(auto server, Subprocess::Start({"ucx_perftest", "-p", absl::StrCat(port)}, env));
   absl::SleepFor(absl::Milliseconds(300));
-  auto out = RunCommand({"ucx_perftest", "127.0.0.1", "-p", absl::StrCat(port), "-t", test, "-s",
-                         absl::StrCat(size), "-n", absl::StrCat(iterations), "-w",
-                         absl::StrCat(std::max(10, iterations / 10))},
-                        env, absl::Seconds(120));
+  auto out = RunCommand(
+      {"ucx_perftest", "127.0.0.1", "-p", absl::StrCat(port), "-t", test, "-s", absl::StrCat(size),
+       "-n", absl::StrCat(iterations), "-w", absl::StrCat(std::max(10, iterations / 10))},
+      env, absl::Seconds(120));
   server->Wait(absl::Seconds(5)).IgnoreError();
   if (!out.ok()) return out.status();
   for (absl::string_view line : absl::StrSplit(*out, '\n')) {
@@ -60,21 +60,23 @@ struct Sample {
 
 class Session {
  public:
-  static absl::StatusOr<std::unique_ptr<Session>> Start(const TransferRawConfig& cfg, const std::string& transport,
-                                                        DType dtype) {
+  static absl::StatusOr<std::unique_ptr<Session>> Start(const TransferRawConfig& cfg,
+                                                        const std::string& transport, DType dtype) {
     auto s = std::unique_ptr<Session>(new Session());
     kvtransfer::UcxTransportConfig ucx;
     ucx.transports = transport;
     if (transport == "tcp") ucx.net_devices = "lo";
     ASSIGN_OR_RETURN(s->transport_, UcxTransport::Create(ucx));
-    s->layout_ = KvLayout{cfg.layers, cfg.kv_heads, cfg.head_dim, cfg.block_size, dtype,
-                          cfg.tokens / cfg.block_size};
+    s->layout_ = KvLayout{cfg.layers,     cfg.kv_heads, cfg.head_dim,
+                          cfg.block_size, dtype,        cfg.tokens / cfg.block_size};
     ASSIGN_OR_RETURN(s->pool_, s->transport_->CreatePool(s->layout_));
-    ASSIGN_OR_RETURN(auto d, s->transport_->ServePool(s->pool_.get(), "bench-receiver", kFingerprint, 1));
+    ASSIGN_OR_RETURN(auto d,
+                     s->transport_->ServePool(s->pool_.get(), "bench-receiver", kFingerprint, 1));
     const std::string hex = kvtransfer::ToHex(kvtransfer::EncodeDescriptor(d));
-    ASSIGN_OR_RETURN(s->sender_, Subprocess::Start({cfg.self_path, "transfer-raw-sender",
-                                                    "--descriptor=" + hex, "--tls=" + transport,
-                                                    transport == "tcp" ? "--net_devices=lo" : "--net_devices="}));
+    ASSIGN_OR_RETURN(s->sender_, Subprocess::Start(
+                                     {cfg.self_path, "transfer-raw-sender", "--descriptor=" + hex,
+                                      "--tls=" + transport,
+                                      transport == "tcp" ? "--net_devices=lo" : "--net_devices="}));
     return s;
   }
   ~Session() {
@@ -88,13 +90,15 @@ class Session {
     const uint64_t token = ++next_token_;
     std::vector<int32_t> ids(blocks);
     std::iota(ids.begin(), ids.end(), 0);
-    ASSIGN_OR_RETURN(auto handle, transport_->Expect(kvtransfer::TransferExpectation{token, ids, layers}));
+    ASSIGN_OR_RETURN(auto handle,
+                     transport_->Expect(kvtransfer::TransferExpectation{token, ids, layers}));
     RETURN_IF_ERROR(sender_->WriteLine(absl::StrCat("xfer ", token, " ", layers, " ", blocks)));
     ASSIGN_OR_RETURN(std::string line, sender_->ReadLine(absl::Seconds(60)));
     std::vector<std::string> f = absl::StrSplit(line, ' ');
     if (f.size() < 5 || f[0] != "done") return absl::InternalError("sender: " + line);
     int64_t start_ns, end_ns;
-    if (!absl::SimpleAtoi(f[2], &start_ns) || !absl::SimpleAtoi(f[3], &end_ns)) return absl::InternalError(line);
+    if (!absl::SimpleAtoi(f[2], &start_ns) || !absl::SimpleAtoi(f[3], &end_ns))
+      return absl::InternalError(line);
     path_ = f[4];
     RETURN_IF_ERROR(handle->Wait(absl::Seconds(30)));
     const double receiver_us = (absl::ToUnixNanos(handle->completed_at()) - start_ns) / 1e3;
@@ -151,7 +155,8 @@ absl::Status RunTransferRawSender(const std::string& descriptor_hex, const std::
     }
     std::vector<int32_t> ids(blocks);
     std::iota(ids.begin(), ids.end(), 0);
-    auto out = transport->Open(kvtransfer::TransferTarget{d, token, ids}, source.get(), kFingerprint);
+    auto out =
+        transport->Open(kvtransfer::TransferTarget{d, token, ids}, source.get(), kFingerprint);
     if (!out.ok()) {
       std::cout << "error " << out.status().message() << std::endl;
       continue;
@@ -220,8 +225,8 @@ absl::Status RunTransferRawBench(const TransferRawConfig& cfg) {
             continue;
           }
           const double gbps = *mbps * 1048576 / 1e9;
-          Progress("transfer-raw", absl::StrCat("ucx_perftest ", test, " ", op_bytes, " B over ", transport,
-                                                ": ", Fixed(gbps), " GB/s"));
+          Progress("transfer-raw", absl::StrCat("ucx_perftest ", test, " ", op_bytes, " B over ",
+                                                transport, ": ", Fixed(gbps), " GB/s"));
           if (gbps > perf_bw) {
             perf_bw = gbps;
             perf_bw_test = test;
@@ -237,34 +242,50 @@ absl::Status RunTransferRawBench(const TransferRawConfig& cfg) {
         }
       }
       const std::string label = absl::StrCat(transport, "/", DTypeName(dtype));
-      Progress("transfer-raw", absl::StrCat(label, " via ", session->path(), ": layer ", Fixed(layer_gbps),
-                                            " GB/s, whole ", Fixed(whole_gbps), " GB/s, small ",
-                                            Fixed(small_lat, 1), " us"));
+      Progress("transfer-raw", absl::StrCat(label, " via ", session->path(), ": layer ",
+                                            Fixed(layer_gbps), " GB/s, whole ", Fixed(whole_gbps),
+                                            " GB/s, small ", Fixed(small_lat, 1), " us"));
       auto ratio = [](double a, double b) { return b > 0 ? Fixed(a / b) : std::string("-"); };
-      table.AddRow({transport, std::string(DTypeName(dtype)), "per layer (K+V)", absl::StrCat(op_bytes),
-                    Fixed(layer_gbps) + " GB/s", perf_bw_test.empty() ? "-" : Fixed(perf_bw) + " GB/s " + perf_bw_test,
-                    ratio(layer_gbps, perf_bw), Fixed(memcpy_layer) + " GB/s", ratio(layer_gbps, memcpy_layer)});
-      table.AddRow({transport, std::string(DTypeName(dtype)), "per layer, at receiver", absl::StrCat(op_bytes),
-                    Fixed(layer_rx_gbps) + " GB/s", "", ratio(layer_rx_gbps, perf_bw), "", ""});
-      table.AddRow({transport, std::string(DTypeName(dtype)), absl::StrCat("whole (", l.num_layers, " layers)"),
-                    absl::StrCat(op_bytes), Fixed(whole_gbps) + " GB/s", "", "", Fixed(memcpy_whole) + " GB/s",
+      table.AddRow({transport, std::string(DTypeName(dtype)), "per layer (K+V)",
+                    absl::StrCat(op_bytes), Fixed(layer_gbps) + " GB/s",
+                    perf_bw_test.empty() ? "-" : Fixed(perf_bw) + " GB/s " + perf_bw_test,
+                    ratio(layer_gbps, perf_bw), Fixed(memcpy_layer) + " GB/s",
+                    ratio(layer_gbps, memcpy_layer)});
+      table.AddRow({transport, std::string(DTypeName(dtype)), "per layer, at receiver",
+                    absl::StrCat(op_bytes), Fixed(layer_rx_gbps) + " GB/s", "",
+                    ratio(layer_rx_gbps, perf_bw), "", ""});
+      table.AddRow({transport, std::string(DTypeName(dtype)),
+                    absl::StrCat("whole (", l.num_layers, " layers)"), absl::StrCat(op_bytes),
+                    Fixed(whole_gbps) + " GB/s", "", "", Fixed(memcpy_whole) + " GB/s",
                     ratio(whole_gbps, memcpy_whole)});
       table.AddRow({transport, std::string(DTypeName(dtype)), "1 block, 1 layer: latency",
-                    absl::StrCat(l.region_bytes()), Fixed(small_lat, 1) + " us (" + Fixed(small_rx_lat, 1) + " at rx)",
+                    absl::StrCat(l.region_bytes()),
+                    Fixed(small_lat, 1) + " us (" + Fixed(small_rx_lat, 1) + " at rx)",
                     perf_lat_test.empty() ? "-" : Fixed(perf_lat, 1) + " us " + perf_lat_test,
                     perf_lat > 0 ? Fixed(small_lat / perf_lat) + "x" : "-", "", ""});
-      nlohmann::json r = {{"transport", transport}, {"dtype", DTypeName(dtype)}, {"path", session->path()},
-                          {"op_bytes", op_bytes}, {"layer_bytes", layer_bytes}, {"whole_bytes", whole_bytes},
-                          {"layer_gbps", layer_gbps}, {"layer_receiver_gbps", layer_rx_gbps},
-                          {"whole_gbps", whole_gbps}, {"small_latency_us", small_lat},
-                          {"small_latency_receiver_us", small_rx_lat}, {"memcpy_layer_gbps", memcpy_layer},
-                          {"memcpy_whole_gbps", memcpy_whole}, {"perftest_best_gbps", perf_bw},
-                          {"perftest_best_bw_test", perf_bw_test}, {"perftest_best_latency_us", perf_lat},
+      nlohmann::json r = {{"transport", transport},
+                          {"dtype", DTypeName(dtype)},
+                          {"path", session->path()},
+                          {"op_bytes", op_bytes},
+                          {"layer_bytes", layer_bytes},
+                          {"whole_bytes", whole_bytes},
+                          {"layer_gbps", layer_gbps},
+                          {"layer_receiver_gbps", layer_rx_gbps},
+                          {"whole_gbps", whole_gbps},
+                          {"small_latency_us", small_lat},
+                          {"small_latency_receiver_us", small_rx_lat},
+                          {"memcpy_layer_gbps", memcpy_layer},
+                          {"memcpy_whole_gbps", memcpy_whole},
+                          {"perftest_best_gbps", perf_bw},
+                          {"perftest_best_bw_test", perf_bw_test},
+                          {"perftest_best_latency_us", perf_lat},
                           {"perftest_best_latency_test", perf_lat_test}};
       results.push_back(r);
       if (dtype == DType::kF32) {
-        if (perf_bw > 0) summary[absl::StrCat("ratio_vs_perftest_", transport)] = layer_gbps / perf_bw;
-        if (perf_lat > 0) summary[absl::StrCat("latency_over_perftest_", transport)] = small_lat / perf_lat;
+        if (perf_bw > 0)
+          summary[absl::StrCat("ratio_vs_perftest_", transport)] = layer_gbps / perf_bw;
+        if (perf_lat > 0)
+          summary[absl::StrCat("latency_over_perftest_", transport)] = small_lat / perf_lat;
         if (transport == "shm") summary["ratio_vs_memcpy_shm"] = whole_gbps / memcpy_whole;
       }
     }

@@ -32,7 +32,8 @@ PDS_AVX512 inline __m512 LoadKv(const uint8_t* row, int chunk, __mmask16 mask) {
   if constexpr (D == DType::kF32) {
     return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(row) + chunk * 16);
   } else {
-    const __m256i raw = _mm256_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + chunk * 16);
+    const __m256i raw =
+        _mm256_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(row) + chunk * 16);
     if constexpr (D == DType::kF16) {
       return _mm512_cvtph_ps(raw);
     } else {
@@ -41,8 +42,9 @@ PDS_AVX512 inline __m512 LoadKv(const uint8_t* row, int chunk, __mmask16 mask) {
   }
 }
 
-constexpr int kPanel = PackedMatrix::kPanelWidth;  // 32 keys per score panel / dims per value panel.
-constexpr int kRows = 12;                           // Rows per value microkernel tile.
+constexpr int kPanel =
+    PackedMatrix::kPanelWidth;  // 32 keys per score panel / dims per value panel.
+constexpr int kRows = 12;       // Rows per value microkernel tile.
 
 // Transposes a 16x16 block held in 16 registers: afterwards r[j][i] is the old r[i][j].
 PDS_AVX512 inline void Transpose16x16(__m512* r) {
@@ -161,7 +163,8 @@ PDS_AVX512 void AttendAvx512(const AttentionRow* rows, int n, int head_dim, floa
     std::memcpy(scratch->queries.data() + static_cast<size_t>(r) * head_dim, rows[r].q,
                 head_dim * sizeof(float));
   }
-  scratch->key_panels.EnsureSize(static_cast<size_t>((keys + kPanel - 1) / kPanel) * head_dim * kPanel);
+  scratch->key_panels.EnsureSize(static_cast<size_t>((keys + kPanel - 1) / kPanel) * head_dim *
+                                 kPanel);
   PackKeys<D>(k_rows, keys, head_dim, scratch->key_panels.data());
   GemmPanels(scratch->queries.data(), n, head_dim, scratch->key_panels.data(), keys, head_dim,
              scores, static_cast<int>(stride));
@@ -179,7 +182,8 @@ PDS_AVX512 void AttendAvx512(const AttentionRow* rows, int n, int head_dim, floa
     inv_sum[r] = 1.0f / kernels::ExpInPlaceSum(s, count);
   }
   // Values: 12 rows x 32 dims at a time.
-  static constexpr auto kernels_by_rows = MakeValueKernels<D>(std::make_integer_sequence<int, kRows>{});
+  static constexpr auto kernels_by_rows =
+      MakeValueKernels<D>(std::make_integer_sequence<int, kRows>{});
   for (int panel = 0; panel < (head_dim + kPanel - 1) / kPanel; ++panel) {
     for (int r0 = 0; r0 < n; r0 += kRows) {
       const int mr = std::min(kRows, n - r0);
@@ -194,9 +198,12 @@ PDS_AVX512 void AttendAvx512(const AttentionRow* rows, int n, int head_dim, floa
 
 float LoadScalar(const uint8_t* row, DType dtype, int d) {
   switch (dtype) {
-    case DType::kF32: return reinterpret_cast<const float*>(row)[d];
-    case DType::kF16: return HalfToFloat(reinterpret_cast<const uint16_t*>(row)[d]);
-    case DType::kBF16: return Bf16ToFloat(reinterpret_cast<const uint16_t*>(row)[d]);
+    case DType::kF32:
+      return reinterpret_cast<const float*>(row)[d];
+    case DType::kF16:
+      return HalfToFloat(reinterpret_cast<const uint16_t*>(row)[d]);
+    case DType::kBF16:
+      return Bf16ToFloat(reinterpret_cast<const uint16_t*>(row)[d]);
   }
   return 0;
 }
@@ -209,7 +216,8 @@ void AttendScalar(const AttentionRow* rows, int n, int head_dim, float scale, DT
     const int keys = rows[r].position + 1;
     for (int j = 0; j < keys; ++j) {
       float acc = 0;
-      for (int d = 0; d < head_dim; ++d) acc = std::fma(rows[r].q[d], LoadScalar(k_rows[j], dtype, d), acc);
+      for (int d = 0; d < head_dim; ++d)
+        acc = std::fma(rows[r].q[d], LoadScalar(k_rows[j], dtype, d), acc);
       s[j] = acc * scale;
     }
     float max = -std::numeric_limits<float>::infinity();
@@ -233,7 +241,8 @@ void AttendRows(const KvLayout& layout, const uint8_t* pool_base, int layer, int
   int keys = 0;
   for (int r = 0; r < num_rows; ++r) keys = std::max(keys, rows[r].position + 1);
   const size_t token_bytes = layout.token_bytes();
-  const size_t head_offset = static_cast<size_t>(kv_head) * layout.head_dim * DTypeSize(layout.dtype);
+  const size_t head_offset =
+      static_cast<size_t>(kv_head) * layout.head_dim * DTypeSize(layout.dtype);
   scratch->k_rows.resize(keys);
   scratch->v_rows.resize(keys);
   for (int j = 0; j < keys; ++j) {
@@ -254,9 +263,15 @@ void AttendRows(const KvLayout& layout, const uint8_t* pool_base, int layer, int
     return;
   }
   switch (layout.dtype) {
-    case DType::kF32: AttendAvx512<DType::kF32>(rows, num_rows, hd, scale, k, v, keys, scratch, stride); break;
-    case DType::kF16: AttendAvx512<DType::kF16>(rows, num_rows, hd, scale, k, v, keys, scratch, stride); break;
-    case DType::kBF16: AttendAvx512<DType::kBF16>(rows, num_rows, hd, scale, k, v, keys, scratch, stride); break;
+    case DType::kF32:
+      AttendAvx512<DType::kF32>(rows, num_rows, hd, scale, k, v, keys, scratch, stride);
+      break;
+    case DType::kF16:
+      AttendAvx512<DType::kF16>(rows, num_rows, hd, scale, k, v, keys, scratch, stride);
+      break;
+    case DType::kBF16:
+      AttendAvx512<DType::kBF16>(rows, num_rows, hd, scale, k, v, keys, scratch, stride);
+      break;
   }
 }
 

@@ -29,11 +29,11 @@ struct AttentionRow {
 };
 
 struct AttentionScratch {
-  std::vector<float> scores;             // rows x stride
-  std::vector<float> queries;            // rows x head_dim, contiguous
-  AlignedBuffer<float> key_panels;       // [ceil(keys / 32)][head_dim][32], 64-byte aligned
-  std::vector<const uint8_t*> k_rows;    // Key row of each position.
-  std::vector<const uint8_t*> v_rows;    // Value row of each position.
+  std::vector<float> scores;           // rows x stride
+  std::vector<float> queries;          // rows x head_dim, contiguous
+  AlignedBuffer<float> key_panels;     // [ceil(keys / 32)][head_dim][32], 64-byte aligned
+  std::vector<const uint8_t*> k_rows;  // Key row of each position.
+  std::vector<const uint8_t*> v_rows;  // Value row of each position.
   std::vector<float> inv_sum;
 };
 

@@ -40,11 +40,12 @@ absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(Checkpoint& checkpoint,
   RETURN_IF_ERROR(model->LoadWeights(checkpoint));
   const std::vector<std::string> unread = checkpoint.Unread();
   if (!unread.empty()) {
-    std::vector<std::string> shown(unread.begin(), unread.begin() + std::min<size_t>(5, unread.size()));
-    return absl::InvalidArgumentError(absl::StrCat(
-        checkpoint.dir(), ": ", unread.size(), " unexpected tensor(s) for ",
-        model->config_.architecture, ": ", absl::StrJoin(shown, ", "),
-        unread.size() > shown.size() ? ", ..." : ""));
+    std::vector<std::string> shown(unread.begin(),
+                                   unread.begin() + std::min<size_t>(5, unread.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(checkpoint.dir(), ": ", unread.size(), " unexpected tensor(s) for ",
+                     model->config_.architecture, ": ", absl::StrJoin(shown, ", "),
+                     unread.size() > shown.size() ? ", ..." : ""));
   }
   model->ComputeInvFreq();
   return model;
@@ -82,44 +83,57 @@ absl::Status CpuModel::LoadWeights(Checkpoint& ckpt) {
   for (int l = 0; l < c.num_layers; ++l) {
     Layer& layer = layers_[l];
     RETURN_IF_ERROR(read_vector(LayerName(l, "input_layernorm.weight"), h, &layer.input_norm));
-    RETURN_IF_ERROR(read_vector(LayerName(l, "post_attention_layernorm.weight"), h, &layer.post_norm));
+    RETURN_IF_ERROR(
+        read_vector(LayerName(l, "post_attention_layernorm.weight"), h, &layer.post_norm));
 
     buffer.assign((q_dim + 2 * kv_dim) * h, 0.f);
-    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.q_proj.weight"), {q_dim, h}, buffer.data()));
-    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.k_proj.weight"), {kv_dim, h}, buffer.data() + q_dim * h));
+    RETURN_IF_ERROR(
+        ckpt.ReadF32(LayerName(l, "self_attn.q_proj.weight"), {q_dim, h}, buffer.data()));
+    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.k_proj.weight"), {kv_dim, h},
+                                 buffer.data() + q_dim * h));
     RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.v_proj.weight"), {kv_dim, h},
                                  buffer.data() + (q_dim + kv_dim) * h));
     layer.qkv = PackedMatrix::Pack(buffer.data(), static_cast<int>(q_dim + 2 * kv_dim), h, h);
     if (c.qkv_bias) {
       layer.qkv_bias.resize(q_dim + 2 * kv_dim);
-      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.q_proj.bias"), {q_dim}, layer.qkv_bias.data()));
-      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.k_proj.bias"), {kv_dim}, layer.qkv_bias.data() + q_dim));
+      RETURN_IF_ERROR(
+          ckpt.ReadF32(LayerName(l, "self_attn.q_proj.bias"), {q_dim}, layer.qkv_bias.data()));
+      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.k_proj.bias"), {kv_dim},
+                                   layer.qkv_bias.data() + q_dim));
       RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.v_proj.bias"), {kv_dim},
                                    layer.qkv_bias.data() + q_dim + kv_dim));
     }
     if (c.qk_norm) {
-      RETURN_IF_ERROR(read_vector(LayerName(l, "self_attn.q_norm.weight"), c.head_dim, &layer.q_norm));
-      RETURN_IF_ERROR(read_vector(LayerName(l, "self_attn.k_norm.weight"), c.head_dim, &layer.k_norm));
+      RETURN_IF_ERROR(
+          read_vector(LayerName(l, "self_attn.q_norm.weight"), c.head_dim, &layer.q_norm));
+      RETURN_IF_ERROR(
+          read_vector(LayerName(l, "self_attn.k_norm.weight"), c.head_dim, &layer.k_norm));
     }
     buffer.assign(h * q_dim, 0.f);
-    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.o_proj.weight"), {h, q_dim}, buffer.data()));
+    RETURN_IF_ERROR(
+        ckpt.ReadF32(LayerName(l, "self_attn.o_proj.weight"), {h, q_dim}, buffer.data()));
     layer.o = PackedMatrix::Pack(buffer.data(), h, q_dim, q_dim);
-    if (c.o_bias) RETURN_IF_ERROR(read_vector(LayerName(l, "self_attn.o_proj.bias"), h, &layer.o_bias));
+    if (c.o_bias)
+      RETURN_IF_ERROR(read_vector(LayerName(l, "self_attn.o_proj.bias"), h, &layer.o_bias));
 
     buffer.assign(2 * inter * h, 0.f);
     RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.gate_proj.weight"), {inter, h}, buffer.data()));
-    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.up_proj.weight"), {inter, h}, buffer.data() + inter * h));
+    RETURN_IF_ERROR(
+        ckpt.ReadF32(LayerName(l, "mlp.up_proj.weight"), {inter, h}, buffer.data() + inter * h));
     layer.gate_up = PackedMatrix::Pack(buffer.data(), static_cast<int>(2 * inter), h, h);
     buffer.assign(h * inter, 0.f);
     RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.down_proj.weight"), {h, inter}, buffer.data()));
     layer.down = PackedMatrix::Pack(buffer.data(), h, inter, inter);
     if (c.mlp_bias) {
       layer.gate_up_bias.resize(2 * inter);
-      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.gate_proj.bias"), {inter}, layer.gate_up_bias.data()));
-      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.up_proj.bias"), {inter}, layer.gate_up_bias.data() + inter));
+      RETURN_IF_ERROR(
+          ckpt.ReadF32(LayerName(l, "mlp.gate_proj.bias"), {inter}, layer.gate_up_bias.data()));
+      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.up_proj.bias"), {inter},
+                                   layer.gate_up_bias.data() + inter));
       RETURN_IF_ERROR(read_vector(LayerName(l, "mlp.down_proj.bias"), h, &layer.down_bias));
     }
-    weight_bytes_ += layer.qkv.bytes() + layer.o.bytes() + layer.gate_up.bytes() + layer.down.bytes();
+    weight_bytes_ +=
+        layer.qkv.bytes() + layer.o.bytes() + layer.gate_up.bytes() + layer.down.bytes();
   }
   return absl::OkStatus();
 }
@@ -238,7 +252,8 @@ absl::Status CpuModel::Forward(const PackedBatch& batch, KvPool& pool,
   // Embedding and rotary tables (angles in double; one table serves every layer).
   ForRows(T, [&](int t) {
     std::memcpy(x_.data() + static_cast<size_t>(t) * hidden,
-                embed_.data() + static_cast<size_t>(batch.tokens[t]) * hidden, hidden * sizeof(float));
+                embed_.data() + static_cast<size_t>(batch.tokens[t]) * hidden,
+                hidden * sizeof(float));
     for (int i = 0; i < half; ++i) {
       const double angle = token_pos_[t] * inv_freq_[i];
       rope_cos_[static_cast<size_t>(t) * half + i] = static_cast<float>(std::cos(angle));

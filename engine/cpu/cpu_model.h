@@ -53,15 +53,15 @@ class CpuModel final : public Model {
   void ComputeInvFreq();
   // Runs fn(row) for rows [0, n), in parallel when there are enough rows.
   void ForRows(int n, const std::function<void(int)>& fn);
-  void WriteKv(KvPool& pool, int layer, const float* k, const float* v,
-               const BatchSequence& seq, int position);
+  void WriteKv(KvPool& pool, int layer, const float* k, const float* v, const BatchSequence& seq,
+               int position);
 
   ModelConfig config_;
   uint64_t fingerprint_ = 0;
   size_t weight_bytes_ = 0;
   std::vector<float> embed_;  // [vocab, hidden]
   std::vector<float> final_norm_;
-  PackedMatrix lm_head_;      // [vocab, hidden]
+  PackedMatrix lm_head_;  // [vocab, hidden]
   std::vector<Layer> layers_;
   std::vector<double> inv_freq_;  // [head_dim / 2]
   std::unique_ptr<ThreadPool> pool_;
@@ -73,7 +73,7 @@ class CpuModel final : public Model {
     int seq, kv_head, token_begin, token_end;
   };
   std::vector<AttentionUnit> attention_units_;
-  std::vector<AttentionScratch> attention_scratch_;      // One per worker.
+  std::vector<AttentionScratch> attention_scratch_;        // One per worker.
   std::vector<std::vector<AttentionRow>> attention_rows_;  // One per worker.
 };
 

@@ -80,9 +80,8 @@ constexpr auto kAvx512Kernels = MakeAvx512Table(std::make_integer_sequence<int, 
 constexpr int kMrAvx2 = 3;
 
 template <int MR>
-__attribute__((target("avx2,fma"))) void KernelAvx2(const float* a, int lda, const float* b,
-                                                    int kc, float* c, int ldc, int ncols,
-                                                    bool first) {
+__attribute__((target("avx2,fma"))) void KernelAvx2(const float* a, int lda, const float* b, int kc,
+                                                    float* c, int ldc, int ncols, bool first) {
   alignas(32) float tile[MR][kPanel];
   __m256 acc[MR][4];
   for (int r = 0; r < MR; ++r) {
@@ -107,8 +106,8 @@ constexpr std::array<KernelFn, kMrAvx2> kAvx2Kernels = {&KernelAvx2<1>, &KernelA
                                                         &KernelAvx2<3>};
 
 // ---- Portable fallback: the same sequential fma chain per element. ----
-void KernelScalar(const float* a, int lda, const float* b, int kc, float* c, int ldc,
-                  int ncols, bool first, int mr) {
+void KernelScalar(const float* a, int lda, const float* b, int kc, float* c, int ldc, int ncols,
+                  bool first, int mr) {
   for (int r = 0; r < mr; ++r) {
     for (int j = 0; j < ncols; ++j) {
       float acc = first ? 0.f : c[r * ldc + j];

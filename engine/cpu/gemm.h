@@ -32,10 +32,12 @@ class PackedMatrix {
   // Packs W (n rows of k floats, row stride ldw).
   static PackedMatrix Pack(const float* w, int n, int k, int ldw);
 
-  int rows() const { return n_; }   // N (output features)
-  int cols() const { return k_; }   // K (input features)
+  int rows() const { return n_; }  // N (output features)
+  int cols() const { return k_; }  // K (input features)
   int panels() const { return panels_; }
-  const float* panel(int p) const { return data_.data() + static_cast<size_t>(p) * k_ * kPanelWidth; }
+  const float* panel(int p) const {
+    return data_.data() + static_cast<size_t>(p) * k_ * kPanelWidth;
+  }
   size_t bytes() const { return data_.size() * sizeof(float); }
 
  private:

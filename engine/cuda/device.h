@@ -11,10 +11,10 @@
 namespace pdserve::engine::cuda {
 
 struct DeviceInfo {
-  int count = 0;           // Usable CUDA devices.
-  std::string name;        // Device 0's name, if any.
-  std::string reason;      // Why there is none (no CUDA build, no driver, no device).
-  bool compiled = false;   // Built with PDSERVE_CUDA.
+  int count = 0;          // Usable CUDA devices.
+  std::string name;       // Device 0's name, if any.
+  std::string reason;     // Why there is none (no CUDA build, no driver, no device).
+  bool compiled = false;  // Built with PDSERVE_CUDA.
 };
 
 DeviceInfo ProbeDevices();

@@ -48,7 +48,10 @@ class LoopbackOutbound final : public OutboundTransfer {
  public:
   LoopbackOutbound(LoopbackTransport* sender, std::shared_ptr<LoopbackFabric> fabric,
                    TransferTarget target, LocalPool* source)
-      : sender_(sender), fabric_(std::move(fabric)), target_(std::move(target)), source_(source),
+      : sender_(sender),
+        fabric_(std::move(fabric)),
+        target_(std::move(target)),
+        source_(source),
         layout_hash_(HashLayout(target_.pool.layout, target_.pool.model_fingerprint)) {}
 
   absl::Status WriteLayer(int layer, absl::Span<const int32_t> source_blocks) override {
@@ -70,7 +73,8 @@ class LoopbackOutbound final : public OutboundTransfer {
         h.first_block = run.target_first;
         h.num_blocks = run.count;
         const size_t bytes = src.region_bytes() * run.count;
-        const uint8_t* from = static_cast<const uint8_t*>(source_->base()) + src.RegionOffset(layer, kv, run.source_first);
+        const uint8_t* from = static_cast<const uint8_t*>(source_->base()) +
+                              src.RegionOffset(layer, kv, run.source_first);
         RETURN_IF_ERROR(receiver->DeliverData(h, from, bytes));
         bytes_ += bytes;
         sender_->bytes_sent_ += bytes;
@@ -138,8 +142,10 @@ absl::StatusOr<std::unique_ptr<LocalPool>> LoopbackTransport::CreatePool(const K
   return std::unique_ptr<LocalPool>(new HeapPool(layout));
 }
 
-absl::StatusOr<KvPoolDescriptor> LoopbackTransport::ServePool(LocalPool* pool, const std::string& receiver_id,
-                                                              uint64_t model_fingerprint, uint64_t epoch) {
+absl::StatusOr<KvPoolDescriptor> LoopbackTransport::ServePool(LocalPool* pool,
+                                                              const std::string& receiver_id,
+                                                              uint64_t model_fingerprint,
+                                                              uint64_t epoch) {
   KvPoolDescriptor d;
   d.receiver_id = receiver_id;
   d.worker_address = address_;
@@ -154,18 +160,19 @@ absl::StatusOr<KvPoolDescriptor> LoopbackTransport::ServePool(LocalPool* pool, c
   return d;
 }
 
-absl::StatusOr<std::shared_ptr<InboundTransfer>> LoopbackTransport::Expect(const TransferExpectation& e) {
+absl::StatusOr<std::shared_ptr<InboundTransfer>> LoopbackTransport::Expect(
+    const TransferExpectation& e) {
   return table_.Expect(e, /*count_bytes=*/true);
 }
 
 void LoopbackTransport::Release(uint64_t token) { table_.Release(token); }
 
-absl::StatusOr<std::unique_ptr<OutboundTransfer>> LoopbackTransport::Open(const TransferTarget& target,
-                                                                          LocalPool* source,
-                                                                          uint64_t source_fingerprint) {
+absl::StatusOr<std::unique_ptr<OutboundTransfer>> LoopbackTransport::Open(
+    const TransferTarget& target, LocalPool* source, uint64_t source_fingerprint) {
   RETURN_IF_ERROR(ValidateTarget(target, source->layout(), source_fingerprint));
   if (fabric_->Find(target.pool.worker_address) == nullptr) {
-    return absl::UnavailableError(absl::StrCat("kv transfer: no receiver at ", target.pool.worker_address));
+    return absl::UnavailableError(
+        absl::StrCat("kv transfer: no receiver at ", target.pool.worker_address));
   }
   return std::unique_ptr<OutboundTransfer>(new LoopbackOutbound(this, fabric_, target, source));
 }
@@ -178,7 +185,8 @@ TransportCounters LoopbackTransport::counters() const {
   return c;
 }
 
-absl::Status LoopbackTransport::DeliverData(const DataHeader& header, const void* data, size_t bytes) {
+absl::Status LoopbackTransport::DeliverData(const DataHeader& header, const void* data,
+                                            size_t bytes) {
   ASSIGN_OR_RETURN(ReceiverTable::DataDestination dest, table_.AcceptData(header, bytes));
   std::memcpy(static_cast<uint8_t*>(served_pool_.load()->base()) + dest.pool_offset, data, bytes);
   dest.transfer->AddReceivedBytes(bytes);

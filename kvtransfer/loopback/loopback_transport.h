@@ -38,12 +38,12 @@ class LoopbackTransport final : public KvTransport {
   std::string name() const override { return "loopback"; }
   absl::StatusOr<std::unique_ptr<LocalPool>> CreatePool(const KvLayout& layout) override;
   absl::StatusOr<KvPoolDescriptor> ServePool(LocalPool* pool, const std::string& receiver_id,
-                                              uint64_t model_fingerprint, uint64_t epoch) override;
+                                             uint64_t model_fingerprint, uint64_t epoch) override;
   absl::StatusOr<std::shared_ptr<InboundTransfer>> Expect(const TransferExpectation& e) override;
   void Release(uint64_t token) override;
   absl::StatusOr<std::unique_ptr<OutboundTransfer>> Open(const TransferTarget& target,
-                                                          LocalPool* source,
-                                                          uint64_t source_fingerprint) override;
+                                                         LocalPool* source,
+                                                         uint64_t source_fingerprint) override;
   TransportCounters counters() const override;
 
   // Receiver side of a loopback write (called by a sender's OutboundTransfer).

@@ -8,7 +8,8 @@ namespace pdserve::kvtransfer {
 
 class FaultyOutbound final : public OutboundTransfer {
  public:
-  FaultyOutbound(FaultInjectingTransport* owner, std::unique_ptr<OutboundTransfer> inner, FaultPlan plan)
+  FaultyOutbound(FaultInjectingTransport* owner, std::unique_ptr<OutboundTransfer> inner,
+                 FaultPlan plan)
       : owner_(owner), inner_(std::move(inner)), plan_(plan) {}
 
   absl::Status WriteLayer(int layer, absl::Span<const int32_t> source_blocks) override {

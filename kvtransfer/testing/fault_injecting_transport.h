@@ -40,7 +40,7 @@ class FaultInjectingTransport final : public KvTransport {
     return inner_->CreatePool(layout);
   }
   absl::StatusOr<KvPoolDescriptor> ServePool(LocalPool* pool, const std::string& receiver_id,
-                                              uint64_t fingerprint, uint64_t epoch) override {
+                                             uint64_t fingerprint, uint64_t epoch) override {
     return inner_->ServePool(pool, receiver_id, fingerprint, epoch);
   }
   absl::StatusOr<std::shared_ptr<InboundTransfer>> Expect(const TransferExpectation& e) override {
@@ -48,8 +48,8 @@ class FaultInjectingTransport final : public KvTransport {
   }
   void Release(uint64_t token) override { inner_->Release(token); }
   absl::StatusOr<std::unique_ptr<OutboundTransfer>> Open(const TransferTarget& target,
-                                                          LocalPool* source,
-                                                          uint64_t source_fingerprint) override;
+                                                         LocalPool* source,
+                                                         uint64_t source_fingerprint) override;
   TransportCounters counters() const override { return inner_->counters(); }
 
  private:

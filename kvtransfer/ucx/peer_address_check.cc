@@ -40,7 +40,8 @@ std::string BesideSelf(const std::string& name) {
 
 // Runs `argv` with stdout and stderr discarded (posix_spawn: safe in a threaded process) and
 // returns its wait status, or nullopt after `timeout` (the process is then killed).
-absl::StatusOr<std::optional<int>> RunBounded(std::vector<std::string> argv, absl::Duration timeout) {
+absl::StatusOr<std::optional<int>> RunBounded(std::vector<std::string> argv,
+                                              absl::Duration timeout) {
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -51,14 +52,16 @@ absl::StatusOr<std::optional<int>> RunBounded(std::vector<std::string> argv, abs
   pid_t pid = -1;
   const int error = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) return absl::UnavailableError(absl::StrCat("spawn ", argv[0], ": ", std::strerror(error)));
+  if (error != 0)
+    return absl::UnavailableError(absl::StrCat("spawn ", argv[0], ": ", std::strerror(error)));
   const absl::Time deadline = absl::Now() + timeout;
   absl::Duration poll = absl::Microseconds(500);
   while (true) {
     int status = 0;
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) return std::optional<int>(status);
-    if (done < 0 && errno != EINTR) return absl::InternalError(absl::StrCat("waitpid: ", std::strerror(errno)));
+    if (done < 0 && errno != EINTR)
+      return absl::InternalError(absl::StrCat("waitpid: ", std::strerror(errno)));
     if (absl::Now() >= deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
@@ -76,14 +79,17 @@ int PeerAddressChecker::probes_run() const {
   return probes_run_;
 }
 
-absl::Status PeerAddressChecker::Check(const std::string& worker_address, const std::string& packed_rkey) {
+absl::Status PeerAddressChecker::Check(const std::string& worker_address,
+                                       const std::string& packed_rkey) {
   if (worker_address.empty() || worker_address.size() > kMaxWorkerAddressBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("kv target worker_address: ", worker_address.size(),
-                                                   " bytes, must be 1..", kMaxWorkerAddressBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv target worker_address: ", worker_address.size(), " bytes, must be 1..",
+                     kMaxWorkerAddressBytes));
   }
   if (packed_rkey.size() > kMaxPackedRkeyBytes) {
     return absl::InvalidArgumentError(absl::StrCat("kv target packed_rkey: ", packed_rkey.size(),
-                                                   " bytes, must be at most ", kMaxPackedRkeyBytes));
+                                                   " bytes, must be at most ",
+                                                   kMaxPackedRkeyBytes));
   }
   const std::string key = CacheKey(worker_address, packed_rkey);
   absl::MutexLock lock(&mu_);
@@ -99,7 +105,8 @@ absl::Status PeerAddressChecker::Check(const std::string& worker_address, const 
   return verdict;
 }
 
-absl::Status PeerAddressChecker::Probe(const std::string& worker_address, const std::string& packed_rkey) {
+absl::Status PeerAddressChecker::Probe(const std::string& worker_address,
+                                       const std::string& packed_rkey) {
   const std::string binary = BesideSelf(config_.probe_binary);
   auto status = RunBounded({binary, absl::StrCat("--address_hex=", ToHex(worker_address)),
                             absl::StrCat("--rkey_hex=", ToHex(packed_rkey)),
@@ -111,8 +118,9 @@ absl::Status PeerAddressChecker::Probe(const std::string& worker_address, const 
         absl::StrCat("kv transport: cannot check a peer descriptor: ", status.status().message()));
   }
   if (!status->has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kv target worker_address: UCX did not finish unpacking it within ", absl::FormatDuration(config_.timeout)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv target worker_address: UCX did not finish unpacking it within ",
+                     absl::FormatDuration(config_.timeout)));
   }
   const int wait_status = **status;
   if (WIFEXITED(wait_status)) {
@@ -120,16 +128,19 @@ absl::Status PeerAddressChecker::Probe(const std::string& worker_address, const 
       case kProbeAccepted:
         return absl::OkStatus();
       case kProbeAddressRejected:
-        return absl::InvalidArgumentError("kv target worker_address: UCX rejected it (not a UCX worker address)");
+        return absl::InvalidArgumentError(
+            "kv target worker_address: UCX rejected it (not a UCX worker address)");
       case kProbeRkeyRejected:
-        return absl::InvalidArgumentError("kv target packed_rkey: UCX rejected it (not a packed remote key)");
+        return absl::InvalidArgumentError(
+            "kv target packed_rkey: UCX rejected it (not a packed remote key)");
       default:
-        return absl::UnavailableError(
-            absl::StrCat("kv transport: ", binary, " exited with status ", WEXITSTATUS(wait_status)));
+        return absl::UnavailableError(absl::StrCat("kv transport: ", binary, " exited with status ",
+                                                   WEXITSTATUS(wait_status)));
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat("kv target worker_address/packed_rkey: UCX crashed unpacking them (",
-                                                 strsignal(WTERMSIG(wait_status)), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("kv target worker_address/packed_rkey: UCX crashed unpacking them (",
+                   strsignal(WTERMSIG(wait_status)), ")"));
 }
 
 }  // namespace pdserve::kvtransfer

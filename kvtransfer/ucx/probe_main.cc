@@ -4,7 +4,6 @@
 // 3 UCX rejected the address, 4 UCX rejected the rkey, 5 UCX could not start; a signal means
 // UCX crashed on the bytes.
 #include <ucp/api/ucp.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -35,9 +34,10 @@ int Fail(int code, const char* what, ucs_status_t status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  pdserve::ParseCommandLine(argc, argv,
-                            "pdserve-kv-probe: checks that UCX can unpack a peer's worker address and rkey.\n"
-                            "Usage: pdserve-kv-probe --address_hex=HEX [--rkey_hex=HEX] [--transports=...]");
+  pdserve::ParseCommandLine(
+      argc, argv,
+      "pdserve-kv-probe: checks that UCX can unpack a peer's worker address and rkey.\n"
+      "Usage: pdserve-kv-probe --address_hex=HEX [--rkey_hex=HEX] [--transports=...]");
   auto address = pdserve::kvtransfer::FromHex(absl::GetFlag(FLAGS_address_hex));
   auto rkey = pdserve::kvtransfer::FromHex(absl::GetFlag(FLAGS_rkey_hex));
   if (!address.ok() || address->empty() || !rkey.ok()) {
@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
     return kBadFlags;
   }
   ucp_config_t* config = nullptr;
-  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return Fail(kUcxFailed, "config", s);
+  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
+    return Fail(kUcxFailed, "config", s);
   const std::string transports = absl::GetFlag(FLAGS_transports);
   const std::string devices = absl::GetFlag(FLAGS_net_devices);
   if (!transports.empty()) ucp_config_modify(config, "TLS", transports.c_str());

@@ -18,7 +18,8 @@ class UcxEndpoint {
   UcxEndpoint() = default;
   // Takes ownership of `ep`, to be closed on `thread` (a peer that is gone never confirms a
   // close, so its progress is bounded by `close_timeout`).
-  UcxEndpoint(ucp_ep_h ep, UcxWorkerThread* thread, absl::Duration close_timeout = absl::Milliseconds(500))
+  UcxEndpoint(ucp_ep_h ep, UcxWorkerThread* thread,
+              absl::Duration close_timeout = absl::Milliseconds(500))
       : ep_(ep), thread_(thread), close_timeout_(close_timeout) {}
   ~UcxEndpoint() { Close(); }
   UcxEndpoint(UcxEndpoint&& other) noexcept { *this = std::move(other); }

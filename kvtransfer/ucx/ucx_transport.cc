@@ -41,7 +41,9 @@ class UcxTransport::Pool final : public LocalPool {
     transport_->served_pool_.compare_exchange_strong(self, nullptr);
     const absl::Status s = thread_->RunSync(
         call_timeout_,
-        +[](ucp_context_h context, ucp_mem_h memh) { return FromUcs(ucp_mem_unmap(context, memh), "mem unmap"); },
+        +[](ucp_context_h context, ucp_mem_h memh) {
+          return FromUcs(ucp_mem_unmap(context, memh), "mem unmap");
+        },
         context_, memh_);
     if (!s.ok()) PDS_LOG(WARNING) << s;
   }
@@ -83,8 +85,8 @@ struct UcxTransport::OutboundState {
   int outstanding ABSL_GUARDED_BY(mu) = 0;
   int data_outstanding ABSL_GUARDED_BY(mu) = 0;  // Data operations not yet complete.
   int layers_posted ABSL_GUARDED_BY(mu) = 0;
-  uint64_t bytes_issued ABSL_GUARDED_BY(mu) = 0;     // Data posted (what COMPLETE announces).
-  uint64_t bytes_posted ABSL_GUARDED_BY(mu) = 0;     // Data whose operation completed.
+  uint64_t bytes_issued ABSL_GUARDED_BY(mu) = 0;  // Data posted (what COMPLETE announces).
+  uint64_t bytes_posted ABSL_GUARDED_BY(mu) = 0;  // Data whose operation completed.
   // A finish or abort whose flush completed while data operations were still in flight
   // (ucp_ep_flush does not wait for rendezvous active messages): it proceeds when the last
   // one completes.
@@ -155,7 +157,8 @@ class UcxTransport::Outbound final : public OutboundTransfer {
     state_->peer = peer;
     state_->target = std::move(target);
     state_->source = source;
-    state_->layout_hash = HashLayout(state_->target.pool.layout, state_->target.pool.model_fingerprint);
+    state_->layout_hash =
+        HashLayout(state_->target.pool.layout, state_->target.pool.model_fingerprint);
   }
 
   ~Outbound() override {
@@ -173,7 +176,8 @@ class UcxTransport::Outbound final : public OutboundTransfer {
     const TransferTarget& target = state_->target;
     if (state_->aborted.load()) return absl::CancelledError("kv transfer: aborted");
     if (layer < 0 || layer >= src.num_layers) {
-      return absl::InvalidArgumentError(absl::StrCat("kv transfer: layer ", layer, " is outside [0, ", src.num_layers, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("kv transfer: layer ", layer, " is outside [0, ", src.num_layers, ")"));
     }
     if (source_blocks.size() != target.block_ids.size()) {
       return absl::InvalidArgumentError(absl::StrCat("kv transfer: ", source_blocks.size(),
@@ -182,8 +186,8 @@ class UcxTransport::Outbound final : public OutboundTransfer {
     }
     for (int32_t b : source_blocks) {
       if (b < 0 || b >= src.num_blocks) {
-        return absl::InvalidArgumentError(absl::StrCat("kv transfer: source block ", b, " is outside [0, ",
-                                                       src.num_blocks, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("kv transfer: source block ", b, " is outside [0, ", src.num_blocks, ")"));
       }
     }
     {
@@ -205,15 +209,16 @@ class UcxTransport::Outbound final : public OutboundTransfer {
       absl::MutexLock lock(&state_->mu);
       sent_before = state_->completions_sent;
     }
-    state_->transport->thread_->Post([state = state_] { PostFlush(state, OpContext::kFlushFinish, 0); });
+    state_->transport->thread_->Post(
+        [state = state_] { PostFlush(state, OpContext::kFlushFinish, 0); });
     OutboundState* st = state_.get();
     auto done = [st, sent_before]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return st->completions_sent > sent_before || !st->error.ok();
     };
     if (!AwaitCondition(&state_->mu, done, timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "kv transfer ", state_->target.token, ": writes not complete at ",
-          state_->target.pool.receiver_id, " within ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("kv transfer ", state_->target.token, ": writes not complete at ",
+                       state_->target.pool.receiver_id, " within ", absl::FormatDuration(timeout)));
     }
     absl::MutexLock lock(&state_->mu);
     return state_->error;
@@ -221,7 +226,8 @@ class UcxTransport::Outbound final : public OutboundTransfer {
 
   absl::Status Abort(absl::Duration timeout) override {
     state_->aborted.store(true);
-    state_->transport->thread_->Post([state = state_] { PostFlush(state, OpContext::kFlushAbort, 0); });
+    state_->transport->thread_->Post(
+        [state = state_] { PostFlush(state, OpContext::kFlushAbort, 0); });
     OutboundState* st = state_.get();
     auto stopped = [st]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return st->stopped; };
     if (!AwaitCondition(&state_->mu, stopped, timeout)) {
@@ -258,14 +264,15 @@ class UcxTransport::Outbound final : public OutboundTransfer {
                               src.RegionOffset(layer, kv, run.source_first);
         auto* op = new OpContext{OpContext::kData, state, state->transport, peer, {}, {}, bytes};
         ucp_request_param_t param{};
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                             UCP_OP_ATTR_FIELD_MEMH;
+        param.op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
         param.cb.send = &Outbound::OnSent;
         param.user_data = op;
         param.memh = state->source->memh();
         ucs_status_ptr_t request;
         if (peer->path == DataPath::kPut) {
-          const uint64_t remote = state->target.pool.base_address + dst.RegionOffset(layer, kv, run.target_first);
+          const uint64_t remote =
+              state->target.pool.base_address + dst.RegionOffset(layer, kv, run.target_first);
           request = ucp_put_nbx(peer->ep.get(), from, bytes, remote, peer->rkey.get(), &param);
         } else {
           DataHeader& h = op->data_header;
@@ -292,7 +299,8 @@ class UcxTransport::Outbound final : public OutboundTransfer {
 
   // Worker thread: a flush whose completion sends LAYER_DONE (layer), COMPLETE (finish), or
   // marks the transfer stopped and sends ABORT (abort).
-  static void PostFlush(const std::shared_ptr<OutboundState>& state, OpContext::Kind kind, int layer) {
+  static void PostFlush(const std::shared_ptr<OutboundState>& state, OpContext::Kind kind,
+                        int layer) {
     ControlHeader h;
     h.token = state->target.token;
     h.epoch = state->target.pool.epoch;
@@ -366,14 +374,16 @@ void UcxTransport::Outbound::Completed(OpContext* op, ucs_status_t status) {
         }
         break;
       case OpContext::kControl:
-        if (op->control_header.type == ControlType::kComplete && status == UCS_OK) ++state.completions_sent;
+        if (op->control_header.type == ControlType::kComplete && status == UCS_OK)
+          ++state.completions_sent;
         break;
     }
     if (follow_up == OpContext::kFlushAbort) state.stopped = true;  // Nothing more can land.
     if (follow_up == OpContext::kFlushFinish && !state.error.ok()) follow_up = -1;
   }
   if (follow_up < 0) return;
-  auto* control = new OpContext{OpContext::kControl, op->state, op->transport, op->peer, {}, header, 0};
+  auto* control =
+      new OpContext{OpContext::kControl, op->state, op->transport, op->peer, {}, header, 0};
   ControlHeader& h = control->control_header;
   h.type = follow_up == OpContext::kFlushLayer    ? ControlType::kLayerDone
            : follow_up == OpContext::kFlushFinish ? ControlType::kComplete
@@ -385,11 +395,13 @@ void UcxTransport::Outbound::Completed(OpContext* op, ucs_status_t status) {
     ++state.outstanding;
   }
   ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   param.cb.send = &Outbound::OnSent;
   param.user_data = control;
   param.flags = UCP_AM_SEND_FLAG_EAGER;
-  ucs_status_ptr_t request = ucp_am_send_nbx(op->peer->ep.get(), kAmControl, &h, sizeof(ControlHeader), nullptr, 0, &param);
+  ucs_status_ptr_t request = ucp_am_send_nbx(op->peer->ep.get(), kAmControl, &h,
+                                             sizeof(ControlHeader), nullptr, 0, &param);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) Completed(control, StatusOf(request));
 }
 
@@ -414,11 +426,14 @@ absl::StatusOr<std::unique_ptr<KvTransport>> MakeUcxTransport(const UcxTransport
 
 UcxTransport::UcxTransport(UcxTransportConfig config) : config_(std::move(config)) {}
 
-absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxTransportConfig& config) {
+absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
+    const UcxTransportConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<UcxTransport> t(new UcxTransport(config));
-  t->address_checker_ = std::make_unique<PeerAddressChecker>(PeerAddressCheckConfig{
-      .probe_binary = config.address_probe, .transports = config.transports, .net_devices = config.net_devices});
+  t->address_checker_ = std::make_unique<PeerAddressChecker>(
+      PeerAddressCheckConfig{.probe_binary = config.address_probe,
+                             .transports = config.transports,
+                             .net_devices = config.net_devices});
   ucp_config_t* ucp_config = nullptr;
   RETURN_IF_ERROR(FromUcs(ucp_config_read(nullptr, nullptr, &ucp_config), "config read"));
   absl::Status status;
@@ -439,19 +454,26 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(const UcxTran
   ucp_config_release(ucp_config);
   RETURN_IF_ERROR(status);
   UcxTransport* raw = t.get();
-  ASSIGN_OR_RETURN(t->thread_, UcxWorkerThread::Start(t->context_, [raw](ucp_worker_h worker) {
-    for (auto [id, cb] : {std::pair<unsigned, ucp_am_recv_callback_t>{kAmData, &OnDataMessage},
-                          {kAmControl, &OnControlMessage}}) {
-      ucp_am_handler_param_t p{};
-      p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
-      p.id = id;
-      p.cb = cb;
-      p.arg = raw;
-      RETURN_IF_ERROR(FromUcs(ucp_worker_set_am_recv_handler(worker, &p), "set am handler"));
-    }
-    return absl::OkStatus();
-  }, config.worker_spin));
+  ASSIGN_OR_RETURN(t->thread_,
+                   UcxWorkerThread::Start(
+                       t->context_,
+                       [raw](ucp_worker_h worker) {
+                         for (auto [id, cb] :
+                              {std::pair<unsigned, ucp_am_recv_callback_t>{kAmData, &OnDataMessage},
+                               {kAmControl, &OnControlMessage}}) {
+                           ucp_am_handler_param_t p{};
+                           p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                                          UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                          UCP_AM_HANDLER_PARAM_FIELD_ARG;
+                           p.id = id;
+                           p.cb = cb;
+                           p.arg = raw;
+                           RETURN_IF_ERROR(FromUcs(ucp_worker_set_am_recv_handler(worker, &p),
+                                                   "set am handler"));
+                         }
+                         return absl::OkStatus();
+                       },
+                       config.worker_spin));
   t->thread_->SetStopHook([raw, thread = t->thread_.get()] { raw->ClosePeers(thread); });
   return t;
 }
@@ -466,10 +488,12 @@ absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayo
   // Allocating and zeroing a pool takes time in proportion to its size (page faults on a
   // loaded machine: a 512 MiB pool took over 10 s beside a soak run on 2 cores).
   const absl::Duration timeout =
-      config_.call_timeout + config_.pool_fill_time_per_gib * (static_cast<double>(layout.pool_bytes()) / (1 << 30));
+      config_.call_timeout +
+      config_.pool_fill_time_per_gib * (static_cast<double>(layout.pool_bytes()) / (1 << 30));
   return thread_->RunSync(
       timeout,
-      +[](UcxTransport* t, UcxWorkerThread* thread, KvLayout layout) -> absl::StatusOr<std::unique_ptr<LocalPool>> {
+      +[](UcxTransport* t, UcxWorkerThread* thread,
+          KvLayout layout) -> absl::StatusOr<std::unique_ptr<LocalPool>> {
         const size_t bytes = layout.pool_bytes();
         ucp_mem_map_params_t p{};
         p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
@@ -478,7 +502,8 @@ absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayo
         p.length = bytes;
         p.flags = UCP_MEM_MAP_ALLOCATE;
         ucp_mem_h memh;
-        RETURN_IF_ERROR(FromUcs(ucp_mem_map(t->context_, &p, &memh), absl::StrCat("allocate ", bytes, " bytes")));
+        RETURN_IF_ERROR(FromUcs(ucp_mem_map(t->context_, &p, &memh),
+                                absl::StrCat("allocate ", bytes, " bytes")));
         ucp_mem_attr_t attr{};
         attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
         if (absl::Status s = FromUcs(ucp_mem_query(memh, &attr), "mem query"); !s.ok()) {
@@ -486,15 +511,19 @@ absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayo
           return s;
         }
         std::memset(attr.address, 0, bytes);
-        return std::unique_ptr<LocalPool>(new Pool(t, thread, memh, attr.address, attr.length, layout));
+        return std::unique_ptr<LocalPool>(
+            new Pool(t, thread, memh, attr.address, attr.length, layout));
       },
       this, thread_.get(), layout);
 }
 
-absl::StatusOr<KvPoolDescriptor> UcxTransport::ServePool(LocalPool* local, const std::string& receiver_id,
-                                                         uint64_t model_fingerprint, uint64_t epoch) {
+absl::StatusOr<KvPoolDescriptor> UcxTransport::ServePool(LocalPool* local,
+                                                         const std::string& receiver_id,
+                                                         uint64_t model_fingerprint,
+                                                         uint64_t epoch) {
   auto* pool = dynamic_cast<Pool*>(local);
-  if (pool == nullptr) return absl::InvalidArgumentError("kv transport: pool was not created by this transport");
+  if (pool == nullptr)
+    return absl::InvalidArgumentError("kv transport: pool was not created by this transport");
   KvPoolDescriptor d;
   d.receiver_id = receiver_id;
   d.base_address = reinterpret_cast<uint64_t>(pool->base());
@@ -507,7 +536,8 @@ absl::StatusOr<KvPoolDescriptor> UcxTransport::ServePool(LocalPool* local, const
       Packed packed,
       thread_->RunSync(
           config_.call_timeout,
-          +[](ucp_context_h context, ucp_worker_h worker, ucp_mem_h memh) -> absl::StatusOr<Packed> {
+          +[](ucp_context_h context, ucp_worker_h worker,
+              ucp_mem_h memh) -> absl::StatusOr<Packed> {
             Packed out;
             void* rkey = nullptr;
             size_t rkey_size = 0;
@@ -516,7 +546,8 @@ absl::StatusOr<KvPoolDescriptor> UcxTransport::ServePool(LocalPool* local, const
             ucp_rkey_buffer_release(rkey);
             ucp_address_t* address = nullptr;
             size_t address_size = 0;
-            RETURN_IF_ERROR(FromUcs(ucp_worker_get_address(worker, &address, &address_size), "worker address"));
+            RETURN_IF_ERROR(
+                FromUcs(ucp_worker_get_address(worker, &address, &address_size), "worker address"));
             out.second.assign(reinterpret_cast<const char*>(address), address_size);
             ucp_worker_release_address(worker, address);
             return out;
@@ -529,7 +560,8 @@ absl::StatusOr<KvPoolDescriptor> UcxTransport::ServePool(LocalPool* local, const
   return d;
 }
 
-absl::StatusOr<std::shared_ptr<InboundTransfer>> UcxTransport::Expect(const TransferExpectation& e) {
+absl::StatusOr<std::shared_ptr<InboundTransfer>> UcxTransport::Expect(
+    const TransferExpectation& e) {
   // Bytes are counted on the receiver for active-message senders; put senders report 0 bytes
   // and completion relies on their flush. Counting is decided per completion, so reserve
   // with counting on: a put sender's COMPLETE carries bytes = 0 which skips the count.
@@ -561,7 +593,8 @@ absl::StatusOr<UcxTransport::Peer*> UcxTransport::GetPeer(const KvPoolDescriptor
   // They are retired, not closed, because transfers of the old epoch may still hold them;
   // retired peers are closed when the transport shuts down.
   for (auto old = peers_.begin(); old != peers_.end();) {
-    if (old->first != key && (old->second->receiver_id == d.receiver_id || old->second->failed.load())) {
+    if (old->first != key &&
+        (old->second->receiver_id == d.receiver_id || old->second->failed.load())) {
       retired_peers_.push_back(std::move(old->second));
       peers_.erase(old++);
     } else {
@@ -589,7 +622,8 @@ absl::StatusOr<UcxTransport::Peer*> UcxTransport::GetPeer(const KvPoolDescriptor
       p.err_handler.arg = peer.get();
     }
     ucp_ep_h ep = nullptr;
-    RETURN_IF_ERROR(FromUcs(ucp_ep_create(thread_->worker(), &p, &ep), absl::StrCat("connect to ", d.receiver_id)));
+    RETURN_IF_ERROR(FromUcs(ucp_ep_create(thread_->worker(), &p, &ep),
+                            absl::StrCat("connect to ", d.receiver_id)));
     peer->ep = UcxEndpoint(ep, thread_.get());  // Closes the previous one, if any.
     return absl::OkStatus();
   };
@@ -605,12 +639,13 @@ absl::StatusOr<UcxTransport::Peer*> UcxTransport::GetPeer(const KvPoolDescriptor
     RETURN_IF_ERROR(create(UCP_ERR_HANDLING_MODE_PEER));
   } else {
     ucp_rkey_h rkey = nullptr;
-    RETURN_IF_ERROR(FromUcs(ucp_ep_rkey_unpack(peer->ep.get(), d.packed_rkey.data(), &rkey), "rkey unpack"));
+    RETURN_IF_ERROR(
+        FromUcs(ucp_ep_rkey_unpack(peer->ep.get(), d.packed_rkey.data(), &rkey), "rkey unpack"));
     peer->rkey = UcxRemoteKey(rkey);
   }
   peer->path = path;
-  PDS_LOG(DEBUG) << "kv transfer: connected to " << d.receiver_id << " epoch " << d.epoch
-                 << " via " << DataPathName(path);
+  PDS_LOG(DEBUG) << "kv transfer: connected to " << d.receiver_id << " epoch " << d.epoch << " via "
+                 << DataPathName(path);
   Peer* raw = peer.get();
   peers_[key] = std::move(peer);
   return raw;
@@ -632,8 +667,8 @@ absl::StatusOr<UcxTransport::Peer*> UcxTransport::Connect(const KvPoolDescriptor
   RETURN_IF_ERROR(address_checker_->Check(descriptor.worker_address, descriptor.packed_rkey));
   return thread_->RunSync(
       config_.call_timeout,
-      +[](UcxTransport* t, KvPoolDescriptor d) -> absl::StatusOr<Peer*> { return t->GetPeer(d); }, this,
-      descriptor);
+      +[](UcxTransport* t, KvPoolDescriptor d) -> absl::StatusOr<Peer*> { return t->GetPeer(d); },
+      this, descriptor);
 }
 
 absl::StatusOr<DataPath> UcxTransport::PathTo(const KvPoolDescriptor& descriptor) {
@@ -645,7 +680,9 @@ absl::StatusOr<std::unique_ptr<OutboundTransfer>> UcxTransport::Open(const Trans
                                                                      LocalPool* local,
                                                                      uint64_t source_fingerprint) {
   auto* source = dynamic_cast<Pool*>(local);
-  if (source == nullptr) return absl::InvalidArgumentError("kv transport: source pool was not created by this transport");
+  if (source == nullptr)
+    return absl::InvalidArgumentError(
+        "kv transport: source pool was not created by this transport");
   RETURN_IF_ERROR(ValidateTarget(target, source->layout(), source_fingerprint));
   ASSIGN_OR_RETURN(Peer * peer, Connect(target.pool));
   return std::unique_ptr<OutboundTransfer>(new Outbound(this, peer, target, source));
@@ -678,7 +715,8 @@ ucs_status_t UcxTransport::OnControlMessage(void* arg, const void* header, size_
 }
 
 ucs_status_t UcxTransport::OnDataMessage(void* arg, const void* header, size_t header_length,
-                                         void* data, size_t length, const ucp_am_recv_param_t* param) {
+                                         void* data, size_t length,
+                                         const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxTransport*>(arg);
   const bool rendezvous = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   auto h = ParseHeader<DataHeader>(header, header_length);
@@ -691,7 +729,8 @@ ucs_status_t UcxTransport::OnDataMessage(void* arg, const void* header, size_t h
   }
   if (rendezvous) {
     // Pull the payload into the pool from outside this callback.
-    self->thread_->Post([self, data, dest = *std::move(destination)] { self->StartReceive(data, dest); });
+    self->thread_->Post(
+        [self, data, dest = *std::move(destination)] { self->StartReceive(data, dest); });
     return UCS_INPROGRESS;
   }
   std::memcpy(static_cast<uint8_t*>(pool->base()) + destination->pool_offset, data, length);
@@ -708,7 +747,8 @@ void UcxTransport::StartReceive(void* descriptor, ReceiverTable::DataDestination
   };
   auto* receive = new Receive{dest.transfer, dest.bytes};
   ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
   param.cb.recv_am = [](void* request, ucs_status_t status, size_t, void* user_data) {
     std::unique_ptr<Receive> r(static_cast<Receive*>(user_data));
     if (status == UCS_OK) {
@@ -721,9 +761,9 @@ void UcxTransport::StartReceive(void* descriptor, ReceiverTable::DataDestination
   };
   param.user_data = receive;
   param.memh = pool->memh();
-  ucs_status_ptr_t request = ucp_am_recv_data_nbx(thread_->worker(), descriptor,
-                                                  static_cast<uint8_t*>(pool->base()) + dest.pool_offset,
-                                                  dest.bytes, &param);
+  ucs_status_ptr_t request = ucp_am_recv_data_nbx(
+      thread_->worker(), descriptor, static_cast<uint8_t*>(pool->base()) + dest.pool_offset,
+      dest.bytes, &param);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) {
     std::unique_ptr<Receive> r(receive);
     const ucs_status_t status = StatusOf(request);

@@ -28,8 +28,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "kvtransfer/kv_transport.h"
 #include "kvtransfer/receiver_table.h"
-#include "kvtransfer/ucx/ucx_config.h"
 #include "kvtransfer/ucx/peer_address_check.h"
+#include "kvtransfer/ucx/ucx_config.h"
 #include "kvtransfer/ucx/worker_thread.h"
 
 namespace pdserve::kvtransfer {
@@ -43,12 +43,12 @@ class UcxTransport final : public KvTransport {
   std::string name() const override { return "ucx"; }
   absl::StatusOr<std::unique_ptr<LocalPool>> CreatePool(const KvLayout& layout) override;
   absl::StatusOr<KvPoolDescriptor> ServePool(LocalPool* pool, const std::string& receiver_id,
-                                              uint64_t model_fingerprint, uint64_t epoch) override;
+                                             uint64_t model_fingerprint, uint64_t epoch) override;
   absl::StatusOr<std::shared_ptr<InboundTransfer>> Expect(const TransferExpectation& e) override;
   void Release(uint64_t token) override;
   absl::StatusOr<std::unique_ptr<OutboundTransfer>> Open(const TransferTarget& target,
-                                                          LocalPool* source,
-                                                          uint64_t source_fingerprint) override;
+                                                         LocalPool* source,
+                                                         uint64_t source_fingerprint) override;
   TransportCounters counters() const override;
 
   // The data path the transport would use towards the peer behind `descriptor` (opens the
@@ -66,13 +66,13 @@ class UcxTransport final : public KvTransport {
   absl::StatusOr<Peer*> GetPeer(const KvPoolDescriptor& descriptor);  // Worker thread only.
   // FindPeer, or a checked descriptor connected on the worker thread. Any thread.
   absl::StatusOr<Peer*> Connect(const KvPoolDescriptor& descriptor);
-  Peer* FindPeer(const KvPoolDescriptor& descriptor) const;             // Any thread.
+  Peer* FindPeer(const KvPoolDescriptor& descriptor) const;  // Any thread.
   // Worker thread only (at shutdown, while thread_ is already being reset).
   void ClosePeers(UcxWorkerThread* thread);
   void StartReceive(void* descriptor, ReceiverTable::DataDestination destination);
 
-  static ucs_status_t OnDataMessage(void* arg, const void* header, size_t header_length,
-                                    void* data, size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnDataMessage(void* arg, const void* header, size_t header_length, void* data,
+                                    size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnControlMessage(void* arg, const void* header, size_t header_length,
                                        void* data, size_t length, const ucp_am_recv_param_t* param);
 
@@ -86,7 +86,7 @@ class UcxTransport final : public KvTransport {
   // so that opening a transfer to a known peer needs no round trip to the worker thread.
   mutable absl::Mutex peers_mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(peers_mu_);
-  std::vector<std::unique_ptr<Peer>> retired_peers_;                 // Worker thread only.
+  std::vector<std::unique_ptr<Peer>> retired_peers_;  // Worker thread only.
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> operations_posted_{0};
   std::atomic<uint64_t> send_failures_{0};

@@ -24,7 +24,8 @@ absl::StatusOr<std::unique_ptr<UcxWorkerThread>> UcxWorkerThread::Start(
     params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     params.thread_mode = UCS_THREAD_MODE_SINGLE;
     status = FromUcs(ucp_worker_create(raw->context_, &params, &raw->worker_), "worker create");
-    if (status.ok()) status = FromUcs(ucp_worker_get_efd(raw->worker_, &raw->worker_fd_), "worker efd");
+    if (status.ok())
+      status = FromUcs(ucp_worker_get_efd(raw->worker_, &raw->worker_fd_), "worker efd");
     if (status.ok()) {
       raw->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
       raw->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);

@@ -85,7 +85,9 @@ Result UcxWorkerThread::RunSync(absl::Duration timeout, Result (*fn)(Params...),
   };
   auto shared = std::make_shared<Shared>();
   // Arguments are copied: a reference to the caller's frame cannot get in.
-  auto call = [shared, fn, copies = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...)]() mutable {
+  auto call = [shared, fn,
+               copies =
+                   std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...)]() mutable {
     shared->result.emplace(std::apply(fn, std::move(copies)));
     shared->done.Notify();
   };

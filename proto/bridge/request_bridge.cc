@@ -23,22 +23,27 @@ uint64_t RandomU64() {
 
 std::string NewRequestId() { return absl::StrFormat("req-%016x", RandomU64()); }
 
-absl::StatusOr<engine::SamplingConfig> SamplingFromProto(const v1::SamplingParams& p, int vocab_size) {
+absl::StatusOr<engine::SamplingConfig> SamplingFromProto(const v1::SamplingParams& p,
+                                                         int vocab_size) {
   engine::SamplingConfig c;
   if (p.has_max_tokens()) {
-    if (p.max_tokens() <= 0) return Invalid("sampling.max_tokens", absl::StrCat(p.max_tokens(), " must be >= 1"));
+    if (p.max_tokens() <= 0)
+      return Invalid("sampling.max_tokens", absl::StrCat(p.max_tokens(), " must be >= 1"));
     c.max_tokens = p.max_tokens();
   } else {
     c.max_tokens = kDefaultMaxTokens;
   }
   if (p.has_temperature()) c.temperature = p.temperature();
   if (p.has_top_p()) c.top_p = p.top_p();
-  if (p.top_k() < -1) return Invalid("sampling.top_k", absl::StrCat(p.top_k(), " must be -1 or 0 (disabled) or >= 1"));
+  if (p.top_k() < -1)
+    return Invalid("sampling.top_k",
+                   absl::StrCat(p.top_k(), " must be -1 or 0 (disabled) or >= 1"));
   c.top_k = p.top_k() < 0 ? 0 : p.top_k();
   c.seed = p.has_seed() ? p.seed() : RandomU64();
   c.stop.assign(p.stop().begin(), p.stop().end());
   for (uint32_t id : p.stop_token_ids()) {
-    if (id > static_cast<uint32_t>(INT32_MAX)) return Invalid("sampling.stop_token_ids", "id too large");
+    if (id > static_cast<uint32_t>(INT32_MAX))
+      return Invalid("sampling.stop_token_ids", "id too large");
     c.stop_token_ids.push_back(static_cast<int32_t>(id));
   }
   c.ignore_eos = p.ignore_eos();
@@ -47,16 +52,17 @@ absl::StatusOr<engine::SamplingConfig> SamplingFromProto(const v1::SamplingParam
 }
 
 absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& r,
-                                                     const engine::Tokenizer* tokenizer, int vocab_size,
-                                                     const ModelLimits* limits) {
+                                                     const engine::Tokenizer* tokenizer,
+                                                     int vocab_size, const ModelLimits* limits) {
   std::vector<int32_t> ids;
   switch (r.prompt_case()) {
     case v1::GenerateRequest::kText: {
       if (r.text().empty()) return Invalid("prompt.text", "must not be empty");
       if (limits != nullptr && limits->max_prompt_bytes > 0 &&
           static_cast<int64_t>(r.text().size()) > limits->max_prompt_bytes) {
-        return Invalid("prompt.text", absl::StrCat(r.text().size(), " bytes, at most ", limits->max_prompt_bytes,
-                                                   " (", limits->max_prompt_bytes_flag, ")"));
+        return Invalid("prompt.text",
+                       absl::StrCat(r.text().size(), " bytes, at most ", limits->max_prompt_bytes,
+                                    " (", limits->max_prompt_bytes_flag, ")"));
       }
       if (tokenizer == nullptr) {
         return Invalid("prompt.text", "this model has no tokenizer; send prompt.token_ids");
@@ -90,8 +96,9 @@ absl::Status ValidateRequestId(const std::string& id) {
   for (size_t i = 0; i < id.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(id[i]);
     if (c < 0x21 || c > 0x7e) {
-      return Invalid("request_id", absl::StrCat("byte ", i, " is 0x", absl::Hex(c, absl::kZeroPad2),
-                                                "; only printable ASCII without spaces is allowed"));
+      return Invalid("request_id",
+                     absl::StrCat("byte ", i, " is 0x", absl::Hex(c, absl::kZeroPad2),
+                                  "; only printable ASCII without spaces is allowed"));
     }
   }
   return absl::OkStatus();
@@ -99,14 +106,15 @@ absl::Status ValidateRequestId(const std::string& id) {
 
 absl::Status PrecheckGenerateRequest(const v1::GenerateRequest& r, const ModelLimits& limits) {
   if (!r.model().empty() && r.model() != limits.model_name) {
-    return absl::NotFoundError(absl::StrCat("model: '", r.model(), "' is not served here (serving '",
-                                            limits.model_name, "')"));
+    return absl::NotFoundError(absl::StrCat(
+        "model: '", r.model(), "' is not served here (serving '", limits.model_name, "')"));
   }
   RETURN_IF_ERROR(ValidateRequestId(r.request_id()));
   if (r.prompt_case() == v1::GenerateRequest::kText && limits.max_prompt_bytes > 0 &&
       static_cast<int64_t>(r.text().size()) > limits.max_prompt_bytes) {
-    return Invalid("prompt.text", absl::StrCat(r.text().size(), " bytes, at most ", limits.max_prompt_bytes, " (",
-                                               limits.max_prompt_bytes_flag, ")"));
+    return Invalid("prompt.text",
+                   absl::StrCat(r.text().size(), " bytes, at most ", limits.max_prompt_bytes, " (",
+                                limits.max_prompt_bytes_flag, ")"));
   }
   return SamplingFromProto(r.sampling(), limits.vocab_size).status();
 }
@@ -122,17 +130,21 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateReque
   const int64_t total = static_cast<int64_t>(out.prompt.size()) + out.sampling.max_tokens;
   if (total > limits.max_context_tokens) {
     return Invalid("sampling.max_tokens",
-                   absl::StrCat("prompt (", out.prompt.size(), " tokens) + max_tokens (", out.sampling.max_tokens,
-                                ") exceeds the model's context of ", limits.max_context_tokens, " tokens"));
+                   absl::StrCat("prompt (", out.prompt.size(), " tokens) + max_tokens (",
+                                out.sampling.max_tokens, ") exceeds the model's context of ",
+                                limits.max_context_tokens, " tokens"));
   }
-  if (limits.max_sequence_tokens > 0 && static_cast<int64_t>(out.prompt.size()) + 1 > limits.max_sequence_tokens) {
-    return Invalid("prompt", absl::StrCat(out.prompt.size(), " tokens need more KV than this worker's pool holds (",
+  if (limits.max_sequence_tokens > 0 &&
+      static_cast<int64_t>(out.prompt.size()) + 1 > limits.max_sequence_tokens) {
+    return Invalid("prompt", absl::StrCat(out.prompt.size(),
+                                          " tokens need more KV than this worker's pool holds (",
                                           limits.max_sequence_tokens, " tokens)"));
   }
   if (limits.max_sequence_tokens > 0 && total > limits.max_sequence_tokens) {
     return Invalid("sampling.max_tokens",
-                   absl::StrCat("prompt (", out.prompt.size(), " tokens) + max_tokens (", out.sampling.max_tokens,
-                                ") exceeds the ", limits.max_sequence_tokens, " tokens this worker's KV pool holds"));
+                   absl::StrCat("prompt (", out.prompt.size(), " tokens) + max_tokens (",
+                                out.sampling.max_tokens, ") exceeds the ",
+                                limits.max_sequence_tokens, " tokens this worker's KV pool holds"));
   }
   out.priority = r.priority();
   return out;
@@ -144,8 +156,10 @@ grpc::Status ToGrpc(const absl::Status& s) {
 }
 
 grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContextBase* context) {
-  if (const std::optional<absl::Duration> hint = RetryAfter(s); hint.has_value() && context != nullptr) {
-    context->AddTrailingMetadata(kRetryAfterTrailer, absl::StrCat(absl::ToInt64Milliseconds(*hint)));
+  if (const std::optional<absl::Duration> hint = RetryAfter(s);
+      hint.has_value() && context != nullptr) {
+    context->AddTrailingMetadata(kRetryAfterTrailer,
+                                 absl::StrCat(absl::ToInt64Milliseconds(*hint)));
   }
   return ToGrpc(s);
 }
@@ -157,12 +171,18 @@ absl::Status FromGrpc(const grpc::Status& s) {
 
 v1::FinishReason FinishReasonToProto(engine::FinishReason r) {
   switch (r) {
-    case engine::FinishReason::kEos: return v1::FINISH_REASON_EOS;
-    case engine::FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
-    case engine::FinishReason::kStop: return v1::FINISH_REASON_STOP;
-    case engine::FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
-    case engine::FinishReason::kError: return v1::FINISH_REASON_ERROR;
-    case engine::FinishReason::kNone: return v1::FINISH_REASON_UNSPECIFIED;
+    case engine::FinishReason::kEos:
+      return v1::FINISH_REASON_EOS;
+    case engine::FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case engine::FinishReason::kStop:
+      return v1::FINISH_REASON_STOP;
+    case engine::FinishReason::kCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    case engine::FinishReason::kError:
+      return v1::FINISH_REASON_ERROR;
+    case engine::FinishReason::kNone:
+      return v1::FINISH_REASON_UNSPECIFIED;
   }
   return v1::FINISH_REASON_UNSPECIFIED;
 }
@@ -190,7 +210,8 @@ void LayoutToProto(const KvLayout& l, v1::KvLayout* out) {
 }
 
 absl::StatusOr<KvLayout> LayoutFromProto(const v1::KvLayout& p) {
-  if (p.dtype() < v1::DTYPE_F32 || p.dtype() > v1::DTYPE_BF16) return Invalid("kv_layout.dtype", "unknown dtype");
+  if (p.dtype() < v1::DTYPE_F32 || p.dtype() > v1::DTYPE_BF16)
+    return Invalid("kv_layout.dtype", "unknown dtype");
   KvLayout l;
   l.num_layers = static_cast<int>(p.num_layers());
   l.num_kv_heads = static_cast<int>(p.num_kv_heads());
@@ -203,9 +224,11 @@ absl::StatusOr<KvLayout> LayoutFromProto(const v1::KvLayout& p) {
 }
 
 v1::WorkerRegistration BaseRegistration(v1::WorkerRole role, const std::string& worker_id,
-                                        const std::string& grpc_address, const std::string& metrics_address,
+                                        const std::string& grpc_address,
+                                        const std::string& metrics_address,
                                         const std::string& model_name, uint64_t fingerprint,
-                                        const engine::ModelConfig& config, const KvLayout& layout, uint64_t epoch) {
+                                        const engine::ModelConfig& config, const KvLayout& layout,
+                                        uint64_t epoch) {
   v1::WorkerRegistration r;
   r.set_worker_id(worker_id);
   r.set_role(role);
@@ -245,7 +268,8 @@ absl::StatusOr<kvtransfer::TransferTarget> TargetFromProto(const v1::KvTarget& p
   t.token = p.transfer_token();
   for (uint32_t b : p.block_ids()) t.block_ids.push_back(static_cast<int32_t>(b));
   if (t.block_ids.empty()) return Invalid("target.block_ids", "must not be empty");
-  if (t.pool.worker_address.empty()) return Invalid("target.ucx_worker_address", "must not be empty");
+  if (t.pool.worker_address.empty())
+    return Invalid("target.ucx_worker_address", "must not be empty");
   return t;
 }
 

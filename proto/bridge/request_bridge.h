@@ -51,12 +51,13 @@ struct ValidatedRequest {
 // Sampling parameters with defaults (max_tokens 16, temperature 1, top_p 1, top_k off; an
 // unset seed is drawn at random). INVALID_ARGUMENT names the field and the limit.
 absl::StatusOr<engine::SamplingConfig> SamplingFromProto(const v1::SamplingParams& params,
-                                                        int vocab_size);
+                                                         int vocab_size);
 // The prompt as token ids: text is tokenized (with the BOS the tokenizer's template adds),
 // ids are range-checked. `max_prompt_bytes` > 0 bounds the text before tokenizing.
 absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& request,
                                                      const engine::Tokenizer* tokenizer,
-                                                     int vocab_size, const ModelLimits* limits = nullptr);
+                                                     int vocab_size,
+                                                     const ModelLimits* limits = nullptr);
 // At most 128 bytes of printable ASCII without spaces (ids go into every log line).
 absl::Status ValidateRequestId(const std::string& id);
 // The checks that cost nothing (model name, request id, prompt text size, sampling), for
@@ -78,7 +79,8 @@ v1::FinishReason FinishReasonToProto(engine::FinishReason reason);
 v1::SamplingParams SamplingToProto(const engine::SamplingConfig& config);
 
 // KvTarget <-> the transport's descriptor + target.
-void TargetToProto(const kvtransfer::TransferTarget& target, uint64_t fingerprint, v1::KvTarget* out);
+void TargetToProto(const kvtransfer::TransferTarget& target, uint64_t fingerprint,
+                   v1::KvTarget* out);
 absl::StatusOr<kvtransfer::TransferTarget> TargetFromProto(const v1::KvTarget& target);
 void LayoutToProto(const KvLayout& layout, v1::KvLayout* out);
 absl::StatusOr<KvLayout> LayoutFromProto(const v1::KvLayout& layout);
@@ -87,9 +89,11 @@ absl::StatusOr<KvLayout> LayoutFromProto(const v1::KvLayout& layout);
 // architecture, vocabulary, context) and its KV layout. Role-specific limits are added by the
 // caller.
 v1::WorkerRegistration BaseRegistration(v1::WorkerRole role, const std::string& worker_id,
-                                        const std::string& grpc_address, const std::string& metrics_address,
+                                        const std::string& grpc_address,
+                                        const std::string& metrics_address,
                                         const std::string& model_name, uint64_t fingerprint,
-                                        const engine::ModelConfig& config, const KvLayout& layout, uint64_t epoch);
+                                        const engine::ModelConfig& config, const KvLayout& layout,
+                                        uint64_t epoch);
 
 // A fresh request id ("req-" + 16 hex digits).
 std::string NewRequestId();

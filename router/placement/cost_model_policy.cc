@@ -30,7 +30,8 @@ class CostModelPolicy final : public PlacementPolicy {
       // (a prefill worker busy with a long prompt would cost it its TTFT; below
       // --min_tpot_offload_tokens an offload's fixed costs never pay).
       const double cost = e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms);
-      if (breaks_tpot && e.interference_ms > cost) return Offload(e, config_.alternates, "local_exceeds_tpot_slo");
+      if (breaks_tpot && e.interference_ms > cost)
+        return Offload(e, config_.alternates, "local_exceeds_tpot_slo");
       const bool warm = in.cached_tokens > 0 && in.prompt_tokens >= config_.min_offload_tokens;
       return Local(e, warm ? "warm_prefix" : "short_prompt");
     }
@@ -39,18 +40,23 @@ class CostModelPolicy final : public PlacementPolicy {
     // request alone its TTFT).
     if (breaks_tpot) return Offload(e, config_.alternates, "local_exceeds_tpot_slo");
     // Otherwise prefill workers whose queue alone is too long are not candidates.
-    std::erase_if(e.prefill, [&](const PrefillEstimate& p) { return p.queue_ms > config_.max_prefill_queue_ms; });
+    std::erase_if(e.prefill, [&](const PrefillEstimate& p) {
+      return p.queue_ms > config_.max_prefill_queue_ms;
+    });
     if (e.prefill.empty()) return Local(e, "prefill_queue_too_long");
     e.ttft_offload_ms = e.prefill[0].ttft_ms;
     // What offloading costs this request: the transfer tail, plus the TTFT it adds over local
     // beyond what the TTFT objective allows anyway (time within the objective's slack costs
     // no one an SLO; time taken from other streams by a local prefill does).
-    e.offload_cost_ms = e.transfer_tail_ms +
-                        std::max(0.0, e.ttft_offload_ms - std::max(e.ttft_local_ms, config_.slo.ttft_ms));
+    e.offload_cost_ms =
+        e.transfer_tail_ms +
+        std::max(0.0, e.ttft_offload_ms - std::max(e.ttft_local_ms, config_.slo.ttft_ms));
     // An offload that misses the TTFT objective while local meets it breaks it for this
     // request alone, and local harms no stream's TPOT here: stay.
-    if (e.ttft_offload_ms > slo.ttft_ms && e.ttft_local_ms <= slo.ttft_ms) return Local(e, "slo_infeasible_offload");
-    if (e.interference_ms > e.offload_cost_ms) return Offload(e, config_.alternates, "interference_exceeds_transfer");
+    if (e.ttft_offload_ms > slo.ttft_ms && e.ttft_local_ms <= slo.ttft_ms)
+      return Local(e, "slo_infeasible_offload");
+    if (e.interference_ms > e.offload_cost_ms)
+      return Offload(e, config_.alternates, "interference_exceeds_transfer");
     return Local(e, "interference_below_transfer");
   }
 

@@ -8,15 +8,21 @@
 namespace pdserve::router {
 
 absl::Status PolicyConfig::Validate() const {
-  if (name != "cost_model" && name != "always_local" && name != "always_offload" && name != "length_threshold") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--policy: '", name, "' is not one of cost_model, always_local, always_offload, length_threshold"));
+  if (name != "cost_model" && name != "always_local" && name != "always_offload" &&
+      name != "length_threshold") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--policy: '", name,
+                     "' is not one of cost_model, always_local, always_offload, length_threshold"));
   }
-  if (min_offload_tokens < 1) return absl::InvalidArgumentError("--min_offload_tokens: must be >= 1");
-  if (min_tpot_offload_tokens < 1) return absl::InvalidArgumentError("--min_tpot_offload_tokens: must be >= 1");
+  if (min_offload_tokens < 1)
+    return absl::InvalidArgumentError("--min_offload_tokens: must be >= 1");
+  if (min_tpot_offload_tokens < 1)
+    return absl::InvalidArgumentError("--min_tpot_offload_tokens: must be >= 1");
   if (length_threshold < 1) return absl::InvalidArgumentError("--length_threshold: must be >= 1");
-  if (max_prefill_queue_ms <= 0) return absl::InvalidArgumentError("--max_prefill_queue: must be > 0");
-  if (alternates < 0 || alternates > 8) return absl::InvalidArgumentError("--alternates: must be in [0, 8]");
+  if (max_prefill_queue_ms <= 0)
+    return absl::InvalidArgumentError("--max_prefill_queue: must be > 0");
+  if (alternates < 0 || alternates > 8)
+    return absl::InvalidArgumentError("--alternates: must be in [0, 8]");
   if (slo.ttft_ms <= 0) return absl::InvalidArgumentError("--slo_ttft: must be > 0");
   if (slo.tpot_ms <= 0) return absl::InvalidArgumentError("--slo_tpot: must be > 0");
   return absl::OkStatus();
@@ -47,28 +53,32 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   e.mixed_step_ms = step_decode + prefill_part / chunks;
   // Local backlog ahead of it, then its own chunks.
   const double backlog = static_cast<double>(d.pending_prefill_tokens);
-  const double queue_local = backlog > 0 ? std::ceil(backlog / chunk) * step_decode +
-                                               std::max(0.0, model.StepMs(fp, 0, backlog, backlog * backlog / 2) - base)
-                                         : 0;
+  const double queue_local =
+      backlog > 0 ? std::ceil(backlog / chunk) * step_decode +
+                        std::max(0.0, model.StepMs(fp, 0, backlog, backlog * backlog / 2) - base)
+                  : 0;
   e.ttft_local_ms = queue_local + chunks * step_decode + prefill_part;
 
   // Offload: the prefill worker recomputes the whole prompt; only the last layer's transfer
   // is not hidden behind compute.
-  const double last_layer_bytes = u * static_cast<double>(d.kv_bytes_per_token) / std::max(1, d.num_layers);
+  const double last_layer_bytes =
+      u * static_cast<double>(d.kv_bytes_per_token) / std::max(1, d.num_layers);
   e.transfer_tail_ms = model.TransferTailMs(last_layer_bytes);
   const double compute = model.PrefillMs(fp, in.prompt_tokens);
   for (const PrefillCandidate& p : in.prefill) {
     PrefillEstimate pe;
     pe.index = p.index;
     if (p.pending_tokens > 0) {
-      pe.queue_ms = p.tokens_per_second > 0 ? p.pending_tokens / p.tokens_per_second * 1e3
-                                            : model.PrefillMs(fp, static_cast<double>(p.pending_tokens));
+      pe.queue_ms = p.tokens_per_second > 0
+                        ? p.pending_tokens / p.tokens_per_second * 1e3
+                        : model.PrefillMs(fp, static_cast<double>(p.pending_tokens));
     }
     pe.ttft_ms = model.offload_overhead_ms() + pe.queue_ms + compute + e.transfer_tail_ms;
     e.prefill.push_back(pe);
   }
-  std::stable_sort(e.prefill.begin(), e.prefill.end(),
-                   [](const PrefillEstimate& a, const PrefillEstimate& b) { return a.ttft_ms < b.ttft_ms; });
+  std::stable_sort(
+      e.prefill.begin(), e.prefill.end(),
+      [](const PrefillEstimate& a, const PrefillEstimate& b) { return a.ttft_ms < b.ttft_ms; });
   if (!e.prefill.empty()) {
     e.ttft_offload_ms = e.prefill[0].ttft_ms;
     e.offload_cost_ms = e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms);

@@ -24,14 +24,14 @@ namespace pdserve::router {
 
 // The chosen decode worker, as the cost model needs it.
 struct DecodeCandidate {
-  int running = 0;                // Running decodes (D), including the router's unreported ones.
+  int running = 0;  // Running decodes (D), including the router's unreported ones.
   int64_t pending_prefill_tokens = 0;  // Its local chunked-prefill backlog.
-  int step_token_budget = 512;    // max_num_batched_tokens: decodes first, the rest prefill.
+  int step_token_budget = 512;         // max_num_batched_tokens: decodes first, the rest prefill.
   double attention_per_decode = 0;
   uint64_t fingerprint = 0;
   int64_t kv_bytes_per_token = 0;  // All layers, K and V.
   int num_layers = 1;
-  double arrivals_per_s = 0;       // Recent request rate to this worker.
+  double arrivals_per_s = 0;  // Recent request rate to this worker.
 };
 
 // A prefill worker that could take the request (same model and KV layout).
@@ -74,9 +74,9 @@ struct CostEstimate {
   // Requests expected to arrive at the decode worker while a local prefill runs.
   double expected_arrivals = 0;
   double ttft_local_ms = 0;
-  double mixed_step_ms = 0;       // Step time while its chunks run (vs the TPOT SLO).
-  double ttft_offload_ms = 0;     // Best prefill worker.
-  double offload_cost_ms = 0;     // Transfer tail + extra TTFT over local.
+  double mixed_step_ms = 0;    // Step time while its chunks run (vs the TPOT SLO).
+  double ttft_offload_ms = 0;  // Best prefill worker.
+  double offload_cost_ms = 0;  // Transfer tail + extra TTFT over local.
   double transfer_tail_ms = 0;
   std::vector<PrefillEstimate> prefill;  // Best predicted TTFT first.
 };

@@ -5,11 +5,10 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-
 #include "common/health_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "pdserve/v1/registry.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "pdserve/v1/registry.grpc.pb.h"
 
 namespace pdserve {
 namespace {
@@ -39,7 +38,8 @@ TEST(GrpcServerTest, HealthFollowsReadinessAndDrain) {
 // hosted service; an unknown name says which are known.
 TEST(GrpcServerTest, HealthKnowsEveryHostedServiceByName) {
   v1::Registry::CallbackService registry;  // Unimplemented methods: only its name matters.
-  auto server = GrpcServer::Start(GrpcServerConfig{}, {{&registry, v1::Registry::service_full_name()}});
+  auto server =
+      GrpcServer::Start(GrpcServerConfig{}, {{&registry, v1::Registry::service_full_name()}});
   ASSERT_TRUE(server.ok()) << server.status();
   (*server)->SetServing(true);
   auto stub = grpc::health::v1::Health::NewStub(
@@ -91,7 +91,8 @@ TEST(GrpcServerTest, DrainEndsOpenWatchStreamsAtOnce) {
 TEST(GrpcServerTest, WaitForServingTimesOutWithTheReason) {
   auto server = GrpcServer::Start(GrpcServerConfig{}, {});
   ASSERT_TRUE(server.ok());
-  const absl::Status s = WaitForServing((*server)->address(), absl::Now() + absl::Milliseconds(200));
+  const absl::Status s =
+      WaitForServing((*server)->address(), absl::Now() + absl::Milliseconds(200));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(s.message().find("not SERVING"), absl::string_view::npos);
 }

@@ -31,7 +31,8 @@ TEST(KvLayoutTest, OffsetsFollowTheDocumentedLayout) {
 TEST(KvLayoutTest, ValidationAndMismatchesNameTheField) {
   KvLayout l = Layout();
   l.block_size = 6;
-  EXPECT_NE(l.Validate().message().find("block_size = 6 must be a power of two"), absl::string_view::npos);
+  EXPECT_NE(l.Validate().message().find("block_size = 6 must be a power of two"),
+            absl::string_view::npos);
   l = Layout();
   l.num_kv_heads = 0;
   EXPECT_NE(l.Validate().message().find("num_kv_heads = 0"), absl::string_view::npos);

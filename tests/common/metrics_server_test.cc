@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "absl/time/clock.h"
-
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"

@@ -15,8 +15,9 @@ namespace {
 
 class FakeRegistry final : public v1::Registry::Service {
  public:
-  grpc::Status Connect(grpc::ServerContext* context,
-                       grpc::ServerReaderWriter<v1::RouterMessage, v1::WorkerMessage>* stream) override {
+  grpc::Status Connect(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::RouterMessage, v1::WorkerMessage>* stream) override {
     v1::WorkerMessage message;
     while (stream->Read(&message)) {
       absl::MutexLock lock(&mu_);
@@ -52,7 +53,8 @@ bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout) {
 
 TEST(RegistryClientTest, RegistersReportsAndReconnects) {
   auto fake = std::make_unique<FakeRegistry>();
-  auto server = GrpcServer::Start(GrpcServerConfig{}, {{fake.get(), v1::Registry::service_full_name()}});
+  auto server =
+      GrpcServer::Start(GrpcServerConfig{}, {{fake.get(), v1::Registry::service_full_name()}});
   ASSERT_TRUE(server.ok());
   const std::string address = (*server)->address();
 
@@ -60,18 +62,20 @@ TEST(RegistryClientTest, RegistersReportsAndReconnects) {
   reg.set_worker_id("decode-7");
   reg.set_role(v1::WORKER_ROLE_DECODE);
   std::atomic<int> reports{0};
-  RegistryClient client(
-      RegistryClientConfig{.router_address = address, .report_interval = absl::Milliseconds(20),
-                           .min_backoff = absl::Milliseconds(20), .max_backoff = absl::Milliseconds(200)},
-      reg, [&](bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
-        load->set_running(3);
-        load->set_total_blocks(100);
-        if (reconnected) {
-          events->set_reset(true);
-          events->add_stored(42);
-        }
-        ++reports;
-      });
+  RegistryClient client(RegistryClientConfig{.router_address = address,
+                                             .report_interval = absl::Milliseconds(20),
+                                             .min_backoff = absl::Milliseconds(20),
+                                             .max_backoff = absl::Milliseconds(200)},
+                        reg,
+                        [&](bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
+                          load->set_running(3);
+                          load->set_total_blocks(100);
+                          if (reconnected) {
+                            events->set_reset(true);
+                            events->add_stored(42);
+                          }
+                          ++reports;
+                        });
   client.Start();
   ASSERT_TRUE(WaitFor([&] { return client.connected() && reports.load() >= 5; }, absl::Seconds(5)));
   {
@@ -94,10 +98,12 @@ TEST(RegistryClientTest, RegistersReportsAndReconnects) {
   same.listen_address = address;
   auto server2 = GrpcServer::Start(same, {{fake2.get(), v1::Registry::service_full_name()}});
   ASSERT_TRUE(server2.ok()) << server2.status();
-  ASSERT_TRUE(WaitFor([&] {
-    absl::MutexLock lock(&fake2->mu_);
-    return !fake2->registrations_.empty() && !fake2->events_.empty();
-  }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::MutexLock lock(&fake2->mu_);
+        return !fake2->registrations_.empty() && !fake2->events_.empty();
+      },
+      absl::Seconds(10)));
   {
     absl::MutexLock lock(&fake2->mu_);
     EXPECT_TRUE(fake2->events_[0].reset());  // Full resync after reconnecting.
@@ -108,7 +114,8 @@ TEST(RegistryClientTest, RegistersReportsAndReconnects) {
 }
 
 TEST(RegistryClientTest, WithoutARouterItDoesNothing) {
-  RegistryClient client(RegistryClientConfig{}, v1::WorkerRegistration(), [](bool, auto*, auto*) { FAIL(); });
+  RegistryClient client(RegistryClientConfig{}, v1::WorkerRegistration(),
+                        [](bool, auto*, auto*) { FAIL(); });
   client.Start();
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_FALSE(client.connected());

@@ -14,8 +14,8 @@ namespace pdserve {
 namespace {
 
 TEST(ServerLifecycleTest, HealthThenSigtermExitsCleanly) {
-  auto child = ChildProcess::Start(ChildOptions{
-      .binary = "pdserve-test-server", .args = {"--ready_delay=300ms"}});
+  auto child = ChildProcess::Start(
+      ChildOptions{.binary = "pdserve-test-server", .args = {"--ready_delay=300ms"}});
   ASSERT_TRUE(child.ok()) << child.status();
   // Listening but not ready yet: NOT_SERVING.
   auto early = CheckHealth((*child)->grpc_address(), absl::Seconds(2));

@@ -10,11 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/child_process.h"
 #include "engine/generator.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/decode.grpc.pb.h"
-#include "common/child_process.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
@@ -26,8 +26,8 @@ using pdserve::ChildOptions;
 using pdserve::ChildProcess;
 
 std::unique_ptr<ChildProcess> StartDecode(std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",
-                                   "--kv_transport=none", "--drain_timeout=10s"};
+  std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"),
+                                   "--threads=1", "--kv_transport=none", "--drain_timeout=10s"};
   for (auto& e : extra) args.push_back(e);
   auto child = ChildProcess::Start(ChildOptions{.binary = "pdserve-decode", .args = args});
   EXPECT_TRUE(child.ok()) << child.status();
@@ -78,7 +78,8 @@ class DecodeWorkerTest : public ::testing::Test {
 ChildProcess* DecodeWorkerTest::worker_ = nullptr;
 
 TEST_F(DecodeWorkerTest, ConcurrentStreamsMatchSequencesGeneratedAlone) {
-  auto loaded = engine::LoadModel(pdserve::testing::TestModelDir("tiny"), engine::EngineOptions{.num_threads = 1});
+  auto loaded = engine::LoadModel(pdserve::testing::TestModelDir("tiny"),
+                                  engine::EngineOptions{.num_threads = 1});
   ASSERT_TRUE(loaded.ok());
   const int vocab = loaded->model->config().vocab_size;
   std::mt19937 rng(1234);
@@ -93,8 +94,8 @@ TEST_F(DecodeWorkerTest, ConcurrentStreamsMatchSequencesGeneratedAlone) {
     engine::SamplingConfig sampling;
     sampling.max_tokens = max_tokens[i];
     sampling.temperature = 0;
-    auto alone = engine::GenerateSingle(*loaded->model, loaded->tokenizer.get(), prompts[i], sampling,
-                                        loaded->eos_token_ids, engine::GenerateOptions{});
+    auto alone = engine::GenerateSingle(*loaded->model, loaded->tokenizer.get(), prompts[i],
+                                        sampling, loaded->eos_token_ids, engine::GenerateOptions{});
     ASSERT_TRUE(alone.ok());
     expected[i] = alone->tokens;
   }
@@ -102,12 +103,16 @@ TEST_F(DecodeWorkerTest, ConcurrentStreamsMatchSequencesGeneratedAlone) {
   std::vector<client::GenerationOutcome> outcomes(kStreams);
   std::vector<std::thread> threads;
   for (int i = 0; i < kStreams; ++i) {
-    threads.emplace_back([&, i] { outcomes[i] = client::CallDecode(channel, Request(prompts[i], max_tokens[i]), absl::Seconds(120)); });
+    threads.emplace_back([&, i] {
+      outcomes[i] =
+          client::CallDecode(channel, Request(prompts[i], max_tokens[i]), absl::Seconds(120));
+    });
   }
   for (auto& t : threads) t.join();
   for (int i = 0; i < kStreams; ++i) {
     ASSERT_TRUE(outcomes[i].status.ok()) << i << ": " << outcomes[i].status.error_message();
-    EXPECT_EQ(outcomes[i].tokens, expected[i]) << "stream " << i << " (prompt " << prompts[i].size() << " tokens)";
+    EXPECT_EQ(outcomes[i].tokens, expected[i])
+        << "stream " << i << " (prompt " << prompts[i].size() << " tokens)";
     ASSERT_TRUE(outcomes[i].has_result);
     EXPECT_EQ(outcomes[i].result.usage().prompt_tokens(), prompts[i].size());
     EXPECT_EQ(outcomes[i].result.usage().completion_tokens(), expected[i].size());
@@ -129,14 +134,16 @@ TEST_F(DecodeWorkerTest, MatchesThePdserveGenerateBinary) {
   const size_t at = log.find("ids: ");
   ASSERT_NE(at, std::string::npos) << log;
   std::vector<int32_t> expected;
-  for (absl::string_view id : absl::StrSplit(log.substr(at + 5, log.find('\n', at) - at - 5), ',')) {
+  for (absl::string_view id :
+       absl::StrSplit(log.substr(at + 5, log.find('\n', at) - at - 5), ',')) {
     int v;
     ASSERT_TRUE(absl::SimpleAtoi(id, &v));
     expected.push_back(v);
   }
   v1::DecodeRequest r;
   *r.mutable_request() = client::MakeRequest({}, 20, 0.0f, "Hello there, llama");
-  auto outcome = client::CallDecode(client::MakeChannel(worker_->grpc_address()), r, absl::Seconds(30));
+  auto outcome =
+      client::CallDecode(client::MakeChannel(worker_->grpc_address()), r, absl::Seconds(30));
   ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
   EXPECT_EQ(outcome.tokens, expected);
 }
@@ -158,22 +165,26 @@ TEST_F(DecodeWorkerTest, CancellationMidStreamFreesBlocks) {
   EXPECT_TRUE(WaitForBaseline(address, absl::Seconds(5))) << "blocks were not freed";
   auto metrics = pdserve::testing::HttpGet(worker_->metrics_address(), "/metrics");
   ASSERT_TRUE(metrics.ok());
-  EXPECT_NE(metrics->body.find("pdserve_request_success_total{finished_reason=\"cancelled\""), std::string::npos);
+  EXPECT_NE(metrics->body.find("pdserve_request_success_total{finished_reason=\"cancelled\""),
+            std::string::npos);
 }
 
 TEST_F(DecodeWorkerTest, MetricsFollowTheVllmSchemaWithThePdservePrefix) {
   // Traffic first, so histograms have observations.
-  auto outcome = client::CallDecode(client::MakeChannel(worker_->grpc_address()), Request({5, 6, 7}, 4), absl::Seconds(30));
+  auto outcome = client::CallDecode(client::MakeChannel(worker_->grpc_address()),
+                                    Request({5, 6, 7}, 4), absl::Seconds(30));
   ASSERT_TRUE(outcome.status.ok());
   auto metrics = pdserve::testing::HttpGet(worker_->metrics_address(), "/metrics");
   ASSERT_TRUE(metrics.ok());
   for (const char* name :
        {"pdserve_time_to_first_token_seconds_bucket", "pdserve_inter_token_latency_seconds_bucket",
         "pdserve_e2e_request_latency_seconds_bucket", "pdserve_request_queue_time_seconds_bucket",
-        "pdserve_num_requests_running", "pdserve_num_requests_waiting", "pdserve_kv_cache_usage_perc",
-        "pdserve_prefix_cache_queries_total", "pdserve_prefix_cache_hits_total", "pdserve_num_preemptions_total",
-        "pdserve_step_duration_seconds_bucket{kind=\"decode_only\"", "pdserve_step_batch_sequences_bucket",
-        "pdserve_generation_tokens_total", "pdserve_request_success_total{finished_reason=\"length\"",
+        "pdserve_num_requests_running", "pdserve_num_requests_waiting",
+        "pdserve_kv_cache_usage_perc", "pdserve_prefix_cache_queries_total",
+        "pdserve_prefix_cache_hits_total", "pdserve_num_preemptions_total",
+        "pdserve_step_duration_seconds_bucket{kind=\"decode_only\"",
+        "pdserve_step_batch_sequences_bucket", "pdserve_generation_tokens_total",
+        "pdserve_request_success_total{finished_reason=\"length\"",
         "pdserve_build_info{component=\"decode\""}) {
     EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
   }
@@ -187,8 +198,10 @@ TEST_F(DecodeWorkerTest, BadInputIsInvalidArgumentNamingFieldAndLimit) {
     std::string needle;
   };
   const std::vector<Case> cases = {
-      {[](v1::DecodeRequest* r) { r->mutable_request()->clear_prompt(); }, grpc::StatusCode::INVALID_ARGUMENT, "prompt"},
-      {[](v1::DecodeRequest* r) { r->mutable_request()->set_text(""); }, grpc::StatusCode::INVALID_ARGUMENT, "prompt.text: must not be empty"},
+      {[](v1::DecodeRequest* r) { r->mutable_request()->clear_prompt(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "prompt"},
+      {[](v1::DecodeRequest* r) { r->mutable_request()->set_text(""); },
+       grpc::StatusCode::INVALID_ARGUMENT, "prompt.text: must not be empty"},
       {[](v1::DecodeRequest* r) { r->mutable_request()->mutable_sampling()->set_temperature(-1); },
        grpc::StatusCode::INVALID_ARGUMENT, "sampling.temperature: -1 must be >= 0"},
       {[](v1::DecodeRequest* r) { r->mutable_request()->mutable_sampling()->set_top_p(0); },
@@ -200,8 +213,10 @@ TEST_F(DecodeWorkerTest, BadInputIsInvalidArgumentNamingFieldAndLimit) {
       {[](v1::DecodeRequest* r) { r->mutable_request()->mutable_sampling()->set_max_tokens(5000); },
        grpc::StatusCode::INVALID_ARGUMENT, "exceeds the model's context of 4096"},
       {[](v1::DecodeRequest* r) { r->mutable_request()->mutable_token_ids()->set_ids(1, 5000); },
-       grpc::StatusCode::INVALID_ARGUMENT, "prompt.token_ids[1]: token id 5000 is outside [0, 1024)"},
-      {[](v1::DecodeRequest* r) { r->mutable_request()->set_model("gpt-9"); }, grpc::StatusCode::NOT_FOUND, "gpt-9"},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "prompt.token_ids[1]: token id 5000 is outside [0, 1024)"},
+      {[](v1::DecodeRequest* r) { r->mutable_request()->set_model("gpt-9"); },
+       grpc::StatusCode::NOT_FOUND, "gpt-9"},
       {[](v1::DecodeRequest* r) { r->mutable_request()->set_request_id(std::string(200, 'x')); },
        grpc::StatusCode::INVALID_ARGUMENT, "request_id: 200 bytes, at most 128"},
   };
@@ -209,8 +224,10 @@ TEST_F(DecodeWorkerTest, BadInputIsInvalidArgumentNamingFieldAndLimit) {
     v1::DecodeRequest r = Request({1, 2, 3}, 4);
     c.edit(&r);
     auto outcome = client::CallDecode(channel, r, absl::Seconds(10));
-    EXPECT_EQ(outcome.status.error_code(), c.code) << c.needle << ": " << outcome.status.error_message();
-    EXPECT_NE(outcome.status.error_message().find(c.needle), std::string::npos) << outcome.status.error_message();
+    EXPECT_EQ(outcome.status.error_code(), c.code)
+        << c.needle << ": " << outcome.status.error_message();
+    EXPECT_NE(outcome.status.error_message().find(c.needle), std::string::npos)
+        << outcome.status.error_message();
     EXPECT_TRUE(outcome.tokens.empty());
   }
 }
@@ -220,14 +237,19 @@ TEST(DecodeWorkerLimitsTest, OversizedPromptIsRejectedWhileSmallerOnesProceed) {
   auto worker = StartDecode({"--num_blocks=20"});
   auto channel = client::MakeChannel(worker->grpc_address());
   client::GenerationOutcome small, big;
-  std::thread t1([&] { small = client::CallDecode(channel, Request(std::vector<int32_t>(50, 3), 8), absl::Seconds(30)); });
-  std::thread t2([&] { big = client::CallDecode(channel, Request(std::vector<int32_t>(400, 3), 8), absl::Seconds(30)); });
+  std::thread t1([&] {
+    small = client::CallDecode(channel, Request(std::vector<int32_t>(50, 3), 8), absl::Seconds(30));
+  });
+  std::thread t2([&] {
+    big = client::CallDecode(channel, Request(std::vector<int32_t>(400, 3), 8), absl::Seconds(30));
+  });
   t1.join();
   t2.join();
   EXPECT_TRUE(small.status.ok()) << small.status.error_message();
   EXPECT_EQ(small.tokens.size(), 8u);
   EXPECT_EQ(big.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(big.status.error_message().find("pool holds (319 tokens)"), std::string::npos) << big.status.error_message();
+  EXPECT_NE(big.status.error_message().find("pool holds (319 tokens)"), std::string::npos)
+      << big.status.error_message();
 }
 
 TEST(DecodeWorkerLimitsTest, FullWaitingQueueIsResourceExhausted) {
@@ -239,15 +261,20 @@ TEST(DecodeWorkerLimitsTest, FullWaitingQueueIsResourceExhausted) {
   std::thread t1([&] { running = client::CallDecode(channel, slow, absl::Seconds(60)); });
   // Wait until it runs, then fill the one waiting slot.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (Stats(worker->grpc_address()).running() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-  std::thread t2([&] { queued = client::CallDecode(channel, Request({1, 2}, 2), absl::Seconds(60)); });
-  while (Stats(worker->grpc_address()).waiting() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  while (Stats(worker->grpc_address()).running() == 0 && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(5));
+  std::thread t2([&] {
+    queued = client::CallDecode(channel, Request({1, 2}, 2), absl::Seconds(60));
+  });
+  while (Stats(worker->grpc_address()).waiting() == 0 && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(5));
   const absl::Time start = absl::Now();
   auto rejected = client::CallDecode(channel, Request({1, 2}, 2), absl::Seconds(10));
-  EXPECT_EQ(rejected.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << rejected.status.error_message();
+  EXPECT_EQ(rejected.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << rejected.status.error_message();
   EXPECT_NE(rejected.status.error_message().find("retry after 700 ms"), std::string::npos);
   EXPECT_EQ(rejected.retry_after, absl::Milliseconds(700));  // The configured hint, as a trailer.
-  EXPECT_LT(absl::Now() - start, absl::Seconds(1));  // Quickly, not after waiting.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));          // Quickly, not after waiting.
   t1.join();
   t2.join();
   EXPECT_TRUE(running.status.ok());
@@ -258,10 +285,12 @@ TEST(DecodeWorkerLimitsTest, FullWaitingQueueIsResourceExhausted) {
 // used to blame --kv_cache_bytes).
 TEST(DecodeWorkerLimitsTest, TooSmallAPoolNamesTheFlagThatSizedIt) {
   for (const auto& [flag, named] : std::vector<std::pair<std::string, std::string>>{
-           {"--num_blocks=1", "--num_blocks: 1 is fewer than 2"}, {"--kv_cache_bytes=1000", "--kv_cache_bytes"}}) {
-    std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",
-                                     "--kv_transport=none", flag};
-    auto child = ChildProcess::Start(ChildOptions{.binary = "pdserve-decode", .args = args, .expect_serving_info = false});
+           {"--num_blocks=1", "--num_blocks: 1 is fewer than 2"},
+           {"--kv_cache_bytes=1000", "--kv_cache_bytes"}}) {
+    std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"),
+                                     "--threads=1", "--kv_transport=none", flag};
+    auto child = ChildProcess::Start(
+        ChildOptions{.binary = "pdserve-decode", .args = args, .expect_serving_info = false});
     ASSERT_TRUE(child.ok());
     auto status = (*child)->WaitExit(absl::Seconds(30));
     ASSERT_TRUE(status.has_value());
@@ -277,7 +306,9 @@ TEST(DecodeWorkerLifecycleTest, SigtermDrainsRunningRequestsThenExits) {
   r.mutable_request()->mutable_sampling()->set_ignore_eos(true);
   client::GenerationOutcome outcome;
   std::atomic<int> messages{0};
-  std::thread t([&] { outcome = client::CallDecode(channel, r, absl::Seconds(60), [&](const auto&) { ++messages; }); });
+  std::thread t([&] {
+    outcome = client::CallDecode(channel, r, absl::Seconds(60), [&](const auto&) { ++messages; });
+  });
   while (messages.load() < 3) absl::SleepFor(absl::Milliseconds(2));
   ::kill(worker->pid(), SIGTERM);
   t.join();

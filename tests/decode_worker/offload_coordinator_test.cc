@@ -162,7 +162,8 @@ class ScriptedPrefillClient : public PrefillClient {
         finish(script.refusal);
         return std::make_shared<FakeCall>(nullptr);
       case Script::OnPrefill::kHang:
-        return std::make_shared<FakeCall>([finish] { finish(absl::CancelledError("call cancelled")); });
+        return std::make_shared<FakeCall>(
+            [finish] { finish(absl::CancelledError("call cancelled")); });
       case Script::OnPrefill::kServe:
         break;
     }
@@ -194,8 +195,8 @@ class ScriptedPrefillClient : public PrefillClient {
     return std::make_shared<FakeCall>([this, token] { batcher_->RequestCancel(token); });
   }
 
-  std::shared_ptr<PendingCall> CancelPrefill(const PrefillTarget& target, uint64_t transfer_token, absl::Time,
-                                             CancelDone done) override {
+  std::shared_ptr<PendingCall> CancelPrefill(const PrefillTarget& target, uint64_t transfer_token,
+                                             absl::Time, CancelDone done) override {
     const Script script = ScriptFor(target.worker_id, false);
     {
       absl::MutexLock lock(&mu_);
@@ -224,7 +225,8 @@ class ScriptedPrefillClient : public PrefillClient {
     return std::make_shared<FakeCall>(nullptr);
   }
 
-  std::shared_ptr<PendingCall> CheckAlive(const PrefillTarget& target, absl::Time, AliveDone done) override {
+  std::shared_ptr<PendingCall> CheckAlive(const PrefillTarget& target, absl::Time,
+                                          AliveDone done) override {
     const Script script = ScriptFor(target.worker_id, false);
     {
       absl::MutexLock lock(&mu_);
@@ -277,7 +279,8 @@ class OffloadCoordinatorTest : public ::testing::Test {
     auto pool = engine::KvPool::Wrap(layout, transport_pool_->base(), transport_pool_->bytes());
     ASSERT_TRUE(pool.ok()) << pool.status();
     pool_ = *std::move(pool);
-    auto descriptor = transport_->ServePool(transport_pool_.get(), "decode-0", model_.model->fingerprint(), kEpoch);
+    auto descriptor = transport_->ServePool(transport_pool_.get(), "decode-0",
+                                            model_.model->fingerprint(), kEpoch);
     ASSERT_TRUE(descriptor.ok()) << descriptor.status();
     registry_ = std::make_unique<prometheus::Registry>();
     metrics_ = std::make_unique<DecodeMetrics>(*registry_, "micro");
@@ -287,33 +290,35 @@ class OffloadCoordinatorTest : public ::testing::Test {
     sc.max_num_batched_tokens = 32;
     sc.max_waiting = 64;
     sc.model_fingerprint = model_.model->fingerprint();
-    loop_ = std::make_unique<EngineLoop>(model_.model.get(), pool_.get(), model_.tokenizer.get(), model_.eos_token_ids,
-                                         sc, metrics_.get(), &clock_);
+    loop_ = std::make_unique<EngineLoop>(model_.model.get(), pool_.get(), model_.tokenizer.get(),
+                                         model_.eos_token_ids, sc, metrics_.get(), &clock_);
 
     prefill_ = std::make_unique<InProcessPrefillWorker>();
     auto pmodel = engine::LoadModel(dir, engine::EngineOptions{.num_threads = 1});
     ASSERT_TRUE(pmodel.ok());
     prefill_->model = *std::move(pmodel);
     prefill_->transport = std::make_unique<LoopbackTransport>(fabric_, "prefill-0");
-    prefill_->faulty = std::make_unique<FaultInjectingTransport>(prefill_->transport.get(), FaultPlan());
+    prefill_->faulty =
+        std::make_unique<FaultInjectingTransport>(prefill_->transport.get(), FaultPlan());
     KvLayout playout = prefill_->model.model->MakeKvLayout(1, kBlockSize, DType::kF32);
     playout.num_blocks = 64;
     auto ptp = prefill_->faulty->CreatePool(playout);
     ASSERT_TRUE(ptp.ok());
     prefill_->transport_pool = *std::move(ptp);
-    auto ppool = engine::KvPool::Wrap(playout, prefill_->transport_pool->base(), prefill_->transport_pool->bytes());
+    auto ppool = engine::KvPool::Wrap(playout, prefill_->transport_pool->base(),
+                                      prefill_->transport_pool->bytes());
     ASSERT_TRUE(ppool.ok());
     prefill_->pool = *std::move(ppool);
     prefill_->registry = std::make_unique<prometheus::Registry>();
     prefill_->metrics = std::make_unique<prefill::PrefillMetrics>(*prefill_->registry, "micro");
     prefill_->batcher = std::make_unique<prefill::PrefillBatcher>(
-        prefill_->model.model.get(), prefill_->pool.get(), prefill_->faulty.get(), prefill_->transport_pool.get(),
-        prefill::PrefillBatcherConfig(), prefill_->metrics.get());
+        prefill_->model.model.get(), prefill_->pool.get(), prefill_->faulty.get(),
+        prefill_->transport_pool.get(), prefill::PrefillBatcherConfig(), prefill_->metrics.get());
     prefill_->batcher->Start();
 
     client_ = std::make_unique<ScriptedPrefillClient>(prefill_->batcher.get());
-    coordinator_ = std::make_unique<OffloadCoordinator>(loop_.get(), transport_.get(), *descriptor, client_.get(),
-                                                        &clock_, config);
+    coordinator_ = std::make_unique<OffloadCoordinator>(loop_.get(), transport_.get(), *descriptor,
+                                                        client_.get(), &clock_, config);
     coordinator_->Attach();
     loop_->Start();
   }
@@ -349,7 +354,10 @@ class OffloadCoordinatorTest : public ::testing::Test {
                                          const std::vector<PrefillTarget>& targets,
                                          absl::Duration deadline = absl::Hours(1)) {
     auto sink = std::make_shared<RecordingSink>();
-    EXPECT_TRUE(coordinator_->Handle(MakeSequence(prompt, max_tokens, sink), targets, clock_.Now() + deadline).ok());
+    EXPECT_TRUE(
+        coordinator_
+            ->Handle(MakeSequence(prompt, max_tokens, sink), targets, clock_.Now() + deadline)
+            .ok());
     return sink;
   }
 
@@ -384,9 +392,12 @@ class OffloadCoordinatorTest : public ::testing::Test {
   void ExpectBaseline() {
     EXPECT_TRUE(WaitOnLoop([this] {
       const engine::BlockCounts c = loop_->scheduler().blocks()->counts();
-      return c.in_use == 0 && c.reserved == 0 && c.quarantined == 0 && coordinator_->offloads_in_progress() == 0 &&
+      return c.in_use == 0 && c.reserved == 0 && c.quarantined == 0 &&
+             coordinator_->offloads_in_progress() == 0 &&
              coordinator_->quarantined_transfers() == 0;
-    })) << "in use " << Blocks().in_use << ", reserved " << Blocks().reserved << ", quarantined " << Quarantined();
+    })) << "in use "
+        << Blocks().in_use << ", reserved " << Blocks().reserved << ", quarantined "
+        << Quarantined();
   }
 
   std::vector<int32_t> Prompt(int length, uint32_t seed) {
@@ -459,7 +470,7 @@ TEST_F(OffloadCoordinatorTest, CompletionThatNeverArrivesTimesOutAndFallsBack) {
   // The call answers; the transfer never completes. Nothing happens until the timeout.
   ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().reserved > 0; }));
   absl::SleepFor(absl::Milliseconds(100));
-  EXPECT_EQ(coordinator_->offloads_in_progress() , 1);
+  EXPECT_EQ(coordinator_->offloads_in_progress(), 1);
   clock_.Advance(absl::Seconds(6));
   ASSERT_TRUE(sink->WaitFinished());
   EXPECT_EQ(sink->tokens(), Alone(prompt, 5));
@@ -469,7 +480,8 @@ TEST_F(OffloadCoordinatorTest, CompletionThatNeverArrivesTimesOutAndFallsBack) {
 
 TEST_F(OffloadCoordinatorTest, CancelMidTransferHoldsTheBlocksUntilThePrefillWorkerAcknowledges) {
   Start(64);
-  client_->SetScript("prefill-0", Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kHold});
+  client_->SetScript(
+      "prefill-0", Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kHold});
   const auto prompt = Prompt(22, 4);  // 6 blocks.
   auto sink = Offload(prompt, 5, kOneWorker);
   ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().reserved == 6; }));
@@ -489,15 +501,17 @@ TEST_F(OffloadCoordinatorTest, CancelMidTransferHoldsTheBlocksUntilThePrefillWor
 TEST_F(OffloadCoordinatorTest, NoFreshBlocksSendsTheSequenceBackToWaitingUntilTheQuarantineEnds) {
   // 8 blocks: the prompt takes 6; after the failure they are quarantined and only 2 are free.
   Start(8);
-  client_->SetScript("prefill-0", Script{.prefill = Script::OnPrefill::kServe, .cancel = Script::OnCancel::kHold});
+  client_->SetScript(
+      "prefill-0", Script{.prefill = Script::OnPrefill::kServe, .cancel = Script::OnCancel::kHold});
   prefill_->faulty->SetPlan(FaultPlan{.fail_after_writes = 1});
   const auto prompt = Prompt(22, 5);
   auto sink = Offload(prompt, 4, kOneWorker);
-  ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().quarantined == 6; }));
+  ASSERT_TRUE(
+      WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().quarantined == 6; }));
   EXPECT_TRUE(WaitOnLoop([this] { return loop_->Stats().waiting == 1; }));
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(sink->tokens().size(), 0u);  // It cannot run while the blocks are held.
-  client_->AckHeldCancels();               // The writer stopped: the blocks come back.
+  client_->AckHeldCancels();             // The writer stopped: the blocks come back.
   ASSERT_TRUE(sink->WaitFinished());
   EXPECT_EQ(sink->tokens(), Alone(prompt, 4));
   EXPECT_TRUE(sink->final().fell_back_to_local);
@@ -641,10 +655,11 @@ TEST_F(OffloadCoordinatorTest, PoolTooFullForThePromptWaitsForLocalAdmission) {
 
 TEST_F(OffloadCoordinatorTest, ShutdownWithAnAttemptInFlightCancelsIt) {
   Start(64);
-  client_->SetScript("prefill-0", Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kHold});
+  client_->SetScript(
+      "prefill-0", Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kHold});
   auto sink = Offload(Prompt(22, 14), 4, kOneWorker);
   ASSERT_TRUE(WaitOnLoop([this] { return coordinator_->offloads_in_progress() == 1; }));
-  loop_->Stop();  // Sequences still present finish with an error.
+  loop_->Stop();         // Sequences still present finish with an error.
   coordinator_.reset();  // Cancels the hung call; must not wait for it forever.
   EXPECT_TRUE(sink->WaitFinished());
 }

@@ -17,7 +17,9 @@ constexpr int kBlock = 4;
 
 class FakeSink : public StreamSink {
  public:
-  void PushTokens(const std::vector<int32_t>& ids, const std::string&, int64_t) override { pending += ids.size(); }
+  void PushTokens(const std::vector<int32_t>& ids, const std::string&, int64_t) override {
+    pending += ids.size();
+  }
   void Finish(const Final&) override {}
   int pending_tokens() const override { return pending; }
   bool cancelled() const override { return false; }
@@ -105,7 +107,7 @@ TEST_F(SchedulerTest, DecodesComeFirstThenPrefillChunksWithinTheBudget) {
 
 TEST_F(SchedulerTest, AdmissionNeedsBlocksForTheUncachedPromptPlusOneToken) {
   Init(/*blocks=*/10, /*budget=*/64);
-  Sequence* a = Add("A", 30);         // ceil(31/4) = 8 blocks.
+  Sequence* a = Add("A", 30);            // ceil(31/4) = 8 blocks.
   Add("B", 10, 0, /*first_token=*/500);  // 3 blocks: only 2 left.
   EXPECT_THAT(Step(), ElementsAre("A:0+30*"));
   EXPECT_EQ(scheduler_->num_waiting(), 1);
@@ -125,7 +127,7 @@ TEST_F(SchedulerTest, WaitingQueueIsPriorityThenArrival) {
 
 TEST_F(SchedulerTest, PreemptsTheLowestPriorityNewestWhenBlocksRunOut) {
   Init(/*blocks=*/6, /*budget=*/64);
-  Sequence* hi = Add("hi", 7, 1, 0);       // 2 blocks (7 + 1 tokens).
+  Sequence* hi = Add("hi", 7, 1, 0);         // 2 blocks (7 + 1 tokens).
   Sequence* old_lo = Add("lo1", 7, 0, 100);  // 2 blocks.
   Sequence* new_lo = Add("lo2", 7, 0, 200);  // 2 blocks: the pool is full.
   EXPECT_THAT(Step(), ElementsAre("hi:0+7*", "lo1:0+7*", "lo2:0+7*"));
@@ -209,7 +211,8 @@ TEST_F(SchedulerTest, APausedSequenceIsTheFirstToBePreempted) {
 TEST_F(SchedulerTest, AccountingReturnsToFreeOrCachedWhenIdle) {
   Init(20, 16, /*max_seqs=*/3);
   std::vector<Sequence*> seqs;
-  for (int i = 0; i < 4; ++i) seqs.push_back(Add("s" + std::to_string(i), 5 + i * 3, i % 2, i * 100));
+  for (int i = 0; i < 4; ++i)
+    seqs.push_back(Add("s" + std::to_string(i), 5 + i * 3, i % 2, i * 100));
   for (int step = 0; step < 30; ++step) {
     Step();
     const engine::BlockCounts c = blocks_->counts();
@@ -271,7 +274,8 @@ TEST_F(SchedulerTest, KvExhaustionWithPrefixCachingNeverPlansAShortBlockTable) {
     config.model_fingerprint = 99;
     scheduler_ = std::make_unique<Scheduler>(config, blocks_.get());
     std::vector<Sequence*> seqs;
-    for (int i = 0; i < 6; ++i) seqs.push_back(Add("s" + std::to_string(i), 18 + 4 * (i % 3), 0, 0));
+    for (int i = 0; i < 6; ++i)
+      seqs.push_back(Add("s" + std::to_string(i), 18 + 4 * (i % 3), 0, 0));
     int finished = 0;
     for (int step = 0; step < 400 && finished < 6; ++step) {
       StepPlan plan;
@@ -296,8 +300,8 @@ TEST_F(SchedulerTest, KvExhaustionWithPrefixCachingNeverPlansAShortBlockTable) {
 // Offload admissions (AWAITING_KV) as a table: what each call leaves in the scheduler.
 TEST_F(SchedulerTest, AdmitForTransferTransferDoneAndReturnToWaiting) {
   Init(/*blocks=*/16, /*budget=*/64, /*max_seqs=*/2);
-  Sequence* a = Add("A", 9);   // ceil(10/4) = 3 blocks.
-  Sequence* b = Add("B", 5, 0, 100);   // 2 blocks.
+  Sequence* a = Add("A", 9);          // ceil(10/4) = 3 blocks.
+  Sequence* b = Add("B", 5, 0, 100);  // 2 blocks.
   Sequence* c = Add("C", 5, 0, 200);
   struct Row {
     const char* what;
@@ -307,16 +311,24 @@ TEST_F(SchedulerTest, AdmitForTransferTransferDoneAndReturnToWaiting) {
     int running, waiting, awaiting, in_use;
   };
   const std::vector<Row> rows = {
-      {"A admitted awaiting KV", [&] { return scheduler_->AdmitForTransfer(a); }, true, SequenceState::kAwaitingKv,
-       0, 2, 1, 3},
-      {"B admitted awaiting KV", [&] { return scheduler_->AdmitForTransfer(b); }, true, SequenceState::kAwaitingKv,
-       0, 1, 2, 5},
-      {"C refused: max_num_seqs", [&] { return scheduler_->AdmitForTransfer(c); }, false, SequenceState::kWaiting,
-       0, 1, 2, 5},
-      {"A's transfer delivered its prompt", [&] { scheduler_->TransferDone(a, 9); return true; }, true,
-       SequenceState::kRunning, 1, 1, 1, 5},
-      {"B back to waiting", [&] { scheduler_->ReturnToWaiting(b); return true; }, true, SequenceState::kWaiting, 1,
-       2, 0, 3},
+      {"A admitted awaiting KV", [&] { return scheduler_->AdmitForTransfer(a); }, true,
+       SequenceState::kAwaitingKv, 0, 2, 1, 3},
+      {"B admitted awaiting KV", [&] { return scheduler_->AdmitForTransfer(b); }, true,
+       SequenceState::kAwaitingKv, 0, 1, 2, 5},
+      {"C refused: max_num_seqs", [&] { return scheduler_->AdmitForTransfer(c); }, false,
+       SequenceState::kWaiting, 0, 1, 2, 5},
+      {"A's transfer delivered its prompt",
+       [&] {
+         scheduler_->TransferDone(a, 9);
+         return true;
+       },
+       true, SequenceState::kRunning, 1, 1, 1, 5},
+      {"B back to waiting",
+       [&] {
+         scheduler_->ReturnToWaiting(b);
+         return true;
+       },
+       true, SequenceState::kWaiting, 1, 2, 0, 3},
   };
   Sequence* subject[] = {a, b, c, a, b};
   for (size_t i = 0; i < rows.size(); ++i) {

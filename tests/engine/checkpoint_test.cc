@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/ckpt-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = ::testing::TempDir() + "/ckpt-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
     fs::copy(pdserve::testing::TestModelDir("micro"), dir_, fs::copy_options::recursive);
   }
@@ -42,7 +43,8 @@ class CheckpointTest : public ::testing::Test {
     for (const TensorInfo& t : f.tensors()) {
       if (t.name == skip) continue;
       auto data = f.Data(t);
-      w.AddRaw(t.name, t.dtype_name, t.shape, std::string(reinterpret_cast<const char*>(data.data()), data.size()));
+      w.AddRaw(t.name, t.dtype_name, t.shape,
+               std::string(reinterpret_cast<const char*>(data.data()), data.size()));
     }
   }
   void ExpectError(absl::StatusCode code, absl::string_view needle) {
@@ -66,8 +68,11 @@ TEST_F(CheckpointTest, LoadsAndFingerprintsDeterministically) {
 }
 
 TEST_F(CheckpointTest, MissingTensorIsNamedWithItsExpectedShape) {
-  Rewrite([](SafetensorsWriter& w, const SafetensorsFile& f) { CopyAllBut(w, f, "model.layers.1.mlp.up_proj.weight"); });
-  ExpectError(absl::StatusCode::kNotFound, "missing tensor 'model.layers.1.mlp.up_proj.weight' (expected shape [128, 64])");
+  Rewrite([](SafetensorsWriter& w, const SafetensorsFile& f) {
+    CopyAllBut(w, f, "model.layers.1.mlp.up_proj.weight");
+  });
+  ExpectError(absl::StatusCode::kNotFound,
+              "missing tensor 'model.layers.1.mlp.up_proj.weight' (expected shape [128, 64])");
 }
 
 TEST_F(CheckpointTest, ExtraTensorIsReported) {
@@ -75,7 +80,8 @@ TEST_F(CheckpointTest, ExtraTensorIsReported) {
     CopyAllBut(w, f, "");
     w.AddF32("model.layers.0.mystery.weight", {2}, std::vector<float>{1, 2});
   });
-  ExpectError(absl::StatusCode::kInvalidArgument, "unexpected tensor(s) for LlamaForCausalLM: model.layers.0.mystery.weight");
+  ExpectError(absl::StatusCode::kInvalidArgument,
+              "unexpected tensor(s) for LlamaForCausalLM: model.layers.0.mystery.weight");
 }
 
 TEST_F(CheckpointTest, WrongShapeNamesExpectedAndFound) {
@@ -83,7 +89,8 @@ TEST_F(CheckpointTest, WrongShapeNamesExpectedAndFound) {
     CopyAllBut(w, f, "model.norm.weight");
     w.AddF32("model.norm.weight", {65}, std::vector<float>(65, 1.0f));
   });
-  ExpectError(absl::StatusCode::kInvalidArgument, "tensor 'model.norm.weight' has shape [65], expected [64]");
+  ExpectError(absl::StatusCode::kInvalidArgument,
+              "tensor 'model.norm.weight' has shape [65], expected [64]");
 }
 
 TEST_F(CheckpointTest, UnsupportedDtypeIsNamed) {
@@ -91,7 +98,8 @@ TEST_F(CheckpointTest, UnsupportedDtypeIsNamed) {
     CopyAllBut(w, f, "model.norm.weight");
     w.AddRaw("model.norm.weight", "I8", {64}, std::string(64, '\1'));
   });
-  ExpectError(absl::StatusCode::kInvalidArgument, "tensor 'model.norm.weight' has dtype I8, expected one of F32, F16, BF16");
+  ExpectError(absl::StatusCode::kInvalidArgument,
+              "tensor 'model.norm.weight' has dtype I8, expected one of F32, F16, BF16");
 }
 
 TEST_F(CheckpointTest, TruncatedFileIsAnError) {
@@ -110,7 +118,8 @@ TEST_F(CheckpointTest, MissingFilesAreNotFound) {
 }
 
 TEST_F(CheckpointTest, ShardedCheckpointLoadsAndBrokenIndexIsNamed) {
-  auto sharded = LoadModel(pdserve::testing::TestModelDir("tiny-f16-sharded"), EngineOptions{.num_threads = 1});
+  auto sharded = LoadModel(pdserve::testing::TestModelDir("tiny-f16-sharded"),
+                           EngineOptions{.num_threads = 1});
   ASSERT_TRUE(sharded.ok()) << sharded.status();
   // An index that points a tensor at the wrong shard.
   const std::string dir = ::testing::TempDir() + "/sharded-broken";
@@ -122,11 +131,14 @@ TEST_F(CheckpointTest, ShardedCheckpointLoadsAndBrokenIndexIsNamed) {
   index["weight_map"]["model.norm.weight"] = "model-00003-of-00003.safetensors";
   std::ofstream(dir + "/model.safetensors.index.json", std::ios::trunc) << index.dump();
   const absl::Status s = Checkpoint::Open(dir).status();
-  EXPECT_NE(s.message().find("tensor 'model.norm.weight' is listed in model-00003-of-00003.safetensors"),
-            absl::string_view::npos) << s;
+  EXPECT_NE(
+      s.message().find("tensor 'model.norm.weight' is listed in model-00003-of-00003.safetensors"),
+      absl::string_view::npos)
+      << s;
   index["weight_map"]["model.norm.weight"] = "../evil.safetensors";
   std::ofstream(dir + "/model.safetensors.index.json", std::ios::trunc) << index.dump();
-  EXPECT_NE(Checkpoint::Open(dir).status().message().find("plain file name"), absl::string_view::npos);
+  EXPECT_NE(Checkpoint::Open(dir).status().message().find("plain file name"),
+            absl::string_view::npos);
   fs::remove_all(dir);
 }
 

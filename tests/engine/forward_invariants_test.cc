@@ -24,7 +24,8 @@ std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
 class ForwardInvariantsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto loaded = LoadModel(pdserve::testing::TestModelDir("tiny"), EngineOptions{.num_threads = 2});
+    auto loaded =
+        LoadModel(pdserve::testing::TestModelDir("tiny"), EngineOptions{.num_threads = 2});
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     model_ = loaded->model.release();
   }
@@ -208,7 +209,8 @@ TEST_F(ForwardInvariantsTest, MalformedBatchesAreRejectedWithClearErrors) {
   expect_error(bad_block, "block id 99");
   std::vector<int32_t> many_blocks(1000, 0);
   PackedBatch too_long;
-  too_long.Add(std::vector<int32_t>{1}, model_->config().max_position_embeddings, many_blocks, true);
+  too_long.Add(std::vector<int32_t>{1}, model_->config().max_position_embeddings, many_blocks,
+               true);
   expect_error(too_long, "beyond the model");
   // A pool of another geometry is refused before anything is written.
   KvLayout other = pool->layout();
@@ -217,7 +219,8 @@ TEST_F(ForwardInvariantsTest, MalformedBatchesAreRejectedWithClearErrors) {
   ASSERT_TRUE(wrong.ok());
   PackedBatch fine;
   fine.Add(std::vector<int32_t>{1, 2}, 0, blocks, true);
-  EXPECT_EQ(model_->Forward(fine, **wrong, {}, &logits).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(model_->Forward(fine, **wrong, {}, &logits).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -1,15 +1,16 @@
+#include "engine/cpu/kernels.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "engine/cpu/gemm.h"
-#include "engine/cuda/device.h"
-#include "engine/model_loader.h"
-#include "tests/testing/test_models.h"
-#include "engine/cpu/kernels.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cuda/device.h"
 #include "engine/half.h"
+#include "engine/model_loader.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_models.h"
 
 namespace pdserve::engine {
 namespace {
@@ -24,7 +25,8 @@ std::vector<float> Random(size_t n, uint32_t seed) {
 
 TEST(GemmTest, MatchesADoublePrecisionReferenceForOddShapes) {
   ThreadPool pool(2);
-  for (auto [m, n, k] : {std::tuple{1, 1, 1}, {3, 33, 17}, {13, 70, 300}, {25, 31, 257}, {64, 96, 64}}) {
+  for (auto [m, n, k] :
+       {std::tuple{1, 1, 1}, {3, 33, 17}, {13, 70, 300}, {25, 31, 257}, {64, 96, 64}}) {
     const auto x = Random(static_cast<size_t>(m) * k, 1), w = Random(static_cast<size_t>(n) * k, 2);
     const PackedMatrix packed = PackedMatrix::Pack(w.data(), n, k, k);
     std::vector<float> y(static_cast<size_t>(m) * n, -1.f);
@@ -99,8 +101,8 @@ TEST(KernelsTest, RmsNormRopeAndSiluMatchScalarMath) {
 TEST(HalfTest, ScalarConversionMatchesHardwareRounding) {
   std::mt19937 rng(9);
   std::uniform_int_distribution<uint32_t> bits;
-  std::vector<float> values = {0.f, -0.f, 1.f, 65504.f, 65520.f, 1e-8f, 5.96e-8f, 2.98e-8f, 6.1e-5f,
-                               INFINITY, -INFINITY, 3.14159f};
+  std::vector<float> values = {0.f,      -0.f,     1.f,     65504.f,  65520.f,   1e-8f,
+                               5.96e-8f, 2.98e-8f, 6.1e-5f, INFINITY, -INFINITY, 3.14159f};
   for (int i = 0; i < 20000; ++i) {
     uint32_t b = bits(rng);
     float f;

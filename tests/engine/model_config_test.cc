@@ -7,16 +7,31 @@ namespace pdserve::engine {
 namespace {
 
 nlohmann::json Llama() {
-  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 128256},
-          {"hidden_size", 4096}, {"intermediate_size", 14336}, {"num_hidden_layers", 32},
-          {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"max_position_embeddings", 131072},
-          {"rms_norm_eps", 1e-5}, {"rope_theta", 500000.0}, {"bos_token_id", 128000},
-          {"eos_token_id", {128001, 128008, 128009}}, {"torch_dtype", "bfloat16"},
-          {"rope_scaling", {{"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                            {"original_max_position_embeddings", 8192}, {"rope_type", "llama3"}}}};
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"vocab_size", 128256},
+          {"hidden_size", 4096},
+          {"intermediate_size", 14336},
+          {"num_hidden_layers", 32},
+          {"num_attention_heads", 32},
+          {"num_key_value_heads", 8},
+          {"max_position_embeddings", 131072},
+          {"rms_norm_eps", 1e-5},
+          {"rope_theta", 500000.0},
+          {"bos_token_id", 128000},
+          {"eos_token_id", {128001, 128008, 128009}},
+          {"torch_dtype", "bfloat16"},
+          {"rope_scaling",
+           {{"factor", 8.0},
+            {"low_freq_factor", 1.0},
+            {"high_freq_factor", 4.0},
+            {"original_max_position_embeddings", 8192},
+            {"rope_type", "llama3"}}}};
 }
 
-absl::StatusOr<ModelConfig> Parse(const nlohmann::json& j) { return ModelConfig::FromJson(j.dump()); }
+absl::StatusOr<ModelConfig> Parse(const nlohmann::json& j) {
+  return ModelConfig::FromJson(j.dump());
+}
 
 void ExpectError(const nlohmann::json& j, absl::string_view needle) {
   auto c = Parse(j);

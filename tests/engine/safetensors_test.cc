@@ -76,17 +76,30 @@ TEST(SafetensorsTest, StructuralErrorsNameTheTensorAndTheExpectation) {
   ExpectError(WithHeader("not json", 0), "not a JSON object");
   ExpectError(WithHeader("[1,2]", 0), "not a JSON object");
   ExpectError(WithHeader(R"({"x": 3})", 0), "tensor 'x' is not an object");
-  ExpectError(WithHeader(R"({"x": {"shape": [1], "data_offsets": [0, 4]}})", 4), "tensor 'x': missing string field 'dtype'");
-  ExpectError(WithHeader(R"({"x": {"dtype": "F32", "data_offsets": [0, 4]}})", 4), "missing array field 'shape'");
-  ExpectError(WithHeader(R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0]}})", 4), "'data_offsets' must be [begin, end]");
-  ExpectError(WithHeader(R"({"x": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 4]}})", 4), "unknown dtype 'Q4'");
-  ExpectError(WithHeader(R"({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", 4), "non-negative");
-  ExpectError(WithHeader(R"({"x": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 20]}})", 24),
-              "tensor 'x': 20 bytes of data, expected 24 for F32[2,3]");
-  ExpectError(WithHeader(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [8, 4]}})", 8), "data_offsets [8, 4]");
+  ExpectError(WithHeader(R"({"x": {"shape": [1], "data_offsets": [0, 4]}})", 4),
+              "tensor 'x': missing string field 'dtype'");
+  ExpectError(WithHeader(R"({"x": {"dtype": "F32", "data_offsets": [0, 4]}})", 4),
+              "missing array field 'shape'");
+  ExpectError(WithHeader(R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0]}})", 4),
+              "'data_offsets' must be [begin, end]");
+  ExpectError(WithHeader(R"({"x": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 4]}})", 4),
+              "unknown dtype 'Q4'");
+  ExpectError(WithHeader(R"({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", 4),
+              "non-negative");
+  ExpectError(
+      WithHeader(R"({"x": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 20]}})", 24),
+      "tensor 'x': 20 bytes of data, expected 24 for F32[2,3]");
+  ExpectError(WithHeader(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [8, 4]}})", 8),
+              "data_offsets [8, 4]");
   ExpectError(WithHeader(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-                            "y": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 12), "overlap");
-  ExpectError(WithHeader(R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 4]}})", 4), "too large");
+                            "y": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+                         12),
+              "overlap");
+  ExpectError(
+      WithHeader(
+          R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 4]}})",
+          4),
+      "too large");
   ExpectError(WithHeader(R"({"__metadata__": {"k": 1}})", 0), "__metadata__.k is not a string");
 }
 

@@ -52,8 +52,9 @@ TEST_F(Llama3TokenizerTest, MatchesThePackageOnEveryCase) {
     auto ids = tokenizer_->Encode(input, /*add_special_tokens=*/false);
     ASSERT_TRUE(ids.ok()) << ids.status();
     if (*ids != expected && ++mismatches <= 5) {
-      ADD_FAILURE() << "encode mismatch for " << nlohmann::json(input).dump() << "\n  ours:    "
-                    << nlohmann::json(*ids).dump() << "\n  package: " << nlohmann::json(expected).dump();
+      ADD_FAILURE() << "encode mismatch for " << nlohmann::json(input).dump()
+                    << "\n  ours:    " << nlohmann::json(*ids).dump()
+                    << "\n  package: " << nlohmann::json(expected).dump();
     }
     auto decoded = tokenizer_->Decode(expected, /*skip_special_tokens=*/false);
     ASSERT_TRUE(decoded.ok());

@@ -3,7 +3,6 @@
 #include <random>
 
 #include "engine/bpe.h"
-
 #include "engine/pretokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,10 +47,13 @@ TEST(PreTokenizerTest, UnicodeWhitespaceIsWhitespace) {
 }
 
 TEST(PreTokenizerTest, UnsupportedConstructsAreErrors) {
-  EXPECT_NE(RegexPreTokenizer::Create("(?=x)a").status().message().find("lookaround"), absl::string_view::npos);
-  EXPECT_NE(RegexPreTokenizer::Create("[\\S]").status().message().find("\\S inside a character class"),
+  EXPECT_NE(RegexPreTokenizer::Create("(?=x)a").status().message().find("lookaround"),
             absl::string_view::npos);
-  EXPECT_NE(RegexPreTokenizer::Create("(unclosed").status().message().find("does not compile"), absl::string_view::npos);
+  EXPECT_NE(
+      RegexPreTokenizer::Create("[\\S]").status().message().find("\\S inside a character class"),
+      absl::string_view::npos);
+  EXPECT_NE(RegexPreTokenizer::Create("(unclosed").status().message().find("does not compile"),
+            absl::string_view::npos);
   bool lookahead = false;
   auto rewritten = RewritePatternForRe2("(a)|\\s+(?!\\S)|\\s+", &lookahead);
   ASSERT_TRUE(rewritten.ok());
@@ -70,9 +72,9 @@ class GeneratedTokenizerTest : public ::testing::Test {
 };
 
 TEST_F(GeneratedTokenizerTest, RoundTripsArbitraryText) {
-  const std::vector<std::string> texts = {"The quick brown fox.", "  spaces\t\ttabs\r\n",
-                                          "中文 🦙 café", std::string("\x00\x01\xff binary", 10),
-                                          "<|eot_id|> inline special"};
+  const std::vector<std::string> texts = {
+      "The quick brown fox.", "  spaces\t\ttabs\r\n", "中文 🦙 café",
+      std::string("\x00\x01\xff binary", 10), "<|eot_id|> inline special"};
   for (const std::string& text : texts) {
     auto ids = tokenizer_->Encode(text, false);
     ASSERT_TRUE(ids.ok()) << ids.status();
@@ -149,8 +151,9 @@ TEST(BpeCacheTest, BoundedInBytesAndSkipsLongWords) {
 
 TEST(TokenizerJsonTest, UnsupportedComponentsAreNamed) {
   auto base = [] {
-    return nlohmann::json{{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array()}}},
-                          {"pre_tokenizer", {{"type", "ByteLevel"}, {"use_regex", true}}}};
+    return nlohmann::json{
+        {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array()}}},
+        {"pre_tokenizer", {{"type", "ByteLevel"}, {"use_regex", true}}}};
   };
   EXPECT_TRUE(FromJson(base()).ok());
   auto j = base();

@@ -41,7 +41,8 @@ const pdserve::engine::Tokenizer& TestTokenizer() {
     vocab["the"] = 257;
     nlohmann::json root = {
         {"added_tokens", {{{"id", 299}, {"content", "<|eot|>"}, {"special", true}}}},
-        {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+        {"pre_tokenizer",
+         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
         {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"t h", "th e"}}}}};
     auto t = pdserve::engine::Tokenizer::FromJson(root.dump());
     if (!t.ok()) __builtin_trap();

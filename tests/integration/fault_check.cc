@@ -8,9 +8,10 @@ namespace {
 
 // Lines any of our processes print only when something is badly wrong.
 constexpr const char* kReports[] = {
-    "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer",
-    "Assertion `",             "pure virtual method called", "terminate called", "Check failed:",
-    "] Fatal: ", "assertion failed:",
+    "ERROR: AddressSanitizer",  "ERROR: LeakSanitizer", "runtime error:",
+    "WARNING: ThreadSanitizer", "Assertion `",          "pure virtual method called",
+    "terminate called",         "Check failed:",        "] Fatal: ",
+    "assertion failed:",
 };
 
 }  // namespace
@@ -27,15 +28,18 @@ void ExpectClusterAtBaseline(LocalCluster& cluster, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   ExpectProcessHealthy(cluster.router(), "router");
   for (size_t i = 0; i < cluster.prefill().size(); ++i) {
-    if (cluster.prefill()[i]) ExpectProcessHealthy(*cluster.prefill()[i], "prefill-" + std::to_string(i));
+    if (cluster.prefill()[i])
+      ExpectProcessHealthy(*cluster.prefill()[i], "prefill-" + std::to_string(i));
   }
   for (size_t i = 0; i < cluster.decode().size(); ++i) {
     if (!cluster.decode()[i]) continue;
     ChildProcess& worker = *cluster.decode()[i];
     ExpectProcessHealthy(worker, "decode-" + std::to_string(i));
     if (!worker.running()) continue;
-    EXPECT_TRUE(LocalCluster::WaitForBaseline(worker, std::max(deadline - absl::Now(), absl::Seconds(1))))
-        << "decode-" << i << " not at baseline: " << LocalCluster::DecodeStats(worker).DebugString();
+    EXPECT_TRUE(
+        LocalCluster::WaitForBaseline(worker, std::max(deadline - absl::Now(), absl::Seconds(1))))
+        << "decode-" << i
+        << " not at baseline: " << LocalCluster::DecodeStats(worker).DebugString();
   }
   if (!cluster.router().running()) return;
   uint32_t in_flight = 0;

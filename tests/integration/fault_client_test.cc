@@ -39,11 +39,13 @@ TEST(ClientFaultTest, AClientThatStopsReadingIsEndedAndFreesItsBlocks) {
   bool ended = false;
   while (!ended && absl::Now() < deadline) {
     auto page = HttpGet(worker.metrics_address(), "/metrics");
-    ended = page.ok() && absl::StrContains(page->body, "pdserve_stalled_clients_total{model_name=\"tiny\"} 1");
+    ended = page.ok() &&
+            absl::StrContains(page->body, "pdserve_stalled_clients_total{model_name=\"tiny\"} 1");
     if (!ended) absl::SleepFor(absl::Milliseconds(100));
   }
   EXPECT_TRUE(ended) << LocalCluster::DecodeStats(worker).DebugString();
-  EXPECT_TRUE(LocalCluster::WaitForBaseline(worker, absl::Seconds(5))) << LocalCluster::DecodeStats(worker).DebugString();
+  EXPECT_TRUE(LocalCluster::WaitForBaseline(worker, absl::Seconds(5)))
+      << LocalCluster::DecodeStats(worker).DebugString();
   context.TryCancel();
   reader->Finish().IgnoreError();
   ExpectClusterAtBaseline(*cluster);
@@ -83,7 +85,8 @@ TEST(ClientFaultTest, DrainWithOpenHealthWatchesExitsAtOnce) {
   for (auto& t : readers) t.join();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << worker.Log();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "the drain waited for the health watches\n" << worker.Log();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "the drain waited for the health watches\n"
+                                                   << worker.Log();
   for (size_t i = 0; i < watches.size(); ++i) {
     EXPECT_EQ(last[i], grpc::health::v1::HealthCheckResponse::NOT_SERVING);
     EXPECT_FALSE(watches[i]->Finish().ok());
@@ -94,19 +97,23 @@ TEST(ClientFaultTest, DrainWithOpenHealthWatchesExitsAtOnce) {
 // A deadline shorter than the time to the first token: the client gets DEADLINE_EXCEEDED,
 // the router counts it as such (it used to count CANCELLED), and nothing is left behind.
 TEST(ClientFaultTest, DeadlineShorterThanTtftIsCountedAsDeadlineExceeded) {
-  auto cluster = LocalCluster::Start(ClusterOptions{
-      .prefill_workers = 1, .decode_workers = 1, .router_flags = {"--policy=always_offload"},
-      .prefill_flags = {"--layer_delay=100ms"}});
+  auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 1,
+                                                    .decode_workers = 1,
+                                                    .router_flags = {"--policy=always_offload"},
+                                                    .prefill_flags = {"--layer_delay=100ms"}});
   ASSERT_NE(cluster, nullptr);
   std::vector<int32_t> prompt(300);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(i % 90 + 3);
-  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 8), absl::Milliseconds(150));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << out.status.error_message();
+  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 8),
+                                        absl::Milliseconds(150));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << out.status.error_message();
   ExpectClusterAtBaseline(*cluster);
   auto page = HttpGet(cluster->router().metrics_address(), "/metrics");
   ASSERT_TRUE(page.ok());
-  EXPECT_TRUE(absl::StrContains(page->body,
-                                "pdserve_router_requests_total{code=\"DEADLINE_EXCEEDED\",model_name=\"tiny\"} 1"))
+  EXPECT_TRUE(absl::StrContains(
+      page->body,
+      "pdserve_router_requests_total{code=\"DEADLINE_EXCEEDED\",model_name=\"tiny\"} 1"))
       << page->body;
   EXPECT_FALSE(absl::StrContains(page->body, "pdserve_router_requests_total{code=\"CANCELLED\""));
 }

@@ -37,35 +37,45 @@ TEST(InputFaultTest, HostileRequestsGetClearErrorsAndLoseNothing) {
   ASSERT_NE(cluster, nullptr);
 
   // Bytes that do not parse as a GenerateRequest (gRPC alone answers UNIMPLEMENTED, "").
-  grpc::Status s = RawCall(cluster->channel(), "/pdserve.v1.Generation/Generate", std::string("\xff\xff\xff\x0a\x05zz", 7));
+  grpc::Status s = RawCall(cluster->channel(), "/pdserve.v1.Generation/Generate",
+                           std::string("\xff\xff\xff\x0a\x05zz", 7));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
-  EXPECT_TRUE(absl::StrContains(s.error_message(), "pdserve.v1.GenerateRequest")) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "pdserve.v1.GenerateRequest"))
+      << s.error_message();
 
   // A method nobody serves is named, with the services that are.
   s = RawCall(cluster->channel(), "/pdserve.v1.Generation/Nope", "");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_TRUE(absl::StrContains(s.error_message(), "/pdserve.v1.Generation/Nope")) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "/pdserve.v1.Generation/Nope"))
+      << s.error_message();
   EXPECT_TRUE(absl::StrContains(s.error_message(), "pdserve.v1.Generation,")) << s.error_message();
 
   // Request ids that would forge log lines or drive a terminal.
-  for (const std::string id : {"abc\nF1123 00:00:00 forged.cc:1] pwned", "esc\x1b[31mred", "tab\there"}) {
+  for (const std::string id :
+       {"abc\nF1123 00:00:00 forged.cc:1] pwned", "esc\x1b[31mred", "tab\there"}) {
     v1::GenerateRequest r = client::MakeRequest({1, 2, 3}, 2);
     r.set_request_id(id);
     const auto out = client::CallGenerate(cluster->channel(), r, absl::Seconds(10));
-    EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << out.status.error_message();
-    EXPECT_TRUE(absl::StrContains(out.status.error_message(), "request_id")) << out.status.error_message();
+    EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << out.status.error_message();
+    EXPECT_TRUE(absl::StrContains(out.status.error_message(), "request_id"))
+        << out.status.error_message();
   }
   EXPECT_FALSE(absl::StrContains(cluster->router().Log(), "pwned"));
 
   // A prompt that fits the model's context but no worker's pool (64 blocks of 16): a retry
   // cannot help, so the error is not the retryable UNAVAILABLE.
   std::vector<int32_t> big(2000, 5);
-  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest(big, 4), absl::Seconds(10));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << out.status.error_message();
-  EXPECT_TRUE(absl::StrContains(out.status.error_message(), "prompt: 2000 tokens")) << out.status.error_message();
+  const auto out =
+      client::CallGenerate(cluster->channel(), client::MakeRequest(big, 4), absl::Seconds(10));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << out.status.error_message();
+  EXPECT_TRUE(absl::StrContains(out.status.error_message(), "prompt: 2000 tokens"))
+      << out.status.error_message();
 
   // Still serving.
-  const auto ok = client::CallGenerate(cluster->channel(), client::MakeRequest({1, 2, 3}, 3), absl::Seconds(30));
+  const auto ok = client::CallGenerate(cluster->channel(), client::MakeRequest({1, 2, 3}, 3),
+                                       absl::Seconds(30));
   EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
   ExpectClusterAtBaseline(*cluster);
 }

@@ -23,7 +23,8 @@ TEST_P(KvExhaustionTest, SixConcurrentRequestsOnA48BlockPoolAllComplete) {
       .prefill_workers = 0,
       .decode_workers = 1,
       .router_flags = {"--policy=always_local"},
-      .decode_flags = {"--num_blocks=48", absl::StrCat("--prefix_caching=", prefix_caching ? "true" : "false")}});
+      .decode_flags = {"--num_blocks=48",
+                       absl::StrCat("--prefix_caching=", prefix_caching ? "true" : "false")}});
   ASSERT_NE(cluster, nullptr);
   GreedyReference reference;
   std::mt19937 rng(5);
@@ -39,7 +40,9 @@ TEST_P(KvExhaustionTest, SixConcurrentRequestsOnA48BlockPoolAllComplete) {
     prompts.push_back(p);
   }
   // Warm the cache with the system prompt first, as a chat service would be.
-  ASSERT_TRUE(client::CallGenerate(cluster->channel(), client::MakeRequest(prompts[0], 2), absl::Seconds(60)).status.ok());
+  ASSERT_TRUE(client::CallGenerate(cluster->channel(), client::MakeRequest(prompts[0], 2),
+                                   absl::Seconds(60))
+                  .status.ok());
   std::vector<client::GenerationOutcome> outs(kRequests);
   std::vector<std::thread> threads;
   for (int i = 0; i < kRequests; ++i) {
@@ -54,13 +57,15 @@ TEST_P(KvExhaustionTest, SixConcurrentRequestsOnA48BlockPoolAllComplete) {
     SCOPED_TRACE(absl::StrCat("request ", i));
     ASSERT_TRUE(outs[i].status.ok()) << outs[i].status.error_message();
     ASSERT_TRUE(outs[i].has_result);
-    EXPECT_EQ(outs[i].result.finish_reason(), v1::FINISH_REASON_LENGTH) << outs[i].result.DebugString();
+    EXPECT_EQ(outs[i].result.finish_reason(), v1::FINISH_REASON_LENGTH)
+        << outs[i].result.DebugString();
     EXPECT_EQ(outs[i].tokens.size(), static_cast<size_t>(kMaxTokens));
     // Recomputed after preemption or not, greedy tokens are what the request gets alone (the
     // reference stops at an end-of-sequence token; the request ignores it).
     const std::vector<int32_t> alone = reference.Generate(prompts[i], kMaxTokens);
     ASSERT_FALSE(alone.empty());
-    EXPECT_EQ(std::vector<int32_t>(outs[i].tokens.begin(), outs[i].tokens.begin() + alone.size()), alone);
+    EXPECT_EQ(std::vector<int32_t>(outs[i].tokens.begin(), outs[i].tokens.begin() + alone.size()),
+              alone);
   }
   // The pool was too small for all six at once: some were preempted and recomputed.
   const v1::DecodeStats stats = LocalCluster::DecodeStats(*cluster->decode()[0]);

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/fault_check.h"
 #include "tests/testing/greedy_reference.h"
+#include "tests/testing/http_client.h"
 #include "tools/client/generation_client.h"
 
 namespace pdserve::testing {
@@ -36,7 +37,8 @@ TEST(OffloadFaultTest, StoppedPrefillWorkerFallsBackWithinTheTtftObjectiveThenCo
   const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 300);
   ChildProcess& prefill = *cluster->prefill()[0];
   ASSERT_EQ(kill(prefill.pid(), SIGSTOP), 0);
-  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 6), absl::Seconds(60));
+  const auto out =
+      client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 6), absl::Seconds(60));
   ASSERT_EQ(kill(prefill.pid(), SIGCONT), 0);
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   const v1::Placement& p = out.result.placement();
@@ -60,7 +62,8 @@ TEST(OffloadFaultTest, StoppedThenKilledPrefillWorkerReleasesItsQuarantineOnceGo
   const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 200);
   ChildProcess& prefill = *cluster->prefill()[0];
   ASSERT_EQ(kill(prefill.pid(), SIGSTOP), 0);
-  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 4), absl::Seconds(60));
+  const auto out =
+      client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 4), absl::Seconds(60));
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.result.placement().fallback_cause(), "prefill_unresponsive");
   EXPECT_EQ(out.tokens, reference.Generate(prompt, 4));
@@ -78,11 +81,12 @@ class BackgroundCall {
  public:
   BackgroundCall(std::shared_ptr<grpc::Channel> channel, v1::GenerateRequest request)
       : thread_([this, channel, request] {
-          out_ = client::CallGenerate(channel, request, absl::Seconds(60),
-                                      [this](const v1::GenerateResponse& m) {
-                                        if (m.token_ids_size() > 0) ++tokens_;
-                                      },
-                                      &handle_);
+          out_ = client::CallGenerate(
+              channel, request, absl::Seconds(60),
+              [this](const v1::GenerateResponse& m) {
+                if (m.token_ids_size() > 0) ++tokens_;
+              },
+              &handle_);
         }) {}
   ~BackgroundCall() {
     handle_.Cancel();
@@ -120,7 +124,9 @@ TEST(OffloadFaultTest, PrefillKilledAfterSomeLayersFallsBackWithIdenticalTokens)
   const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 200);
   BackgroundCall call(cluster->channel(), client::MakeRequest(prompt, 8));
   ASSERT_TRUE(WaitForAwaitingKv(*cluster->decode()[0], 1, absl::Seconds(10)));
-  absl::SleepFor(absl::Milliseconds(700));  // Two of the four layers written.
+  // Two of the four layers written.
+  ASSERT_TRUE(WaitForMetricAtLeast(cluster->prefill()[0]->metrics_address(),
+                                   "pdserve_kv_transfer_layers_total", 2));
   cluster->prefill()[0]->Kill();
   cluster->prefill().clear();
   const auto& out = call.Join();
@@ -136,9 +142,11 @@ TEST(OffloadFaultTest, CancelWhileAwaitingKvAndMidDecodeLeaveNothingBehind) {
   std::mt19937 rng(12);
   GreedyReference reference;
   {
-    BackgroundCall awaiting(cluster->channel(), client::MakeRequest(reference.RandomPrompt(rng, 200), 8));
+    BackgroundCall awaiting(cluster->channel(),
+                            client::MakeRequest(reference.RandomPrompt(rng, 200), 8));
     ASSERT_TRUE(WaitForAwaitingKv(*cluster->decode()[0], 1, absl::Seconds(10)));
-    absl::SleepFor(absl::Milliseconds(400));
+    ASSERT_TRUE(WaitForMetricAtLeast(cluster->prefill()[0]->metrics_address(),
+                                     "pdserve_kv_transfer_layers_total", 1));
     awaiting.Cancel();
     EXPECT_EQ(awaiting.Join().status.error_code(), grpc::StatusCode::CANCELLED);
   }
@@ -159,7 +167,8 @@ TEST(OffloadFaultTest, CancelWhileAwaitingKvAndMidDecodeLeaveNothingBehind) {
 // token: the router places the request again on the other decode worker (same tokens), and
 // the prefill worker stops writing and keeps serving.
 TEST(OffloadFaultTest, DecodeKilledDuringTransferLeavesThePrefillWorkerServing) {
-  auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 1, .decode_workers = 2,
+  auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 1,
+                                                    .decode_workers = 2,
                                                     .router_flags = {"--policy=always_offload"},
                                                     .prefill_flags = {"--layer_delay=300ms"}});
   ASSERT_NE(cluster, nullptr);
@@ -176,17 +185,20 @@ TEST(OffloadFaultTest, DecodeKilledDuringTransferLeavesThePrefillWorkerServing) 
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_NE(victim, nullptr);
-  absl::SleepFor(absl::Milliseconds(400));
+  ASSERT_TRUE(WaitForMetricAtLeast(cluster->prefill()[0]->metrics_address(),
+                                   "pdserve_kv_transfer_layers_total", 1));
   victim->Kill();
   const auto& out = call.Join();
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.tokens, reference.Generate(first, 8));
   EXPECT_EQ(cluster->DecodeById(out.result.placement().decode_worker_id()) == victim, false);
   auto& decode = cluster->decode();
-  decode.erase(std::find_if(decode.begin(), decode.end(), [&](const auto& d) { return d.get() == victim; }));
+  decode.erase(
+      std::find_if(decode.begin(), decode.end(), [&](const auto& d) { return d.get() == victim; }));
   ASSERT_TRUE(cluster->WaitForWorkers(1, 1, absl::Seconds(10)));
   const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 100);
-  const auto next = client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 5), absl::Seconds(60));
+  const auto next =
+      client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 5), absl::Seconds(60));
   ASSERT_TRUE(next.status.ok()) << next.status.error_message();
   EXPECT_EQ(next.tokens, reference.Generate(prompt, 5));
   ExpectClusterAtBaseline(*cluster);
@@ -200,10 +212,12 @@ TEST(OffloadFaultTest, BlockSizeMismatchIsRefusedBeforeWritingAndPrefillsLocally
   GreedyReference reference;
   std::mt19937 rng(14);
   const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 200);
-  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 6), absl::Seconds(60));
+  const auto out =
+      client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 6), absl::Seconds(60));
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.tokens, reference.Generate(prompt, 6));
-  EXPECT_NE(out.result.placement().mode(), v1::PLACEMENT_MODE_OFFLOAD) << out.result.placement().DebugString();
+  EXPECT_NE(out.result.placement().mode(), v1::PLACEMENT_MODE_OFFLOAD)
+      << out.result.placement().DebugString();
   ExpectClusterAtBaseline(*cluster);
 }
 

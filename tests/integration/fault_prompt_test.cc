@@ -44,11 +44,12 @@ std::string RandomWords(std::mt19937& rng, size_t bytes, int word_bytes) {
 // While alive, checks every 100 ms that the router still lists every worker.
 class RegistryWatch {
  public:
-  RegistryWatch(LocalCluster* cluster, int workers) : thread_([this, cluster, workers] {
-      while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-        if (cluster->Status().workers_size() != workers) ++dropped_;
-      }
-    }) {}
+  RegistryWatch(LocalCluster* cluster, int workers)
+      : thread_([this, cluster, workers] {
+          while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+            if (cluster->Status().workers_size() != workers) ++dropped_;
+          }
+        }) {}
   ~RegistryWatch() { Stop(); }
   int Stop() {
     if (!stop_.HasBeenNotified()) stop_.Notify();
@@ -73,19 +74,23 @@ TEST(PromptFaultTest, TwoConcurrent30MiBTextPromptsAreRefusedAtOnceAndTheCluster
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i) {
     threads.emplace_back([&, i] {
-      outs[i] = client::CallGenerate(cluster->channel(), client::MakeRequest({}, 8, 0, huge), absl::Seconds(60));
+      outs[i] = client::CallGenerate(cluster->channel(), client::MakeRequest({}, 8, 0, huge),
+                                     absl::Seconds(60));
     });
   }
   for (auto& t : threads) t.join();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   for (const auto& out : outs) {
-    EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << out.status.error_message();
-    EXPECT_TRUE(absl::StrContains(out.status.error_message(), "prompt.text")) << out.status.error_message();
-    EXPECT_TRUE(absl::StrContains(out.status.error_message(), "--max_prompt_bytes")) << out.status.error_message();
+    EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << out.status.error_message();
+    EXPECT_TRUE(absl::StrContains(out.status.error_message(), "prompt.text"))
+        << out.status.error_message();
+    EXPECT_TRUE(absl::StrContains(out.status.error_message(), "--max_prompt_bytes"))
+        << out.status.error_message();
   }
   EXPECT_EQ(watch.Stop(), 0) << "the router dropped workers";
-  const auto ok = client::CallGenerate(cluster->channel(), client::MakeRequest({}, 4, 0, "hello there"),
-                                       absl::Seconds(30));
+  const auto ok = client::CallGenerate(
+      cluster->channel(), client::MakeRequest({}, 4, 0, "hello there"), absl::Seconds(30));
   EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
   ExpectClusterAtBaseline(*cluster);
 }
@@ -94,7 +99,8 @@ TEST(PromptFaultTest, TwoConcurrent30MiBTextPromptsAreRefusedAtOnceAndTheCluster
 // context), big prompts are tokenized off gRPC's threads: the registry keeps every worker,
 // other requests are served meanwhile, and the router's memory does not grow with each one.
 TEST(PromptFaultTest, BigPromptsTokenizedAndRefusedNeitherStarveTheRegistryNorGrowTheRouter) {
-  auto cluster = LocalCluster::Start(ClusterOptions{.router_flags = {"--max_prompt_bytes=8000000"}});
+  auto cluster =
+      LocalCluster::Start(ClusterOptions{.router_flags = {"--max_prompt_bytes=8000000"}});
   ASSERT_NE(cluster, nullptr);
   std::mt19937 rng(2);
   RegistryWatch watch(cluster.get(), 3);
@@ -103,7 +109,8 @@ TEST(PromptFaultTest, BigPromptsTokenizedAndRefusedNeitherStarveTheRegistryNorGr
   std::atomic<int> failed{0};
   std::thread small([&] {
     while (loading.load()) {
-      const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest({1, 2, 3, 4}, 2), absl::Seconds(30));
+      const auto out = client::CallGenerate(
+          cluster->channel(), client::MakeRequest({1, 2, 3, 4}, 2), absl::Seconds(30));
       (out.status.ok() ? served : failed)++;
     }
   });
@@ -113,9 +120,10 @@ TEST(PromptFaultTest, BigPromptsTokenizedAndRefusedNeitherStarveTheRegistryNorGr
     for (int i = 0; i < 2; ++i) {
       // Long words, each one new: what once filled the word cache without bound.
       threads.emplace_back([&, text = RandomWords(rng, 7 << 20, 2000)] {
-        const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest({}, 8, 0, text),
-                                              absl::Seconds(120));
-        EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << out.status.error_message();
+        const auto out = client::CallGenerate(
+            cluster->channel(), client::MakeRequest({}, 8, 0, text), absl::Seconds(120));
+        EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+            << out.status.error_message();
       });
     }
     for (auto& t : threads) t.join();

@@ -27,8 +27,8 @@ struct LoadResult {
 
 // `streams` concurrent Generate calls of short random prompts; about `cancel_fraction` of
 // them are cancelled at a random moment within their first 300 ms.
-LoadResult RunConcurrentStreams(const std::shared_ptr<grpc::Channel>& channel, int streams, double cancel_fraction,
-                                uint32_t seed) {
+LoadResult RunConcurrentStreams(const std::shared_ptr<grpc::Channel>& channel, int streams,
+                                double cancel_fraction, uint32_t seed) {
   LoadResult result;
   absl::Mutex mu;
   std::vector<std::thread> threads;
@@ -59,7 +59,8 @@ LoadResult RunConcurrentStreams(const std::shared_ptr<grpc::Channel>& channel, i
         case grpc::StatusCode::OK:
           ++result.ok;
           if (out.tokens.size() != static_cast<size_t>(request.sampling().max_tokens())) {
-            result.unexpected.push_back(absl::StrCat("stream ", i, ": ", out.tokens.size(), " tokens"));
+            result.unexpected.push_back(
+                absl::StrCat("stream ", i, ": ", out.tokens.size(), " tokens"));
           }
           break;
         case grpc::StatusCode::CANCELLED:
@@ -87,12 +88,14 @@ LoadResult RunConcurrentStreams(const std::shared_ptr<grpc::Channel>& channel, i
 TEST(RouterFaultTest, ThreeHundredConcurrentStreamsWithCancellationsKeepTheRouterUp) {
   // Reads are started 2 ms after the decision to start them, so that a decode worker's
   // stream often ends in between: the window in which the router used to abort.
-  auto cluster = LocalCluster::Start(ClusterOptions{.router_flags = {"--testing_relay_read_delay=2ms"}});
+  auto cluster =
+      LocalCluster::Start(ClusterOptions{.router_flags = {"--testing_relay_read_delay=2ms"}});
   ASSERT_NE(cluster, nullptr);
   for (uint32_t round = 0; round < 2; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     const LoadResult r = RunConcurrentStreams(cluster->channel(), 300, 0.25, 1000 * (round + 1));
-    EXPECT_TRUE(r.unexpected.empty()) << r.unexpected.size() << " unexpected outcomes, first: " << r.unexpected[0];
+    EXPECT_TRUE(r.unexpected.empty())
+        << r.unexpected.size() << " unexpected outcomes, first: " << r.unexpected[0];
     EXPECT_EQ(r.exhausted, 0);
     EXPECT_GT(r.ok, 150);
     ASSERT_TRUE(cluster->router().running()) << cluster->router().Log();
@@ -110,8 +113,14 @@ TEST(RouterFaultTest, StressStreamsWithCancellationsAndAKilledDecodeWorker) {
   ASSERT_NE(cluster, nullptr);
   LoadResult result;
   std::thread load([&] { result = RunConcurrentStreams(cluster->channel(), streams, 0.25, 4242); });
-  // Killed while streams run on it (each decode worker has some within ~100 ms).
-  absl::SleepFor(absl::Milliseconds(150));
+  // Killed while the router relays streams to it.
+  const std::string victim = cluster->decode()[2]->grpc_address();
+  EXPECT_TRUE(cluster->WaitForStatus([&](const v1::ClusterStatus& s) {
+    for (const v1::WorkerStatus& w : s.workers()) {
+      if (w.registration().grpc_address() == victim && w.router_in_flight() > 0) return true;
+    }
+    return false;
+  }));
   cluster->decode()[2]->Kill();
   load.join();
   cluster->decode().pop_back();
@@ -134,13 +143,18 @@ TEST(RouterFaultTest, RouterRestartedAtItsAddressGetsItsWorkersBack) {
   v1::GenerateRequest long_request = client::MakeRequest({1, 2, 3}, 3000);
   long_request.mutable_sampling()->set_ignore_eos(true);
   client::GenerationOutcome in_flight;
-  std::thread call([&] { in_flight = client::CallGenerate(cluster->channel(), long_request, absl::Seconds(60)); });
-  absl::SleepFor(absl::Milliseconds(300));
+  std::thread call([&] {
+    in_flight = client::CallGenerate(cluster->channel(), long_request, absl::Seconds(60));
+  });
+  ASSERT_TRUE(
+      cluster->WaitForStatus([](const v1::ClusterStatus& s) { return s.in_flight() >= 1; }));
   ASSERT_TRUE(cluster->RestartRouter());
   call.join();
-  EXPECT_EQ(in_flight.status.error_code(), grpc::StatusCode::UNAVAILABLE) << in_flight.status.error_message();
+  EXPECT_EQ(in_flight.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << in_flight.status.error_message();
   ASSERT_TRUE(cluster->WaitForWorkers(2, 1, absl::Seconds(15))) << cluster->Status().DebugString();
-  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest({4, 5, 6}, 5), absl::Seconds(30));
+  const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest({4, 5, 6}, 5),
+                                        absl::Seconds(30));
   EXPECT_TRUE(out.status.ok()) << out.status.error_message();
   ExpectClusterAtBaseline(*cluster);
 }
@@ -151,7 +165,8 @@ TEST(RouterFaultTest, ThreeTimesOverloadIsRefusedAtOnceAndLosesNothing) {
   auto cluster = LocalCluster::Start(ClusterOptions{.router_flags = {"--max_in_flight=40"}});
   ASSERT_NE(cluster, nullptr);
   const LoadResult r = RunConcurrentStreams(cluster->channel(), 120, 0.0, 77);
-  EXPECT_TRUE(r.unexpected.empty()) << r.unexpected.size() << " unexpected outcomes, first: " << r.unexpected[0];
+  EXPECT_TRUE(r.unexpected.empty())
+      << r.unexpected.size() << " unexpected outcomes, first: " << r.unexpected[0];
   EXPECT_GT(r.exhausted, 0);
   EXPECT_GE(r.ok, 40);
   EXPECT_EQ(r.ok + r.exhausted, 120);

@@ -14,7 +14,8 @@
 namespace pdserve::kvtransfer::testing {
 
 inline void FillRegion(uint8_t* dst, size_t bytes, uint64_t seed, int layer, int kv, int index) {
-  uint64_t state = Xxh64(&seed, sizeof(seed), static_cast<uint64_t>(layer) * 1000003 + kv * 7919 + index);
+  uint64_t state =
+      Xxh64(&seed, sizeof(seed), static_cast<uint64_t>(layer) * 1000003 + kv * 7919 + index);
   for (size_t i = 0; i < bytes; i += 8) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
     const uint64_t v = state ^ (state >> 29);
@@ -44,7 +45,8 @@ inline int CountMismatches(const uint8_t* base, const KvLayout& layout,
     for (int kv = 0; kv < 2; ++kv) {
       for (size_t i = 0; i < blocks.size(); ++i) {
         FillRegion(expected.data(), expected.size(), seed, l, kv, static_cast<int>(i));
-        if (std::memcmp(base + layout.RegionOffset(l, kv, blocks[i]), expected.data(), expected.size()) != 0) {
+        if (std::memcmp(base + layout.RegionOffset(l, kv, blocks[i]), expected.data(),
+                        expected.size()) != 0) {
           ++bad;
         }
       }

@@ -65,8 +65,9 @@ int main(int argc, char** argv) {
   kv::testing::FillSource(static_cast<uint8_t*>((*source)->base()), layout, source_blocks, layers,
                           absl::GetFlag(FLAGS_seed));
   {
-    auto out = (*transport)->Open(kv::TransferTarget{*descriptor, absl::GetFlag(FLAGS_token), target},
-                                  source->get(), absl::GetFlag(FLAGS_fingerprint));
+    auto out = (*transport)
+                   ->Open(kv::TransferTarget{*descriptor, absl::GetFlag(FLAGS_token), target},
+                          source->get(), absl::GetFlag(FLAGS_fingerprint));
     if (!out.ok()) {
       std::fprintf(stderr, "open: %s\n", std::string(out.status().message()).c_str());
       return 1;
@@ -82,14 +83,16 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "write: %s\n", std::string(s.message()).c_str());
         return 1;
       }
-      if (absl::GetFlag(FLAGS_layer_delay) > absl::ZeroDuration()) absl::SleepFor(absl::GetFlag(FLAGS_layer_delay));
+      if (absl::GetFlag(FLAGS_layer_delay) > absl::ZeroDuration())
+        absl::SleepFor(absl::GetFlag(FLAGS_layer_delay));
     }
     if (absl::Status s = (*out)->Finish(absl::Seconds(30)); !s.ok()) {
       std::fprintf(stderr, "finish: %s\n", std::string(s.message()).c_str());
       return 1;
     }
-    std::printf("sent %lu bytes via %s in %.2f ms\n", static_cast<unsigned long>((*out)->bytes_written()),
-                kv::DataPathName((*out)->data_path()), absl::ToDoubleMilliseconds(absl::Now() - start));
+    std::printf(
+        "sent %lu bytes via %s in %.2f ms\n", static_cast<unsigned long>((*out)->bytes_written()),
+        kv::DataPathName((*out)->data_path()), absl::ToDoubleMilliseconds(absl::Now() - start));
   }
   source->reset();
   return 0;

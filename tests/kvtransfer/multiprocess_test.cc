@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/child_process.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/descriptor_codec.h"
 #include "kvtransfer/ucx/ucx_transport.h"
 #include "tests/kvtransfer/kv_test_data.h"
-#include "common/child_process.h"
 
 namespace pdserve::kvtransfer {
 namespace {
@@ -46,17 +46,17 @@ class MultiProcessTest : public ::testing::TestWithParam<std::string> {
     receiver_.reset();
   }
 
-  std::unique_ptr<ChildProcess> StartSender(uint64_t token, const std::vector<int32_t>& blocks, uint64_t seed,
-                                            std::vector<std::string> extra = {}) {
+  std::unique_ptr<ChildProcess> StartSender(uint64_t token, const std::vector<int32_t>& blocks,
+                                            uint64_t seed, std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {
-        absl::StrCat("--descriptor=", descriptor_hex_), absl::StrCat("--token=", token),
+        absl::StrCat("--descriptor=", descriptor_hex_),        absl::StrCat("--token=", token),
         absl::StrCat("--blocks=", absl::StrJoin(blocks, ",")), absl::StrCat("--seed=", seed),
         absl::StrCat("--layers=", pool_->layout().num_layers), absl::StrCat("--tls=", GetParam()),
         absl::StrCat("--fingerprint=", kFingerprint)};
     if (GetParam() == "tcp") args.push_back("--net_devices=lo");
     for (auto& e : extra) args.push_back(e);
-    auto child = ChildProcess::Start(ChildOptions{.binary = "pdserve-kv-test-sender", .args = args,
-                                                  .expect_serving_info = false});
+    auto child = ChildProcess::Start(ChildOptions{
+        .binary = "pdserve-kv-test-sender", .args = args, .expect_serving_info = false});
     EXPECT_TRUE(child.ok()) << child.status();
     return *std::move(child);
   }
@@ -75,18 +75,20 @@ TEST_P(MultiProcessTest, FourConcurrentSendersIntoOneReceiver) {
   std::vector<std::unique_ptr<ChildProcess>> senders;
   for (int i = 0; i < 4; ++i) {
     blocks[i].assign(all.begin() + i * 24, all.begin() + (i + 1) * 24);
-    auto h = receiver_->Expect(TransferExpectation{100u + i, blocks[i], pool_->layout().num_layers});
+    auto h =
+        receiver_->Expect(TransferExpectation{100u + i, blocks[i], pool_->layout().num_layers});
     ASSERT_TRUE(h.ok()) << h.status();
     handles.push_back(*h);
   }
   for (int i = 0; i < 4; ++i) senders.push_back(StartSender(100 + i, blocks[i], 1000 + i));
   for (int i = 0; i < 4; ++i) {
-    EXPECT_TRUE(handles[i]->Wait(absl::Seconds(60)).ok()) << handles[i]->status() << senders[i]->Log();
+    EXPECT_TRUE(handles[i]->Wait(absl::Seconds(60)).ok())
+        << handles[i]->status() << senders[i]->Log();
     auto exit = senders[i]->WaitExit(absl::Seconds(30));
     ASSERT_TRUE(exit.has_value());
     EXPECT_EQ(WEXITSTATUS(*exit), 0) << senders[i]->Log();
-    EXPECT_EQ(testing::CountMismatches(static_cast<uint8_t*>(pool_->base()), pool_->layout(), blocks[i],
-                                       pool_->layout().num_layers, 1000 + i),
+    EXPECT_EQ(testing::CountMismatches(static_cast<uint8_t*>(pool_->base()), pool_->layout(),
+                                       blocks[i], pool_->layout().num_layers, 1000 + i),
               0)
         << "sender " << i;
   }
@@ -98,13 +100,16 @@ TEST_P(MultiProcessTest, FourConcurrentSendersIntoOneReceiver) {
 TEST_P(MultiProcessTest, KilledSenderFailsItsWaitWhileOthersComplete) {
   const std::vector<int32_t> doomed = {10, 11, 12, 13, 50, 51};
   const std::vector<int32_t> healthy = {20, 21, 22, 60, 61, 62};
-  auto doomed_handle = receiver_->Expect(TransferExpectation{200, doomed, pool_->layout().num_layers});
-  auto healthy_handle = receiver_->Expect(TransferExpectation{201, healthy, pool_->layout().num_layers});
+  auto doomed_handle =
+      receiver_->Expect(TransferExpectation{200, doomed, pool_->layout().num_layers});
+  auto healthy_handle =
+      receiver_->Expect(TransferExpectation{201, healthy, pool_->layout().num_layers});
   ASSERT_TRUE(doomed_handle.ok() && healthy_handle.ok());
   auto killed = StartSender(200, doomed, 5, {"--hold_after_layers=2"});
   // Wait until it reported two layers, then kill it mid-transfer.
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while ((*doomed_handle)->layers_done() < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  while ((*doomed_handle)->layers_done() < 2 && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(10));
   ASSERT_EQ((*doomed_handle)->layers_done(), 2) << killed->Log();
   auto healthy_sender = StartSender(201, healthy, 6, {"--layer_delay=20ms"});
   killed->Kill();

@@ -114,7 +114,8 @@ TEST_P(TransportTest, RandomBlocksArriveIntact) {
   const std::vector<int32_t> others(all.begin() + 12, all.end());
   const std::vector<uint8_t> zero(pool_->layout().region_bytes(), 0);
   for (int32_t b : others) {
-    ASSERT_EQ(0, std::memcmp(pool_base() + pool_->layout().RegionOffset(2, 1, b), zero.data(), zero.size()));
+    ASSERT_EQ(0, std::memcmp(pool_base() + pool_->layout().RegionOffset(2, 1, b), zero.data(),
+                             zero.size()));
   }
   EXPECT_EQ(receiver_->counters().transfers_completed, 1u);
 }
@@ -133,17 +134,17 @@ TEST_P(TransportTest, ReservationsAreValidated) {
   auto e = [&](uint64_t token, std::vector<int32_t> blocks, int layers = 4) {
     return receiver_->Expect(TransferExpectation{token, std::move(blocks), layers}).status();
   };
-  EXPECT_EQ(e(1, {0, 64}).code(), absl::StatusCode::kInvalidArgument);     // Out of range.
+  EXPECT_EQ(e(1, {0, 64}).code(), absl::StatusCode::kInvalidArgument);  // Out of range.
   EXPECT_EQ(e(1, {-1}).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(e(1, {3, 3}).code(), absl::StatusCode::kInvalidArgument);      // Duplicate block.
-  EXPECT_EQ(e(1, {3}, 5).code(), absl::StatusCode::kInvalidArgument);      // Too many layers.
+  EXPECT_EQ(e(1, {3, 3}).code(), absl::StatusCode::kInvalidArgument);  // Duplicate block.
+  EXPECT_EQ(e(1, {3}, 5).code(), absl::StatusCode::kInvalidArgument);  // Too many layers.
   EXPECT_TRUE(e(1, {3, 4}).ok());
-  EXPECT_EQ(e(1, {9}).code(), absl::StatusCode::kAlreadyExists);           // Token reused.
+  EXPECT_EQ(e(1, {9}).code(), absl::StatusCode::kAlreadyExists);  // Token reused.
   const absl::Status conflict = e(2, {4, 5});
-  EXPECT_EQ(conflict.code(), absl::StatusCode::kFailedPrecondition);       // Block 4 is taken.
+  EXPECT_EQ(conflict.code(), absl::StatusCode::kFailedPrecondition);  // Block 4 is taken.
   EXPECT_NE(conflict.message().find("already reserved by transfer 1"), absl::string_view::npos);
   receiver_->Release(1);
-  EXPECT_TRUE(e(2, {4, 5}).ok());                                          // Free again.
+  EXPECT_TRUE(e(2, {4, 5}).ok());  // Free again.
   const TransportCounters c = receiver_->counters();
   EXPECT_EQ(c.rejected_bad_blocks, 3u);
   EXPECT_EQ(c.rejected_reservation_conflict, 1u);
@@ -156,7 +157,8 @@ TEST_P(TransportTest, LayoutAndModelMismatchesFailBeforeAnyWrite) {
   ASSERT_TRUE(wrong.ok());
   auto out = sender_->Open(TransferTarget{descriptor_, 5, {1}}, wrong->get(), kFingerprint);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(out.status().message().find("head_dim 32 vs 16"), absl::string_view::npos) << out.status();
+  EXPECT_NE(out.status().message().find("head_dim 32 vs 16"), absl::string_view::npos)
+      << out.status();
   out = sender_->Open(TransferTarget{descriptor_, 5, {1}}, source_.get(), kFingerprint + 1);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(out.status().message().find("fingerprint"), absl::string_view::npos);
@@ -169,9 +171,11 @@ TEST_P(TransportTest, WrongTokenStaleEpochAndForeignBlocksAreRejected) {
   ASSERT_TRUE(handle.ok());
   FillSource(source_base(), source_->layout(), {0, 1}, 4, 3);
   // Unknown token.
-  auto wrong_token = sender_->Open(TransferTarget{descriptor_, 78, {20, 21}}, source_.get(), kFingerprint);
+  auto wrong_token =
+      sender_->Open(TransferTarget{descriptor_, 78, {20, 21}}, source_.get(), kFingerprint);
   ASSERT_TRUE(wrong_token.ok());
-  for (int l = 0; l < 4; ++l) (*wrong_token)->WriteLayer(l, std::vector<int32_t>{0, 1}).IgnoreError();
+  for (int l = 0; l < 4; ++l)
+    (*wrong_token)->WriteLayer(l, std::vector<int32_t>{0, 1}).IgnoreError();
   (*wrong_token)->Finish(absl::Seconds(5)).IgnoreError();
   // Stale epoch.
   KvPoolDescriptor stale = descriptor_;
@@ -190,7 +194,8 @@ TEST_P(TransportTest, WrongTokenStaleEpochAndForeignBlocksAreRejected) {
     EXPECT_EQ(CountMismatches(pool_base(), pool_->layout(), {20, 21}, 4, 3), 16);
   }
   // Completion naming other blocks than the reservation.
-  auto foreign = sender_->Open(TransferTarget{descriptor_, 77, {20, 22}}, source_.get(), kFingerprint);
+  auto foreign =
+      sender_->Open(TransferTarget{descriptor_, 77, {20, 22}}, source_.get(), kFingerprint);
   ASSERT_TRUE(foreign.ok());
   for (int l = 0; l < 4; ++l) (*foreign)->WriteLayer(l, std::vector<int32_t>{0, 1}).IgnoreError();
   (*foreign)->Finish(absl::Seconds(5)).IgnoreError();
@@ -223,8 +228,8 @@ TEST_P(TransportTest, DuplicateAndDroppedCompletions) {
 }
 
 TEST_P(TransportTest, FailAfterNWritesAndDelays) {
-  FaultInjectingTransport faulty(sender_.get(), FaultPlan{.fail_after_writes = 2,
-                                                          .write_delay = absl::Milliseconds(20)});
+  FaultInjectingTransport faulty(
+      sender_.get(), FaultPlan{.fail_after_writes = 2, .write_delay = absl::Milliseconds(20)});
   auto handle = receiver_->Expect(TransferExpectation{95, {50, 51}, 4});
   ASSERT_TRUE(handle.ok());
   auto out = faulty.Open(TransferTarget{descriptor_, 95, {50, 51}}, source_.get(), kFingerprint);
@@ -233,7 +238,8 @@ TEST_P(TransportTest, FailAfterNWritesAndDelays) {
   EXPECT_TRUE((*out)->WriteLayer(0, std::vector<int32_t>{0, 1}).ok());
   EXPECT_TRUE((*out)->WriteLayer(1, std::vector<int32_t>{0, 1}).ok());
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(40));
-  EXPECT_EQ((*out)->WriteLayer(2, std::vector<int32_t>{0, 1}).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*out)->WriteLayer(2, std::vector<int32_t>{0, 1}).code(),
+            absl::StatusCode::kUnavailable);
   EXPECT_EQ(faulty.injected_failures(), 1u);
   // The sender gives up: abort, and the receiver hears of it (or times out on put paths
   // that deliver the abort notice only best effort).

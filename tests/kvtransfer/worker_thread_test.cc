@@ -56,9 +56,8 @@ absl::StatusOr<size_t> TimedOutCall(UcxWorkerThread* thread, std::shared_ptr<Lat
 }
 
 TEST_F(WorkerThreadTest, ResultsComeBackAndATimedOutCallRunsOnItsOwnCopies) {
-  const absl::StatusOr<int> sum = thread_->RunSync(absl::Seconds(5), +[](int a, int b) -> absl::StatusOr<int> {
-    return a + b;
-  }, 2, 3);
+  const absl::StatusOr<int> sum = thread_->RunSync(
+      absl::Seconds(5), +[](int a, int b) -> absl::StatusOr<int> { return a + b; }, 2, 3);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(*sum, 5);
 
@@ -80,7 +79,8 @@ TEST_F(WorkerThreadTest, ResultsComeBackAndATimedOutCallRunsOnItsOwnCopies) {
   auto done = std::make_shared<absl::Notification>();
   UcxWorkerThread* thread = thread_.get();
   thread_->Post([thread, inline_result, done] {
-    *inline_result = thread->RunSync(absl::Milliseconds(1), +[]() -> absl::StatusOr<int> { return 7; });
+    *inline_result = thread->RunSync(
+        absl::Milliseconds(1), +[]() -> absl::StatusOr<int> { return 7; });
     done->Notify();
   });
   ASSERT_TRUE(done->WaitForNotificationWithTimeout(absl::Seconds(5)));

@@ -13,13 +13,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/child_process.h"
 #include "engine/generator.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/decode.grpc.pb.h"
-#include "common/child_process.h"
-#include "tests/testing/http_client.h"
 #include "tests/testing/greedy_reference.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
 
@@ -43,19 +43,26 @@ std::unique_ptr<ChildProcess> Start(const std::string& binary, std::vector<std::
   return *std::move(child);
 }
 
-std::unique_ptr<ChildProcess> StartPrefill(const std::string& transport, std::vector<std::string> extra = {},
+std::unique_ptr<ChildProcess> StartPrefill(const std::string& transport,
+                                           std::vector<std::string> extra = {},
                                            const std::string& model = "tiny") {
-  std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir(model), "--threads=1",
-                                   "--kv_cache_bytes=67108864", "--drain_timeout=5s"};
+  std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir(model),
+                                   "--threads=1", "--kv_cache_bytes=67108864",
+                                   "--drain_timeout=5s"};
   for (auto& a : UcxArgs(transport)) args.push_back(a);
   for (auto& e : extra) args.push_back(e);
   return Start("pdserve-prefill", args);
 }
 
-std::unique_ptr<ChildProcess> StartDecode(const std::string& transport, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",
-                                   "--num_blocks=400", "--max_num_batched_tokens=64", "--drain_timeout=5s",
-                                   "--offload_dead_after=1s", "--offload_completion_timeout=3s"};
+std::unique_ptr<ChildProcess> StartDecode(const std::string& transport,
+                                          std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"),
+                                   "--threads=1",
+                                   "--num_blocks=400",
+                                   "--max_num_batched_tokens=64",
+                                   "--drain_timeout=5s",
+                                   "--offload_dead_after=1s",
+                                   "--offload_completion_timeout=3s"};
   for (auto& a : UcxArgs(transport)) args.push_back(a);
   for (auto& e : extra) args.push_back(e);
   return Start("pdserve-decode", args);
@@ -66,7 +73,8 @@ struct Worker {
   std::string address;
 };
 
-v1::DecodeRequest Request(const std::vector<int32_t>& prompt, int max_tokens, const std::vector<Worker>& prefill) {
+v1::DecodeRequest Request(const std::vector<int32_t>& prompt, int max_tokens,
+                          const std::vector<Worker>& prefill) {
   v1::DecodeRequest r;
   *r.mutable_request() = client::MakeRequest(prompt, max_tokens);
   for (const Worker& w : prefill) {
@@ -111,23 +119,15 @@ bool WaitForAwaitingKv(const std::string& address, uint32_t n, absl::Duration ti
   return false;
 }
 
-// The value of a metric line starting with `prefix` on a /metrics page (-1 if absent).
-double Metric(const std::string& metrics_address, const std::string& prefix) {
-  auto page = pdserve::testing::HttpGet(metrics_address, "/metrics", absl::Seconds(5));
-  if (!page.ok()) return -1;
-  for (absl::string_view line : absl::StrSplit(page->body, '\n')) {
-    if (!absl::StartsWith(line, prefix)) continue;
-    double v;
-    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) return v;
-  }
-  return -1;
-}
+using pdserve::testing::Metric;
+using pdserve::testing::WaitForMetricAtLeast;
 
 // Joins a thread however the test leaves its scope (an ASSERT must not leave it running),
 // after `unblock` made it finish.
 class JoinOnExit {
  public:
-  JoinOnExit(std::thread* thread, std::function<void()> unblock) : thread_(thread), unblock_(std::move(unblock)) {}
+  JoinOnExit(std::thread* thread, std::function<void()> unblock)
+      : thread_(thread), unblock_(std::move(unblock)) {}
   ~JoinOnExit() {
     if (!thread_->joinable()) return;
     unblock_();
@@ -157,7 +157,8 @@ class OffloadTest : public ::testing::TestWithParam<std::string> {
   // Checks one offloaded request end to end.
   void ExpectOffloaded(const client::GenerationOutcome& out, const std::vector<int32_t>& expected,
                        const std::string& prefill_id, const std::string& what) {
-    ASSERT_TRUE(out.status.ok()) << what << ": " << out.status.error_message() << "\n" << decode_->Log();
+    ASSERT_TRUE(out.status.ok()) << what << ": " << out.status.error_message() << "\n"
+                                 << decode_->Log();
     EXPECT_EQ(out.tokens, expected) << what;
     ASSERT_TRUE(out.has_result) << what;
     const v1::Placement& p = out.result.placement();
@@ -183,8 +184,8 @@ TEST_P(OffloadTest, OffloadedGenerationIsTokenIdenticalToLocal) {
   for (int length : {1, 5, 15, 16, 17, 33, 120, 400}) {
     const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, length);
     const std::vector<int32_t> expected = reference_.Generate(prompt, 12);
-    ExpectOffloaded(Call(Request(prompt, 12, {PrefillRef()})), expected, "prefill-" + prefill_->grpc_address(),
-                    absl::StrCat("prompt of ", length));
+    ExpectOffloaded(Call(Request(prompt, 12, {PrefillRef()})), expected,
+                    "prefill-" + prefill_->grpc_address(), absl::StrCat("prompt of ", length));
   }
   EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
   EXPECT_GT(Metric(prefill_->metrics_address(), "pdserve_kv_transfer_bytes_total"), 0);
@@ -202,7 +203,8 @@ TEST_P(OffloadTest, PrefixCacheHitsTransferOnlyTheSuffix) {
                   "prefill-" + prefill_->grpc_address(), "warm-up");
   for (int suffix : {1, 20, 64}) {
     std::vector<int32_t> prompt = shared;
-    for (int i = 0; i < suffix; ++i) prompt.push_back(static_cast<int32_t>(rng() % reference_.vocab()));
+    for (int i = 0; i < suffix; ++i)
+      prompt.push_back(static_cast<int32_t>(rng() % reference_.vocab()));
     const auto out = Call(Request(prompt, 10, {PrefillRef()}));
     ExpectOffloaded(out, reference_.Generate(prompt, 10), "prefill-" + prefill_->grpc_address(),
                     absl::StrCat("suffix of ", suffix));
@@ -230,7 +232,8 @@ TEST_P(OffloadTest, ConcurrentPromptsSharingPrefixes) {
   // Half offloaded, half local, all at once: both paths share blocks and batches.
   for (int i = 0; i < kRequests; ++i) {
     threads.emplace_back([&, i] {
-      outcomes[i] = Call(Request(prompts[i], 8, i % 3 == 2 ? std::vector<Worker>{} : std::vector<Worker>{PrefillRef()}));
+      outcomes[i] = Call(Request(
+          prompts[i], 8, i % 3 == 2 ? std::vector<Worker>{} : std::vector<Worker>{PrefillRef()}));
     });
   }
   for (auto& t : threads) t.join();
@@ -238,7 +241,8 @@ TEST_P(OffloadTest, ConcurrentPromptsSharingPrefixes) {
     ASSERT_TRUE(outcomes[i].status.ok()) << i << ": " << outcomes[i].status.error_message();
     EXPECT_EQ(outcomes[i].tokens, expected[i]) << "request " << i;
     EXPECT_EQ(outcomes[i].result.placement().mode(),
-              i % 3 == 2 ? v1::PLACEMENT_MODE_LOCAL : v1::PLACEMENT_MODE_OFFLOAD) << i;
+              i % 3 == 2 ? v1::PLACEMENT_MODE_LOCAL : v1::PLACEMENT_MODE_OFFLOAD)
+        << i;
   }
   EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
 }
@@ -257,7 +261,9 @@ TEST_P(OffloadTest, PrefillWorkerKilledMidTransferFallsBackWithIdenticalTokens) 
     std::thread call([&] { out = Call(Request(prompt, 10, targets)); });
     JoinOnExit joiner(&call, [&] { slow->Kill(); });
     ASSERT_TRUE(WaitForAwaitingKv(decode_->grpc_address(), 1, absl::Seconds(10)));
-    absl::SleepFor(absl::Milliseconds(600));  // At least one layer written.
+    // At least one layer written.
+    ASSERT_TRUE(
+        WaitForMetricAtLeast(slow->metrics_address(), "pdserve_kv_transfer_layers_total", 1));
     slow->Kill();
     call.join();
     ASSERT_TRUE(out.status.ok()) << out.status.error_message();
@@ -272,7 +278,8 @@ TEST_P(OffloadTest, PrefillWorkerKilledMidTransferFallsBackWithIdenticalTokens) 
       EXPECT_EQ(p.fallback_cause(), "prefill_error");
     }
     // The killed worker's blocks stay quarantined until it is known dead, then all return.
-    EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(15))) << Stats(decode_->grpc_address()).DebugString();
+    EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(15)))
+        << Stats(decode_->grpc_address()).DebugString();
   }
   EXPECT_GE(Stats(decode_->grpc_address()).offload_fallbacks_total(), 1u);
 }
@@ -282,7 +289,8 @@ TEST_P(OffloadTest, UnreachablePrefillWorkerMovesToTheAlternate) {
   const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, 70);
   // Nothing listens on port 1.
   const auto out = Call(Request(prompt, 6, {Worker{"prefill-gone", "127.0.0.1:1"}, PrefillRef()}));
-  ExpectOffloaded(out, reference_.Generate(prompt, 6), "prefill-" + prefill_->grpc_address(), "alternate");
+  ExpectOffloaded(out, reference_.Generate(prompt, 6), "prefill-" + prefill_->grpc_address(),
+                  "alternate");
   EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(15)));
 }
 
@@ -295,7 +303,8 @@ TEST_P(OffloadTest, CancelWhileAwaitingKvStopsThePrefillAndFreesBlocksAfterItsAc
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
   auto stub = v1::Decode::NewStub(channel_);
-  auto reader = stub->Generate(&context, Request(prompt, 10, {Worker{"prefill-slow", slow->grpc_address()}}));
+  auto reader =
+      stub->Generate(&context, Request(prompt, 10, {Worker{"prefill-slow", slow->grpc_address()}}));
   v1::GenerateResponse last;
   grpc::Status status;
   std::thread call([&] {
@@ -307,11 +316,12 @@ TEST_P(OffloadTest, CancelWhileAwaitingKvStopsThePrefillAndFreesBlocksAfterItsAc
   ASSERT_TRUE(WaitForAwaitingKv(decode_->grpc_address(), 1, absl::Seconds(10)));
   // Let the prefill worker start computing (a queued job would be stopped at once): it is
   // then inside its first layer's pause when the cancellation arrives.
-  absl::SleepFor(absl::Milliseconds(400));
+  ASSERT_TRUE(WaitForMetricAtLeast(slow->metrics_address(), "pdserve_kv_transfer_layers_total", 1));
   context.TryCancel();
   call.join();
   ASSERT_EQ(status.error_code(), grpc::StatusCode::CANCELLED)
-      << "the call ended before it was cancelled: " << last.DebugString() << "\n" << decode_->Log();
+      << "the call ended before it was cancelled: " << last.DebugString() << "\n"
+      << decode_->Log();
   // The prefill worker is sleeping inside a layer: until it reaches the next layer boundary
   // and acknowledges, the transfer's blocks are quarantined, not free.
   bool saw_quarantine = false;
@@ -333,7 +343,8 @@ TEST_P(OffloadTest, ModelOrLayoutMismatchIsRefusedAndPrefillsLocally) {
     std::string model;
     std::vector<std::string> flags;
   };
-  for (const Case& c : {Case{"other model", "tiny-qwen2", {}}, Case{"other block size", "tiny", {"--block_size=32"}},
+  for (const Case& c : {Case{"other model", "tiny-qwen2", {}},
+                        Case{"other block size", "tiny", {"--block_size=32"}},
                         Case{"other kv dtype", "tiny", {"--kv_dtype=f16"}}}) {
     SCOPED_TRACE(c.what);
     auto other = StartPrefill(GetParam(), c.flags, c.model);
@@ -345,9 +356,10 @@ TEST_P(OffloadTest, ModelOrLayoutMismatchIsRefusedAndPrefillsLocally) {
     EXPECT_TRUE(out.result.placement().fell_back_to_local());
     EXPECT_EQ(out.result.placement().fallback_cause(), "layout_mismatch");
     EXPECT_EQ(Metric(other->metrics_address(), "pdserve_kv_transfer_bytes_total"), 0);
-    EXPECT_EQ(Metric(other->metrics_address(), "pdserve_prefill_failures_total{model_name=\"" +
-                                                   std::string(c.model == "tiny" ? "tiny" : "tiny-qwen2") +
-                                                   "\",reason=\"layout_mismatch\"}"),
+    EXPECT_EQ(Metric(other->metrics_address(),
+                     "pdserve_prefill_failures_total{model_name=\"" +
+                         std::string(c.model == "tiny" ? "tiny" : "tiny-qwen2") +
+                         "\",reason=\"layout_mismatch\"}"),
               1);
     EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(5)));
   }

@@ -19,10 +19,10 @@ namespace {
 class PrefillServiceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto child = ChildProcess::Start(ChildOptions{
-        .binary = "pdserve-prefill",
-        .args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1", "--kv_cache_bytes=4194304",
-                 "--ucx_transports=shm"}});
+    auto child = ChildProcess::Start(
+        ChildOptions{.binary = "pdserve-prefill",
+                     .args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",
+                              "--kv_cache_bytes=4194304", "--ucx_transports=shm"}});
     ASSERT_TRUE(child.ok()) << child.status();
     worker_ = child->release();
     ASSERT_TRUE(worker_->WaitHealthy(absl::Seconds(30)).ok()) << worker_->Log();
@@ -34,7 +34,8 @@ class PrefillServiceTest : public ::testing::Test {
 
   // A well-formed request for `prompt_len` tokens into a pool shaped like the worker's.
   static v1::PrefillRequest Valid(int prompt_len) {
-    auto loaded = engine::LoadModel(pdserve::testing::TestModelDir("tiny"), engine::EngineOptions{.num_threads = 1});
+    auto loaded = engine::LoadModel(pdserve::testing::TestModelDir("tiny"),
+                                    engine::EngineOptions{.num_threads = 1});
     EXPECT_TRUE(loaded.ok());
     v1::PrefillRequest r;
     r.set_request_id("bad-input");
@@ -75,19 +76,23 @@ TEST_F(PrefillServiceTest, MalformedRequestsNameTheFieldAndTheLimit) {
     std::string field;
   };
   const std::vector<Case> cases = {
-      {"no tokens", [](v1::PrefillRequest* r) { r->clear_token_ids(); }, grpc::StatusCode::INVALID_ARGUMENT,
-       "token_ids"},
+      {"no tokens", [](v1::PrefillRequest* r) { r->clear_token_ids(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "token_ids"},
       {"token out of vocab", [](v1::PrefillRequest* r) { r->set_token_ids(3, 1u << 30); },
        grpc::StatusCode::INVALID_ARGUMENT, "token_ids[3]"},
-      {"negative temperature", [](v1::PrefillRequest* r) { r->mutable_sampling()->set_temperature(-1); },
+      {"negative temperature",
+       [](v1::PrefillRequest* r) { r->mutable_sampling()->set_temperature(-1); },
        grpc::StatusCode::INVALID_ARGUMENT, "temperature"},
       {"no target blocks", [](v1::PrefillRequest* r) { r->mutable_target()->clear_block_ids(); },
        grpc::StatusCode::INVALID_ARGUMENT, "target.block_ids"},
-      {"no receiver address", [](v1::PrefillRequest* r) { r->mutable_target()->clear_ucx_worker_address(); },
+      {"no receiver address",
+       [](v1::PrefillRequest* r) { r->mutable_target()->clear_ucx_worker_address(); },
        grpc::StatusCode::INVALID_ARGUMENT, "target.ucx_worker_address"},
-      {"too few blocks", [](v1::PrefillRequest* r) { r->mutable_target()->mutable_block_ids()->RemoveLast(); },
+      {"too few blocks",
+       [](v1::PrefillRequest* r) { r->mutable_target()->mutable_block_ids()->RemoveLast(); },
        grpc::StatusCode::INVALID_ARGUMENT, "target.block_ids"},
-      {"block outside the pool", [](v1::PrefillRequest* r) { r->mutable_target()->set_block_ids(0, 1000); },
+      {"block outside the pool",
+       [](v1::PrefillRequest* r) { r->mutable_target()->set_block_ids(0, 1000); },
        grpc::StatusCode::INVALID_ARGUMENT, "target.block_ids[0]"},
       {"unaligned first position",
        [](v1::PrefillRequest* r) {
@@ -95,11 +100,13 @@ TEST_F(PrefillServiceTest, MalformedRequestsNameTheFieldAndTheLimit) {
          r->mutable_target()->set_num_tokens(r->token_ids_size() - 5);
        },
        grpc::StatusCode::INVALID_ARGUMENT, "target.first_position"},
-      {"token count mismatch", [](v1::PrefillRequest* r) { r->mutable_target()->set_num_tokens(3); },
+      {"token count mismatch",
+       [](v1::PrefillRequest* r) { r->mutable_target()->set_num_tokens(3); },
        grpc::StatusCode::INVALID_ARGUMENT, "target.num_tokens"},
       {"other model", [](v1::PrefillRequest* r) { r->mutable_target()->set_model_fingerprint(1); },
        grpc::StatusCode::FAILED_PRECONDITION, "fingerprint"},
-      {"other head_dim", [](v1::PrefillRequest* r) { r->mutable_target()->mutable_layout()->set_head_dim(8); },
+      {"other head_dim",
+       [](v1::PrefillRequest* r) { r->mutable_target()->mutable_layout()->set_head_dim(8); },
        grpc::StatusCode::FAILED_PRECONDITION, "head_dim"},
   };
   for (const Case& c : cases) {
@@ -107,11 +114,13 @@ TEST_F(PrefillServiceTest, MalformedRequestsNameTheFieldAndTheLimit) {
     c.edit(&r);
     const grpc::Status s = Call(r);
     EXPECT_EQ(s.error_code(), c.code) << c.what << ": " << s.error_message();
-    EXPECT_TRUE(absl::StrContains(s.error_message(), c.field)) << c.what << ": " << s.error_message();
+    EXPECT_TRUE(absl::StrContains(s.error_message(), c.field))
+        << c.what << ": " << s.error_message();
   }
   // The worker's own pool (4 MiB) cannot hold this prompt.
   const grpc::Status too_long = Call(Valid(4000));
-  EXPECT_EQ(too_long.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << too_long.error_message();
+  EXPECT_EQ(too_long.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << too_long.error_message();
   EXPECT_TRUE(absl::StrContains(too_long.error_message(), "prompt")) << too_long.error_message();
   EXPECT_TRUE(worker_->running());
 }
@@ -131,7 +140,8 @@ TEST_F(PrefillServiceTest, RandomBytesAsTheReceiverAddressAreRefusedAndTheWorker
     r.mutable_target()->set_ucx_worker_address(random_bytes(n));
     r.mutable_target()->set_packed_rkey(random_bytes(n % 50 + 1));
     const grpc::Status s = Call(r);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << n << " bytes: " << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << n << " bytes: " << s.error_message();
     EXPECT_TRUE(absl::StrContains(s.error_message(), "worker_address")) << s.error_message();
     ASSERT_TRUE(worker_->running()) << worker_->Log();
   }
@@ -152,8 +162,8 @@ TEST_F(PrefillServiceTest, CancellingAnUnknownTransferIsAnsweredAsStopped) {
 }
 
 TEST(PrefillBinaryTest, HelpAndBadFlags) {
-  auto help = ChildProcess::Start(ChildOptions{.binary = "pdserve-prefill", .args = {"--help"},
-                                               .expect_serving_info = false});
+  auto help = ChildProcess::Start(
+      ChildOptions{.binary = "pdserve-prefill", .args = {"--help"}, .expect_serving_info = false});
   ASSERT_TRUE(help.ok());
   auto status = (*help)->WaitExit(absl::Seconds(10));
   ASSERT_TRUE(status.has_value());

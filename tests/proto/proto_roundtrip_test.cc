@@ -42,13 +42,13 @@ void Fill(Message* msg, int seed, int depth, const FieldDescriptor* only_oneof_m
     for (int k = 0; k < reps; ++k) {
       const int v = seed + i * 7 + k + 1;
       switch (f->cpp_type()) {
-#define PDS_SET(CPPTYPE, Setter, Adder, value)                      \
-  case FieldDescriptor::CPPTYPE:                                     \
-    if (f->is_repeated()) {                                          \
-      r->Adder(msg, f, value);                                       \
-    } else {                                                         \
-      r->Setter(msg, f, value);                                      \
-    }                                                                \
+#define PDS_SET(CPPTYPE, Setter, Adder, value) \
+  case FieldDescriptor::CPPTYPE:               \
+    if (f->is_repeated()) {                    \
+      r->Adder(msg, f, value);                 \
+    } else {                                   \
+      r->Setter(msg, f, value);                \
+    }                                          \
     break;
         PDS_SET(CPPTYPE_INT32, SetInt32, AddInt32, -v)
         PDS_SET(CPPTYPE_INT64, SetInt64, AddInt64, -static_cast<int64_t>(v) * 1000000007LL)
@@ -85,8 +85,7 @@ void Fill(Message* msg, int seed, int depth, const FieldDescriptor* only_oneof_m
 
 int RoundTripAll(const google::protobuf::FileDescriptor* file) {
   int checked = 0;
-  google::protobuf::MessageFactory* factory =
-      google::protobuf::MessageFactory::generated_factory();
+  google::protobuf::MessageFactory* factory = google::protobuf::MessageFactory::generated_factory();
   for (int m = 0; m < file->message_type_count(); ++m) {
     const Descriptor* d = file->message_type(m);
     // One pass per oneof member (plus one for messages without oneofs).
@@ -118,10 +117,9 @@ int RoundTripAll(const google::protobuf::FileDescriptor* file) {
 
 TEST(ProtoRoundTripTest, EveryMessageSurvivesTheWire) {
   // Touch one message per file so the generated descriptors are linked in.
-  const Descriptor* anchors[] = {
-      v1::KvTarget::descriptor(), v1::GenerateRequest::descriptor(),
-      v1::DecodeStats::descriptor(), v1::PrefillRequest::descriptor(),
-      v1::WorkerMessage::descriptor()};
+  const Descriptor* anchors[] = {v1::KvTarget::descriptor(), v1::GenerateRequest::descriptor(),
+                                 v1::DecodeStats::descriptor(), v1::PrefillRequest::descriptor(),
+                                 v1::WorkerMessage::descriptor()};
   ASSERT_EQ(std::size(anchors), std::size(kFiles));
   int total = 0;
   for (const char* name : kFiles) {
@@ -154,9 +152,8 @@ TEST(ProtoDocumentationTest, EveryFieldIsDocumented) {
       ++line_no;
       const size_t first = line.find_first_not_of(' ');
       std::string trimmed = first == std::string::npos ? "" : line.substr(first);
-      const bool is_field = trimmed.find(" = ") != std::string::npos &&
-                            trimmed.back() == ';' && trimmed.rfind("option", 0) != 0 &&
-                            trimmed.rfind("//", 0) != 0;
+      const bool is_field = trimmed.find(" = ") != std::string::npos && trimmed.back() == ';' &&
+                            trimmed.rfind("option", 0) != 0 && trimmed.rfind("//", 0) != 0;
       const bool is_enum_value = is_field && trimmed.find(' ') == trimmed.find(" = ");
       if (is_field && !is_enum_value) {
         ++fields;

@@ -20,31 +20,43 @@ std::unique_ptr<ChildProcess> StartChild(const std::string& binary, std::vector<
 std::unique_ptr<LocalCluster> LocalCluster::Start(const ClusterOptions& options) {
   auto cluster = std::make_unique<LocalCluster>();
   const std::string model = TestModelDir(options.model);
-  std::vector<std::string> router_args = {"--model=" + model, "--drain_timeout=5s", "--worker_timeout=1s"};
+  std::vector<std::string> router_args = {"--model=" + model, "--drain_timeout=5s",
+                                          "--worker_timeout=1s"};
   router_args.insert(router_args.end(), options.router_flags.begin(), options.router_flags.end());
   cluster->router_args_ = router_args;
   cluster->router_ = StartChild("pdserve-router", router_args);
   if (!cluster->router_) return nullptr;
   const std::string router = "--router=" + cluster->router_->grpc_address();
   for (int i = 0; i < options.prefill_workers; ++i) {
-    std::vector<std::string> args = {"--model=" + model, "--threads=1", "--kv_cache_bytes=67108864",
-                                     "--ucx_transports=shm", "--drain_timeout=5s", router,
+    std::vector<std::string> args = {"--model=" + model,
+                                     "--threads=1",
+                                     "--kv_cache_bytes=67108864",
+                                     "--ucx_transports=shm",
+                                     "--drain_timeout=5s",
+                                     router,
                                      "--worker_id=prefill-" + std::to_string(i)};
     args.insert(args.end(), options.prefill_flags.begin(), options.prefill_flags.end());
     cluster->prefill_.push_back(StartChild("pdserve-prefill", args));
     if (!cluster->prefill_.back()) return nullptr;
   }
   for (int i = 0; i < options.decode_workers; ++i) {
-    std::vector<std::string> args = {"--model=" + model, "--threads=1", "--num_blocks=400",
-                                     "--max_num_batched_tokens=64", "--ucx_transports=shm", "--drain_timeout=5s",
-                                     router, "--worker_id=decode-" + std::to_string(i)};
+    std::vector<std::string> args = {"--model=" + model,
+                                     "--threads=1",
+                                     "--num_blocks=400",
+                                     "--max_num_batched_tokens=64",
+                                     "--ucx_transports=shm",
+                                     "--drain_timeout=5s",
+                                     router,
+                                     "--worker_id=decode-" + std::to_string(i)};
     args.insert(args.end(), options.decode_flags.begin(), options.decode_flags.end());
     cluster->decode_.push_back(StartChild("pdserve-decode", args));
     if (!cluster->decode_.back()) return nullptr;
   }
   cluster->channel_ = client::MakeChannel(cluster->router_->grpc_address());
-  if (!cluster->WaitForWorkers(options.decode_workers, options.prefill_workers, absl::Seconds(20))) {
-    ADD_FAILURE() << "workers did not register: " << cluster->Status().DebugString() << "\n" << cluster->router_->Log();
+  if (!cluster->WaitForWorkers(options.decode_workers, options.prefill_workers,
+                               absl::Seconds(20))) {
+    ADD_FAILURE() << "workers did not register: " << cluster->Status().DebugString() << "\n"
+                  << cluster->router_->Log();
     return nullptr;
   }
   return cluster;
@@ -74,6 +86,16 @@ bool LocalCluster::WaitForWorkers(int decode, int prefill, absl::Duration timeou
       reported &= w.load().sequence() > 0;
     }
     if (d == decode && p == prefill && reported) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+bool LocalCluster::WaitForStatus(const std::function<bool(const v1::ClusterStatus&)>& done,
+                                 absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (done(Status())) return true;
     absl::SleepFor(absl::Milliseconds(20));
   }
   return false;

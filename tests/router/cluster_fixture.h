@@ -4,6 +4,7 @@
 #ifndef PDSERVE_TESTS_ROUTER_CLUSTER_FIXTURE_H_
 #define PDSERVE_TESTS_ROUTER_CLUSTER_FIXTURE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ class LocalCluster {
   v1::ClusterStatus Status(uint32_t max_decisions = 20) const;
   // Waits until the router lists exactly these many workers of each role, all reported.
   bool WaitForWorkers(int decode, int prefill, absl::Duration timeout) const;
+  // Waits until the router's status satisfies `done` (what a test would otherwise sleep for:
+  // load reports or prefix-cache events reaching the router).
+  bool WaitForStatus(const std::function<bool(const v1::ClusterStatus&)>& done,
+                     absl::Duration timeout = absl::Seconds(10)) const;
   // A decode worker's stats, straight from it.
   static v1::DecodeStats DecodeStats(const ChildProcess& worker);
   // Waits until a decode worker runs nothing and all its blocks are free or cached.

@@ -33,18 +33,20 @@ TEST(CostModelParseTest, ReadsEverySectionAndRejectsTypos) {
     std::string json;
     std::string names;
   };
-  for (const Case& c : {Case{R"({"step": {"intercept": 1}})", "step.intercept"},
-                        Case{R"({"steps": {}})", "steps"},
-                        Case{R"({"step": {"per_decode_ms": "fast"}})", "step.per_decode_ms"},
-                        Case{R"({"transfer": {"bytes_per_ms": 0}})", "transfer.bytes_per_ms"},
-                        Case{R"({"step": {"per_decode_ms": -1}})", "step.per_decode_ms"},
-                        Case{R"({"online": {"forgetting": 0.2}})", "online.forgetting"},
-                        Case{"[1, 2]", "JSON object"}, Case{"{", "JSON object"}}) {
+  for (const Case& c :
+       {Case{R"({"step": {"intercept": 1}})", "step.intercept"}, Case{R"({"steps": {}})", "steps"},
+        Case{R"({"step": {"per_decode_ms": "fast"}})", "step.per_decode_ms"},
+        Case{R"({"transfer": {"bytes_per_ms": 0}})", "transfer.bytes_per_ms"},
+        Case{R"({"step": {"per_decode_ms": -1}})", "step.per_decode_ms"},
+        Case{R"({"online": {"forgetting": 0.2}})", "online.forgetting"},
+        Case{"[1, 2]", "JSON object"}, Case{"{", "JSON object"}}) {
     auto bad = ParseCostModel(c.json);
     EXPECT_FALSE(bad.ok()) << c.json;
-    EXPECT_TRUE(absl::StrContains(bad.status().message(), c.names)) << c.json << ": " << bad.status();
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), c.names))
+        << c.json << ": " << bad.status();
   }
-  EXPECT_EQ(LoadCostModel("/nonexistent/cost_model.json").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadCostModel("/nonexistent/cost_model.json").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(CostModelParseTest, TheShippedDefaultParses) {
@@ -69,7 +71,8 @@ TEST(CostModelTest, StepFitConvergesToTheTrueCoefficients) {
     const double predicted = model.ObserveStep(fp, d, p, a, truth(d, p, a) * noise);
     if (i == 0) first_error = std::abs(predicted - truth(d, p, a));
   }
-  for (auto [d, p, a] : {std::tuple{8.0, 0.0, 8000.0}, std::tuple{4.0, 256.0, 40000.0}, std::tuple{0.0, 512.0, 131328.0}}) {
+  for (auto [d, p, a] : {std::tuple{8.0, 0.0, 8000.0}, std::tuple{4.0, 256.0, 40000.0},
+                         std::tuple{0.0, 512.0, 131328.0}}) {
     const double want = truth(d, p, a);
     EXPECT_NEAR(model.StepMs(fp, d, p, a), want, 0.05 * want) << d << " " << p << " " << a;
   }
@@ -98,7 +101,8 @@ TEST(CostModelTest, PrefillUsesItsOwnFitThenTheStepFitThenThePrior) {
   EXPECT_NEAR(from_steps, expected, 0.2 * expected);
   // Timed offloaded prefills take over.
   auto truth = [](double l) { return 5.0 + 0.03 * l + 1e-5 * l * l; };
-  for (double l : {256.0, 512.0, 1024.0, 2048.0, 4096.0, 300.0, 3000.0, 1500.0}) model.ObservePrefill(fp, l, truth(l));
+  for (double l : {256.0, 512.0, 1024.0, 2048.0, 4096.0, 300.0, 3000.0, 1500.0})
+    model.ObservePrefill(fp, l, truth(l));
   for (int i = 0; i < 20; ++i) model.ObservePrefill(fp, 500.0 + 200 * i, truth(500.0 + 200 * i));
   EXPECT_NEAR(model.PrefillMs(fp, 2048), truth(2048), 0.03 * truth(2048));
 }

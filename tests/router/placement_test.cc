@@ -25,7 +25,8 @@ CostModelParams Params() {
   return p;
 }
 
-PlacementInputs Inputs(int prompt, int cached, int running, std::vector<int64_t> prefill_queues = {0}) {
+PlacementInputs Inputs(int prompt, int cached, int running,
+                       std::vector<int64_t> prefill_queues = {0}) {
   PlacementInputs in;
   in.prompt_tokens = prompt;
   in.cached_tokens = cached;
@@ -35,7 +36,8 @@ PlacementInputs Inputs(int prompt, int cached, int running, std::vector<int64_t>
   in.decode.kv_bytes_per_token = 4000;  // 4 layers x 1000 bytes.
   in.decode.num_layers = 4;
   for (size_t i = 0; i < prefill_queues.size(); ++i) {
-    in.prefill.push_back(PrefillCandidate{static_cast<int>(i), prefill_queues[i], /*tokens_per_second=*/10000});
+    in.prefill.push_back(
+        PrefillCandidate{static_cast<int>(i), prefill_queues[i], /*tokens_per_second=*/10000});
   }
   return in;
 }
@@ -70,20 +72,62 @@ TEST(PlacementPolicyTest, DecisionsAndReasons) {
       {"no prefill worker", "cost_model", Inputs(4000, 0, 8, {}), false, "no_prefill_worker", {}},
       {"short prompt", "cost_model", Inputs(100, 0, 8), false, "short_prompt", {}},
       {"warm prefix", "cost_model", Inputs(3000, 2912, 8), false, "warm_prefix", {}},
-      {"nothing to interfere with", "cost_model", Inputs(4000, 0, 0), false, "interference_below_transfer", {}},
-      {"interference exceeds transfer", "cost_model", Inputs(4000, 0, 8, {0, 0}), true,
-       "interference_exceeds_transfer", {0, 1}},
-      {"the idle prefill worker first", "cost_model", Inputs(4000, 0, 8, {5000, 0}), true,
-       "interference_exceeds_transfer", {1, 0}},
-      {"prefill queue too long", "cost_model", Inputs(4000, 0, 8, {20000}), false, "prefill_queue_too_long", {}},
-      {"long prefill queues are skipped", "cost_model", Inputs(4000, 0, 8, {20000, 0}), true,
-       "interference_exceeds_transfer", {1}},
+      {"nothing to interfere with",
+       "cost_model",
+       Inputs(4000, 0, 0),
+       false,
+       "interference_below_transfer",
+       {}},
+      {"interference exceeds transfer",
+       "cost_model",
+       Inputs(4000, 0, 8, {0, 0}),
+       true,
+       "interference_exceeds_transfer",
+       {0, 1}},
+      {"the idle prefill worker first",
+       "cost_model",
+       Inputs(4000, 0, 8, {5000, 0}),
+       true,
+       "interference_exceeds_transfer",
+       {1, 0}},
+      {"prefill queue too long",
+       "cost_model",
+       Inputs(4000, 0, 8, {20000}),
+       false,
+       "prefill_queue_too_long",
+       {}},
+      {"long prefill queues are skipped",
+       "cost_model",
+       Inputs(4000, 0, 8, {20000, 0}),
+       true,
+       "interference_exceeds_transfer",
+       {1}},
       {"always local", "always_local", Inputs(4000, 0, 8), false, "policy_always_local", {}},
       {"always offload", "always_offload", Inputs(100, 0, 0), true, "policy_always_offload", {0}},
-      {"always offload without workers", "always_offload", Inputs(100, 0, 0, {}), false, "no_prefill_worker", {}},
-      {"length threshold: long", "length_threshold", Inputs(1024, 0, 0), true, "length_threshold", {0}},
-      {"length threshold: short", "length_threshold", Inputs(1023, 0, 8), false, "length_threshold", {}},
-      {"length threshold: warm", "length_threshold", Inputs(3000, 2000, 8), false, "length_threshold", {}},
+      {"always offload without workers",
+       "always_offload",
+       Inputs(100, 0, 0, {}),
+       false,
+       "no_prefill_worker",
+       {}},
+      {"length threshold: long",
+       "length_threshold",
+       Inputs(1024, 0, 0),
+       true,
+       "length_threshold",
+       {0}},
+      {"length threshold: short",
+       "length_threshold",
+       Inputs(1023, 0, 8),
+       false,
+       "length_threshold",
+       {}},
+      {"length threshold: warm",
+       "length_threshold",
+       Inputs(3000, 2000, 8),
+       false,
+       "length_threshold",
+       {}},
   };
   for (const Row& row : rows) {
     PolicyConfig config;
@@ -210,17 +254,20 @@ TEST(PlacementPolicyTest, ArrivalsDuringALocalPrefillCountAsInterference) {
 TEST(PlacementPolicyTest, ConfigErrorsNameTheFlag) {
   PolicyConfig config;
   config.name = "random";
-  EXPECT_NE(MakePlacementPolicy(config).status().message().find("--policy"), absl::string_view::npos);
+  EXPECT_NE(MakePlacementPolicy(config).status().message().find("--policy"),
+            absl::string_view::npos);
   config = PolicyConfig();
   config.alternates = 99;
-  EXPECT_NE(MakePlacementPolicy(config).status().message().find("--alternates"), absl::string_view::npos);
+  EXPECT_NE(MakePlacementPolicy(config).status().message().find("--alternates"),
+            absl::string_view::npos);
   config = PolicyConfig();
   config.min_tpot_offload_tokens = 0;
   EXPECT_NE(MakePlacementPolicy(config).status().message().find("--min_tpot_offload_tokens"),
             absl::string_view::npos);
   config = PolicyConfig();
   config.slo.ttft_ms = 0;
-  EXPECT_NE(MakePlacementPolicy(config).status().message().find("--slo_ttft"), absl::string_view::npos);
+  EXPECT_NE(MakePlacementPolicy(config).status().message().find("--slo_ttft"),
+            absl::string_view::npos);
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "absl/strings/match.h"
-#include "engine/block_hash.h"
 #include "common/retry_after.h"
+#include "engine/block_hash.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "router/placer.h"
@@ -23,8 +23,12 @@ WorkerInfo Registration(const std::string& id, WorkerRole role, const std::strin
   r.grpc_address = "127.0.0.1:" + std::to_string(1000 + id.size() * 7 + id.back());
   r.model = model;
   r.model_fingerprint = kFingerprint;
-  r.kv_layout = KvLayout{.num_layers = 4, .num_kv_heads = 2, .head_dim = 32, .block_size = 16,
-                         .dtype = DType::kF32, .num_blocks = role == WorkerRole::kDecode ? 1000 : 500};
+  r.kv_layout = KvLayout{.num_layers = 4,
+                         .num_kv_heads = 2,
+                         .head_dim = 32,
+                         .block_size = 16,
+                         .dtype = DType::kF32,
+                         .num_blocks = role == WorkerRole::kDecode ? 1000 : 500};
   r.max_num_batched_tokens = 256;
   r.max_num_seqs = 64;
   r.max_context_tokens = 4096;
@@ -162,7 +166,8 @@ class PlacerTest : public RegistryTest {
     policy_ = *MakePlacementPolicy(PolicyConfig());
     PlacerConfig config;
     config.max_waiting_per_worker = 4;
-    placer_ = std::make_unique<Placer>(&registry_, &cost_model_, policy_.get(), config, &metrics_, &log_);
+    placer_ =
+        std::make_unique<Placer>(&registry_, &cost_model_, policy_.get(), config, &metrics_, &log_);
   }
   uint64_t Add(const std::string& id, WorkerRole role, WorkerReport load = WorkerReport()) {
     auto s = registry_.Register(Registration(id, role));
@@ -171,7 +176,8 @@ class PlacerTest : public RegistryTest {
     registry_.Report(*s, load);
     return *s;
   }
-  absl::StatusOr<PlacementResult> Place(const std::vector<int32_t>& prompt, std::vector<std::string> exclude = {}) {
+  absl::StatusOr<PlacementResult> Place(const std::vector<int32_t>& prompt,
+                                        std::vector<std::string> exclude = {}) {
     PlacementRequest r;
     r.request_id = "req";
     r.model = &model_;
@@ -203,7 +209,8 @@ TEST_F(PlacerTest, LongestCachedPrefixWinsThenLoadThenFreeBlocks) {
   EXPECT_EQ(placed->placement.uncached_tokens, 100);
   // a caches the first 3 blocks: it wins despite its load.
   PrefixCacheUpdate events;
-  events.stored = engine::FullBlockHashes(kFingerprint, absl::MakeConstSpan(prompt).subspan(0, 48), 16);
+  events.stored =
+      engine::FullBlockHashes(kFingerprint, absl::MakeConstSpan(prompt).subspan(0, 48), 16);
   ASSERT_TRUE(registry_.ApplyPrefix(a, events));
   placed = Place(prompt);
   ASSERT_TRUE(placed.ok());
@@ -237,7 +244,8 @@ TEST_F(PlacerTest, NoWorkerIsUnavailableButTooBigForEveryWorkerIsInvalid) {
   Add("a", WorkerRole::kDecode);
   auto too_long = Place(Prompt(4090));  // Plus max_tokens exceeds the worker's context.
   EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument) << too_long.status();
-  EXPECT_TRUE(absl::StrContains(too_long.status().message(), "prompt: 4090 tokens")) << too_long.status();
+  EXPECT_TRUE(absl::StrContains(too_long.status().message(), "prompt: 4090 tokens"))
+      << too_long.status();
   EXPECT_TRUE(absl::StrContains(too_long.status().message(), "at most")) << too_long.status();
   // Able to hold it, but already tried.
   EXPECT_EQ(Place(Prompt(10), {"a"}).status().code(), absl::StatusCode::kUnavailable);
@@ -255,7 +263,8 @@ TEST_F(PlacerTest, OnlyPrefillWorkersOfTheSameGeometryAreCandidates) {
   ASSERT_TRUE(placed->placement.offload) << placed->placement.reason;
   ASSERT_EQ(placed->placement.prefill.size(), 1u);
   EXPECT_EQ(placed->placement.prefill[0].worker_id, "p");
-  EXPECT_EQ(placed->placement.prefill[0].address, Registration("p", WorkerRole::kPrefill).grpc_address);
+  EXPECT_EQ(placed->placement.prefill[0].address,
+            Registration("p", WorkerRole::kPrefill).grpc_address);
   EXPECT_GT(placed->decision_us, 0);
 }
 

@@ -19,8 +19,8 @@
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
 #include "tests/router/cluster_fixture.h"
-#include "tests/testing/http_client.h"
 #include "tests/testing/greedy_reference.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
 
@@ -30,7 +30,8 @@ namespace {
 using pdserve::testing::ClusterOptions;
 using pdserve::testing::LocalCluster;
 
-v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_tokens, bool ignore_eos = false) {
+v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_tokens,
+                            bool ignore_eos = false) {
   v1::GenerateRequest r = client::MakeRequest(prompt, max_tokens);
   r.mutable_sampling()->set_ignore_eos(ignore_eos);
   return r;
@@ -44,7 +45,8 @@ class BackgroundStreams {
     for (int i = 0; i < count; ++i) {
       threads_.emplace_back([this, channel, i] {
         client::CallGenerate(
-            channel, Request({1, 2, 3, static_cast<int32_t>(i + 4)}, 4000, /*ignore_eos=*/true), absl::Seconds(60),
+            channel, Request({1, 2, 3, static_cast<int32_t>(i + 4)}, 4000, /*ignore_eos=*/true),
+            absl::Seconds(60),
             [this, i](const v1::GenerateResponse&) {
               if (!started_[i]->HasBeenNotified()) started_[i]->Notify();
             },
@@ -78,10 +80,16 @@ TEST_P(PolicyTest, LongColdPromptsNextToRunningDecodes) {
   std::mt19937 rng(41);
   BackgroundStreams background(cluster->channel(), 2);
   ASSERT_TRUE(background.WaitStarted(absl::Seconds(20)));
-  absl::SleepFor(absl::Milliseconds(300));  // The router sees them in load reports.
+  // The router sees them in load reports.
+  ASSERT_TRUE(cluster->WaitForStatus([](const v1::ClusterStatus& s) {
+    uint32_t running = 0;
+    for (const v1::WorkerStatus& w : s.workers()) running += w.load().running();
+    return running >= 2;
+  }));
   for (int i = 0; i < 3; ++i) {
     const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 600 + 50 * i);
-    const auto out = client::CallGenerate(cluster->channel(), Request(prompt, 6), absl::Seconds(60));
+    const auto out =
+        client::CallGenerate(cluster->channel(), Request(prompt, 6), absl::Seconds(60));
     ASSERT_TRUE(out.status.ok()) << out.status.error_message();
     EXPECT_EQ(out.tokens, reference.Generate(prompt, 6)) << "prompt " << i;
     const v1::Placement& p = out.result.placement();
@@ -94,7 +102,8 @@ TEST_P(PolicyTest, LongColdPromptsNextToRunningDecodes) {
       EXPECT_EQ(p.reason(), "policy_always_local");
     } else {
       EXPECT_EQ(p.mode(), v1::PLACEMENT_MODE_OFFLOAD);
-      EXPECT_TRUE(p.reason() == "interference_exceeds_transfer" || p.reason() == "local_exceeds_tpot_slo")
+      EXPECT_TRUE(p.reason() == "interference_exceeds_transfer" ||
+                  p.reason() == "local_exceeds_tpot_slo")
           << p.reason();
       EXPECT_GT(p.predicted_interference_ms(), p.predicted_offload_cost_ms());
       EXPECT_EQ(p.prefill_worker_id(), "prefill-0");
@@ -121,15 +130,23 @@ class RouterTest : public ::testing::Test {
 TEST_F(RouterTest, SecondTurnLandsWhereItsPrefixIsAndRunsLocally) {
   std::mt19937 rng(43);
   const std::vector<int32_t> turn1 = reference_.RandomPrompt(rng, 300);
-  const auto first = client::CallGenerate(cluster_->channel(), Request(turn1, 20, true), absl::Seconds(60));
+  const auto first =
+      client::CallGenerate(cluster_->channel(), Request(turn1, 20, true), absl::Seconds(60));
   ASSERT_TRUE(first.status.ok()) << first.status.error_message();
   const std::string worker = first.result.placement().decode_worker_id();
-  absl::SleepFor(absl::Milliseconds(400));  // Prefix-cache events reach the router.
+  // Prefix-cache events reach the router: the first turn's 18 full prompt blocks at least.
+  ASSERT_TRUE(cluster_->WaitForStatus([&](const v1::ClusterStatus& s) {
+    for (const v1::WorkerStatus& w : s.workers()) {
+      if (w.registration().worker_id() == worker && w.indexed_blocks() >= 18) return true;
+    }
+    return false;
+  }));
   std::vector<int32_t> turn2 = turn1;
   turn2.insert(turn2.end(), first.tokens.begin(), first.tokens.end());
   for (int i = 0; i < 30; ++i) turn2.push_back(static_cast<int32_t>(rng() % 100 + 5));
   // Load the other worker a little so that only the prefix explains the choice.
-  const auto second = client::CallGenerate(cluster_->channel(), Request(turn2, 8), absl::Seconds(60));
+  const auto second =
+      client::CallGenerate(cluster_->channel(), Request(turn2, 8), absl::Seconds(60));
   ASSERT_TRUE(second.status.ok()) << second.status.error_message();
   const v1::Placement& p = second.result.placement();
   EXPECT_EQ(p.decode_worker_id(), worker) << p.DebugString();
@@ -144,12 +161,15 @@ TEST_F(RouterTest, SecondTurnLandsWhereItsPrefixIsAndRunsLocally) {
   ASSERT_TRUE(page.ok()) << page.status();
   for (const char* line :
        {"pdserve_router_requests_total{code=\"OK\",model_name=\"tiny\"} 2",
-        "pdserve_router_placements_total{mode=\"local\",policy=\"cost_model\",reason=\"warm_prefix\"} 1",
+        "pdserve_router_placements_total{mode=\"local\",policy=\"cost_model\",reason=\"warm_"
+        "prefix\"} 1",
         "pdserve_router_workers{role=\"decode\",state=\"ready\"} 2",
-        "pdserve_router_workers{role=\"prefill\",state=\"ready\"} 1", "pdserve_router_decision_latency_seconds_count 2",
+        "pdserve_router_workers{role=\"prefill\",state=\"ready\"} 1",
+        "pdserve_router_decision_latency_seconds_count 2",
         "pdserve_router_time_to_first_token_seconds_count{mode=\"local\",model_name=\"tiny\"} 2",
         "pdserve_router_requests_in_flight 0", "pdserve_router_step_prediction_ratio_count",
-        "pdserve_router_interference_predicted_ms_total", "pdserve_router_e2e_request_latency_seconds_bucket"}) {
+        "pdserve_router_interference_predicted_ms_total",
+        "pdserve_router_e2e_request_latency_seconds_bucket"}) {
     EXPECT_TRUE(absl::StrContains(page->body, line)) << line;
   }
   // The decision is in the router's log with its inputs.
@@ -191,13 +211,15 @@ TEST_F(RouterTest, KilledDecodeWorkerLeavesTheRegistryAndItsRequestEndsUnavailab
   const absl::Time killed = absl::Now();
   victim->Kill();
   call.join();
-  EXPECT_EQ(long_call.status.error_code(), grpc::StatusCode::UNAVAILABLE) << long_call.status.error_message();
+  EXPECT_EQ(long_call.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << long_call.status.error_message();
   EXPECT_LT(absl::Now() - killed, absl::Seconds(5));
   EXPECT_TRUE(cluster_->WaitForWorkers(1, 1, absl::Seconds(5))) << cluster_->Status().DebugString();
   std::mt19937 rng(47);
   for (int i = 0; i < 4; ++i) {
     const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, 40);
-    const auto out = client::CallGenerate(cluster_->channel(), Request(prompt, 5), absl::Seconds(30));
+    const auto out =
+        client::CallGenerate(cluster_->channel(), Request(prompt, 5), absl::Seconds(30));
     ASSERT_TRUE(out.status.ok()) << out.status.error_message();
     EXPECT_NE(out.result.placement().decode_worker_id(), victim_id);
     EXPECT_EQ(out.tokens, reference_.Generate(prompt, 5));
@@ -226,7 +248,8 @@ TEST_F(RouterTest, UnknownModelAndBadInputFailBeforeAnyWorkerIsTouched) {
   unknown.set_model("no-such-model");
   auto out = client::CallGenerate(cluster_->channel(), unknown, absl::Seconds(10));
   EXPECT_EQ(out.status.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_TRUE(absl::StrContains(out.status.error_message(), "no-such-model")) << out.status.error_message();
+  EXPECT_TRUE(absl::StrContains(out.status.error_message(), "no-such-model"))
+      << out.status.error_message();
 
   struct Case {
     std::string what;
@@ -245,8 +268,10 @@ TEST_F(RouterTest, UnknownModelAndBadInputFailBeforeAnyWorkerIsTouched) {
   cases.push_back({"request id too long", long_id, "request_id"});
   for (const Case& c : cases) {
     out = client::CallGenerate(cluster_->channel(), c.request, absl::Seconds(10));
-    EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.what << ": " << out.status.error_message();
-    EXPECT_TRUE(absl::StrContains(out.status.error_message(), c.field)) << c.what << ": " << out.status.error_message();
+    EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << c.what << ": " << out.status.error_message();
+    EXPECT_TRUE(absl::StrContains(out.status.error_message(), c.field))
+        << c.what << ": " << out.status.error_message();
   }
   // Nothing reached the workers.
   for (auto& worker : cluster_->decode()) {
@@ -271,8 +296,8 @@ TEST_F(RouterTest, CancellingAtRandomPhasesLeavesEveryWorkerAtBaseline) {
       std::thread canceller([&] {
         if (!done.WaitForNotificationWithTimeout(cancel_after)) handle.Cancel();
       });
-      const auto out =
-          client::CallGenerate(cluster_->channel(), Request(prompt, 200, true), absl::Seconds(60), nullptr, &handle);
+      const auto out = client::CallGenerate(cluster_->channel(), Request(prompt, 200, true),
+                                            absl::Seconds(60), nullptr, &handle);
       done.Notify();
       canceller.join();
       EXPECT_TRUE(out.status.ok() || out.status.error_code() == grpc::StatusCode::CANCELLED)
@@ -302,7 +327,9 @@ TEST_F(RouterTest, CancellingAtRandomPhasesLeavesEveryWorkerAtBaseline) {
 
 TEST(RouterOverloadTest, FullRouterAnswersResourceExhaustedAtOnceWithRetryAfter) {
   auto cluster = LocalCluster::Start(
-      ClusterOptions{.prefill_workers = 0, .decode_workers = 1, .router_flags = {"--max_in_flight=2", "--retry_after=300ms"}});
+      ClusterOptions{.prefill_workers = 0,
+                     .decode_workers = 1,
+                     .router_flags = {"--max_in_flight=2", "--retry_after=300ms"}});
   ASSERT_NE(cluster, nullptr);
   BackgroundStreams background(cluster->channel(), 2);
   ASSERT_TRUE(background.WaitStarted(absl::Seconds(20)));
@@ -316,7 +343,8 @@ TEST(RouterOverloadTest, FullRouterAnswersResourceExhaustedAtOnceWithRetryAfter)
   const grpc::Status status = reader->Finish();
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
-  EXPECT_TRUE(absl::StrContains(status.error_message(), "retry after 300 ms")) << status.error_message();
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "retry after 300 ms"))
+      << status.error_message();
   auto trailer = ctx.GetServerTrailingMetadata().find("retry-after-ms");
   ASSERT_NE(trailer, ctx.GetServerTrailingMetadata().end());
   EXPECT_EQ(std::string(trailer->second.data(), trailer->second.size()), "300");
@@ -342,14 +370,16 @@ TEST(RouterOverloadTest, ADecodeWorkersRetryAfterHintReachesTheClient) {
     stats = LocalCluster::DecodeStats(*cluster->decode()[0]);
   } while (stats.waiting() == 0 && absl::Now() < deadline);
   ASSERT_EQ(stats.waiting(), 1u) << stats.DebugString();
-  const auto out = client::CallGenerate(cluster->channel(), Request({1, 2, 3}, 4), absl::Seconds(10));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << out.status.error_message();
+  const auto out =
+      client::CallGenerate(cluster->channel(), Request({1, 2, 3}, 4), absl::Seconds(10));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << out.status.error_message();
   EXPECT_EQ(out.retry_after, absl::Milliseconds(900));
 }
 
 TEST(RouterBinaryTest, HelpAndBadFlags) {
-  auto help = pdserve::ChildProcess::Start(
-      pdserve::ChildOptions{.binary = "pdserve-router", .args = {"--help"}, .expect_serving_info = false});
+  auto help = pdserve::ChildProcess::Start(pdserve::ChildOptions{
+      .binary = "pdserve-router", .args = {"--help"}, .expect_serving_info = false});
   ASSERT_TRUE(help.ok());
   auto status = (*help)->WaitExit(absl::Seconds(10));
   ASSERT_TRUE(status.has_value());

@@ -48,11 +48,16 @@ TEST(RouterWireTest, RegistrationsRoundTripAndMalformedOnesNameTheirField) {
     std::function<void(v1::WorkerRegistration*)> edit;
   };
   const std::vector<Case> cases = {
-      {"registration.role", [](v1::WorkerRegistration* r) { r->set_role(v1::WORKER_ROLE_UNSPECIFIED); }},
-      {"registration.kv_layout.dtype", [](v1::WorkerRegistration* r) { r->mutable_kv_layout()->clear_dtype(); }},
+      {"registration.role",
+       [](v1::WorkerRegistration* r) { r->set_role(v1::WORKER_ROLE_UNSPECIFIED); }},
       {"registration.kv_layout.dtype",
-       [](v1::WorkerRegistration* r) { r->mutable_kv_layout()->set_dtype(static_cast<v1::DType>(77)); }},
-      {"registration.max_num_batched_tokens", [](v1::WorkerRegistration* r) { r->set_max_num_batched_tokens(0); }},
+       [](v1::WorkerRegistration* r) { r->mutable_kv_layout()->clear_dtype(); }},
+      {"registration.kv_layout.dtype",
+       [](v1::WorkerRegistration* r) {
+         r->mutable_kv_layout()->set_dtype(static_cast<v1::DType>(77));
+       }},
+      {"registration.max_num_batched_tokens",
+       [](v1::WorkerRegistration* r) { r->set_max_num_batched_tokens(0); }},
       {"registration.worker_id", [](v1::WorkerRegistration* r) { r->clear_worker_id(); }},
   };
   for (const Case& c : cases) {
@@ -121,8 +126,12 @@ TEST(RouterWireTest, PlacementsBecomeWhatDecodeWorkersAndClientsRead) {
   EXPECT_EQ(out.running_decodes(), 12u);
   EXPECT_DOUBLE_EQ(out.predicted_ttft_offload_ms(), 150);
 
-  DecisionRecord record{.request_id = "r1", .model = "m", .prompt_tokens = 3100, .placement = p,
-                        .time = absl::FromUnixSeconds(1000), .decision_us = 7};
+  DecisionRecord record{.request_id = "r1",
+                        .model = "m",
+                        .prompt_tokens = 3100,
+                        .placement = p,
+                        .time = absl::FromUnixSeconds(1000),
+                        .decision_us = 7};
   v1::DecisionRecord proto;
   DecisionRecordToProto(record, &proto);
   EXPECT_EQ(proto.time_unix_nanos(), int64_t{1000} * 1000 * 1000 * 1000);

@@ -16,8 +16,8 @@ std::vector<int32_t> GreedyReference::Generate(const std::vector<int32_t>& promp
   engine::SamplingConfig sampling;
   sampling.max_tokens = max_tokens;
   sampling.temperature = 0;
-  auto out = engine::GenerateSingle(*loaded_.model, loaded_.tokenizer.get(), prompt, sampling, loaded_.eos_token_ids,
-                                    engine::GenerateOptions{});
+  auto out = engine::GenerateSingle(*loaded_.model, loaded_.tokenizer.get(), prompt, sampling,
+                                    loaded_.eos_token_ids, engine::GenerateOptions{});
   if (!out.ok()) {
     PDS_LOG(ERROR) << "reference generation: " << out.status();
     return {};

@@ -8,8 +8,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/net_address.h"
 
 namespace pdserve::testing {
@@ -62,6 +65,27 @@ absl::StatusOr<HttpResponse> HttpGet(const std::string& address, const std::stri
   }
   response.body = raw.substr(header_end + 4);
   return response;
+}
+
+double Metric(const std::string& metrics_address, const std::string& prefix) {
+  auto page = HttpGet(metrics_address, "/metrics", absl::Seconds(5));
+  if (!page.ok()) return -1;
+  for (absl::string_view line : absl::StrSplit(page->body, '\n')) {
+    if (!absl::StartsWith(line, prefix)) continue;
+    double v;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) return v;
+  }
+  return -1;
+}
+
+bool WaitForMetricAtLeast(const std::string& metrics_address, const std::string& prefix, double min,
+                          absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (Metric(metrics_address, prefix) < min) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
 }
 
 }  // namespace pdserve::testing

@@ -75,7 +75,8 @@ absl::StatusOr<std::vector<std::vector<double>>> ReferenceLastLogits(
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::filesystem::remove_all(dir);
-    return absl::InternalError(absl::StrCat(PDSERVE_PYTHON3, " ", script, " failed (status ", status, ")"));
+    return absl::InternalError(
+        absl::StrCat(PDSERVE_PYTHON3, " ", script, " failed (status ", status, ")"));
   }
   ASSIGN_OR_RETURN(std::string text, engine::ReadFileToString(output));
   std::filesystem::remove_all(dir);

@@ -32,16 +32,17 @@ TEST(ClusterConfigTest, ErrorsNameTheFileAndTheKey) {
     std::string yaml;
     std::string names;
   };
-  for (const Case& c : {Case{"decode: [{name: d}]\nrouter: {polcy: x}\n", "router.polcy"},
-                        Case{"decode: [{name: d, threads: many}]\n", "decode[0].threads"},
-                        Case{"decode: [{name: d, cpus: [-1]}]\n", "decode[0].cpus"},
-                        Case{"decode: [{name: d}]\nprefill: [{name: p, nice: 20}]\n", "prefill[0].nice"},
-                        Case{"decode: [{name: d, nice: -1}]\n", "decode[0].nice"},
-                        Case{"prefill: [{name: x}]\n", "at least one decode worker"},
-                        Case{"decode: [{name: a}, {name: a}]\n", "used twice"},
-                        Case{"decode: {name: a}\n", "decode: must be a list"},
-                        Case{"surprise: 1\ndecode: [{name: a}]\n", "surprise"},
-                        Case{"decode: [\n", "not valid YAML"}}) {
+  for (const Case& c :
+       {Case{"decode: [{name: d}]\nrouter: {polcy: x}\n", "router.polcy"},
+        Case{"decode: [{name: d, threads: many}]\n", "decode[0].threads"},
+        Case{"decode: [{name: d, cpus: [-1]}]\n", "decode[0].cpus"},
+        Case{"decode: [{name: d}]\nprefill: [{name: p, nice: 20}]\n", "prefill[0].nice"},
+        Case{"decode: [{name: d, nice: -1}]\n", "decode[0].nice"},
+        Case{"prefill: [{name: x}]\n", "at least one decode worker"},
+        Case{"decode: [{name: a}, {name: a}]\n", "used twice"},
+        Case{"decode: {name: a}\n", "decode: must be a list"},
+        Case{"surprise: 1\ndecode: [{name: a}]\n", "surprise"},
+        Case{"decode: [\n", "not valid YAML"}}) {
     auto parsed = ParseClusterConfig(c.yaml, "test.yaml");
     EXPECT_FALSE(parsed.ok()) << c.yaml;
     EXPECT_TRUE(absl::StrContains(parsed.status().message(), c.names)) << parsed.status();
@@ -51,7 +52,8 @@ TEST(ClusterConfigTest, ErrorsNameTheFileAndTheKey) {
 
 // Runs pdctl to completion; returns its exit status, stdout+stderr in `log`.
 int Pdctl(const std::vector<std::string>& args, std::string* log) {
-  auto child = ChildProcess::Start(ChildOptions{.binary = "pdctl", .args = args, .expect_serving_info = false});
+  auto child = ChildProcess::Start(
+      ChildOptions{.binary = "pdctl", .args = args, .expect_serving_info = false});
   EXPECT_TRUE(child.ok()) << child.status();
   if (!child.ok()) return -1;
   auto status = (*child)->WaitExit(absl::Minutes(2));
@@ -61,7 +63,8 @@ int Pdctl(const std::vector<std::string>& args, std::string* log) {
 }
 
 TEST(PdctlTest, UpGenerateStatusDown) {
-  const std::string dir = std::filesystem::temp_directory_path() / absl::StrCat("pdctl-test-", getpid());
+  const std::string dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("pdctl-test-", getpid());
   std::filesystem::create_directories(dir);
   const std::string yaml = dir + "/cluster.yaml";
   {
@@ -78,12 +81,14 @@ TEST(PdctlTest, UpGenerateStatusDown) {
   auto state = ClusterState::Read(ClusterState::PathIn(dir + "/run"));
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_EQ(state->processes.size(), 3u);
-  for (const ProcessState& p : state->processes) EXPECT_TRUE(ProcessRuns(p.pid, p.binary)) << p.name;
+  for (const ProcessState& p : state->processes)
+    EXPECT_TRUE(ProcessRuns(p.pid, p.binary)) << p.name;
   // A second up refuses while the first runs.
   EXPECT_EQ(Pdctl({"up", "-f", yaml}, &log), 1);
   EXPECT_TRUE(absl::StrContains(log, "already up")) << log;
 
-  ASSERT_EQ(Pdctl({"generate", "-f", yaml, "--token_ids=5,6,7,8", "--max_tokens=6"}, &log), 0) << log;
+  ASSERT_EQ(Pdctl({"generate", "-f", yaml, "--token_ids=5,6,7,8", "--max_tokens=6"}, &log), 0)
+      << log;
   EXPECT_TRUE(absl::StrContains(log, "placement: OFFLOAD (policy_always_offload")) << log;
   EXPECT_TRUE(absl::StrContains(log, "prefill p0")) << log;
   EXPECT_TRUE(absl::StrContains(log, "6 generated")) << log;

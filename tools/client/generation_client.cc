@@ -38,8 +38,8 @@ class CallAttachment {
 namespace {
 
 template <typename Reader>
-GenerationOutcome Collect(std::unique_ptr<Reader> reader, grpc::ClientContext* context, absl::Time start,
-                          const MessageCallback& on_message) {
+GenerationOutcome Collect(std::unique_ptr<Reader> reader, grpc::ClientContext* context,
+                          absl::Time start, const MessageCallback& on_message) {
   GenerationOutcome out;
   out.start = start;
   v1::GenerateResponse message;
@@ -66,9 +66,9 @@ GenerationOutcome Collect(std::unique_ptr<Reader> reader, grpc::ClientContext* c
 
 }  // namespace
 
-GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel, const v1::DecodeRequest& request,
-                             absl::Duration timeout, const MessageCallback& on_message,
-                             CallHandle* handle) {
+GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel,
+                             const v1::DecodeRequest& request, absl::Duration timeout,
+                             const MessageCallback& on_message, CallHandle* handle) {
   auto stub = v1::Decode::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -77,9 +77,9 @@ GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel, cons
   return Collect(stub->Generate(&context, request), &context, start, on_message);
 }
 
-GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel, const v1::GenerateRequest& request,
-                               absl::Duration timeout, const MessageCallback& on_message,
-                               CallHandle* handle) {
+GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel,
+                               const v1::GenerateRequest& request, absl::Duration timeout,
+                               const MessageCallback& on_message, CallHandle* handle) {
   auto stub = v1::Generation::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -88,8 +88,8 @@ GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel, co
   return Collect(stub->Generate(&context, request), &context, start, on_message);
 }
 
-v1::GenerateRequest MakeRequest(const std::vector<int32_t>& tokens, int max_tokens, float temperature,
-                                const std::string& text) {
+v1::GenerateRequest MakeRequest(const std::vector<int32_t>& tokens, int max_tokens,
+                                float temperature, const std::string& text) {
   v1::GenerateRequest r;
   if (tokens.empty()) {
     r.set_text(text);

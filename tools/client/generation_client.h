@@ -55,17 +55,19 @@ class CallHandle {
 using ::pdserve::MakeChannel;  // The one channel recipe (common/grpc_channel.h).
 
 // Decode.Generate on a decode worker. `handle`, if set, can cancel it from another thread.
-GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel, const v1::DecodeRequest& request,
-                             absl::Duration timeout, const MessageCallback& on_message = nullptr,
+GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel,
+                             const v1::DecodeRequest& request, absl::Duration timeout,
+                             const MessageCallback& on_message = nullptr,
                              CallHandle* handle = nullptr);
 // Generation.Generate on a router.
-GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel, const v1::GenerateRequest& request,
-                               absl::Duration timeout, const MessageCallback& on_message = nullptr,
+GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel,
+                               const v1::GenerateRequest& request, absl::Duration timeout,
+                               const MessageCallback& on_message = nullptr,
                                CallHandle* handle = nullptr);
 
 // A request for `tokens` (or `text` when tokens is empty) with greedy sampling by default.
-v1::GenerateRequest MakeRequest(const std::vector<int32_t>& tokens, int max_tokens, float temperature = 0.0f,
-                                const std::string& text = "");
+v1::GenerateRequest MakeRequest(const std::vector<int32_t>& tokens, int max_tokens,
+                                float temperature = 0.0f, const std::string& text = "");
 
 }  // namespace pdserve::client
 

@@ -12,7 +12,8 @@
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json, *.safetensors, tokenizer.json).");
 ABSL_FLAG(std::string, prompt, "", "Prompt text.");
-ABSL_FLAG(std::string, prompt_ids, "", "Prompt as comma-separated token ids (instead of --prompt).");
+ABSL_FLAG(std::string, prompt_ids, "",
+          "Prompt as comma-separated token ids (instead of --prompt).");
 ABSL_FLAG(int, max_tokens, 32, "Tokens to generate.");
 ABSL_FLAG(double, temperature, 0.0, "Sampling temperature; 0 = greedy.");
 ABSL_FLAG(double, top_p, 1.0, "Nucleus sampling mass in (0, 1].");
@@ -33,7 +34,8 @@ int main(int argc, char** argv) {
   namespace engine = pdserve::engine;
   const std::string dir = absl::GetFlag(FLAGS_model);
   if (dir.empty()) {
-    std::fprintf(stderr, "--model: required (a model directory; make one with pdserve-make-model)\n");
+    std::fprintf(stderr,
+                 "--model: required (a model directory; make one with pdserve-make-model)\n");
     return 2;
   }
   engine::EngineOptions options;
@@ -80,23 +82,24 @@ int main(int argc, char** argv) {
                  absl::GetFlag(FLAGS_kv_dtype).c_str());
     return 2;
   }
-  auto result = engine::GenerateSingle(
-      *loaded->model, loaded->tokenizer.get(), prompt, sampling, loaded->eos_token_ids, generate,
-      [](const std::string& text) {
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
-      });
+  auto result =
+      engine::GenerateSingle(*loaded->model, loaded->tokenizer.get(), prompt, sampling,
+                             loaded->eos_token_ids, generate, [](const std::string& text) {
+                               std::fwrite(text.data(), 1, text.size(), stdout);
+                               std::fflush(stdout);
+                             });
   if (!result.ok()) {
     std::fprintf(stderr, "\n%s\n", std::string(result.status().message()).c_str());
     return 1;
   }
   std::printf("\n");
-  if (absl::GetFlag(FLAGS_print_ids)) std::printf("ids: %s\n", absl::StrJoin(result->tokens, ",").c_str());
+  if (absl::GetFlag(FLAGS_print_ids))
+    std::printf("ids: %s\n", absl::StrJoin(result->tokens, ",").c_str());
   const double seconds = absl::ToDoubleSeconds(result->total_time - result->time_to_first_token);
-  std::fprintf(stderr,
-               "[%zu prompt tokens, %zu generated, finish=%s, ttft=%.1f ms, decode %.1f tok/s]\n",
-               prompt.size(), result->tokens.size(), engine::FinishReasonName(result->finish),
-               absl::ToDoubleMilliseconds(result->time_to_first_token),
-               result->tokens.size() > 1 && seconds > 0 ? (result->tokens.size() - 1) / seconds : 0.0);
+  std::fprintf(
+      stderr, "[%zu prompt tokens, %zu generated, finish=%s, ttft=%.1f ms, decode %.1f tok/s]\n",
+      prompt.size(), result->tokens.size(), engine::FinishReasonName(result->finish),
+      absl::ToDoubleMilliseconds(result->time_to_first_token),
+      result->tokens.size() > 1 && seconds > 0 ? (result->tokens.size() - 1) / seconds : 0.0);
   return 0;
 }

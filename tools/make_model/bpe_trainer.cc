@@ -44,9 +44,8 @@ absl::StatusOr<TrainedBpe> TrainBpe(const std::string& corpus, const std::string
     words.push_back(std::move(w));
   }
   // Deterministic order regardless of hash iteration.
-  std::sort(words.begin(), words.end(), [](const Word& a, const Word& b) {
-    return a.symbols < b.symbols;
-  });
+  std::sort(words.begin(), words.end(),
+            [](const Word& a, const Word& b) { return a.symbols < b.symbols; });
 
   absl::flat_hash_map<uint64_t, int64_t> pair_counts;
   absl::flat_hash_map<uint64_t, absl::flat_hash_set<int>> where;

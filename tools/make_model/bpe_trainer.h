@@ -15,7 +15,7 @@
 namespace pdserve::tools {
 
 struct TrainedBpe {
-  std::vector<std::string> tokens;  // Byte-level token strings; index = id.
+  std::vector<std::string> tokens;                          // Byte-level token strings; index = id.
   std::vector<std::pair<std::string, std::string>> merges;  // In priority order.
 };
 

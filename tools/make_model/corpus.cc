@@ -7,31 +7,40 @@ namespace pdserve::tools {
 namespace {
 
 const char* const kWords[] = {
-    "the", "of", "and", "to", "a", "in", "is", "it", "you", "that", "he", "was", "for", "on",
-    "are", "with", "as", "I", "his", "they", "be", "at", "one", "have", "this", "from", "or",
-    "had", "by", "not", "word", "but", "what", "some", "we", "can", "out", "other", "were",
-    "all", "there", "when", "up", "use", "your", "how", "said", "an", "each", "she", "which",
-    "do", "their", "time", "if", "will", "way", "about", "many", "then", "them", "write",
-    "would", "like", "so", "these", "her", "long", "make", "thing", "see", "him", "two", "has",
-    "look", "more", "day", "could", "go", "come", "did", "number", "sound", "no", "most",
-    "people", "my", "over", "know", "water", "than", "call", "first", "who", "may", "down",
-    "side", "been", "now", "find", "any", "new", "work", "part", "take", "get", "place",
-    "made", "live", "where", "after", "back", "little", "only", "round", "man", "year", "came",
-    "show", "every", "good", "me", "give", "our", "under", "name", "very", "through", "just",
-    "form", "sentence", "great", "think", "say", "help", "low", "line", "differ", "turn",
-    "cause", "much", "mean", "before", "move", "right", "boy", "old", "too", "same", "tell",
-    "does", "set", "three", "want", "air", "well", "also", "play", "small", "end", "put",
-    "home", "read", "hand", "port", "large", "spell", "add", "even", "land", "here", "must",
-    "big", "high", "such", "follow", "act", "why", "ask", "men", "change", "went", "light",
-    "kind", "off", "need", "house", "picture", "try", "us", "again", "animal", "point",
-    "mother", "world", "near", "build", "self", "earth", "father", "head", "stand", "own",
-    "page", "should", "country", "found", "answer", "school", "grow", "study", "still",
-    "learn", "plant", "cover", "food", "sun", "four", "between", "state", "keep", "eye",
-    "never", "last", "let", "thought", "city", "tree", "cross", "farm", "hard", "start",
-    "might", "story", "saw", "far", "sea", "draw", "left", "late", "run", "while", "press",
-    "close", "night", "real", "life", "few", "north", "server", "request", "token", "model",
-    "cache", "decode", "prefill", "latency", "batch", "memory", "block", "layer", "attention",
-    "llama", "transfer", "worker", "router", "cluster", "stream", "queue", "schedule",
+    "the",     "of",      "and",      "to",      "a",      "in",        "is",     "it",
+    "you",     "that",    "he",       "was",     "for",    "on",        "are",    "with",
+    "as",      "I",       "his",      "they",    "be",     "at",        "one",    "have",
+    "this",    "from",    "or",       "had",     "by",     "not",       "word",   "but",
+    "what",    "some",    "we",       "can",     "out",    "other",     "were",   "all",
+    "there",   "when",    "up",       "use",     "your",   "how",       "said",   "an",
+    "each",    "she",     "which",    "do",      "their",  "time",      "if",     "will",
+    "way",     "about",   "many",     "then",    "them",   "write",     "would",  "like",
+    "so",      "these",   "her",      "long",    "make",   "thing",     "see",    "him",
+    "two",     "has",     "look",     "more",    "day",    "could",     "go",     "come",
+    "did",     "number",  "sound",    "no",      "most",   "people",    "my",     "over",
+    "know",    "water",   "than",     "call",    "first",  "who",       "may",    "down",
+    "side",    "been",    "now",      "find",    "any",    "new",       "work",   "part",
+    "take",    "get",     "place",    "made",    "live",   "where",     "after",  "back",
+    "little",  "only",    "round",    "man",     "year",   "came",      "show",   "every",
+    "good",    "me",      "give",     "our",     "under",  "name",      "very",   "through",
+    "just",    "form",    "sentence", "great",   "think",  "say",       "help",   "low",
+    "line",    "differ",  "turn",     "cause",   "much",   "mean",      "before", "move",
+    "right",   "boy",     "old",      "too",     "same",   "tell",      "does",   "set",
+    "three",   "want",    "air",      "well",    "also",   "play",      "small",  "end",
+    "put",     "home",    "read",     "hand",    "port",   "large",     "spell",  "add",
+    "even",    "land",    "here",     "must",    "big",    "high",      "such",   "follow",
+    "act",     "why",     "ask",      "men",     "change", "went",      "light",  "kind",
+    "off",     "need",    "house",    "picture", "try",    "us",        "again",  "animal",
+    "point",   "mother",  "world",    "near",    "build",  "self",      "earth",  "father",
+    "head",    "stand",   "own",      "page",    "should", "country",   "found",  "answer",
+    "school",  "grow",    "study",    "still",   "learn",  "plant",     "cover",  "food",
+    "sun",     "four",    "between",  "state",   "keep",   "eye",       "never",  "last",
+    "let",     "thought", "city",     "tree",    "cross",  "farm",      "hard",   "start",
+    "might",   "story",   "saw",      "far",     "sea",    "draw",      "left",   "late",
+    "run",     "while",   "press",    "close",   "night",  "real",      "life",   "few",
+    "north",   "server",  "request",  "token",   "model",  "cache",     "decode", "prefill",
+    "latency", "batch",   "memory",   "block",   "layer",  "attention", "llama",  "transfer",
+    "worker",  "router",  "cluster",  "stream",  "queue",  "schedule",
 };
 
 const char* const kCode[] = {
@@ -46,14 +55,14 @@ const char* const kCode[] = {
 
 const char* const kUnicode[] = {
     "café", "naïve", "über", "señor", "façade", "中文", "日本語", "한국어", "Привет", "γειά",
-    "😀", "🦙", "→", "©", "€", "—", "…", "ﬁ", "\u00a0", "\u3000",
+    "😀",    "🦙",  "→",    "©",     "€",      "—",    "…",      "ﬁ",      "\u00a0", "\u3000",
 };
 
 const char* const kPunctuation[] = {".", ",", "!", "?", ":", ";", "'s", "'t", "\"", "(", ")", " -"};
 
-const char* const kSyllables[] = {"ka", "ri", "to", "mo", "ne", "sa", "lu", "vi", "de", "po",
-                                  "an", "el", "or", "ith", "ung", "ter", "ble", "tion", "ing",
-                                  "qu", "str", "ph", "ch", "sh", "zz", "oo", "ea", "y"};
+const char* const kSyllables[] = {
+    "ka",  "ri",  "to",  "mo",   "ne",  "sa", "lu",  "vi", "de", "po", "an", "el", "or", "ith",
+    "ung", "ter", "ble", "tion", "ing", "qu", "str", "ph", "ch", "sh", "zz", "oo", "ea", "y"};
 
 }  // namespace
 
@@ -99,7 +108,10 @@ std::string GenerateCorpus(uint64_t seed, size_t approx_bytes) {
     size_t lo = 0, hi = cumulative.size() - 1;
     while (lo < hi) {
       const size_t mid = (lo + hi) / 2;
-      if (cumulative[mid] < u) lo = mid + 1; else hi = mid;
+      if (cumulative[mid] < u)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     return lexicon[lo];
   };

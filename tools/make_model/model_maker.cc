@@ -70,7 +70,8 @@ absl::Status ModelSpec::Validate() const {
   }
   auto in_range = [](const char* field, int v, int lo, int hi) -> absl::Status {
     if (v < lo || v > hi) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": ", v, " is outside [", lo, ", ", hi, "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", v, " is outside [", lo, ", ", hi, "]"));
     }
     return absl::OkStatus();
   };
@@ -108,8 +109,13 @@ absl::StatusOr<MadeModel> WriteModel(const ModelSpec& spec, const std::string& d
   for (const auto& [a, b] : bpe.merges) merges_json.push_back({a, b});
   json added = json::array();
   for (int i = 0; i < kNumSpecial; ++i) {
-    added.push_back({{"id", base + i}, {"content", kSpecialTokens[i]}, {"single_word", false},
-                     {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", true}});
+    added.push_back({{"id", base + i},
+                     {"content", kSpecialTokens[i]},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   }
   json tokenizer = {
       {"version", "1.0"},
@@ -120,23 +126,45 @@ absl::StatusOr<MadeModel> WriteModel(const ModelSpec& spec, const std::string& d
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", {{"Regex", kLlama3Pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
-          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}}},
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", kLlama3Pattern}}},
+           {"behavior", "Isolated"},
+           {"invert", false}},
+          {{"type", "ByteLevel"},
+           {"add_prefix_space", false},
+           {"trim_offsets", true},
+           {"use_regex", false}}}}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", kSpecialTokens[0]}, {"type_id", 0}}}},
-                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"single",
+         {{{"SpecialToken", {{"id", kSpecialTokens[0]}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
         {"pair", json::array()},
-        {"special_tokens", {{kSpecialTokens[0], {{"id", kSpecialTokens[0]}, {"ids", {bos}}, {"tokens", {kSpecialTokens[0]}}}}}}}},
-      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+        {"special_tokens",
+         {{kSpecialTokens[0],
+           {{"id", kSpecialTokens[0]}, {"ids", {bos}}, {"tokens", {kSpecialTokens[0]}}}}}}}},
+      {"decoder",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
       {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-        {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-        {"ignore_merges", true}, {"vocab", vocab_json}, {"merges", merges_json}}}};
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", true},
+        {"vocab", vocab_json},
+        {"merges", merges_json}}}};
   RETURN_IF_ERROR(WriteText(dir + "/tokenizer.json", tokenizer.dump()));
   RETURN_IF_ERROR(WriteText(dir + "/tokenizer_config.json",
-                            json({{"bos_token", kSpecialTokens[0]}, {"eos_token", kSpecialTokens[1]},
-                                  {"add_bos_token", true}, {"tokenizer_class", "PreTrainedTokenizerFast"}})
+                            json({{"bos_token", kSpecialTokens[0]},
+                                  {"eos_token", kSpecialTokens[1]},
+                                  {"add_bos_token", true},
+                                  {"tokenizer_class", "PreTrainedTokenizerFast"}})
                                 .dump(2)));
 
   // config.json.
@@ -144,10 +172,15 @@ absl::StatusOr<MadeModel> WriteModel(const ModelSpec& spec, const std::string& d
   const bool qwen3 = spec.architecture == "qwen3";
   const char* dtype_name = spec.dtype == engine::TensorDType::kF16    ? "float16"
                            : spec.dtype == engine::TensorDType::kBF16 ? "bfloat16"
-                                                                     : "float32";
+                                                                      : "float32";
   json config = {
-      {"architectures", {qwen2 ? "Qwen2ForCausalLM" : qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM"}},
-      {"model_type", qwen2 ? "qwen2" : qwen3 ? "qwen3" : "llama"},
+      {"architectures",
+       {qwen2   ? "Qwen2ForCausalLM"
+        : qwen3 ? "Qwen3ForCausalLM"
+                : "LlamaForCausalLM"}},
+      {"model_type", qwen2   ? "qwen2"
+                     : qwen3 ? "qwen3"
+                             : "llama"},
       {"vocab_size", vocab},
       {"hidden_size", spec.hidden_size},
       {"intermediate_size", spec.intermediate_size},
@@ -167,9 +200,12 @@ absl::StatusOr<MadeModel> WriteModel(const ModelSpec& spec, const std::string& d
       {"pdserve_generated", {{"seed", spec.seed}, {"generator", "pdserve-make-model"}}},
   };
   if (spec.llama3_rope_scaling) {
-    config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                              {"high_freq_factor", 4.0},
-                              {"original_max_position_embeddings", spec.max_position_embeddings / 4}};
+    config["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", 8.0},
+        {"low_freq_factor", 1.0},
+        {"high_freq_factor", 4.0},
+        {"original_max_position_embeddings", spec.max_position_embeddings / 4}};
   } else {
     config["rope_scaling"] = nullptr;
   }
@@ -221,7 +257,8 @@ absl::StatusOr<MadeModel> WriteModel(const ModelSpec& spec, const std::string& d
     for (int64_t d : t.shape) n *= static_cast<size_t>(d);
     made.parameters += static_cast<int64_t>(n);
     const int shard = static_cast<int>(i * spec.shards / tensors.size());
-    shards[shard].AddF32(t.name, t.shape, RandomTensor(spec.seed, t.name, n, t.mean, t.stddev), spec.dtype);
+    shards[shard].AddF32(t.name, t.shape, RandomTensor(spec.seed, t.name, n, t.mean, t.stddev),
+                         spec.dtype);
     weight_map[t.name] = absl::StrFormat("model-%05d-of-%05d.safetensors", shard + 1, spec.shards);
   }
   if (spec.shards == 1) {
@@ -235,8 +272,9 @@ absl::StatusOr<MadeModel> WriteModel(const ModelSpec& spec, const std::string& d
       RETURN_IF_ERROR(shards[s].Write(
           dir + "/" + absl::StrFormat("model-%05d-of-%05d.safetensors", s + 1, spec.shards)));
     }
-    RETURN_IF_ERROR(WriteText(dir + "/model.safetensors.index.json",
-                              json({{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}).dump(2)));
+    RETURN_IF_ERROR(WriteText(
+        dir + "/model.safetensors.index.json",
+        json({{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}).dump(2)));
   }
   return made;
 }

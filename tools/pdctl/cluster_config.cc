@@ -15,7 +15,8 @@ namespace {
 // Reads a mapping, rejecting keys it does not know (a typo must not silently keep a default).
 class Mapping {
  public:
-  Mapping(const YAML::Node& node, std::string where, std::string file) : node_(node), where_(std::move(where)), file_(std::move(file)) {}
+  Mapping(const YAML::Node& node, std::string where, std::string file)
+      : node_(node), where_(std::move(where)), file_(std::move(file)) {}
 
   absl::Status Check(const std::set<std::string>& known) const {
     if (!node_.IsDefined() || node_.IsNull()) return absl::OkStatus();
@@ -23,7 +24,8 @@ class Mapping {
     for (const auto& kv : node_) {
       const std::string key = kv.first.as<std::string>();
       if (!known.contains(key)) {
-        return Error(Key(key), absl::StrCat("unknown key (known: ", absl::StrJoin(known, ", "), ")"));
+        return Error(Key(key),
+                     absl::StrCat("unknown key (known: ", absl::StrJoin(known, ", "), ")"));
       }
     }
     return absl::OkStatus();
@@ -38,8 +40,12 @@ class Mapping {
     }
     return absl::OkStatus();
   }
-  YAML::Node operator[](const std::string& key) const { return node_.IsMap() ? node_[key] : YAML::Node(); }
-  std::string Key(const std::string& key) const { return where_.empty() ? key : absl::StrCat(where_, ".", key); }
+  YAML::Node operator[](const std::string& key) const {
+    return node_.IsMap() ? node_[key] : YAML::Node();
+  }
+  std::string Key(const std::string& key) const {
+    return where_.empty() ? key : absl::StrCat(where_, ".", key);
+  }
   absl::Status Error(const std::string& key, const std::string& problem) const {
     return absl::InvalidArgumentError(absl::StrCat(file_, ": ", key, ": ", problem));
   }
@@ -60,11 +66,14 @@ absl::Status ReadProcess(const Mapping& m, bool worker, ProcessSpec* p) {
   if (absl::Status s = m.Get("nice", &p->nice); !s.ok()) return s;
   if (absl::Status s = m.Get("flags", &p->flags); !s.ok()) return s;
   if (p->nice < 0 || p->nice > 19) {
-    return m.Error(m.Key("nice"), absl::StrCat(p->nice, " is outside [0, 19] (raising priority needs privileges)"));
+    return m.Error(
+        m.Key("nice"),
+        absl::StrCat(p->nice, " is outside [0, 19] (raising priority needs privileges)"));
   }
   if (p->threads < 0) return m.Error(m.Key("threads"), "must be >= 0 (0: all hardware threads)");
   for (int cpu : p->cpus) {
-    if (cpu < 0 || cpu >= 1024) return m.Error(m.Key("cpus"), absl::StrCat(cpu, " is not a CPU number"));
+    if (cpu < 0 || cpu >= 1024)
+      return m.Error(m.Key("cpus"), absl::StrCat(cpu, " is not a CPU number"));
   }
   return absl::OkStatus();
 }
@@ -72,11 +81,14 @@ absl::Status ReadProcess(const Mapping& m, bool worker, ProcessSpec* p) {
 absl::Status ReadWorkers(const YAML::Node& node, const std::string& role, const std::string& file,
                          std::vector<ProcessSpec>* out) {
   if (!node) return absl::OkStatus();
-  if (!node.IsSequence()) return absl::InvalidArgumentError(absl::StrCat(file, ": ", role, ": must be a list"));
+  if (!node.IsSequence())
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", role, ": must be a list"));
   for (size_t i = 0; i < node.size(); ++i) {
     ProcessSpec p;
     p.name = absl::StrCat(role, "-", i);
-    if (absl::Status s = ReadProcess(Mapping(node[i], absl::StrCat(role, "[", i, "]"), file), true, &p); !s.ok()) {
+    if (absl::Status s =
+            ReadProcess(Mapping(node[i], absl::StrCat(role, "[", i, "]"), file), true, &p);
+        !s.ok()) {
       return s;
     }
     out->push_back(std::move(p));
@@ -95,8 +107,8 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& text, const 
   }
   ClusterConfig c;
   Mapping top(root, "", file);
-  if (absl::Status s = top.Check({"run_dir", "model", "ucx_transports", "router", "prefill", "decode",
-                                  "startup_timeout_s"});
+  if (absl::Status s = top.Check({"run_dir", "model", "ucx_transports", "router", "prefill",
+                                  "decode", "startup_timeout_s"});
       !s.ok()) {
     return s;
   }
@@ -112,7 +124,9 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& text, const 
   if (absl::Status s = model.Get("preset", &c.model_preset); !s.ok()) return s;
 
   Mapping router(top["router"], "router", file);
-  if (absl::Status s = router.Check({"listen", "metrics_listen", "policy", "cost_model", "cpus", "flags"}); !s.ok()) {
+  if (absl::Status s =
+          router.Check({"listen", "metrics_listen", "policy", "cost_model", "cpus", "flags"});
+      !s.ok()) {
     return s;
   }
   if (absl::Status s = router.Get("listen", &c.router_listen); !s.ok()) return s;
@@ -125,12 +139,14 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& text, const 
 
   if (absl::Status s = ReadWorkers(root["prefill"], "prefill", file, &c.prefill); !s.ok()) return s;
   if (absl::Status s = ReadWorkers(root["decode"], "decode", file, &c.decode); !s.ok()) return s;
-  if (c.decode.empty()) return absl::InvalidArgumentError(absl::StrCat(file, ": decode: at least one decode worker"));
+  if (c.decode.empty())
+    return absl::InvalidArgumentError(absl::StrCat(file, ": decode: at least one decode worker"));
   std::set<std::string> names = {"router"};
   for (const auto* list : {&c.prefill, &c.decode}) {
     for (const ProcessSpec& p : *list) {
       if (!names.insert(p.name).second) {
-        return absl::InvalidArgumentError(absl::StrCat(file, ": name '", p.name, "' is used twice"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(file, ": name '", p.name, "' is used twice"));
       }
     }
   }

@@ -15,28 +15,29 @@ namespace pdserve::pdctl {
 
 struct ProcessSpec {
   std::string name;
-  int threads = 1;            // Forward threads (workers).
-  std::vector<int> cpus;      // Pinning; empty: none.
-  int nice = 0;               // Niceness 0..19 (see ChildOptions::nice).
+  int threads = 1;                 // Forward threads (workers).
+  std::vector<int> cpus;           // Pinning; empty: none.
+  int nice = 0;                    // Niceness 0..19 (see ChildOptions::nice).
   std::vector<std::string> flags;  // Extra command-line flags, passed as given.
 };
 
 struct ClusterConfig {
   std::string run_dir = ".pdserve/run";  // Logs, serving info, cluster.json.
   std::string model_dir = "models/tiny";
-  std::string model_preset;               // Generate model_dir with this preset if it is empty.
+  std::string model_preset;  // Generate model_dir with this preset if it is empty.
   std::string ucx_transports = "shm";
   std::string router_listen = "127.0.0.1:50051";
   std::string router_metrics_listen = "127.0.0.1:0";
   std::string policy = "cost_model";
-  std::string cost_model;                 // Path; empty: the router's built-in defaults.
+  std::string cost_model;  // Path; empty: the router's built-in defaults.
   ProcessSpec router;
   std::vector<ProcessSpec> prefill;
   std::vector<ProcessSpec> decode;
   absl::Duration startup_timeout = absl::Seconds(120);
 };
 
-absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text, const std::string& file_name);
+absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,
+                                                 const std::string& file_name);
 absl::StatusOr<ClusterConfig> LoadClusterConfig(const std::string& path);
 
 }  // namespace pdserve::pdctl

@@ -16,8 +16,9 @@ struct Started {
   ProcessState state;
 };
 
-absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& spec, const std::string& role,
-                                     const std::string& binary, std::vector<std::string> args, bool detached) {
+absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& spec,
+                                     const std::string& role, const std::string& binary,
+                                     std::vector<std::string> args, bool detached) {
   for (const std::string& f : spec.flags) args.push_back(f);
   ChildOptions options;
   options.binary = binary;
@@ -29,10 +30,12 @@ absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& 
   options.nice = spec.nice;
   options.startup_timeout = c.startup_timeout;
   auto child = ChildProcess::Start(options);
-  if (!child.ok()) return absl::UnavailableError(absl::StrCat(spec.name, ": ", child.status().message()));
+  if (!child.ok())
+    return absl::UnavailableError(absl::StrCat(spec.name, ": ", child.status().message()));
   if (absl::Status s = (*child)->WaitHealthy(c.startup_timeout); !s.ok()) {
-    return absl::UnavailableError(absl::StrCat(spec.name, " did not become healthy: ", s.message(), "\nlog (",
-                                               (*child)->log_path(), "):\n", (*child)->Log()));
+    return absl::UnavailableError(absl::StrCat(spec.name, " did not become healthy: ", s.message(),
+                                               "\nlog (", (*child)->log_path(), "):\n",
+                                               (*child)->Log()));
   }
   Started out;
   out.state.name = spec.name;
@@ -46,18 +49,20 @@ absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& 
   return out;
 }
 
-absl::Status WaitForRegistrations(const std::string& router, size_t workers, absl::Duration timeout) {
+absl::Status WaitForRegistrations(const std::string& router, size_t workers,
+                                  absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     auto status = FetchClusterStatus(router, 1);
     if (status.ok()) {
       size_t reported = 0;
-      for (const v1::WorkerStatus& w : status->workers()) reported += w.load().sequence() > 0 ? 1 : 0;
+      for (const v1::WorkerStatus& w : status->workers())
+        reported += w.load().sequence() > 0 ? 1 : 0;
       if (reported == workers) return absl::OkStatus();
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("not every worker registered with the router within ",
-                                                      absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "not every worker registered with the router within ", absl::FormatDuration(timeout)));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -73,7 +78,8 @@ absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, 
   request.set_max_decisions(static_cast<uint32_t>(decisions));
   v1::ClusterStatus status;
   const grpc::Status s = stub->GetClusterStatus(&ctx, request, &status);
-  if (!s.ok()) return absl::UnavailableError(absl::StrCat("router ", router, ": ", s.error_message()));
+  if (!s.ok())
+    return absl::UnavailableError(absl::StrCat("router ", router, ": ", s.error_message()));
   return status;
 }
 
@@ -88,8 +94,9 @@ void LaunchedCluster::Release() {
 absl::Status EnsureClusterModel(const ClusterConfig& c, const std::string& config_name) {
   if (std::filesystem::exists(c.model_dir + "/config.json")) return absl::OkStatus();
   if (c.model_preset.empty()) {
-    return absl::NotFoundError(absl::StrCat(config_name, ": model.dir: ", c.model_dir,
-                                            " has no config.json and no model.preset is given to make one"));
+    return absl::NotFoundError(
+        absl::StrCat(config_name, ": model.dir: ", c.model_dir,
+                     " has no config.json and no model.preset is given to make one"));
   }
   auto spec = tools::ModelSpec::Preset(c.model_preset);
   if (!spec.ok()) return spec.status();
@@ -99,7 +106,8 @@ absl::Status EnsureClusterModel(const ClusterConfig& c, const std::string& confi
 absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detached) {
   LaunchedCluster cluster;
   std::vector<std::string> router_args = {"--model=" + c.model_dir, "--listen=" + c.router_listen,
-                                          "--metrics_listen=" + c.router_metrics_listen, "--policy=" + c.policy};
+                                          "--metrics_listen=" + c.router_metrics_listen,
+                                          "--policy=" + c.policy};
   if (!c.cost_model.empty()) router_args.push_back("--cost_model=" + c.cost_model);
   auto add = [&](absl::StatusOr<Started> s) -> absl::Status {
     if (!s.ok()) return s.status();  // Processes already started stop with their handles.
@@ -107,7 +115,9 @@ absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detac
     cluster.children.push_back(std::move(s->child));
     return absl::OkStatus();
   };
-  if (absl::Status s = add(StartProcess(c, c.router, "router", "pdserve-router", router_args, detached)); !s.ok()) {
+  if (absl::Status s =
+          add(StartProcess(c, c.router, "router", "pdserve-router", router_args, detached));
+      !s.ok()) {
     return s;
   }
   cluster.state.router = cluster.state.processes[0].grpc;
@@ -118,17 +128,21 @@ absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detac
                                     "--ucx_transports=" + c.ucx_transports};
   };
   for (const ProcessSpec& p : c.prefill) {
-    if (absl::Status s = add(StartProcess(c, p, "prefill", "pdserve-prefill", worker_args(p), detached)); !s.ok()) {
+    if (absl::Status s =
+            add(StartProcess(c, p, "prefill", "pdserve-prefill", worker_args(p), detached));
+        !s.ok()) {
       return s;
     }
   }
   for (const ProcessSpec& p : c.decode) {
-    if (absl::Status s = add(StartProcess(c, p, "decode", "pdserve-decode", worker_args(p), detached)); !s.ok()) {
+    if (absl::Status s =
+            add(StartProcess(c, p, "decode", "pdserve-decode", worker_args(p), detached));
+        !s.ok()) {
       return s;
     }
   }
-  if (absl::Status s = WaitForRegistrations(cluster.state.router, c.prefill.size() + c.decode.size(),
-                                            c.startup_timeout);
+  if (absl::Status s = WaitForRegistrations(cluster.state.router,
+                                            c.prefill.size() + c.decode.size(), c.startup_timeout);
       !s.ok()) {
     return s;
   }

@@ -18,8 +18,13 @@ absl::Status ClusterState::Write(const std::string& path) const {
   j["router_metrics"] = router_metrics;
   j["processes"] = nlohmann::json::array();
   for (const ProcessState& p : processes) {
-    j["processes"].push_back({{"name", p.name}, {"role", p.role}, {"binary", p.binary}, {"pid", p.pid},
-                              {"grpc", p.grpc}, {"metrics", p.metrics}, {"log", p.log}});
+    j["processes"].push_back({{"name", p.name},
+                              {"role", p.role},
+                              {"binary", p.binary},
+                              {"pid", p.pid},
+                              {"grpc", p.grpc},
+                              {"metrics", p.metrics},
+                              {"log", p.log}});
   }
   const std::string tmp = path + ".tmp";
   {
@@ -36,7 +41,9 @@ absl::Status ClusterState::Write(const std::string& path) const {
 
 absl::StatusOr<ClusterState> ClusterState::Read(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("no cluster is up (", path, " does not exist; run pdctl up)"));
+  if (!in)
+    return absl::NotFoundError(
+        absl::StrCat("no cluster is up (", path, " does not exist; run pdctl up)"));
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);

@@ -24,7 +24,7 @@ struct ProcessState {
 };
 
 struct ClusterState {
-  std::string router;          // The router's gRPC address.
+  std::string router;  // The router's gRPC address.
   std::string router_metrics;
   std::vector<ProcessState> processes;  // Router first.
 

@@ -30,7 +30,9 @@ std::string RouterOf(const std::string& run_dir, const std::string& override_add
 }
 
 std::string ModeName(v1::PlacementMode mode) {
-  return mode == v1::PLACEMENT_MODE_OFFLOAD ? "OFFLOAD" : mode == v1::PLACEMENT_MODE_LOCAL ? "LOCAL" : "?";
+  return mode == v1::PLACEMENT_MODE_OFFLOAD ? "OFFLOAD"
+         : mode == v1::PLACEMENT_MODE_LOCAL ? "LOCAL"
+                                            : "?";
 }
 
 }  // namespace
@@ -43,13 +45,14 @@ absl::Status Up(const std::string& config_path, std::ostream& out) {
   if (auto old = ClusterState::Read(state_path); old.ok()) {
     for (const ProcessState& p : old->processes) {
       if (ProcessRuns(p.pid, p.binary)) {
-        return absl::FailedPreconditionError(absl::StrCat("a cluster is already up (", p.name, ", pid ", p.pid,
-                                                          "); run pdctl down first"));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "a cluster is already up (", p.name, ", pid ", p.pid, "); run pdctl down first"));
       }
     }
   }
   if (!std::filesystem::exists(c.model_dir + "/config.json") && !c.model_preset.empty()) {
-    out << "making the " << c.model_preset << " model in " << c.model_dir << " (first use)..." << std::endl;
+    out << "making the " << c.model_preset << " model in " << c.model_dir << " (first use)..."
+        << std::endl;
   }
   if (absl::Status s = EnsureClusterModel(c, config_path); !s.ok()) return s;
   auto cluster = LaunchCluster(c, /*detached=*/true);
@@ -67,41 +70,53 @@ absl::Status Up(const std::string& config_path, std::ostream& out) {
   return absl::OkStatus();
 }
 
-absl::Status Status(const std::string& run_dir, const std::string& router_override, int decisions, std::ostream& out) {
+absl::Status Status(const std::string& run_dir, const std::string& router_override, int decisions,
+                    std::ostream& out) {
   const std::string router = RouterOf(run_dir, router_override);
-  if (router.empty()) return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
+  if (router.empty())
+    return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
   auto status = FetchClusterStatus(router, decisions);
   if (!status.ok()) return status.status();
   out << "router " << router << ": policy " << status->policy() << ", " << status->in_flight()
       << " requests in flight\n\n";
-  Table workers({"worker", "role", "address", "running", "waiting", "awaiting_kv", "kv_used", "prefill_backlog",
-                 "prefill_tok/s", "router_in_flight", "cached_blocks", "last_report"});
+  Table workers({"worker", "role", "address", "running", "waiting", "awaiting_kv", "kv_used",
+                 "prefill_backlog", "prefill_tok/s", "router_in_flight", "cached_blocks",
+                 "last_report"});
   for (const v1::WorkerStatus& w : status->workers()) {
     const v1::WorkerRegistration& r = w.registration();
     const v1::LoadReport& l = w.load();
     const bool decode = r.role() == v1::WORKER_ROLE_DECODE;
-    const double used = l.total_blocks() == 0 ? 0 : 1.0 - static_cast<double>(l.free_blocks()) / l.total_blocks();
-    workers.AddRow({r.worker_id(), decode ? "decode" : "prefill", r.grpc_address(), absl::StrCat(l.running()),
-                    absl::StrCat(l.waiting()), decode ? absl::StrCat(l.awaiting_kv()) : "-",
-                    decode ? Fixed(100 * used, 1) + "%" : "-", absl::StrCat(l.pending_prefill_tokens()),
-                    decode ? "-" : Fixed(l.prefill_tokens_per_second(), 0), absl::StrCat(w.router_in_flight()),
-                    decode ? absl::StrCat(w.indexed_blocks()) : "-", Fixed(w.seconds_since_report(), 1) + "s ago"});
+    const double used =
+        l.total_blocks() == 0 ? 0 : 1.0 - static_cast<double>(l.free_blocks()) / l.total_blocks();
+    workers.AddRow(
+        {r.worker_id(), decode ? "decode" : "prefill", r.grpc_address(), absl::StrCat(l.running()),
+         absl::StrCat(l.waiting()), decode ? absl::StrCat(l.awaiting_kv()) : "-",
+         decode ? Fixed(100 * used, 1) + "%" : "-", absl::StrCat(l.pending_prefill_tokens()),
+         decode ? "-" : Fixed(l.prefill_tokens_per_second(), 0), absl::StrCat(w.router_in_flight()),
+         decode ? absl::StrCat(w.indexed_blocks()) : "-",
+         Fixed(w.seconds_since_report(), 1) + "s ago"});
   }
   out << "workers\n" << workers.ToString() << "\n";
   Table recent({"time", "request", "prompt", "U", "D", "decision", "reason", "decode", "prefill",
                 "interference_ms", "offload_cost_ms", "decide_us"});
   for (const v1::DecisionRecord& d : status->recent_decisions()) {
     const v1::Placement& p = d.placement();
-    recent.AddRow({absl::FormatTime("%H:%M:%S", absl::FromUnixNanos(d.time_unix_nanos()), absl::LocalTimeZone()),
-                   d.request_id(), absl::StrCat(d.prompt_tokens()), absl::StrCat(p.uncached_tokens()),
-                   absl::StrCat(p.running_decodes()), ModeName(p.mode()), p.reason(), p.decode_worker_id(),
-                   p.prefill_worker_id().empty() ? "-" : p.prefill_worker_id(), Fixed(p.predicted_interference_ms(), 1),
-                   Fixed(p.predicted_offload_cost_ms(), 1), Fixed(d.decision_us(), 1)});
+    recent.AddRow({absl::FormatTime("%H:%M:%S", absl::FromUnixNanos(d.time_unix_nanos()),
+                                    absl::LocalTimeZone()),
+                   d.request_id(), absl::StrCat(d.prompt_tokens()),
+                   absl::StrCat(p.uncached_tokens()), absl::StrCat(p.running_decodes()),
+                   ModeName(p.mode()), p.reason(), p.decode_worker_id(),
+                   p.prefill_worker_id().empty() ? "-" : p.prefill_worker_id(),
+                   Fixed(p.predicted_interference_ms(), 1), Fixed(p.predicted_offload_cost_ms(), 1),
+                   Fixed(d.decision_us(), 1)});
   }
-  out << "recent placement decisions (newest first)\n" << (recent.empty() ? "(none yet)\n" : recent.ToString());
-  if (auto state = ClusterState::Read(ClusterState::PathIn(run_dir)); state.ok() && router_override.empty()) {
+  out << "recent placement decisions (newest first)\n"
+      << (recent.empty() ? "(none yet)\n" : recent.ToString());
+  if (auto state = ClusterState::Read(ClusterState::PathIn(run_dir));
+      state.ok() && router_override.empty()) {
     out << "\nmetrics:";
-    for (const ProcessState& p : state->processes) out << " " << p.name << "=http://" << p.metrics << "/metrics";
+    for (const ProcessState& p : state->processes)
+      out << " " << p.name << "=http://" << p.metrics << "/metrics";
     out << "\n";
   }
   return absl::OkStatus();
@@ -109,7 +124,8 @@ absl::Status Status(const std::string& run_dir, const std::string& router_overri
 
 absl::Status Generate(const GenerateOptions& o, std::ostream& text, std::ostream& out) {
   const std::string router = RouterOf(o.run_dir, o.router);
-  if (router.empty()) return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
+  if (router.empty())
+    return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
   v1::GenerateRequest request;
   request.set_request_id(o.request_id);
   request.set_model(o.model);
@@ -123,30 +139,34 @@ absl::Status Generate(const GenerateOptions& o, std::ostream& text, std::ostream
   sampling->set_temperature(o.temperature);
   if (o.seed.has_value()) sampling->set_seed(*o.seed);
   sampling->set_ignore_eos(o.ignore_eos);
-  const auto outcome = client::CallGenerate(
-      client::MakeChannel(router), request, o.timeout, [&](const v1::GenerateResponse& m) {
-        if (!o.quiet && !m.text().empty()) text << m.text() << std::flush;
-      });
+  const auto outcome = client::CallGenerate(client::MakeChannel(router), request, o.timeout,
+                                            [&](const v1::GenerateResponse& m) {
+                                              if (!o.quiet && !m.text().empty())
+                                                text << m.text() << std::flush;
+                                            });
   if (!outcome.status.ok()) return bridge::FromGrpc(outcome.status);
   const v1::GenerateResult& r = outcome.result;
   const v1::Placement& p = r.placement();
   const v1::StageTimings& t = r.timings();
   if (!o.quiet) text << std::endl;
-  out << "placement: " << ModeName(p.mode()) << " (" << p.reason() << ", policy " << p.policy() << ") decode "
-      << p.decode_worker_id();
+  out << "placement: " << ModeName(p.mode()) << " (" << p.reason() << ", policy " << p.policy()
+      << ") decode " << p.decode_worker_id();
   if (p.mode() == v1::PLACEMENT_MODE_OFFLOAD) out << ", prefill " << p.prefill_worker_id();
   if (p.fell_back_to_local()) out << ", fell back to local: " << p.fallback_cause();
-  out << absl::StrFormat("; U=%d of %d prompt tokens, D=%d running; predicted interference %.1f ms vs offload "
-                         "cost %.1f ms, TTFT local %.1f ms / offload %.1f ms\n",
-                         p.uncached_tokens(), r.usage().prompt_tokens(), p.running_decodes(),
-                         p.predicted_interference_ms(), p.predicted_offload_cost_ms(), p.predicted_ttft_local_ms(),
-                         p.predicted_ttft_offload_ms());
   out << absl::StrFormat(
-      "timings: TTFT %.1f ms (router %.2f, queue %.1f, prefill queue %.1f, prefill %.1f, transfer tail %.2f), "
+      "; U=%d of %d prompt tokens, D=%d running; predicted interference %.1f ms vs offload "
+      "cost %.1f ms, TTFT local %.1f ms / offload %.1f ms\n",
+      p.uncached_tokens(), r.usage().prompt_tokens(), p.running_decodes(),
+      p.predicted_interference_ms(), p.predicted_offload_cost_ms(), p.predicted_ttft_local_ms(),
+      p.predicted_ttft_offload_ms());
+  out << absl::StrFormat(
+      "timings: TTFT %.1f ms (router %.2f, queue %.1f, prefill queue %.1f, prefill %.1f, transfer "
+      "tail %.2f), "
       "decode %.1f ms, e2e %.1f ms; tokens: %d prompt (%d cached), %d generated, finish %s\n",
-      t.ttft_ms(), t.router_ms(), t.queue_ms(), t.prefill_queue_ms(), t.prefill_ms(), t.transfer_tail_ms(),
-      t.decode_ms(), t.e2e_ms(), r.usage().prompt_tokens(), r.usage().cached_prompt_tokens(),
-      r.usage().completion_tokens(), v1::FinishReason_Name(r.finish_reason()));
+      t.ttft_ms(), t.router_ms(), t.queue_ms(), t.prefill_queue_ms(), t.prefill_ms(),
+      t.transfer_tail_ms(), t.decode_ms(), t.e2e_ms(), r.usage().prompt_tokens(),
+      r.usage().cached_prompt_tokens(), r.usage().completion_tokens(),
+      v1::FinishReason_Name(r.finish_reason()));
   return absl::OkStatus();
 }
 
@@ -163,10 +183,12 @@ absl::Status Down(const std::string& run_dir, absl::Duration grace, std::ostream
     }
     kill(p.pid, SIGTERM);
     const absl::Time deadline = absl::Now() + grace;
-    while (ProcessRuns(p.pid, p.binary) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+    while (ProcessRuns(p.pid, p.binary) && absl::Now() < deadline)
+      absl::SleepFor(absl::Milliseconds(20));
     if (ProcessRuns(p.pid, p.binary)) {
       kill(p.pid, SIGKILL);
-      out << "killed " << p.name << " (pid " << p.pid << ") after " << absl::FormatDuration(grace) << "\n";
+      out << "killed " << p.name << " (pid " << p.pid << ") after " << absl::FormatDuration(grace)
+          << "\n";
     } else {
       out << "stopped " << p.name << " (pid " << p.pid << ")\n";
     }

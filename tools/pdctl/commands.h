@@ -18,7 +18,8 @@ namespace pdserve::pdctl {
 
 absl::Status Up(const std::string& config_path, std::ostream& out);
 // `router` overrides the address recorded by `up` in `run_dir`.
-absl::Status Status(const std::string& run_dir, const std::string& router, int decisions, std::ostream& out);
+absl::Status Status(const std::string& run_dir, const std::string& router, int decisions,
+                    std::ostream& out);
 
 struct GenerateOptions {
   std::string run_dir;

@@ -13,21 +13,26 @@
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/commands.h"
 
-ABSL_FLAG(std::string, f, "deploy/local/cluster.yaml", "Cluster description (up; also where run_dir comes from).");
+ABSL_FLAG(std::string, f, "deploy/local/cluster.yaml",
+          "Cluster description (up; also where run_dir comes from).");
 ABSL_FLAG(std::string, run_dir, "", "Run directory of the cluster (default: the one in -f).");
-ABSL_FLAG(std::string, router, "", "status/generate: router address (default: the cluster `up` started).");
+ABSL_FLAG(std::string, router, "",
+          "status/generate: router address (default: the cluster `up` started).");
 ABSL_FLAG(int, decisions, 10, "status: recent placement decisions to show.");
 ABSL_FLAG(std::string, prompt, "", "generate: prompt text.");
-ABSL_FLAG(std::vector<std::string>, token_ids, {}, "generate: prompt token ids (comma-separated) instead of text.");
+ABSL_FLAG(std::vector<std::string>, token_ids, {},
+          "generate: prompt token ids (comma-separated) instead of text.");
 ABSL_FLAG(std::string, model, "", "generate: model name (default: the cluster's only model).");
 ABSL_FLAG(std::string, request_id, "", "generate: request id (default: generated).");
 ABSL_FLAG(int, max_tokens, 64, "generate: tokens to generate at most.");
 ABSL_FLAG(double, temperature, 0.0, "generate: sampling temperature (0: greedy).");
 ABSL_FLAG(int64_t, seed, -1, "generate: sampling seed (-1: random).");
 ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past end-of-sequence.");
-ABSL_FLAG(bool, quiet, false, "generate: do not print the completion, only its placement and timings (stderr).");
+ABSL_FLAG(bool, quiet, false,
+          "generate: do not print the completion, only its placement and timings (stderr).");
 ABSL_FLAG(absl::Duration, timeout, absl::Minutes(5), "generate: deadline of the request.");
-ABSL_FLAG(absl::Duration, grace, absl::Seconds(30), "down: how long each process may drain before SIGKILL.");
+ABSL_FLAG(absl::Duration, grace, absl::Seconds(30),
+          "down: how long each process may drain before SIGKILL.");
 
 namespace {
 
