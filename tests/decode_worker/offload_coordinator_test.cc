@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/loopback/loopback_transport.h"
@@ -662,6 +663,32 @@ TEST_F(OffloadCoordinatorTest, ShutdownWithAnAttemptInFlightCancelsIt) {
   loop_->Stop();         // Sequences still present finish with an error.
   coordinator_.reset();  // Cancels the hung call; must not wait for it forever.
   EXPECT_TRUE(sink->WaitFinished());
+}
+
+// Every timing flag is checked, and its error names the flag.
+TEST(OffloadConfigTest, InvalidTimingsNameTheirFlag) {
+  EXPECT_TRUE(OffloadConfig().Validate().ok());
+  const std::vector<std::pair<std::string, std::function<void(OffloadConfig*)>>> cases = {
+      {"--offload_attempt_timeout",
+       [](OffloadConfig* c) { c->attempt_timeout = absl::ZeroDuration(); }},
+      {"--offload_completion_timeout",
+       [](OffloadConfig* c) { c->completion_timeout = -absl::Seconds(1); }},
+      {"--offload_dead_after", [](OffloadConfig* c) { c->dead_after = absl::ZeroDuration(); }},
+      {"--offload_cancel_retry", [](OffloadConfig* c) { c->cancel_retry = absl::ZeroDuration(); }},
+      {"--offload_liveness_interval",
+       [](OffloadConfig* c) { c->liveness_interval = absl::ZeroDuration(); }},
+      {"--offload_liveness_timeout",
+       [](OffloadConfig* c) { c->liveness_timeout = absl::ZeroDuration(); }},
+      {"--offload_min_attempt_budget",
+       [](OffloadConfig* c) { c->min_attempt_budget = -absl::Seconds(1); }},
+  };
+  for (const auto& [flag, edit] : cases) {
+    OffloadConfig c;
+    edit(&c);
+    const absl::Status s = c.Validate();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << flag;
+    EXPECT_TRUE(absl::StrContains(s.message(), flag)) << s;
+  }
 }
 
 }  // namespace
