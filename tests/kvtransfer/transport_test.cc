@@ -246,7 +246,10 @@ TEST_P(TransportTest, FailAfterNWritesAndDelays) {
   EXPECT_TRUE((*out)->Abort(absl::Seconds(5)).ok());
   const absl::Status s = (*handle)->Wait(absl::Seconds(2));
   EXPECT_FALSE(s.ok());
-  EXPECT_EQ((*handle)->layers_done(), 2);
+  // The two layers written before the failure are counted (the second's notice may still be
+  // on its way when the wait ends on a loaded machine).
+  EXPECT_TRUE(Eventually([&] { return (*handle)->layers_done() == 2; }))
+      << (*handle)->layers_done();
 }
 
 TEST_P(TransportTest, ReleasedTransfersRejectLateData) {
