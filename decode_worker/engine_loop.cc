@@ -289,7 +289,7 @@ void EngineLoop::RetireStalled() {
 }
 
 void EngineLoop::RunStep(const StepPlan& plan) {
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_->Now();
   batch_.Clear();
   int64_t context = 0;
   for (const PlannedChunk& c : plan.chunks) {
@@ -303,9 +303,9 @@ void EngineLoop::RunStep(const StepPlan& plan) {
       metrics_->request_queue_time.Observe(absl::ToDoubleSeconds(c.seq->admitted - c.seq->arrival));
     }
   }
-  const absl::Time forward_start = absl::Now();
+  const absl::Time forward_start = clock_->Now();
   const absl::Status status = model_->Forward(batch_, *pool_, {}, &logits_);
-  const absl::Time forward_end = absl::Now();
+  const absl::Time forward_end = clock_->Now();
   if (!status.ok()) {
     PDS_LOG(ERROR) << "engine step failed: " << status;
     for (const PlannedChunk& c : plan.chunks) {
@@ -326,7 +326,7 @@ void EngineLoop::RunStep(const StepPlan& plan) {
   for (const PlannedChunk& c : plan.chunks) {
     if (c.want_logits) EmitToken(c.seq);  // May finish and free the sequence.
   }
-  const absl::Time end = absl::Now();
+  const absl::Time end = clock_->Now();
   StepSample sample;
   sample.num_decode = plan.num_decode;
   sample.num_prefill_tokens = plan.num_prefill_tokens;
