@@ -68,6 +68,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(host_port.ToString(), grpc::InsecureServerCredentials(), &bound_port);
+  // gRPC sets SO_REUSEPORT by default: a second process could then bind this port and take
+  // a share of new connections. Ours is owned: a second bind fails with EADDRINUSE.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.SetMaxSendMessageSize(config.max_message_bytes);
   builder.RegisterService(out->health_.get());

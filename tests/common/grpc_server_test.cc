@@ -98,6 +98,20 @@ TEST(GrpcServerTest, WaitForServingTimesOutWithTheReason) {
   EXPECT_NE(s.message().find("not SERVING"), absl::string_view::npos);
 }
 
+// A listener owns its port: a second server (another process, in production) cannot bind it
+// and take a share of new connections, as it could with gRPC's default SO_REUSEPORT.
+TEST(GrpcServerTest, ASecondServerCannotBindAnOwnedPort) {
+  auto first = GrpcServer::Start(GrpcServerConfig{}, {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  GrpcServerConfig same;
+  same.listen_address = (*first)->address();
+  auto second = GrpcServer::Start(same, {});
+  ASSERT_FALSE(second.ok()) << "a second server bound " << same.listen_address;
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find(same.listen_address), absl::string_view::npos)
+      << second.status();
+}
+
 TEST(GrpcServerTest, ConfigValidationNamesTheField) {
   GrpcServerConfig config;
   config.listen_address = "nohost";
