@@ -31,6 +31,18 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info) {
     auto same = std::find_if(live_.begin(), live_.end(),
                              [&](WorkerEntry* e) { return e->info.worker_id == info.worker_id; });
     if (same != live_.end()) {
+      const WorkerEntry& old = **same;
+      const absl::Duration silent = clock_->Now() - old.last_report;
+      // Another process with this id that is still reporting: refused, so that two workers
+      // configured with one id cannot evict each other forever. The same process
+      // reconnecting (same epoch), or a restarted one whose predecessor went silent, replaces
+      // the old registration.
+      if (old.info.epoch != info.epoch && silent <= report_timeout_) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "registration.worker_id: '", info.worker_id, "' is registered by a live worker (at ",
+            old.info.grpc_address, ", epoch ", old.info.epoch, ", last report ",
+            absl::FormatDuration(silent), " ago); give each worker its own --worker_id"));
+      }
       replaced = RemoveLocked(*same, absl::StrCat("worker ", info.worker_id,
                                                   " registered again (epoch ", info.epoch, ")"));
     }

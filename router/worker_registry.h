@@ -77,8 +77,9 @@ class WorkerRegistry {
 
   // A registry stream's first message. INVALID_ARGUMENT for a malformed registration,
   // FAILED_PRECONDITION when another worker serves the same model name with a different
-  // fingerprint. A worker id that is already registered is replaced (it restarted or
-  // reconnected): requests on the old registration end.
+  // fingerprint. ALREADY_EXISTS when another live process (another epoch, reporting within
+  // the report timeout) holds the worker id. The same process reconnecting, or a restarted one
+  // whose predecessor went silent, replaces the old registration: requests on it end.
   absl::StatusOr<uint64_t> Register(const WorkerInfo& info);
   // False when the session is no longer registered (replaced or expired): its stream should
   // close so that the worker registers again. The report's steps train the cost model.

@@ -24,8 +24,8 @@ struct UcxTransportConfig {
   std::string data_path = "auto";
   // Bound on calls into the worker thread (pool registration, endpoint setup). Default 10 s.
   absl::Duration call_timeout = absl::Seconds(10);
-  // Creating a pool may take call_timeout plus this per GiB of pool. Default 20 s.
-  absl::Duration pool_fill_time_per_gib = absl::Seconds(20);
+  // Mapping a pool may take call_timeout plus this per GiB of pool. Default 60 s.
+  absl::Duration pool_fill_time_per_gib = absl::Seconds(60);
   // How long the worker thread keeps polling after activity before it sleeps on the event
   // fd. Spinning lowers latency when the thread has a core of its own, and hurts when it
   // does not (2-core machines: measured in bench/README.md). Default 0.

@@ -485,36 +485,40 @@ UcxTransport::~UcxTransport() {
 
 absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayout& layout) {
   RETURN_IF_ERROR(layout.Validate());
-  // Allocating and zeroing a pool takes time in proportion to its size (page faults on a
-  // loaded machine: a 512 MiB pool took over 10 s beside a soak run on 2 cores).
+  // Mapping a pool takes time in proportion to its size on a loaded machine (a 512 MiB pool
+  // took over 10 s beside a soak run on 2 cores); the zeroing is done here, on the caller's
+  // thread, not on the UCX thread under the call's timeout.
   const absl::Duration timeout =
       config_.call_timeout +
       config_.pool_fill_time_per_gib * (static_cast<double>(layout.pool_bytes()) / (1 << 30));
-  return thread_->RunSync(
-      timeout,
-      +[](UcxTransport* t, UcxWorkerThread* thread,
-          KvLayout layout) -> absl::StatusOr<std::unique_ptr<LocalPool>> {
-        const size_t bytes = layout.pool_bytes();
-        ucp_mem_map_params_t p{};
-        p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                       UCP_MEM_MAP_PARAM_FIELD_FLAGS;
-        p.address = nullptr;
-        p.length = bytes;
-        p.flags = UCP_MEM_MAP_ALLOCATE;
-        ucp_mem_h memh;
-        RETURN_IF_ERROR(FromUcs(ucp_mem_map(t->context_, &p, &memh),
-                                absl::StrCat("allocate ", bytes, " bytes")));
-        ucp_mem_attr_t attr{};
-        attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
-        if (absl::Status s = FromUcs(ucp_mem_query(memh, &attr), "mem query"); !s.ok()) {
-          ucp_mem_unmap(t->context_, memh);
-          return s;
-        }
-        std::memset(attr.address, 0, bytes);
-        return std::unique_ptr<LocalPool>(
-            new Pool(t, thread, memh, attr.address, attr.length, layout));
-      },
-      this, thread_.get(), layout);
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<LocalPool> pool,
+      thread_->RunSync(
+          timeout,
+          +[](UcxTransport* t, UcxWorkerThread* thread,
+              KvLayout layout) -> absl::StatusOr<std::unique_ptr<LocalPool>> {
+            const size_t bytes = layout.pool_bytes();
+            ucp_mem_map_params_t p{};
+            p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                           UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+            p.address = nullptr;
+            p.length = bytes;
+            p.flags = UCP_MEM_MAP_ALLOCATE;
+            ucp_mem_h memh;
+            RETURN_IF_ERROR(FromUcs(ucp_mem_map(t->context_, &p, &memh),
+                                    absl::StrCat("allocate ", bytes, " bytes")));
+            ucp_mem_attr_t attr{};
+            attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+            if (absl::Status s = FromUcs(ucp_mem_query(memh, &attr), "mem query"); !s.ok()) {
+              ucp_mem_unmap(t->context_, memh);
+              return s;
+            }
+            return std::unique_ptr<LocalPool>(
+                new Pool(t, thread, memh, attr.address, attr.length, layout));
+          },
+          this, thread_.get(), layout));
+  std::memset(pool->base(), 0, layout.pool_bytes());
+  return pool;
 }
 
 absl::StatusOr<KvPoolDescriptor> UcxTransport::ServePool(LocalPool* local,

@@ -24,6 +24,7 @@
 #include "proto/bridge/request_bridge.h"
 #include "router/cost_model.h"
 #include "router/router_metrics.h"
+#include "router/router_wire.h"
 #include "router/worker_registry.h"
 
 namespace {
@@ -74,14 +75,22 @@ void Registry(const pdserve::v1::WorkerMessage& first, const std::string& rest) 
   pdserve::router::CostModel cost_model{pdserve::router::CostModelParams()};
   pdserve::router::WorkerRegistry registry(&clock, absl::Seconds(2), &cost_model, metrics);
   if (!first.has_registration()) return;
-  auto session = registry.Register(first.registration());
+  // What RegistryService does: the wire converted once, then the domain registry.
+  auto info = pdserve::router::WorkerInfoFromProto(first.registration());
+  if (!info.ok()) return;
+  auto session = registry.Register(*info);
   if (!session.ok()) return;
   pdserve::v1::WorkerMessage next;
   if (next.ParseFromString(rest)) {
-    if (next.has_load()) registry.Report(*session, next.load());
-    if (next.has_prefix_cache()) registry.ApplyPrefix(*session, next.prefix_cache());
+    if (next.has_load()) registry.Report(*session, pdserve::router::ReportFromProto(next.load()));
+    if (next.has_prefix_cache()) {
+      registry.ApplyPrefix(*session, pdserve::router::PrefixUpdateFromProto(next.prefix_cache()));
+    }
   }
-  registry.Status();
+  pdserve::v1::ClusterStatus status;
+  for (const auto& w : registry.Status()) {
+    pdserve::router::WorkerStatusToProto(w, status.add_workers());
+  }
   clock.Advance(absl::Seconds(5));
   registry.ExpireSilent();
 }

@@ -113,15 +113,19 @@ TEST_F(RegistryTest, SilentWorkersExpireAndTheirRequestsAreTold) {
   registry_.Release(*a, key);  // Harmless after removal.
 }
 
-TEST_F(RegistryTest, ARestartedWorkerReplacesItsOldRegistration) {
+// A restarted worker (new epoch) whose predecessor went silent replaces it; until then the
+// id is taken. The same process reconnecting (same epoch) replaces its old session at once.
+TEST_F(RegistryTest, ARestartedWorkerReplacesItsSilentPredecessor) {
   auto first = registry_.Register(Registration("a", WorkerRole::kDecode));
   ASSERT_TRUE(first.ok());
   auto listener = std::make_shared<Listener>();
   ASSERT_NE(registry_.Acquire(*first, listener), 0u);
   WorkerInfo again = Registration("a", WorkerRole::kDecode);
   again.epoch = 2;
+  EXPECT_EQ(registry_.Register(again).status().code(), absl::StatusCode::kAlreadyExists);
+  clock_.Advance(absl::Seconds(3));  // Past the 2 s report timeout: the old one is dead.
   auto second = registry_.Register(again);
-  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(registry_.size(), 1);
   ASSERT_EQ(listener->reasons.size(), 1u);
   EXPECT_TRUE(absl::StrContains(listener->reasons[0], "registered again")) << listener->reasons[0];
@@ -130,8 +134,35 @@ TEST_F(RegistryTest, ARestartedWorkerReplacesItsOldRegistration) {
   // The old stream's close does not remove the new registration.
   registry_.Unregister(*first, "old stream closed");
   EXPECT_EQ(registry_.size(), 1);
-  registry_.Unregister(*second, "stream closed");
+  // The same process reconnecting (its stream broke) replaces its session without waiting.
+  auto reconnected = registry_.Register(again);
+  ASSERT_TRUE(reconnected.ok()) << reconnected.status();
+  EXPECT_FALSE(registry_.Report(*second, Load()));
+  registry_.Unregister(*reconnected, "stream closed");
   EXPECT_EQ(registry_.size(), 0);
+}
+
+// Two live processes configured with one id: the second is refused with a clear error and
+// the first keeps its registration and its requests (they used to evict each other forever).
+TEST_F(RegistryTest, ASecondLiveWorkerWithATakenIdIsRefused) {
+  auto first = registry_.Register(Registration("a", WorkerRole::kDecode));
+  ASSERT_TRUE(first.ok());
+  auto listener = std::make_shared<Listener>();
+  ASSERT_NE(registry_.Acquire(*first, listener), 0u);
+  WorkerInfo impostor = Registration("a", WorkerRole::kDecode);
+  impostor.epoch = 99;
+  impostor.grpc_address = "127.0.0.1:7777";
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_TRUE(registry_.Report(*first, Load()));  // The first keeps reporting.
+    const auto refused = registry_.Register(impostor);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+    EXPECT_TRUE(absl::StrContains(refused.status().message(), "registration.worker_id: 'a'"))
+        << refused.status();
+    EXPECT_TRUE(absl::StrContains(refused.status().message(), "--worker_id")) << refused.status();
+  }
+  EXPECT_TRUE(listener->reasons.empty());
+  EXPECT_EQ(registry_.size(), 1);
 }
 
 TEST_F(RegistryTest, StepSamplesTrainTheCostModel) {

@@ -226,6 +226,47 @@ TEST_F(RouterTest, KilledDecodeWorkerLeavesTheRegistryAndItsRequestEndsUnavailab
   }
 }
 
+// A second live process started with a registered worker's id is refused (it used to evict
+// the first, and the two evicted each other every few seconds); the first keeps serving.
+TEST_F(RouterTest, ASecondWorkerWithATakenIdIsRefusedAndTheFirstKeepsServing) {
+  const v1::ClusterStatus before = cluster_->Status();
+  std::string taken;
+  std::string address;
+  for (const v1::WorkerStatus& w : before.workers()) {
+    if (w.registration().role() == v1::WORKER_ROLE_DECODE) {
+      taken = w.registration().worker_id();
+      address = w.registration().grpc_address();
+      break;
+    }
+  }
+  ASSERT_FALSE(taken.empty());
+  auto impostor = pdserve::ChildProcess::Start(pdserve::ChildOptions{
+      .binary = "pdserve-decode",
+      .args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",
+               "--num_blocks=64", "--kv_transport=none", "--worker_id=" + taken,
+               "--router=" + cluster_->router().grpc_address()}});
+  ASSERT_TRUE(impostor.ok()) << impostor.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!absl::StrContains((*impostor)->Log(), "refused registration") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(absl::StrContains((*impostor)->Log(), "is registered by a live worker"))
+      << (*impostor)->Log();
+  // The first still holds the id, at its own address, and serves.
+  bool first_registered = false;
+  const v1::ClusterStatus after = cluster_->Status();
+  for (const v1::WorkerStatus& w : after.workers()) {
+    if (w.registration().worker_id() == taken) {
+      first_registered = w.registration().grpc_address() == address;
+    }
+  }
+  EXPECT_TRUE(first_registered);
+  EXPECT_EQ(after.workers_size(), before.workers_size());
+  const auto out =
+      client::CallGenerate(cluster_->channel(), Request({1, 2, 3}, 3), absl::Seconds(30));
+  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+}
+
 TEST_F(RouterTest, ListModelsCountsTheWorkersOfEachModel) {
   auto generation = v1::Generation::NewStub(cluster_->channel());
   grpc::ClientContext ctx;
