@@ -26,6 +26,8 @@ struct UcxTransportConfig {
   absl::Duration call_timeout = absl::Seconds(10);
   // Mapping a pool may take call_timeout plus this per GiB of pool. Default 60 s.
   absl::Duration pool_fill_time_per_gib = absl::Seconds(60);
+  // Testing: the UCX thread waits this long before mapping a pool (a slow mapping). Default 0.
+  absl::Duration testing_pool_map_delay = absl::ZeroDuration();
   // How long the worker thread keeps polling after activity before it sleeps on the event
   // fd. Spinning lowers latency when the thread has a core of its own, and hurts when it
   // does not (2-core machines: measured in bench/README.md). Default 0.

@@ -495,8 +495,9 @@ absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayo
       std::unique_ptr<LocalPool> pool,
       thread_->RunSync(
           timeout,
-          +[](UcxTransport* t, UcxWorkerThread* thread,
-              KvLayout layout) -> absl::StatusOr<std::unique_ptr<LocalPool>> {
+          +[](UcxTransport* t, UcxWorkerThread* thread, KvLayout layout,
+              absl::Duration delay) -> absl::StatusOr<std::unique_ptr<LocalPool>> {
+            if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
             const size_t bytes = layout.pool_bytes();
             ucp_mem_map_params_t p{};
             p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
@@ -516,7 +517,7 @@ absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayo
             return std::unique_ptr<LocalPool>(
                 new Pool(t, thread, memh, attr.address, attr.length, layout));
           },
-          this, thread_.get(), layout));
+          this, thread_.get(), layout, config_.testing_pool_map_delay));
   std::memset(pool->base(), 0, layout.pool_bytes());
   return pool;
 }

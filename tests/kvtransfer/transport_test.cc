@@ -356,9 +356,10 @@ TEST(UcxTransportTest, PoolCreationThatTimesOutIsFreedEvenWhileTheTransportClose
     config.transports = "shm";
     config.call_timeout = absl::Nanoseconds(1);
     config.pool_fill_time_per_gib = absl::ZeroDuration();
+    config.testing_pool_map_delay = absl::Milliseconds(100);
     auto transport = UcxTransport::Create(config);
     ASSERT_TRUE(transport.ok()) << transport.status();
-    // 64 MiB: the worker thread is still zeroing it when the caller gives up and closes.
+    // The UCX thread is still mapping it when the caller gives up and closes.
     auto pool = (*transport)->CreatePool(TestLayout(8192));
     EXPECT_EQ(pool.status().code(), absl::StatusCode::kDeadlineExceeded) << pool.status();
     transport->reset();
