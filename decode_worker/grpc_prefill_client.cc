@@ -26,14 +26,16 @@ GrpcPrefillClient::~GrpcPrefillClient() {
   }
 }
 
-GrpcPrefillClient::Stubs& GrpcPrefillClient::StubsFor(const std::string& address) {
+GrpcPrefillClient::StubPointers GrpcPrefillClient::StubsFor(const std::string& address) {
+  absl::MutexLock lock(&mu_);
   Stubs& s = stubs_[address];
   if (!s.prefill) {
     std::shared_ptr<grpc::Channel> channel = MakeChannel(address);
     s.prefill = v1::Prefill::NewStub(channel);
     s.health = grpc::health::v1::Health::NewStub(channel);
   }
-  return s;
+  // The stubs live on the heap for the client's lifetime; the map may move its entries.
+  return StubPointers{s.prefill.get(), s.health.get()};
 }
 
 void GrpcPrefillClient::Track(const std::shared_ptr<Call>& call) {
@@ -62,11 +64,7 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::Prefill(const PrefillTarget& tar
   r.mutable_target()->set_num_tokens(static_cast<uint32_t>(job.num_tokens));
   call->context.set_deadline(absl::ToChronoTime(job.deadline));
   Track(call);
-  v1::Prefill::Stub* stub;
-  {
-    absl::MutexLock lock(&mu_);
-    stub = StubsFor(target.address).prefill.get();
-  }
+  v1::Prefill::Stub* stub = StubsFor(target.address).prefill;
   stub->async()->Prefill(
       &call->context, &call->request, &call->response,
       [this, call, done = std::move(done)](grpc::Status status) {
@@ -100,11 +98,7 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::CancelPrefill(const PrefillTarge
   call->request.set_transfer_token(transfer_token);
   call->context.set_deadline(absl::ToChronoTime(deadline));
   Track(call);
-  v1::Prefill::Stub* stub;
-  {
-    absl::MutexLock lock(&mu_);
-    stub = StubsFor(target.address).prefill.get();
-  }
+  v1::Prefill::Stub* stub = StubsFor(target.address).prefill;
   stub->async()->CancelPrefill(&call->context, &call->request, &call->response,
                                [this, call, done = std::move(done)](grpc::Status status) {
                                  if (!status.ok()) {
@@ -126,11 +120,7 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::CheckAlive(const PrefillTarget& 
   auto call = std::make_shared<HealthCall>();
   call->context.set_deadline(absl::ToChronoTime(deadline));
   Track(call);
-  grpc::health::v1::Health::Stub* stub;
-  {
-    absl::MutexLock lock(&mu_);
-    stub = StubsFor(target.address).health.get();
-  }
+  grpc::health::v1::Health::Stub* stub = StubsFor(target.address).health;
   stub->async()->Check(&call->context, &call->request, &call->response,
                        [this, call, done = std::move(done)](grpc::Status status) {
                          done(bridge::FromGrpc(status));

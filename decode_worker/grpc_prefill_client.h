@@ -34,8 +34,13 @@ class GrpcPrefillClient final : public PrefillClient {
     std::unique_ptr<v1::Prefill::Stub> prefill;
     std::unique_ptr<grpc::health::v1::Health::Stub> health;
   };
+  struct StubPointers {
+    v1::Prefill::Stub* prefill;
+    grpc::health::v1::Health::Stub* health;
+  };
   class Call;
-  Stubs& StubsFor(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The stubs of `address`, created on first use.
+  StubPointers StubsFor(const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
   void Track(const std::shared_ptr<Call>& call) ABSL_LOCKS_EXCLUDED(mu_);
   void Untrack(const Call* call) ABSL_LOCKS_EXCLUDED(mu_);
 

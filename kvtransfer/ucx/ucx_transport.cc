@@ -22,16 +22,14 @@ namespace pdserve::kvtransfer {
 // A pool may be created and destroyed on the worker thread while the transport is closing:
 // when its creation outlived the caller's timeout, the abandoned result goes with the call's
 // state there, possibly after the transport cleared thread_. So it is given the worker thread
-// when the call is made, and keeps it and the context, which outlive every task the thread
-// runs.
+// when the call is made (the transport itself, its context and config, outlive every task
+// the thread runs).
 class UcxTransport::Pool final : public LocalPool {
  public:
   Pool(UcxTransport* transport, UcxWorkerThread* thread, ucp_mem_h memh, void* base, size_t bytes,
        const KvLayout& layout)
       : transport_(transport),
         thread_(thread),
-        context_(transport->context_),
-        call_timeout_(transport->config_.call_timeout),
         memh_(memh),
         base_(base),
         bytes_(bytes),
@@ -40,11 +38,11 @@ class UcxTransport::Pool final : public LocalPool {
     Pool* self = this;
     transport_->served_pool_.compare_exchange_strong(self, nullptr);
     const absl::Status s = thread_->RunSync(
-        call_timeout_,
+        transport_->config_.call_timeout,
         +[](ucp_context_h context, ucp_mem_h memh) {
           return FromUcs(ucp_mem_unmap(context, memh), "mem unmap");
         },
-        context_, memh_);
+        transport_->context_, memh_);
     if (!s.ok()) PDS_LOG(WARNING) << s;
   }
   void* base() const override { return base_; }
@@ -55,8 +53,6 @@ class UcxTransport::Pool final : public LocalPool {
  private:
   UcxTransport* transport_;
   UcxWorkerThread* thread_;
-  ucp_context_h context_;
-  absl::Duration call_timeout_;
   ucp_mem_h memh_;
   void* base_;
   size_t bytes_;

@@ -17,6 +17,7 @@
 #include "kvtransfer/testing/fault_injecting_transport.h"
 #include "prefill_worker/prefill_batcher.h"
 #include "tests/testing/greedy_reference.h"
+#include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
 
 namespace pdserve::decode {
@@ -382,12 +383,7 @@ class OffloadCoordinatorTest : public ::testing::Test {
   }
   // Waits (real time, polling the loop) until `pred` holds there.
   bool WaitOnLoop(const std::function<bool()>& pred) {
-    const absl::Time end = absl::Now() + kRealWait;
-    while (absl::Now() < end) {
-      if (OnLoop([&] { return pred(); })) return true;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return false;
+    return testing::PollUntil([&] { return OnLoop([&] { return pred(); }); }, kRealWait);
   }
   // Every block free or cached; no offload or quarantine left.
   void ExpectBaseline() {

@@ -12,6 +12,7 @@
 #include "kvtransfer/testing/fault_injecting_transport.h"
 #include "kvtransfer/ucx/ucx_transport.h"
 #include "tests/kvtransfer/kv_test_data.h"
+#include "tests/testing/poll.h"
 
 namespace pdserve::kvtransfer {
 namespace {
@@ -43,15 +44,9 @@ Endpoints Make(const std::string& kind) {
   return {std::move(*r), std::move(*s)};
 }
 
-// Polls `pred` until it holds or 10 s pass: rejections are counted by the receiver's thread
-// after the sender's calls return.
+// Rejections are counted by the receiver's thread after the sender's calls return.
 bool Eventually(const std::function<bool()>& pred) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (!pred()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
+  return pdserve::testing::PollUntil(pred, absl::Seconds(10));
 }
 
 class TransportTest : public ::testing::TestWithParam<std::string> {

@@ -1,6 +1,7 @@
 #include "tests/router/cluster_fixture.h"
 
 #include "gtest/gtest.h"
+#include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
 
@@ -93,12 +94,7 @@ bool LocalCluster::WaitForWorkers(int decode, int prefill, absl::Duration timeou
 
 bool LocalCluster::WaitForStatus(const std::function<bool(const v1::ClusterStatus&)>& done,
                                  absl::Duration timeout) const {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (done(Status())) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return false;
+  return PollUntil([&] { return done(Status()); }, timeout, absl::Milliseconds(20));
 }
 
 v1::DecodeStats LocalCluster::DecodeStats(const ChildProcess& worker) {

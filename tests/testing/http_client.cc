@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/net_address.h"
+#include "tests/testing/poll.h"
 
 namespace pdserve::testing {
 
@@ -80,12 +81,8 @@ double Metric(const std::string& metrics_address, const std::string& prefix) {
 
 bool WaitForMetricAtLeast(const std::string& metrics_address, const std::string& prefix, double min,
                           absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (Metric(metrics_address, prefix) < min) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
+  return PollUntil([&] { return Metric(metrics_address, prefix) >= min; }, timeout,
+                   absl::Milliseconds(10));
 }
 
 }  // namespace pdserve::testing
