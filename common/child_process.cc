@@ -47,6 +47,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(ChildOptions o
   }
   child->log_path_ = absl::StrCat(child->dir_, "/", options.name, ".log");
   child->info_path_ = absl::StrCat(child->dir_, "/", options.name, ".serving");
+  child->security_ = options.security;
   std::filesystem::remove(child->info_path_);  // A stale file from an earlier run.
 
   const std::string binary = BinaryPath(options.binary);
@@ -142,13 +143,18 @@ std::string ChildProcess::grpc_address() const {
   return it == info_.end() ? std::string() : it->second;
 }
 
+std::string ChildProcess::internal_grpc_address() const {
+  auto it = info_.find("internal");
+  return it == info_.end() ? grpc_address() : it->second;
+}
+
 std::string ChildProcess::metrics_address() const {
   auto it = info_.find("metrics");
   return it == info_.end() ? std::string() : it->second;
 }
 
 absl::Status ChildProcess::WaitHealthy(absl::Duration timeout) {
-  return WaitForServing(grpc_address(), absl::Now() + timeout);
+  return WaitForServing(grpc_address(), absl::Now() + timeout, security_);
 }
 
 bool ChildProcess::running() {

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc_security.h"
 #include "common/serving_info.h"
 
 namespace pdserve {
@@ -45,6 +46,8 @@ struct ChildOptions {
   // cores with latency-critical processes runs niced so that their short wake-ups preempt
   // its long forwards rather than the decode worker's steps.
   int nice = 0;
+  // How WaitHealthy() reaches the child's gRPC listener (a TLS child needs TLS).
+  GrpcSecurity security;
 };
 
 class ChildProcess {
@@ -59,6 +62,8 @@ class ChildProcess {
   const ServingInfo& serving_info() const { return info_; }
   // The child's gRPC address ("grpc" in the serving info).
   std::string grpc_address() const;
+  // Its internal listener ("internal": the router's registry), else its gRPC address.
+  std::string internal_grpc_address() const;
   std::string metrics_address() const;
 
   // Waits for grpc.health SERVING.
@@ -86,6 +91,7 @@ class ChildProcess {
   std::string log_path_;
   std::string info_path_;
   ServingInfo info_;
+  GrpcSecurity security_;
 };
 
 // Path of a pdserve binary: `name` itself if it has a '/', else the file of that name in the

@@ -2,10 +2,12 @@
 
 namespace pdserve {
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const GrpcSecurity& security) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  security.AddChannelArguments(args);
+  return grpc::CreateCustomChannel(address, security.ChannelCredentials(), args);
 }
 
 }  // namespace pdserve

@@ -66,8 +66,17 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   for (const HostedService& s : services) names.push_back(s.name);
   out->health_ = std::make_unique<HealthService>(names);
   grpc::ServerBuilder builder;
+  const bool require_client_cert =
+      config.security.requires_client_cert() || config.always_require_client_cert;
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   config.security.ServerCredentials(require_client_cert));
+  if (!config.security.tls() && !IsLoopbackHost(host_port.host)) {
+    PDS_LOG(WARNING) << "gRPC listener " << config.listen_address
+                     << " is plaintext and reachable from other hosts: anyone who reaches it "
+                        "can call it; set --tls_cert, --tls_key and --tls_ca (docs/security.md)";
+  }
   int bound_port = 0;
-  builder.AddListeningPort(host_port.ToString(), grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(host_port.ToString(), credentials, &bound_port);
   // gRPC sets SO_REUSEPORT by default: a second process could then bind this port and take
   // a share of new connections. Ours is owned: a second bind fails with EADDRINUSE.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -83,6 +92,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     return absl::UnavailableError(absl::StrCat("grpc: cannot listen on ", config.listen_address));
   }
   out->port_ = bound_port;
+  out->tls_ = config.security.tls();
   out->address_ = WithPort(host_port, bound_port);
   out->SetServing(false);
   return out;

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc_security.h"
 #include "common/health_service.h"
 
 namespace grpc {
@@ -34,6 +35,12 @@ struct GrpcServerConfig {
   std::string listen_address = "127.0.0.1:0";
   // Largest message accepted or sent. Default 64 MiB.
   int max_message_bytes = 64 << 20;
+  // Plaintext by default; TLS (and client certificates if it requires them) when
+  // `security.tls()`. A plaintext listener off loopback is logged as a warning.
+  GrpcSecurity security;
+  // Refuse clients without a certificate whenever TLS is on, whatever `security` requires
+  // (the router's registry listener: only workers with a certificate may register).
+  bool always_require_client_cert = false;
   // Checks every field; errors name the field and its limit.
   absl::Status Validate() const;
 };
@@ -49,6 +56,8 @@ class GrpcServer {
   // The bound address, host:port.
   const std::string& address() const { return address_; }
   int port() const { return port_; }
+  // Whether the listener speaks TLS.
+  bool tls() const { return tls_; }
 
   // Sets the health status of the whole server ("") and of every hosted service.
   void SetServing(bool serving);
@@ -67,6 +76,7 @@ class GrpcServer {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;
+  bool tls_ = false;
   bool drained_ = false;
 };
 

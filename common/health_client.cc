@@ -9,8 +9,9 @@
 
 namespace pdserve {
 
-absl::StatusOr<HealthState> CheckHealth(const std::string& address, absl::Duration timeout) {
-  auto channel = MakeChannel(address);
+absl::StatusOr<HealthState> CheckHealth(const std::string& address, absl::Duration timeout,
+                                        const GrpcSecurity& security) {
+  auto channel = MakeChannel(address, security);
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -31,11 +32,12 @@ absl::StatusOr<HealthState> CheckHealth(const std::string& address, absl::Durati
   }
 }
 
-absl::Status WaitForServing(const std::string& address, absl::Time deadline) {
+absl::Status WaitForServing(const std::string& address, absl::Time deadline,
+                            const GrpcSecurity& security) {
   absl::Status last = absl::UnavailableError("no health check made");
   absl::Duration backoff = absl::Milliseconds(10);
   while (absl::Now() < deadline) {
-    auto state = CheckHealth(address, std::min(absl::Seconds(1), deadline - absl::Now()));
+    auto state = CheckHealth(address, std::min(absl::Seconds(1), deadline - absl::Now()), security);
     if (state.ok() && *state == HealthState::kServing) return absl::OkStatus();
     last = state.ok() ? absl::UnavailableError(absl::StrCat(address, " is not SERVING yet"))
                       : state.status();

@@ -7,16 +7,19 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc_security.h"
 
 namespace pdserve {
 
 enum class HealthState { kUnknown, kServing, kNotServing };
 
 // One Check call against `address` (host:port) for the whole server.
-absl::StatusOr<HealthState> CheckHealth(const std::string& address, absl::Duration timeout);
+absl::StatusOr<HealthState> CheckHealth(const std::string& address, absl::Duration timeout,
+                                        const GrpcSecurity& security = GrpcSecurity());
 
 // Polls until the server reports SERVING; DEADLINE_EXCEEDED (with the last error) otherwise.
-absl::Status WaitForServing(const std::string& address, absl::Time deadline);
+absl::Status WaitForServing(const std::string& address, absl::Time deadline,
+                            const GrpcSecurity& security = GrpcSecurity());
 
 }  // namespace pdserve
 

@@ -1,5 +1,10 @@
 #include "common/net_address.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -40,6 +45,28 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view
   }
   out.port = port;
   return out;
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr v4;
+  const std::string text(host);
+  return inet_pton(AF_INET, text.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+absl::StatusOr<std::string> LoopbackInterfaceName() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return absl::InternalError("getifaddrs failed");
+  std::string name;
+  for (ifaddrs* a = list; a != nullptr && name.empty(); a = a->ifa_next) {
+    if ((a->ifa_flags & IFF_LOOPBACK) != 0 && a->ifa_addr != nullptr &&
+        a->ifa_addr->sa_family == AF_INET) {
+      name = a->ifa_name;
+    }
+  }
+  freeifaddrs(list);
+  if (name.empty()) return absl::NotFoundError("no loopback network interface");
+  return name;
 }
 
 std::string WithPort(const HostPort& address, int port) {

@@ -22,6 +22,13 @@ struct HostPort {
 // field in error messages. Ports must be in [0, 65535].
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view field);
 
+// Whether `host` names only this machine: localhost, 127.0.0.0/8 or ::1. An empty host,
+// 0.0.0.0 and :: listen on every interface and are not loopback.
+bool IsLoopbackHost(absl::string_view host);
+
+// The name of this machine's loopback network interface ("lo" on Linux); NOT_FOUND if none.
+absl::StatusOr<std::string> LoopbackInterfaceName();
+
 // Returns `address` with its port replaced (e.g. a "127.0.0.1:0" listen address once bound).
 std::string WithPort(const HostPort& address, int port);
 

@@ -46,7 +46,7 @@ void RegistryClient::Run() {
 }
 
 void RegistryClient::Session() {
-  auto channel = MakeChannel(config_.router_address);
+  auto channel = MakeChannel(config_.router_address, config_.security);
   auto stub = v1::Registry::NewStub(channel);
   grpc::ClientContext context;
   {

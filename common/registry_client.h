@@ -15,6 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/grpc_security.h"
 #include "pdserve/v1/registry.pb.h"
 
 namespace grpc {
@@ -31,6 +32,8 @@ struct RegistryClientConfig {
   // Backoff between reconnection attempts: starts at min, doubles up to max.
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
+  // How the stream is secured (the worker's TLS identity); plaintext by default.
+  GrpcSecurity security;
 };
 
 class RegistryClient {

@@ -10,6 +10,7 @@ namespace pdserve {
 
 absl::Status ServerRunnerConfig::Validate() const {
   RETURN_IF_ERROR(grpc.Validate());
+  if (!internal_grpc.listen_address.empty()) RETURN_IF_ERROR(internal_grpc.Validate());
   if (!metrics_address.empty()) {
     RETURN_IF_ERROR(ParseHostPort(metrics_address, "metrics_address").status());
   }
@@ -22,11 +23,18 @@ absl::Status ServerRunnerConfig::Validate() const {
 
 absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
     const ServerRunnerConfig& config, const std::vector<HostedService>& services,
+    const std::vector<HostedService>& internal_services,
     std::shared_ptr<prometheus::Registry> registry, const std::string& component) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<ServerRunner> runner(new ServerRunner());
   runner->config_ = config;
-  ASSIGN_OR_RETURN(runner->grpc_, GrpcServer::Start(config.grpc, services));
+  std::vector<HostedService> main_services = services;
+  if (config.internal_grpc.listen_address.empty()) {
+    main_services.insert(main_services.end(), internal_services.begin(), internal_services.end());
+  } else {
+    ASSIGN_OR_RETURN(runner->internal_, GrpcServer::Start(config.internal_grpc, internal_services));
+  }
+  ASSIGN_OR_RETURN(runner->grpc_, GrpcServer::Start(config.grpc, main_services));
   if (!config.metrics_address.empty()) {
     ASSIGN_OR_RETURN(runner->metrics_,
                      MetricsServer::Start(config.metrics_address, std::move(registry), component));
@@ -34,11 +42,19 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
   if (!config.serving_info_path.empty()) {
     ServingInfo info{{"grpc", runner->grpc_address()}, {"pid", absl::StrCat(getpid())}};
     if (runner->metrics_) info["metrics"] = runner->metrics_->address();
+    if (runner->internal_) info["internal"] = runner->internal_->address();
     RETURN_IF_ERROR(WriteServingInfo(config.serving_info_path, info));
   }
   PDS_LOG(INFO) << component << " listening: grpc=" << runner->grpc_address()
+                << (runner->grpc_->tls() ? " (tls)" : "")
+                << (runner->internal_ ? " internal=" + runner->internal_->address() : "")
                 << " metrics=" << runner->metrics_address();
   return runner;
+}
+
+void ServerRunner::SetServing(bool serving) {
+  grpc_->SetServing(serving);
+  if (internal_) internal_->SetServing(serving);
 }
 
 std::string ServerRunner::metrics_address() const {
@@ -49,9 +65,12 @@ void ServerRunner::RunUntilShutdown(ShutdownSignal& signal, const std::function<
   const int sig = signal.Wait();
   PDS_LOG(INFO) << "shutdown requested (signal " << sig << "); draining for up to "
                 << absl::FormatDuration(config_.drain_timeout);
-  grpc_->SetServing(false);
+  SetServing(false);
   if (on_drain) on_drain();
-  grpc_->Drain(absl::Now() + config_.drain_timeout);
+  // Clients' calls first; cluster members keep their links until those are done.
+  const absl::Time deadline = absl::Now() + config_.drain_timeout;
+  grpc_->Drain(deadline);
+  if (internal_) internal_->Drain(deadline);
   PDS_LOG(INFO) << "drained";
 }
 

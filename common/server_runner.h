@@ -22,6 +22,10 @@ namespace pdserve {
 struct ServerRunnerConfig {
   // The gRPC listener.
   GrpcServerConfig grpc;
+  // A second gRPC listener for the services only cluster members call (the router's
+  // registry), so that they can sit on an internal interface and demand client certificates.
+  // Its listen_address empty (the default): those services share the main listener.
+  GrpcServerConfig internal_grpc{.listen_address = ""};
   // host:port for /metrics; port 0 picks a free port; empty disables metrics.
   // Default "127.0.0.1:0".
   std::string metrics_address = "127.0.0.1:0";
@@ -35,23 +39,32 @@ struct ServerRunnerConfig {
 
 class ServerRunner {
  public:
+  // Serves `services` on the main listener and `internal_services` on the internal one (or on
+  // the main one when there is no internal listener).
   static absl::StatusOr<std::unique_ptr<ServerRunner>> Start(
       const ServerRunnerConfig& config, const std::vector<HostedService>& services,
+      const std::vector<HostedService>& internal_services,
       std::shared_ptr<prometheus::Registry> registry, const std::string& component);
 
   const std::string& grpc_address() const { return grpc_->address(); }
+  // The internal listener's address; the main one's when there is no internal listener.
+  const std::string& internal_grpc_address() const {
+    return internal_ ? internal_->address() : grpc_->address();
+  }
   // Empty when metrics are disabled.
   std::string metrics_address() const;
-  void SetServing(bool serving) { grpc_->SetServing(serving); }
+  void SetServing(bool serving);
 
   // Blocks until `signal` fires; then calls `on_drain` (stop admitting new work; may be
-  // empty), drains the gRPC server within the drain timeout and returns.
+  // empty), drains the main gRPC listener, then the internal one, within the drain timeout,
+  // and returns.
   void RunUntilShutdown(ShutdownSignal& signal, const std::function<void()>& on_drain);
 
  private:
   ServerRunner() = default;
   ServerRunnerConfig config_;
   std::unique_ptr<GrpcServer> grpc_;
+  std::unique_ptr<GrpcServer> internal_;  // Null without an internal listener.
   std::unique_ptr<MetricsServer> metrics_;
 };
 

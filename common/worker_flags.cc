@@ -2,6 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/tls_flags.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json, *.safetensors, tokenizer.json).");
 ABSL_FLAG(std::string, worker_id, "",
@@ -50,6 +51,7 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
   c.transport.ucx.transports = absl::GetFlag(FLAGS_ucx_transports);
   c.transport.ucx.net_devices = absl::GetFlag(FLAGS_ucx_net_devices);
   c.transport.ucx.data_path = absl::GetFlag(FLAGS_ucx_data_path);
+  c.tls = TlsConfigFromFlags();
   const std::string dtype = absl::GetFlag(FLAGS_kv_dtype);
   if (!ParseDType(dtype, &c.kv_dtype)) {
     return absl::InvalidArgumentError(

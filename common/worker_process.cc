@@ -15,6 +15,7 @@ absl::Status WorkerProcessConfig::Validate() const {
   if (role.empty()) return absl::InvalidArgumentError("worker role: required");
   if (model_dir.empty()) return absl::InvalidArgumentError("--model: required");
   RETURN_IF_ERROR(server.Validate());
+  RETURN_IF_ERROR(tls.Validate());
   RETURN_IF_ERROR(engine.Validate());
   if (block_size < 1 || block_size > 1024 || (block_size & (block_size - 1)) != 0) {
     return absl::InvalidArgumentError(
@@ -30,11 +31,33 @@ absl::Status WorkerProcessConfig::Validate() const {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The network devices UCX may use. A worker whose peers reach it on loopback keeps UCX's TCP
+// listeners on loopback too (UCX otherwise listens on every interface it finds); elsewhere UCX
+// keeps every device (RDMA NICs among them) unless --ucx_net_devices narrows it.
+absl::StatusOr<std::string> KvNetDevices(const WorkerProcessConfig& config) {
+  if (!config.transport.ucx.net_devices.empty()) return config.transport.ucx.net_devices;
+  ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(config.server.grpc.listen_address, "--listen"));
+  const std::string& host = config.advertise_host.empty() ? listen.host : config.advertise_host;
+  if (!IsLoopbackHost(host)) {
+    PDS_LOG(INFO) << "UCX may use every network device of this host; --ucx_net_devices "
+                     "restricts it (docs/security.md)";
+    return std::string();
+  }
+  return LoopbackInterfaceName();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
     const WorkerProcessConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<WorkerProcess> p(new WorkerProcess());
   p->config_ = config;
+  ASSIGN_OR_RETURN(p->security_, GrpcSecurity::FromConfig(config.tls));
+  p->config_.server.grpc.security = p->security_;
+  p->config_.registry.security = p->security_;
   // The epoch tells the router and peers a restarted process from the one before it.
   p->epoch_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   const absl::Time load_start = absl::Now();
@@ -60,7 +83,9 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
                                                    " bytes"));
   }
   if (config.kv_transport) {
-    ASSIGN_OR_RETURN(p->transport_, kvtransfer::MakeKvTransport(config.transport));
+    kvtransfer::KvTransportConfig transport = config.transport;
+    ASSIGN_OR_RETURN(transport.ucx.net_devices, KvNetDevices(config));
+    ASSIGN_OR_RETURN(p->transport_, kvtransfer::MakeKvTransport(transport));
     ASSIGN_OR_RETURN(p->transport_pool_, p->transport_->CreatePool(layout));
     ASSIGN_OR_RETURN(p->pool_, engine::KvPool::Wrap(layout, p->transport_pool_->base(),
                                                     p->transport_pool_->bytes()));
@@ -75,8 +100,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
 }
 
 absl::Status WorkerProcess::StartServer(const std::vector<HostedService>& services) {
-  ASSIGN_OR_RETURN(server_,
-                   ServerRunner::Start(config_.server, services, metrics_registry_, config_.role));
+  ASSIGN_OR_RETURN(
+      server_, ServerRunner::Start(config_.server, services, {}, metrics_registry_, config_.role));
   ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(server_->grpc_address(), "grpc address"));
   if (!config_.advertise_host.empty()) bound.host = config_.advertise_host;
   advertised_address_ = bound.ToString();

@@ -36,6 +36,10 @@ struct WorkerProcessConfig {
   std::string advertise_host;
   ServerRunnerConfig server;
   RegistryClientConfig registry;
+  // TLS for every gRPC link of the worker (its listener, the registry stream, and the decode
+  // worker's calls to prefill workers); plaintext when not enabled. Overrides the security
+  // fields of `server` and `registry`.
+  TlsConfig tls;
   engine::EngineOptions engine;
   // KV layout of the pool: tokens per block (a power of two) and the element type.
   int block_size = 16;
@@ -76,6 +80,8 @@ class WorkerProcess {
   void StopServing();
 
   const WorkerProcessConfig& config() const { return config_; }
+  // How this worker's gRPC links are secured (for the clients a role adds).
+  const GrpcSecurity& security() const { return security_; }
   engine::Model& model() { return *model_.model; }
   const engine::LoadedModel& loaded_model() const { return model_; }
   engine::KvPool& pool() { return *pool_; }
@@ -94,6 +100,7 @@ class WorkerProcess {
   WorkerProcess() = default;
 
   WorkerProcessConfig config_;
+  GrpcSecurity security_;
   uint64_t epoch_ = 0;
   std::string worker_id_;
   std::string advertised_address_;

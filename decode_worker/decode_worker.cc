@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
     ASSIGN_OR_RETURN(kvtransfer::KvPoolDescriptor descriptor,
                      process.transport()->ServePool(process.transport_pool(), process.worker_id(),
                                                     model.fingerprint(), process.epoch()));
-    w->prefill_client_ = std::make_unique<GrpcPrefillClient>();
+    w->prefill_client_ = std::make_unique<GrpcPrefillClient>(process.security());
     w->offload_ = std::make_unique<OffloadCoordinator>(
         w->loop_.get(), process.transport(), std::move(descriptor), w->prefill_client_.get(),
         Clock::Real(), config.offload);

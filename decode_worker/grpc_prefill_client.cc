@@ -30,7 +30,7 @@ GrpcPrefillClient::StubPointers GrpcPrefillClient::StubsFor(const std::string& a
   absl::MutexLock lock(&mu_);
   Stubs& s = stubs_[address];
   if (!s.prefill) {
-    std::shared_ptr<grpc::Channel> channel = MakeChannel(address);
+    std::shared_ptr<grpc::Channel> channel = MakeChannel(address, security_);
     s.prefill = v1::Prefill::NewStub(channel);
     s.health = grpc::health::v1::Health::NewStub(channel);
   }

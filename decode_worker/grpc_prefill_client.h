@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_security.h"
 #include "decode_worker/prefill_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "pdserve/v1/prefill.grpc.pb.h"
@@ -18,7 +19,8 @@ namespace pdserve::decode {
 
 class GrpcPrefillClient final : public PrefillClient {
  public:
-  GrpcPrefillClient() = default;
+  // Channels to prefill workers are secured as `security` says.
+  explicit GrpcPrefillClient(GrpcSecurity security) : security_(std::move(security)) {}
   // Cancels the calls in flight and waits up to 10 s for their callbacks.
   ~GrpcPrefillClient() override;
 
@@ -44,6 +46,7 @@ class GrpcPrefillClient final : public PrefillClient {
   void Track(const std::shared_ptr<Call>& call) ABSL_LOCKS_EXCLUDED(mu_);
   void Untrack(const Call* call) ABSL_LOCKS_EXCLUDED(mu_);
 
+  const GrpcSecurity security_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Stubs> stubs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<const Call*, std::weak_ptr<Call>> in_flight_ ABSL_GUARDED_BY(mu_);

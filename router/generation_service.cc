@@ -50,7 +50,7 @@ GenerationService::GenerationService(const ModelCatalog* catalog, Placer* placer
 v1::Decode::Stub* GenerationService::Stub(const std::string& address) {
   absl::MutexLock lock(&stubs_mu_);
   auto& stub = stubs_[address];
-  if (!stub) stub = v1::Decode::NewStub(MakeChannel(address));
+  if (!stub) stub = v1::Decode::NewStub(MakeChannel(address, options_.security));
   return stub.get();
 }
 

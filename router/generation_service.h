@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/bounded_executor.h"
+#include "common/grpc_security.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/model_catalog.h"
@@ -32,6 +33,8 @@ struct GenerationServiceOptions {
   int64_t max_prompt_bytes = 0;
   // Testing: see RelayDeps::testing_read_delay. Default 0.
   absl::Duration testing_read_delay = absl::ZeroDuration();
+  // How channels to decode workers are secured; plaintext by default.
+  GrpcSecurity security;
 };
 
 // Generate is a raw method (ByteBuffer in and out) so that the router, not gRPC, answers a

@@ -8,12 +8,17 @@
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/tls_flags.h"
 #include "router/router.h"
 
 ABSL_FLAG(std::vector<std::string>, model, {},
           "Model directories served (comma-separated); names are their base names.");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0",
-          "gRPC listen address (Generation and Registry), host:port.");
+          "gRPC listen address of the public Generation API (and of the Registry when "
+          "--registry_listen is empty), host:port.");
+ABSL_FLAG(std::string, registry_listen, "",
+          "gRPC listen address of the internal Registry that workers join (and pdctl status "
+          "reads); with TLS it demands client certificates. Empty: beside --listen.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:0", "/metrics listen address; empty disables.");
 ABSL_FLAG(std::string, serving_info_path, "",
           "Write the bound addresses to this file once listening.");
@@ -61,6 +66,8 @@ int main(int argc, char** argv) {
   pdserve::router::RouterConfig config;
   config.model_dirs = absl::GetFlag(FLAGS_model);
   config.server.grpc.listen_address = absl::GetFlag(FLAGS_listen);
+  config.server.internal_grpc.listen_address = absl::GetFlag(FLAGS_registry_listen);
+  config.tls = pdserve::TlsConfigFromFlags();
   config.server.metrics_address = absl::GetFlag(FLAGS_metrics_listen);
   config.server.serving_info_path = absl::GetFlag(FLAGS_serving_info_path);
   config.server.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);

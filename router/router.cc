@@ -10,6 +10,7 @@ absl::Status RouterConfig::Validate() const {
   if (model_dirs.empty())
     return absl::InvalidArgumentError("--model: at least one model directory is required");
   RETURN_IF_ERROR(server.Validate());
+  RETURN_IF_ERROR(tls.Validate());
   if (report_timeout < absl::Milliseconds(200)) {
     return absl::InvalidArgumentError(
         "--worker_timeout: must be >= 200ms (workers report every 100 ms)");
@@ -34,6 +35,14 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
   RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<Router> r(new Router());
   r->config_ = config;
+  ASSIGN_OR_RETURN(const GrpcSecurity security, GrpcSecurity::FromConfig(config.tls));
+  ServerRunnerConfig server = config.server;
+  server.grpc.security = security;
+  server.internal_grpc.security = security;
+  // Only workers with a certificate the CA signed may register (when TLS is on).
+  server.internal_grpc.always_require_client_cert = true;
+  GenerationServiceOptions generation_options = config.generation;
+  generation_options.security = security;
   ASSIGN_OR_RETURN(r->catalog_, ModelCatalog::Load(config.model_dirs));
   CostModelParams params;
   if (!config.cost_model_path.empty()) {
@@ -52,7 +61,7 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
                                         placer, r->metrics_.get(), r->decisions_.get());
   r->generation_ = std::make_unique<GenerationService>(r->catalog_.get(), r->placer_.get(),
                                                        r->registry_.get(), r->cost_model_.get(),
-                                                       r->metrics_.get(), config.generation);
+                                                       r->metrics_.get(), generation_options);
   RegistryServiceOptions registry_options;
   registry_options.policy = r->policy_->name();
   GenerationService* generation = r->generation_.get();
@@ -61,14 +70,14 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
                                                            r->cost_model_.get(), registry_options);
   ASSIGN_OR_RETURN(
       r->server_,
-      ServerRunner::Start(config.server,
-                          {{r->generation_.get(), v1::Generation::service_full_name()},
-                           {r->registry_service_.get(), v1::Registry::service_full_name()}},
+      ServerRunner::Start(server, {{r->generation_.get(), v1::Generation::service_full_name()}},
+                          {{r->registry_service_.get(), v1::Registry::service_full_name()}},
                           r->prometheus_, "router"));
   std::string models;
   for (const auto& m : r->catalog_->models()) models += (models.empty() ? "" : ", ") + m->name;
-  PDS_LOG(INFO) << "router at " << r->server_->grpc_address() << " serving " << models
-                << ", policy " << r->policy_->name();
+  PDS_LOG(INFO) << "router at " << r->server_->grpc_address() << " (registry at "
+                << r->registry_address() << ") serving " << models << ", policy "
+                << r->policy_->name();
   return r;
 }
 

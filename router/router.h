@@ -29,8 +29,13 @@ namespace pdserve::router {
 struct RouterConfig {
   // Model directories (config.json + tokenizer.json; weights are not read). Required.
   std::vector<std::string> model_dirs;
-  // Public Generation service and the Registry service share this gRPC listener.
+  // The public Generation service listens on server.grpc; the Registry service on
+  // server.internal_grpc when it has an address (--registry_listen), else beside Generation.
   ServerRunnerConfig server;
+  // TLS for every gRPC link of the router (both listeners and its calls to decode workers);
+  // the registry listener then demands client certificates. Overrides the security fields of
+  // `server` and `generation`.
+  TlsConfig tls;
   // A worker silent this long is removed and its requests end with UNAVAILABLE. Default 2 s.
   absl::Duration report_timeout = absl::Seconds(2);
   // cost_model.json; empty uses the built-in defaults (CostModelParams).
@@ -50,6 +55,8 @@ class Router {
   ~Router();
   void Run(ShutdownSignal& shutdown);
   const std::string& grpc_address() const { return server_->grpc_address(); }
+  // Where workers register (the registry listener, or the main one).
+  const std::string& registry_address() const { return server_->internal_grpc_address(); }
 
  private:
   Router() = default;

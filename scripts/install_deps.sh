@@ -13,10 +13,10 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libucx-dev ucx-utils libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libre2-dev libyaml-cpp-dev
-  nlohmann-json3-dev libutf8proc-dev
+  nlohmann-json3-dev libutf8proc-dev libssl-dev
   # Tests, benchmarks and tools: NumPy reference forward, npm tokenizer fixture, promtool, plots,
-  # coverage.
-  python3 python3-numpy nodejs npm prometheus gnuplot-nox gcovr
+  # coverage, test certificates (openssl).
+  python3 python3-numpy nodejs npm prometheus gnuplot-nox gcovr openssl
 )
 
 missing=()

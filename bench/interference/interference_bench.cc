@@ -373,7 +373,7 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
       if (!worker) {
         Progress("interference", absl::StrCat("starting pdserve-decode with chunk ", chunk));
         ASSIGN_OR_RETURN(worker, StartWorker(cfg, dir, chunk, blocks));
-        h.channel = client::MakeChannel(worker->grpc_address());
+        h.channel = client::MakeChannel(worker->grpc_address(), GrpcSecurity());
       }
       ASSIGN_OR_RETURN(InterferenceRun run, RunOne(h, chunk, d, p, rep, attempt));
       std::filesystem::create_directories(absl::StrCat(results, "/", chunk));

@@ -219,8 +219,8 @@ absl::Status RunRouterBench(const RouterBenchConfig& cfg) {
       auto decode,
       Start("pdserve-decode", {"--model=" + dir, "--router=" + router->grpc_address(),
                                "--kv_transport=none", "--log_level=warning", "--num_blocks=2048"}));
-  const auto router_channel = client::MakeChannel(router->grpc_address());
-  const auto decode_channel = client::MakeChannel(decode->grpc_address());
+  const auto router_channel = client::MakeChannel(router->grpc_address(), GrpcSecurity());
+  const auto decode_channel = client::MakeChannel(decode->grpc_address(), GrpcSecurity());
   // Wait until the router can place (the decode worker registered and reported).
   for (int i = 0;; ++i) {
     auto out =

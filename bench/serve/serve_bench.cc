@@ -393,7 +393,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           pdctl::LaunchedCluster launched,
           pdctl::LaunchCluster(ClusterFor(cfg, dir, policy, flags, launches++), false));
       cluster = std::make_unique<pdctl::LaunchedCluster>(std::move(launched));
-      channel = client::MakeChannel(cluster->state.router);
+      channel = client::MakeChannel(cluster->state.router, GrpcSecurity());
       cluster_flags = flags;
       return absl::OkStatus();
     };

@@ -206,7 +206,7 @@ std::pair<int64_t, int64_t> RssThirds(const std::vector<int64_t>& samples) {
 }
 
 v1::DecodeStats DecodeStats(const std::string& address) {
-  auto stub = v1::Decode::NewStub(client::MakeChannel(address));
+  auto stub = v1::Decode::NewStub(client::MakeChannel(address, GrpcSecurity()));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::DecodeStats stats;
@@ -281,7 +281,7 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
   for (const pdctl::ProcessState& p : cluster.state.processes) {
     processes.push_back(ProcessInfo{p.name, p.role, p.pid, p.grpc, p.log, {}});
   }
-  auto channel = client::MakeChannel(cluster.state.router);
+  auto channel = client::MakeChannel(cluster.state.router, GrpcSecurity());
 
   std::atomic<bool> stop{false};
   absl::Mutex rss_mu;
@@ -377,7 +377,7 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
       decode_stats.push_back(DecodeStats(p.grpc));
       baseline &= AtBaseline(decode_stats.back());
     }
-    auto status = pdctl::FetchClusterStatus(cluster.state.router, 0);
+    auto status = pdctl::FetchClusterStatus(cluster.state.router, 0, GrpcSecurity());
     in_flight = status.ok() ? status->in_flight() : UINT32_MAX;
     baseline &= in_flight == 0;
     if (!baseline) absl::SleepFor(absl::Milliseconds(100));

@@ -144,7 +144,7 @@ absl::Status RunTransferBench(const TransferBenchConfig& input) {
     args.insert(args.end(), ucx.begin(), ucx.end());
     ASSIGN_OR_RETURN(prefill[m], StartWorker("pdserve-prefill", args));
   }
-  const auto channel = client::MakeChannel(decode->grpc_address());
+  const auto channel = client::MakeChannel(decode->grpc_address(), GrpcSecurity());
 
   std::mt19937 rng(2026);
   auto prompt_of = [&](int length) {

@@ -34,5 +34,14 @@ TEST(NetAddressTest, WithPortMakesWildcardsDialable) {
   EXPECT_EQ(WithPort(HostPort{"10.0.0.2", 0}, 1234), "10.0.0.2:1234");
 }
 
+TEST(NetAddressTest, LoopbackHostsAreOnlyThoseThatNameThisMachine) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "localhost"}) {
+    EXPECT_TRUE(IsLoopbackHost(host)) << host;
+  }
+  for (const char* host : {"", "0.0.0.0", "::", "10.0.0.2", "128.0.0.1", "example.com"}) {
+    EXPECT_FALSE(IsLoopbackHost(host)) << host;
+  }
+}
+
 }  // namespace
 }  // namespace pdserve

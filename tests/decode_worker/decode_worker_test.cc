@@ -8,7 +8,9 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/child_process.h"
 #include "engine/generator.h"
@@ -16,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/listening_sockets.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
 
@@ -42,7 +45,7 @@ v1::DecodeRequest Request(const std::vector<int32_t>& prompt, int max_tokens) {
 }
 
 v1::DecodeStats Stats(const std::string& address) {
-  auto stub = v1::Decode::NewStub(client::MakeChannel(address));
+  auto stub = v1::Decode::NewStub(client::MakeChannel(address, GrpcSecurity()));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::DecodeStats stats;
@@ -99,7 +102,7 @@ TEST_F(DecodeWorkerTest, ConcurrentStreamsMatchSequencesGeneratedAlone) {
     ASSERT_TRUE(alone.ok());
     expected[i] = alone->tokens;
   }
-  auto channel = client::MakeChannel(worker_->grpc_address());
+  auto channel = client::MakeChannel(worker_->grpc_address(), GrpcSecurity());
   std::vector<client::GenerationOutcome> outcomes(kStreams);
   std::vector<std::thread> threads;
   for (int i = 0; i < kStreams; ++i) {
@@ -142,8 +145,8 @@ TEST_F(DecodeWorkerTest, MatchesThePdserveGenerateBinary) {
   }
   v1::DecodeRequest r;
   *r.mutable_request() = client::MakeRequest({}, 20, 0.0f, "Hello there, llama");
-  auto outcome =
-      client::CallDecode(client::MakeChannel(worker_->grpc_address()), r, absl::Seconds(30));
+  auto outcome = client::CallDecode(client::MakeChannel(worker_->grpc_address(), GrpcSecurity()), r,
+                                    absl::Seconds(30));
   ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
   EXPECT_EQ(outcome.tokens, expected);
 }
@@ -155,7 +158,7 @@ TEST_F(DecodeWorkerTest, CancellationMidStreamFreesBlocks) {
   client::CallHandle handle;
   int seen = 0;  // The message callback runs on the calling thread.
   auto outcome = client::CallDecode(
-      client::MakeChannel(address), r, absl::Seconds(60),
+      client::MakeChannel(address, GrpcSecurity()), r, absl::Seconds(60),
       [&](const v1::GenerateResponse&) {
         if (++seen == 5) handle.Cancel();
       },
@@ -171,7 +174,7 @@ TEST_F(DecodeWorkerTest, CancellationMidStreamFreesBlocks) {
 
 TEST_F(DecodeWorkerTest, MetricsFollowTheVllmSchemaWithThePdservePrefix) {
   // Traffic first, so histograms have observations.
-  auto outcome = client::CallDecode(client::MakeChannel(worker_->grpc_address()),
+  auto outcome = client::CallDecode(client::MakeChannel(worker_->grpc_address(), GrpcSecurity()),
                                     Request({5, 6, 7}, 4), absl::Seconds(30));
   ASSERT_TRUE(outcome.status.ok());
   auto metrics = pdserve::testing::HttpGet(worker_->metrics_address(), "/metrics");
@@ -191,7 +194,7 @@ TEST_F(DecodeWorkerTest, MetricsFollowTheVllmSchemaWithThePdservePrefix) {
 }
 
 TEST_F(DecodeWorkerTest, BadInputIsInvalidArgumentNamingFieldAndLimit) {
-  auto channel = client::MakeChannel(worker_->grpc_address());
+  auto channel = client::MakeChannel(worker_->grpc_address(), GrpcSecurity());
   struct Case {
     std::function<void(v1::DecodeRequest*)> edit;
     grpc::StatusCode code;
@@ -235,7 +238,7 @@ TEST_F(DecodeWorkerTest, BadInputIsInvalidArgumentNamingFieldAndLimit) {
 TEST(DecodeWorkerLimitsTest, OversizedPromptIsRejectedWhileSmallerOnesProceed) {
   // 20 blocks of 16 tokens: 319 tokens of KV per sequence at most.
   auto worker = StartDecode({"--num_blocks=20"});
-  auto channel = client::MakeChannel(worker->grpc_address());
+  auto channel = client::MakeChannel(worker->grpc_address(), GrpcSecurity());
   client::GenerationOutcome small, big;
   std::thread t1([&] {
     small = client::CallDecode(channel, Request(std::vector<int32_t>(50, 3), 8), absl::Seconds(30));
@@ -254,7 +257,7 @@ TEST(DecodeWorkerLimitsTest, OversizedPromptIsRejectedWhileSmallerOnesProceed) {
 
 TEST(DecodeWorkerLimitsTest, FullWaitingQueueIsResourceExhausted) {
   auto worker = StartDecode({"--max_num_seqs=1", "--max_waiting=1", "--retry_after=700ms"});
-  auto channel = client::MakeChannel(worker->grpc_address());
+  auto channel = client::MakeChannel(worker->grpc_address(), GrpcSecurity());
   v1::DecodeRequest slow = Request(std::vector<int32_t>(20, 5), 1500);
   slow.mutable_request()->mutable_sampling()->set_ignore_eos(true);
   client::GenerationOutcome running, queued;
@@ -301,7 +304,7 @@ TEST(DecodeWorkerLimitsTest, TooSmallAPoolNamesTheFlagThatSizedIt) {
 
 TEST(DecodeWorkerLifecycleTest, SigtermDrainsRunningRequestsThenExits) {
   auto worker = StartDecode();
-  auto channel = client::MakeChannel(worker->grpc_address());
+  auto channel = client::MakeChannel(worker->grpc_address(), GrpcSecurity());
   v1::DecodeRequest r = Request(std::vector<int32_t>(10, 9), 300);
   r.mutable_request()->mutable_sampling()->set_ignore_eos(true);
   client::GenerationOutcome outcome;
@@ -318,6 +321,33 @@ TEST(DecodeWorkerLifecycleTest, SigtermDrainsRunningRequestsThenExits) {
   ASSERT_TRUE(exit.has_value());
   EXPECT_TRUE(WIFEXITED(*exit));
   EXPECT_EQ(WEXITSTATUS(*exit), 0) << worker->Log();
+}
+
+}  // namespace
+}  // namespace pdserve::decode
+
+namespace pdserve::decode {
+namespace {
+
+// A worker that listens on loopback keeps every listener there, UCX's TCP listener included
+// (UCX alone listens on every interface it finds).
+TEST(DecodeWorkerPortsTest, AWorkerOnLoopbackListensOnLoopbackOnly) {
+  std::vector<std::string> flags = {"--kv_transport=ucx", "--ucx_transports=tcp"};
+  // Lets a run show what happens without the restriction (e.g. --ucx_net_devices=all).
+  if (const char* devices = std::getenv("PDSERVE_TEST_UCX_NET_DEVICES")) {
+    flags.push_back(absl::StrCat("--ucx_net_devices=", devices));
+  }
+  auto worker = StartDecode(flags);
+  ASSERT_NE(worker, nullptr);
+  const std::vector<std::string> listening = pdserve::testing::ListeningAddresses(worker->pid());
+  int others = 0;  // Listeners other than gRPC and /metrics: UCX's.
+  for (const std::string& address : listening) {
+    EXPECT_TRUE(absl::StartsWith(address, "127.") || absl::StartsWith(address, "[::1]") ||
+                absl::StartsWith(address, "[::ffff:127."))
+        << address << " is not loopback; all: " << absl::StrJoin(listening, ", ");
+    if (address != worker->grpc_address() && address != worker->metrics_address()) ++others;
+  }
+  EXPECT_GE(others, 1) << "no UCX listener found among " << absl::StrJoin(listening, ", ");
 }
 
 }  // namespace

@@ -86,7 +86,7 @@ v1::DecodeRequest Request(const std::vector<int32_t>& prompt, int max_tokens,
 }
 
 v1::DecodeStats Stats(const std::string& address) {
-  auto stub = v1::Decode::NewStub(client::MakeChannel(address));
+  auto stub = v1::Decode::NewStub(client::MakeChannel(address, GrpcSecurity()));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::DecodeStats stats;
@@ -146,7 +146,7 @@ class OffloadTest : public ::testing::TestWithParam<std::string> {
     ASSERT_NE(decode_, nullptr);
     prefill_ = StartPrefill(GetParam());
     ASSERT_NE(prefill_, nullptr);
-    channel_ = client::MakeChannel(decode_->grpc_address());
+    channel_ = client::MakeChannel(decode_->grpc_address(), GrpcSecurity());
   }
   Worker PrefillRef() const { return Worker{"prefill-a", prefill_->grpc_address()}; }
 
@@ -395,7 +395,7 @@ TEST_P(OffloadTest, RestartedWorkersGetFreshEndpoints) {
   decode_->Kill();
   decode_ = StartDecode(GetParam(), {"--listen=" + decode_address});
   ASSERT_NE(decode_, nullptr);
-  channel_ = client::MakeChannel(decode_address);
+  channel_ = client::MakeChannel(decode_address, GrpcSecurity());
   prompt = reference_.RandomPrompt(rng, 63);
   ExpectOffloaded(Call(Request(prompt, 5, {PrefillRef()})), reference_.Generate(prompt, 5),
                   "prefill-" + prefill_->grpc_address(), "after the decode restart");

@@ -57,7 +57,7 @@ class PrefillServiceTest : public ::testing::Test {
   }
 
   static grpc::Status Call(const v1::PrefillRequest& r) {
-    auto stub = v1::Prefill::NewStub(client::MakeChannel(worker_->grpc_address()));
+    auto stub = v1::Prefill::NewStub(client::MakeChannel(worker_->grpc_address(), GrpcSecurity()));
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     v1::PrefillResponse response;
@@ -149,7 +149,7 @@ TEST_F(PrefillServiceTest, RandomBytesAsTheReceiverAddressAreRefusedAndTheWorker
 }
 
 TEST_F(PrefillServiceTest, CancellingAnUnknownTransferIsAnsweredAsStopped) {
-  auto stub = v1::Prefill::NewStub(client::MakeChannel(worker_->grpc_address()));
+  auto stub = v1::Prefill::NewStub(client::MakeChannel(worker_->grpc_address(), GrpcSecurity()));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::CancelPrefillRequest request;

@@ -8,8 +8,10 @@
 namespace pdserve::testing {
 namespace {
 
-std::unique_ptr<ChildProcess> StartChild(const std::string& binary, std::vector<std::string> args) {
-  auto child = ChildProcess::Start(ChildOptions{.binary = binary, .args = std::move(args)});
+std::unique_ptr<ChildProcess> StartChild(const std::string& binary, std::vector<std::string> args,
+                                         const GrpcSecurity& security) {
+  auto child = ChildProcess::Start(
+      ChildOptions{.binary = binary, .args = std::move(args), .security = security});
   EXPECT_TRUE(child.ok()) << binary << ": " << child.status();
   if (!child.ok()) return nullptr;
   EXPECT_TRUE((*child)->WaitHealthy(absl::Seconds(30)).ok()) << (*child)->Log();
@@ -20,14 +22,15 @@ std::unique_ptr<ChildProcess> StartChild(const std::string& binary, std::vector<
 
 std::unique_ptr<LocalCluster> LocalCluster::Start(const ClusterOptions& options) {
   auto cluster = std::make_unique<LocalCluster>();
+  cluster->security_ = options.security;
   const std::string model = TestModelDir(options.model);
   std::vector<std::string> router_args = {"--model=" + model, "--drain_timeout=5s",
                                           "--worker_timeout=1s"};
   router_args.insert(router_args.end(), options.router_flags.begin(), options.router_flags.end());
   cluster->router_args_ = router_args;
-  cluster->router_ = StartChild("pdserve-router", router_args);
+  cluster->router_ = StartChild("pdserve-router", router_args, options.security);
   if (!cluster->router_) return nullptr;
-  const std::string router = "--router=" + cluster->router_->grpc_address();
+  const std::string router = "--router=" + cluster->registry_address();
   for (int i = 0; i < options.prefill_workers; ++i) {
     std::vector<std::string> args = {"--model=" + model,
                                      "--threads=1",
@@ -37,7 +40,7 @@ std::unique_ptr<LocalCluster> LocalCluster::Start(const ClusterOptions& options)
                                      router,
                                      "--worker_id=prefill-" + std::to_string(i)};
     args.insert(args.end(), options.prefill_flags.begin(), options.prefill_flags.end());
-    cluster->prefill_.push_back(StartChild("pdserve-prefill", args));
+    cluster->prefill_.push_back(StartChild("pdserve-prefill", args, options.security));
     if (!cluster->prefill_.back()) return nullptr;
   }
   for (int i = 0; i < options.decode_workers; ++i) {
@@ -50,10 +53,10 @@ std::unique_ptr<LocalCluster> LocalCluster::Start(const ClusterOptions& options)
                                      router,
                                      "--worker_id=decode-" + std::to_string(i)};
     args.insert(args.end(), options.decode_flags.begin(), options.decode_flags.end());
-    cluster->decode_.push_back(StartChild("pdserve-decode", args));
+    cluster->decode_.push_back(StartChild("pdserve-decode", args, options.security));
     if (!cluster->decode_.back()) return nullptr;
   }
-  cluster->channel_ = client::MakeChannel(cluster->router_->grpc_address());
+  cluster->channel_ = client::MakeChannel(cluster->router_->grpc_address(), options.security);
   if (!cluster->WaitForWorkers(options.decode_workers, options.prefill_workers,
                                absl::Seconds(20))) {
     ADD_FAILURE() << "workers did not register: " << cluster->Status().DebugString() << "\n"
@@ -64,7 +67,7 @@ std::unique_ptr<LocalCluster> LocalCluster::Start(const ClusterOptions& options)
 }
 
 v1::ClusterStatus LocalCluster::Status(uint32_t max_decisions) const {
-  auto stub = v1::Registry::NewStub(client::MakeChannel(router_->grpc_address()));
+  auto stub = v1::Registry::NewStub(client::MakeChannel(registry_address(), security_));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::ClusterStatusRequest request;
@@ -97,8 +100,9 @@ bool LocalCluster::WaitForStatus(const std::function<bool(const v1::ClusterStatu
   return PollUntil([&] { return done(Status()); }, timeout, absl::Milliseconds(20));
 }
 
-v1::DecodeStats LocalCluster::DecodeStats(const ChildProcess& worker) {
-  auto stub = v1::Decode::NewStub(client::MakeChannel(worker.grpc_address()));
+v1::DecodeStats LocalCluster::DecodeStats(const ChildProcess& worker,
+                                          const GrpcSecurity& security) {
+  auto stub = v1::Decode::NewStub(client::MakeChannel(worker.grpc_address(), security));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::DecodeStats stats;
@@ -106,10 +110,11 @@ v1::DecodeStats LocalCluster::DecodeStats(const ChildProcess& worker) {
   return stats;
 }
 
-bool LocalCluster::WaitForBaseline(const ChildProcess& worker, absl::Duration timeout) {
+bool LocalCluster::WaitForBaseline(const ChildProcess& worker, absl::Duration timeout,
+                                   const GrpcSecurity& security) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
-    const v1::DecodeStats s = DecodeStats(worker);
+    const v1::DecodeStats s = DecodeStats(worker, security);
     if (s.running() == 0 && s.waiting() == 0 && s.awaiting_kv() == 0 && s.blocks().in_use() == 0 &&
         s.blocks().reserved_for_transfer() == 0 && s.blocks().quarantined() == 0 &&
         s.blocks().free() + s.blocks().cached() == s.blocks().total()) {
@@ -122,11 +127,13 @@ bool LocalCluster::WaitForBaseline(const ChildProcess& worker, absl::Duration ti
 
 bool LocalCluster::RestartRouter() {
   const std::string address = router_->grpc_address();
+  const std::string registry = registry_address();
   router_->Kill();
   router_.reset();
   std::vector<std::string> args = router_args_;
   args.push_back("--listen=" + address);
-  router_ = StartChild("pdserve-router", args);
+  if (registry != address) args.push_back("--registry_listen=" + registry);
+  router_ = StartChild("pdserve-router", args, security_);
   return router_ != nullptr;
 }
 

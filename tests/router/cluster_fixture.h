@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "common/child_process.h"
+#include "common/grpc_security.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "pdserve/v1/registry.grpc.pb.h"
@@ -24,6 +25,9 @@ struct ClusterOptions {
   std::vector<std::string> router_flags;
   std::vector<std::string> decode_flags;
   std::vector<std::string> prefill_flags;
+  // How the test's own calls (and health checks) reach the processes: plaintext unless the
+  // flags above turn TLS on, when this must match them.
+  GrpcSecurity security;
 };
 
 class LocalCluster {
@@ -35,6 +39,8 @@ class LocalCluster {
   std::vector<std::unique_ptr<ChildProcess>>& decode() { return decode_; }
   std::vector<std::unique_ptr<ChildProcess>>& prefill() { return prefill_; }
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  // Where workers register and status is read (the router's registry listener, if any).
+  std::string registry_address() const { return router_->internal_grpc_address(); }
 
   v1::ClusterStatus Status(uint32_t max_decisions = 20) const;
   // Waits until the router lists exactly these many workers of each role, all reported.
@@ -44,9 +50,11 @@ class LocalCluster {
   bool WaitForStatus(const std::function<bool(const v1::ClusterStatus&)>& done,
                      absl::Duration timeout = absl::Seconds(10)) const;
   // A decode worker's stats, straight from it.
-  static v1::DecodeStats DecodeStats(const ChildProcess& worker);
+  static v1::DecodeStats DecodeStats(const ChildProcess& worker,
+                                     const GrpcSecurity& security = GrpcSecurity());
   // Waits until a decode worker runs nothing and all its blocks are free or cached.
-  static bool WaitForBaseline(const ChildProcess& worker, absl::Duration timeout);
+  static bool WaitForBaseline(const ChildProcess& worker, absl::Duration timeout,
+                              const GrpcSecurity& security = GrpcSecurity());
   // The decode worker process whose registered id is `worker_id` (null if none).
   ChildProcess* DecodeById(const std::string& worker_id);
   // Kills the router and starts a new one on the same address with the same flags (the
@@ -59,6 +67,7 @@ class LocalCluster {
   std::vector<std::unique_ptr<ChildProcess>> decode_;
   std::vector<std::unique_ptr<ChildProcess>> prefill_;
   std::shared_ptr<grpc::Channel> channel_;
+  GrpcSecurity security_;
 };
 
 }  // namespace pdserve::testing

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
       .Register(*registry)
       .Add({})
       .Increment();
-  auto runner = pdserve::ServerRunner::Start(config, {}, registry, "test-server");
+  auto runner = pdserve::ServerRunner::Start(config, {}, {}, registry, "test-server");
   if (!runner.ok()) {
     PDS_LOG(ERROR) << runner.status();
     return 1;

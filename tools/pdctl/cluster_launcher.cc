@@ -53,7 +53,7 @@ absl::Status WaitForRegistrations(const std::string& router, size_t workers,
                                   absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    auto status = FetchClusterStatus(router, 1);
+    auto status = FetchClusterStatus(router, 1, GrpcSecurity());
     if (status.ok()) {
       size_t reported = 0;
       for (const v1::WorkerStatus& w : status->workers())
@@ -70,8 +70,9 @@ absl::Status WaitForRegistrations(const std::string& router, size_t workers,
 
 }  // namespace
 
-absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, int decisions) {
-  auto stub = v1::Registry::NewStub(client::MakeChannel(router));
+absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, int decisions,
+                                                     const GrpcSecurity& security) {
+  auto stub = v1::Registry::NewStub(client::MakeChannel(router, security));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::ClusterStatusRequest request;

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/child_process.h"
+#include "common/grpc_security.h"
 #include "pdserve/v1/registry.pb.h"
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/cluster_state.h"
@@ -33,7 +34,8 @@ struct LaunchedCluster {
 
 // The router's view of the cluster (Registry.GetClusterStatus), with `decisions` recent
 // placement decisions.
-absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, int decisions);
+absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, int decisions,
+                                                     const GrpcSecurity& security);
 
 // Makes the model if the config says how (model.preset) and it is missing.
 absl::Status EnsureClusterModel(const ClusterConfig& config, const std::string& config_name);

@@ -71,11 +71,11 @@ absl::Status Up(const std::string& config_path, std::ostream& out) {
 }
 
 absl::Status Status(const std::string& run_dir, const std::string& router_override, int decisions,
-                    std::ostream& out) {
+                    const GrpcSecurity& security, std::ostream& out) {
   const std::string router = RouterOf(run_dir, router_override);
   if (router.empty())
     return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
-  auto status = FetchClusterStatus(router, decisions);
+  auto status = FetchClusterStatus(router, decisions, security);
   if (!status.ok()) return status.status();
   out << "router " << router << ": policy " << status->policy() << ", " << status->in_flight()
       << " requests in flight\n\n";
@@ -139,8 +139,8 @@ absl::Status Generate(const GenerateOptions& o, std::ostream& text, std::ostream
   sampling->set_temperature(o.temperature);
   if (o.seed.has_value()) sampling->set_seed(*o.seed);
   sampling->set_ignore_eos(o.ignore_eos);
-  const auto outcome = client::CallGenerate(client::MakeChannel(router), request, o.timeout,
-                                            [&](const v1::GenerateResponse& m) {
+  const auto outcome = client::CallGenerate(client::MakeChannel(router, o.security), request,
+                                            o.timeout, [&](const v1::GenerateResponse& m) {
                                               if (!o.quiet && !m.text().empty())
                                                 text << m.text() << std::flush;
                                             });

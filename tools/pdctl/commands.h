@@ -13,17 +13,19 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/grpc_security.h"
 
 namespace pdserve::pdctl {
 
 absl::Status Up(const std::string& config_path, std::ostream& out);
 // `router` overrides the address recorded by `up` in `run_dir`.
 absl::Status Status(const std::string& run_dir, const std::string& router, int decisions,
-                    std::ostream& out);
+                    const GrpcSecurity& security, std::ostream& out);
 
 struct GenerateOptions {
   std::string run_dir;
-  std::string router;  // Overrides the recorded address.
+  std::string router;     // Overrides the recorded address.
+  GrpcSecurity security;  // How to reach the router (--tls_*); plaintext by default.
   std::string prompt;
   std::vector<uint32_t> token_ids;  // Used when prompt is empty.
   std::string model;

@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "common/flags.h"
+#include "common/tls_flags.h"
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/commands.h"
 
@@ -41,7 +42,10 @@ constexpr char kUsage[] =
     "Usage: pdctl up [-f deploy/local/cluster.yaml]\n"
     "       pdctl status [--router=HOST:PORT]\n"
     "       pdctl generate --prompt=TEXT [--max_tokens=N] [--temperature=T]\n"
-    "       pdctl down";
+    "       pdctl down\n"
+    "status and generate reach a TLS router with --tls_ca (and --tls_cert/--tls_key where it\n"
+    "requires client certificates); status reads the router's registry listener when it has\n"
+    "one (--router=REGISTRY_HOST:PORT).";
 
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "pdctl: %s\n", std::string(status.message()).c_str());
@@ -63,6 +67,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string& command = args[1];
+  auto security = pdserve::GrpcSecurity::FromConfig(pdserve::TlsConfigFromFlags());
+  if (!security.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(security.status().message()).c_str());
+    return 2;
+  }
   absl::Status status;
   if (command == "up") {
     status = pdserve::pdctl::Up(absl::GetFlag(FLAGS_f), std::cout);
@@ -72,11 +81,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "--decisions: must be in [0, 1000]\n");
       return 2;
     }
-    status = pdserve::pdctl::Status(RunDir(), absl::GetFlag(FLAGS_router), decisions, std::cout);
+    status = pdserve::pdctl::Status(RunDir(), absl::GetFlag(FLAGS_router), decisions, *security,
+                                    std::cout);
   } else if (command == "generate") {
     pdserve::pdctl::GenerateOptions o;
     o.run_dir = RunDir();
     o.router = absl::GetFlag(FLAGS_router);
+    o.security = *security;
     o.prompt = absl::GetFlag(FLAGS_prompt);
     for (const std::string& t : absl::GetFlag(FLAGS_token_ids)) {
       uint32_t id;

@@ -1,0 +1,175 @@
+// A whole cluster with mutual TLS on every gRPC link (client -> router, router -> decode,
+// decode -> prefill, workers -> the router's registry listener), certificates made by openssl
+// at test time: requests are served and offloaded as in plaintext; clients and workers without
+// a certificate from the cluster's CA are refused; the registry is only on its own listener.
+#include <sys/wait.h>
+
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/router/cluster_fixture.h"
+#include "tests/testing/poll.h"
+#include "tests/testing/test_models.h"
+#include "tests/testing/test_pki.h"
+#include "tools/client/generation_client.h"
+
+namespace pdserve::router {
+namespace {
+
+using pdserve::testing::ClusterOptions;
+using pdserve::testing::IssuedCert;
+using pdserve::testing::LocalCluster;
+using pdserve::testing::TestPki;
+using pdserve::testing::TlsFlags;
+
+class TlsClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pki = TestPki::Create("pdserve-cluster-ca");
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = *std::move(pki);
+    for (const char* name : {"router", "decode", "prefill", "client"}) {
+      auto cert = pki_->Issue(name, name);
+      ASSERT_TRUE(cert.ok()) << cert.status();
+      certs_[name] = *cert;
+    }
+  }
+
+  GrpcSecurity Security(const TlsConfig& config) {
+    auto security = GrpcSecurity::FromConfig(config);
+    EXPECT_TRUE(security.ok()) << security.status();
+    return security.ok() ? *security : GrpcSecurity();
+  }
+
+  // Every process requires client certificates; the registry has its own listener.
+  ClusterOptions MutualTlsCluster(bool require_client_cert = true) {
+    ClusterOptions options{.prefill_workers = 1, .decode_workers = 1};
+    options.router_flags = TlsFlags(pki_->Config(certs_["router"], require_client_cert));
+    options.router_flags.push_back("--registry_listen=127.0.0.1:0");
+    options.router_flags.push_back("--policy=always_offload");
+    options.decode_flags = TlsFlags(pki_->Config(certs_["decode"], require_client_cert));
+    options.prefill_flags = TlsFlags(pki_->Config(certs_["prefill"], require_client_cert));
+    options.security = Security(pki_->Config(certs_["client"]));
+    return options;
+  }
+
+  std::unique_ptr<TestPki> pki_;
+  std::map<std::string, IssuedCert> certs_;
+};
+
+v1::GenerateRequest Request() { return client::MakeRequest({5, 6, 7, 8, 9, 10, 11, 12}, 4); }
+
+TEST_F(TlsClusterTest, EveryLinkSpeaksMutualTlsAndOffloadedRequestsComplete) {
+  auto cluster = LocalCluster::Start(MutualTlsCluster());
+  ASSERT_NE(cluster, nullptr);
+  EXPECT_NE(cluster->registry_address(), cluster->router().grpc_address());
+  // Offloaded: router -> decode -> prefill, KV back over UCX, tokens relayed.
+  const auto out = client::CallGenerate(cluster->channel(), Request(), absl::Seconds(60));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message() << "\n" << cluster->router().Log();
+  EXPECT_EQ(out.result.placement().mode(), v1::PLACEMENT_MODE_OFFLOAD);
+  EXPECT_FALSE(out.result.placement().fell_back_to_local());
+  EXPECT_EQ(out.result.placement().prefill_worker_id(), "prefill-0");
+  EXPECT_FALSE(out.tokens.empty());
+  EXPECT_TRUE(absl::StrContains(cluster->router().Log(), "(tls)")) << cluster->router().Log();
+}
+
+TEST_F(TlsClusterTest, ClientsWithoutACertificateFromTheCaCannotGenerate) {
+  auto cluster = LocalCluster::Start(MutualTlsCluster());
+  ASSERT_NE(cluster, nullptr);
+  const std::string router = cluster->router().grpc_address();
+  auto rogue = TestPki::Create("rogue-ca");
+  ASSERT_TRUE(rogue.ok()) << rogue.status();
+  auto impostor = (*rogue)->Issue("client", "impostor");
+  ASSERT_TRUE(impostor.ok()) << impostor.status();
+  TlsConfig no_cert{.ca_file = pki_->ca_file()};
+  TlsConfig wrong_ca{
+      .cert_file = impostor->cert_file, .key_file = impostor->key_file, .ca_file = pki_->ca_file()};
+  const std::pair<std::string, GrpcSecurity> clients[] = {
+      {"plaintext", GrpcSecurity()},
+      {"TLS without a client certificate", Security(no_cert)},
+      {"a certificate from another CA", Security(wrong_ca)},
+  };
+  for (const auto& [what, security] : clients) {
+    const auto out = client::CallGenerate(client::MakeChannel(router, security), Request(),
+                                          absl::Seconds(10));
+    EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << what << ": " << out.status.error_message();
+  }
+  // The cluster still serves its own clients.
+  EXPECT_TRUE(client::CallGenerate(cluster->channel(), Request(), absl::Seconds(60)).status.ok());
+}
+
+TEST_F(TlsClusterTest, WorkersWithoutAValidCertificateCannotRegister) {
+  // The public listener does not demand client certificates here; the registry still does.
+  auto cluster = LocalCluster::Start(MutualTlsCluster(/*require_client_cert=*/false));
+  ASSERT_NE(cluster, nullptr);
+  auto rogue = TestPki::Create("rogue-ca");
+  ASSERT_TRUE(rogue.ok()) << rogue.status();
+  auto impostor = (*rogue)->Issue("decode", "impostor");
+  ASSERT_TRUE(impostor.ok()) << impostor.status();
+  struct Attempt {
+    std::string what;
+    TlsConfig tls;
+  };
+  // Each trusts the router's CA (so it could talk to it) but cannot prove itself.
+  const Attempt attempts[] = {
+      {"no-cert", TlsConfig{.ca_file = pki_->ca_file()}},
+      {"other-ca", TlsConfig{.cert_file = impostor->cert_file,
+                             .key_file = impostor->key_file,
+                             .ca_file = pki_->ca_file()}},
+  };
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (const Attempt& a : attempts) {
+    std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"),
+                                     "--threads=1",
+                                     "--num_blocks=64",
+                                     "--kv_transport=none",
+                                     "--worker_id=" + a.what,
+                                     "--router=" + cluster->registry_address()};
+    for (const std::string& f : TlsFlags(a.tls)) args.push_back(f);
+    // A worker without a certificate cannot serve TLS either: it refuses to start.
+    auto worker = ChildProcess::Start(
+        ChildOptions{.binary = "pdserve-decode", .args = args, .expect_serving_info = false});
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    workers.push_back(*std::move(worker));
+  }
+  // The certificate-less worker exits with a configuration error naming the flag.
+  const std::optional<int> exit = workers[0]->WaitExit(absl::Seconds(30));
+  ASSERT_TRUE(exit.has_value()) << workers[0]->Log();
+  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 1) << workers[0]->Log();
+  EXPECT_TRUE(absl::StrContains(workers[0]->Log(), "--tls_cert: required to serve TLS"))
+      << workers[0]->Log();
+  // The impostor runs, but its registration never gets through the handshake.
+  EXPECT_FALSE(pdserve::testing::PollUntil(
+      [&] { return cluster->Status().workers_size() > 2; }, absl::Seconds(3),
+      absl::Milliseconds(100)))
+      << "a worker without a certificate from the CA registered";
+  EXPECT_TRUE(workers[1]->running()) << workers[1]->Log();
+  const v1::ClusterStatus status = cluster->Status();
+  for (const v1::WorkerStatus& w : status.workers()) {
+    EXPECT_NE(w.registration().worker_id(), "other-ca");
+  }
+  // A client without a certificate may generate (the public listener does not demand one).
+  TlsConfig no_cert{.ca_file = pki_->ca_file()};
+  const auto out = client::CallGenerate(
+      client::MakeChannel(cluster->router().grpc_address(), Security(no_cert)), Request(),
+      absl::Seconds(60));
+  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+}
+
+TEST_F(TlsClusterTest, TheRegistryIsNotServedOnThePublicListener) {
+  auto cluster = LocalCluster::Start(MutualTlsCluster());
+  ASSERT_NE(cluster, nullptr);
+  auto stub = v1::Registry::NewStub(cluster->channel());  // The public listener.
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::ClusterStatus status;
+  const grpc::Status s = stub->GetClusterStatus(&context, v1::ClusterStatusRequest(), &status);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
+  EXPECT_EQ(cluster->Status().workers_size(), 2);  // The registry listener has them.
+}
+
+}  // namespace
+}  // namespace pdserve::router
