@@ -3,10 +3,14 @@
 # clang's -Wthread-safety: every first-party C++ file of a configured build is compiled by
 # clang++ in syntax-only mode with the build's own flags, and any thread-safety warning fails.
 # GCC ignores the annotations, so without this they are comments.
-# Usage: scripts/check_thread_safety.sh [build-dir]   (default: build; needs compile_commands.json)
+# Usage: scripts/check_thread_safety.sh [build-dir [file.cc ...]]
+#   build-dir defaults to build (needs compile_commands.json); given files, checks only those
+#   (e.g. $(git diff --name-only HEAD~1 -- '*.cc') while working).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
+shift || true
+only=("$@")
 clangxx=$(command -v clang++ || command -v clang++-14 || true)
 if [[ -z "$clangxx" ]]; then
   echo "check_thread_safety: clang++ not found (scripts/install_deps.sh installs it)" >&2
@@ -18,15 +22,16 @@ if [[ ! -f "$build/compile_commands.json" ]]; then
 fi
 commands=$(mktemp)
 trap 'rm -f "$commands"' EXIT
-python3 - "$build/compile_commands.json" "$PWD" "$clangxx" > "$commands" <<'PY'
+python3 - "$build/compile_commands.json" "$PWD" "$clangxx" "${only[@]}" > "$commands" <<'PY'
 import json, os, shlex, sys
 db, root, clangxx = sys.argv[1], os.path.realpath(sys.argv[2]) + "/", sys.argv[3]
+only = {os.path.realpath(f) for f in sys.argv[4:]}
 seen = set()
 for entry in json.load(open(db)):
     src = os.path.realpath(os.path.join(entry["directory"], entry["file"]))
     if not src.startswith(root) or not src.endswith(".cc") or "/build" in src[len(root):].split("/")[0]:
         continue
-    if src in seen:
+    if src in seen or (only and src not in only):
         continue
     seen.add(src)
     args = entry.get("arguments") or shlex.split(entry["command"])
