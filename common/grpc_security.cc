@@ -111,9 +111,8 @@ absl::Status TlsConfig::Validate() const {
         "certificates)");
   }
   if (reload_interval < absl::Seconds(1) || reload_interval > absl::Hours(24)) {
-    return absl::InvalidArgumentError(absl::StrCat("--tls_reload_interval: ",
-                                                   absl::FormatDuration(reload_interval),
-                                                   " is outside [1s, 24h]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_reload_interval: ", absl::FormatDuration(reload_interval), " is outside [1s, 24h]"));
   }
   if (!ca_file.empty()) RETURN_IF_ERROR(ReadCertificates(ca_file, "--tls_ca").status());
   if (!cert_file.empty()) {

@@ -92,8 +92,8 @@ TEST_F(TlsClusterTest, ClientsWithoutACertificateFromTheCaCannotGenerate) {
       {"a certificate from another CA", Security(wrong_ca)},
   };
   for (const auto& [what, security] : clients) {
-    const auto out = client::CallGenerate(client::MakeChannel(router, security), Request(),
-                                          absl::Seconds(10));
+    const auto out =
+        client::CallGenerate(client::MakeChannel(router, security), Request(), absl::Seconds(10));
     EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE)
         << what << ": " << out.status.error_message();
   }
@@ -142,9 +142,8 @@ TEST_F(TlsClusterTest, WorkersWithoutAValidCertificateCannotRegister) {
   EXPECT_TRUE(absl::StrContains(workers[0]->Log(), "--tls_cert: required to serve TLS"))
       << workers[0]->Log();
   // The impostor runs, but its registration never gets through the handshake.
-  EXPECT_FALSE(pdserve::testing::PollUntil(
-      [&] { return cluster->Status().workers_size() > 2; }, absl::Seconds(3),
-      absl::Milliseconds(100)))
+  EXPECT_FALSE(pdserve::testing::PollUntil([&] { return cluster->Status().workers_size() > 2; },
+                                           absl::Seconds(3), absl::Milliseconds(100)))
       << "a worker without a certificate from the CA registered";
   EXPECT_TRUE(workers[1]->running()) << workers[1]->Log();
   const v1::ClusterStatus status = cluster->Status();
@@ -153,9 +152,9 @@ TEST_F(TlsClusterTest, WorkersWithoutAValidCertificateCannotRegister) {
   }
   // A client without a certificate may generate (the public listener does not demand one).
   TlsConfig no_cert{.ca_file = pki_->ca_file()};
-  const auto out = client::CallGenerate(
-      client::MakeChannel(cluster->router().grpc_address(), Security(no_cert)), Request(),
-      absl::Seconds(60));
+  const auto out =
+      client::CallGenerate(client::MakeChannel(cluster->router().grpc_address(), Security(no_cert)),
+                           Request(), absl::Seconds(60));
   EXPECT_TRUE(out.status.ok()) << out.status.error_message();
 }
 

@@ -25,8 +25,7 @@ constexpr char kEcKey[] = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nod
 
 absl::StatusOr<std::unique_ptr<TestPki>> TestPki::Create(const std::string& ca_name) {
   std::unique_ptr<TestPki> pki(new TestPki());
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "pdserve-pki-XXXXXX").string();
+  std::string pattern = (std::filesystem::temp_directory_path() / "pdserve-pki-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) return absl::InternalError("mkdtemp failed");
   pki->dir_ = pattern;
   pki->ca_file_ = pki->dir_ + "/ca.crt";
@@ -57,12 +56,12 @@ absl::StatusOr<IssuedCert> TestPki::Issue(const std::string& common_name,
     }
   }
   // Write beside the final names, then rename: a watcher never sees half a file.
-  const std::string command = absl::StrCat(
-      "openssl req ", kEcKey, " -keyout ", stem, ".key.new -out ", stem, ".csr -subj /CN=",
-      common_name, " && openssl x509 -req -in ", stem, ".csr -CA ", ca_file_, " -CAkey ",
-      ca_key_, " -CAcreateserial -days 2 -extfile ", stem, ".ext -out ", stem,
-      ".crt.new && mv ", stem, ".key.new ", out.key_file, " && mv ", stem, ".crt.new ",
-      out.cert_file);
+  const std::string command =
+      absl::StrCat("openssl req ", kEcKey, " -keyout ", stem, ".key.new -out ", stem,
+                   ".csr -subj /CN=", common_name, " && openssl x509 -req -in ", stem, ".csr -CA ",
+                   ca_file_, " -CAkey ", ca_key_, " -CAcreateserial -days 2 -extfile ", stem,
+                   ".ext -out ", stem, ".crt.new && mv ", stem, ".key.new ", out.key_file,
+                   " && mv ", stem, ".crt.new ", out.cert_file);
   if (absl::Status s = Run(command, stem + ".log"); !s.ok()) return s;
   return out;
 }
@@ -83,8 +82,8 @@ std::vector<std::string> TlsFlags(const TlsConfig& config) {
   if (!config.ca_file.empty()) flags.push_back("--tls_ca=" + config.ca_file);
   if (config.require_client_cert) flags.push_back("--tls_require_client_cert");
   if (!config.server_name.empty()) flags.push_back("--tls_server_name=" + config.server_name);
-  flags.push_back(absl::StrCat("--tls_reload_interval=",
-                               absl::ToInt64Seconds(config.reload_interval), "s"));
+  flags.push_back(
+      absl::StrCat("--tls_reload_interval=", absl::ToInt64Seconds(config.reload_interval), "s"));
   return flags;
 }
 

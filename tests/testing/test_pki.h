@@ -33,9 +33,9 @@ class TestPki {
 
   // A certificate for CN=`common_name` with `subject_alt_names` (openssl syntax, e.g.
   // "IP:127.0.0.1", "DNS:localhost"), written to <dir>/<file_stem>.crt/.key.
-  absl::StatusOr<IssuedCert> Issue(
-      const std::string& common_name, const std::string& file_stem,
-      const std::vector<std::string>& subject_alt_names = {"IP:127.0.0.1", "DNS:localhost"});
+  absl::StatusOr<IssuedCert> Issue(const std::string& common_name, const std::string& file_stem,
+                                   const std::vector<std::string>& subject_alt_names = {
+                                       "IP:127.0.0.1", "DNS:localhost"});
 
   // A TlsConfig presenting `cert` (none when empty) and trusting this CA.
   TlsConfig Config(const IssuedCert& cert, bool require_client_cert = false) const;
