@@ -1,6 +1,7 @@
 #include "common/metrics_server.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,6 +33,28 @@ TEST(MetricsServerTest, ScrapeFindsRegisteredMetric) {
   EXPECT_NE(response->body.find("pdserve_test_widgets_total{kind=\"blue\"} 3"), std::string::npos)
       << response->body;
   EXPECT_NE(response->body.find("pdserve_build_info{component=\"unit-test\""), std::string::npos);
+}
+
+// A squatter that asks for port sharing (SO_REUSEPORT, as gRPC does by default) cannot bind
+// the /metrics port: the listener did not ask for sharing, so the kernel refuses.
+TEST(MetricsServerTest, ASquatterCannotBindTheMetricsPort) {
+  auto server =
+      MetricsServer::Start("127.0.0.1:0", std::make_shared<prometheus::Registry>(), "unit-test");
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>((*server)->port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  const int error = errno;
+  close(fd);
+  EXPECT_EQ(bound, -1) << "a second socket bound the /metrics port";
+  EXPECT_EQ(error, EADDRINUSE);
 }
 
 // One idle TCP connection used to blind /metrics for 30 s (one serving thread, civetweb's

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/child_process.h"
 #include "common/grpc_channel.h"
-#include "pdserve/v1/registry.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "pdserve/v1/registry.grpc.pb.h"
 #include "tests/testing/netns_topology.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
@@ -47,11 +47,11 @@ class NetnsClusterTest : public ::testing::Test {
     client_ = *client;
 
     const std::string model = "--model=" + testing::TestModelDir("tiny");
-    router_ = Start(kRouter, "pdserve-router",
-                    {model, "--listen=" + Address(kRouter, 0),
-                     "--registry_listen=" + Address(kRouter, 0),
-                     "--metrics_listen=" + Address(kRouter, 0), "--policy=always_offload",
-                     "--worker_timeout=1s", "--drain_timeout=5s"});
+    router_ =
+        Start(kRouter, "pdserve-router",
+              {model, "--listen=" + Address(kRouter, 0), "--registry_listen=" + Address(kRouter, 0),
+               "--metrics_listen=" + Address(kRouter, 0), "--policy=always_offload",
+               "--worker_timeout=1s", "--drain_timeout=5s"});
     ASSERT_NE(router_, nullptr);
     const std::string registry = "--router=" + router_->internal_grpc_address();
     for (const size_t host : {kPrefill, kDecode}) {
@@ -76,9 +76,8 @@ class NetnsClusterTest : public ::testing::Test {
     args.push_back(BinaryPath(binary));
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), tls_[host].begin(), tls_[host].end());
-    auto child =
-        ChildProcess::Start(ChildOptions{.binary = "/usr/sbin/ip", .args = args,
-                                         .name = binary, .security = client_});
+    auto child = ChildProcess::Start(
+        ChildOptions{.binary = "/usr/sbin/ip", .args = args, .name = binary, .security = client_});
     EXPECT_TRUE(child.ok()) << binary << ": " << child.status();
     if (!child.ok()) return nullptr;
     EXPECT_TRUE((*child)->WaitHealthy(absl::Seconds(30)).ok()) << (*child)->Log();

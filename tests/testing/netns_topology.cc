@@ -27,8 +27,7 @@ absl::StatusOr<std::unique_ptr<NetnsTopology>> NetnsTopology::Create(
   if (absl::Status s = Ip(absl::StrCat("link add ", t->bridge_, " type bridge")); !s.ok()) {
     return s;
   }
-  if (absl::Status s = Ip(absl::StrCat("addr add ", prefix, "254/24 dev ", t->bridge_));
-      !s.ok()) {
+  if (absl::Status s = Ip(absl::StrCat("addr add ", prefix, "254/24 dev ", t->bridge_)); !s.ok()) {
     return s;
   }
   if (absl::Status s = Ip(absl::StrCat("link set ", t->bridge_, " up")); !s.ok()) return s;
@@ -39,8 +38,7 @@ absl::StatusOr<std::unique_ptr<NetnsTopology>> NetnsTopology::Create(
     t->hosts_.push_back(h);  // Removed by the destructor even if a step below fails.
     for (const std::string& args :
          {absl::StrCat("netns add ", h.name),
-          absl::StrCat("link add ", outer, " type veth peer name ", h.interface, " netns ",
-                       h.name),
+          absl::StrCat("link add ", outer, " type veth peer name ", h.interface, " netns ", h.name),
           absl::StrCat("link set ", outer, " master ", t->bridge_),
           absl::StrCat("link set ", outer, " up"),
           absl::StrCat("-n ", h.name, " addr add ", h.address, "/24 dev ", h.interface),
