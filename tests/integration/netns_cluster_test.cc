@@ -3,11 +3,15 @@
 // UCX over TCP on their own interfaces. An offloaded request crosses all three; a partition
 // of the prefill host sends prompts to local prefill, and once it heals the prefill worker
 // re-registers and takes offloads again. Needs CAP_NET_ADMIN: skipped without it.
+#include <iostream>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "common/child_process.h"
 #include "common/grpc_channel.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/registry.grpc.pb.h"
+#include "tests/router/cluster_fixture.h"
 #include "tests/testing/netns_topology.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
@@ -60,7 +64,10 @@ class NetnsClusterTest : public ::testing::Test {
                    {model, "--threads=1", "--kv_cache_bytes=67108864", "--drain_timeout=5s",
                     "--listen=" + Address(host, 0), "--metrics_listen=" + Address(host, 0),
                     "--ucx_transports=tcp", "--ucx_net_devices=" + net_->host(host).interface,
-                    registry, host == kPrefill ? "--worker_id=prefill-0" : "--worker_id=decode-0"});
+                    registry, host == kPrefill ? "--worker_id=prefill-0" : "--worker_id=decode-0",
+                    // Prefill: a pause after each layer, so that a transfer lasts long
+                    // enough to be cut (tiny model: 4 layers).
+                    host == kPrefill ? "--layer_delay=150ms" : "--max_num_batched_tokens=64"});
       ASSERT_NE(slot, nullptr);
     }
     ASSERT_TRUE(WaitForWorkers(2));
@@ -139,6 +146,37 @@ TEST_F(NetnsClusterTest, APartitionedPrefillHostIsRoutedAroundAndRejoinsWhenItHe
   EXPECT_FALSE(after.result.placement().fell_back_to_local()) << decode_->Log();
   EXPECT_EQ(after.tokens, during.tokens) << "same prompt, same greedy tokens either way";
   EXPECT_TRUE(prefill_->running() && decode_->running() && router_->running());
+  EXPECT_TRUE(testing::LocalCluster::WaitForBaseline(*decode_, absl::Seconds(20), client_));
+}
+
+TEST_F(NetnsClusterTest, APartitionDuringATransferEndsInAFallbackOrATypedError) {
+  client::GenerationOutcome cut;
+  std::thread request([&] { cut = Generate(); });
+  // The transfer takes 4 x 150 ms of layer pauses; cut the prefill host in its middle.
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(net_->SetConnected(kPrefill, false).ok());
+  request.join();
+  std::cout << "request cut mid-transfer: " << cut.status.error_code() << " "
+            << cut.result.placement().ShortDebugString() << "\n";
+  if (cut.status.ok()) {
+    EXPECT_TRUE(cut.result.placement().fell_back_to_local() ||
+                cut.result.placement().mode() == v1::PLACEMENT_MODE_LOCAL)
+        << "an offload whose prefill host was cut off claims to have succeeded";
+  } else {
+    EXPECT_TRUE(cut.status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                cut.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+        << cut.status.error_code() << ": " << cut.status.error_message();
+  }
+  ASSERT_TRUE(net_->SetConnected(kPrefill, true).ok());
+  ASSERT_TRUE(WaitForWorkers(2)) << prefill_->Log();
+  const auto after = Generate();
+  EXPECT_TRUE(after.status.ok()) << after.status.error_message();
+  // The invariants: every process up, the decode worker's blocks back at baseline.
+  EXPECT_TRUE(router_->running()) << router_->Log();
+  EXPECT_TRUE(prefill_->running()) << prefill_->Log();
+  EXPECT_TRUE(decode_->running()) << decode_->Log();
+  EXPECT_TRUE(testing::LocalCluster::WaitForBaseline(*decode_, absl::Seconds(30), client_))
+      << decode_->Log();
 }
 
 }  // namespace
