@@ -60,18 +60,18 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                          .Help("Offloaded requests the decode worker had to prefill locally.")
                          .Register(r)
                          .Add({})),
-      interference_predicted_ms(
+      interference_predicted_seconds(
           BuildCounter()
-              .Name("pdserve_router_interference_predicted_ms_total")
+              .Name("pdserve_router_interference_predicted_seconds_total")
               .Help("Decode delay the cost model predicted for the mixed steps decode "
-                    "workers reported (ms summed over running streams).")
+                    "workers reported (seconds summed over running streams).")
               .Register(r)
               .Add({})),
-      interference_observed_ms(
+      interference_observed_seconds(
           BuildCounter()
-              .Name("pdserve_router_interference_observed_ms_total")
+              .Name("pdserve_router_interference_observed_seconds_total")
               .Help("Decode delay those mixed steps actually caused, over the "
-                    "model's decode-only step time (ms summed over running streams).")
+                    "model's decode-only step time (seconds summed over running streams).")
               .Register(r)
               .Add({})),
       step_prediction_ratio(

@@ -28,8 +28,9 @@ struct RouterMetrics {
   prometheus::Family<prometheus::Counter>& placements_family;  // {mode, reason, policy}
   prometheus::Histogram& decision_latency;
   prometheus::Counter& fallbacks_seen;
-  prometheus::Counter& interference_predicted_ms;
-  prometheus::Counter& interference_observed_ms;
+  // Base units (seconds), as Prometheus asks; the cost model itself works in ms.
+  prometheus::Counter& interference_predicted_seconds;
+  prometheus::Counter& interference_observed_seconds;
   prometheus::Histogram& step_prediction_ratio;  // observed / predicted
   prometheus::Family<prometheus::Histogram>&
       ttft_prediction_family;                             // {mode}: observed / predicted

@@ -93,9 +93,10 @@ void WorkerRegistry::ObserveStepsLocked(WorkerEntry* e, const std::vector<StepOb
     if (prefill == 0 && decode > 0) {
       e->attention_per_decode = attention / decode;
     } else if (prefill > 0 && decode > 0) {
-      metrics_->interference_predicted_ms.Increment(std::max(0.0, predicted - baseline) * decode);
-      metrics_->interference_observed_ms.Increment(std::max(0.0, s.duration_ms - baseline) *
-                                                   decode);
+      metrics_->interference_predicted_seconds.Increment(std::max(0.0, predicted - baseline) *
+                                                         decode / 1000.0);
+      metrics_->interference_observed_seconds.Increment(std::max(0.0, s.duration_ms - baseline) *
+                                                        decode / 1000.0);
     }
   }
 }
