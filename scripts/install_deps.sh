@@ -16,7 +16,7 @@ packages=(
   nlohmann-json3-dev libutf8proc-dev libssl-dev
   # Tests, benchmarks and tools: NumPy reference forward, npm tokenizer fixture, promtool, plots,
   # coverage, test certificates (openssl).
-  python3 python3-numpy nodejs npm prometheus gnuplot-nox gcovr openssl
+  python3 python3-numpy python3-yaml nodejs npm prometheus gnuplot-nox gcovr openssl
 )
 
 missing=()
