@@ -75,7 +75,11 @@ PrefillMetrics::PrefillMetrics(prometheus::Registry& r, const std::string& model
                           .Name("pdserve_prefill_failures_total")
                           .Help("Prefills that failed, by reason.")
                           .Register(r)),
-      model_(model) {}
+      model_(model) {
+  // Every reason starts at 0: a rate over "no series yet" is nothing, not 0, and alerts and
+  // dashboards over failures would see no data until the first one.
+  for (const char* reason : kPrefillFailureReasons) Failure(reason);
+}
 
 prometheus::Counter& PrefillMetrics::Failure(const std::string& reason) {
   return failures_family.Add({{"model_name", model_}, {"reason", reason}});

@@ -12,6 +12,10 @@
 
 namespace pdserve::prefill {
 
+// Why a prefill fails (the `reason` label of pdserve_prefill_failures_total).
+inline constexpr const char* kPrefillFailureReasons[] = {
+    "bad_target", "layout_mismatch", "too_long", "deadline", "transfer", "open"};
+
 struct PrefillMetrics {
   PrefillMetrics(prometheus::Registry& registry, const std::string& model_name);
 
@@ -29,6 +33,7 @@ struct PrefillMetrics {
   prometheus::Counter& requests_completed;
   prometheus::Counter& requests_cancelled;
   prometheus::Family<prometheus::Counter>& failures_family;
+  // The counter of `reason`, one of kPrefillFailureReasons.
   prometheus::Counter& Failure(const std::string& reason);
 
  private:

@@ -24,8 +24,8 @@ std::string PromtoolComplaints(const std::string& exposition) {
   const std::string input = (dir / absl::StrCat("pdserve-metrics-", getpid(), ".txt")).string();
   const std::string output = input + ".out";
   std::ofstream(input) << exposition;
-  const int rc = std::system(
-      absl::StrCat("promtool check metrics < ", input, " > ", output, " 2>&1").c_str());
+  const int rc =
+      std::system(absl::StrCat("promtool check metrics < ", input, " > ", output, " 2>&1").c_str());
   std::ifstream in(output);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::filesystem::remove(input);
@@ -48,9 +48,8 @@ TEST(MetricsLintTest, EveryProcessPassesPromtoolCheckMetrics) {
         client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 4), absl::Seconds(60));
     ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   }
-  ASSERT_TRUE(cluster->WaitForStatus([](const v1::ClusterStatus& s) {
-    return s.recent_decisions_size() >= 2;
-  }));
+  ASSERT_TRUE(cluster->WaitForStatus(
+      [](const v1::ClusterStatus& s) { return s.recent_decisions_size() >= 2; }));
   std::vector<std::pair<std::string, ChildProcess*>> processes = {{"router", &cluster->router()}};
   processes.emplace_back("decode", cluster->decode()[0].get());
   processes.emplace_back("prefill", cluster->prefill()[0].get());

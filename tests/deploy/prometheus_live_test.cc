@@ -1,0 +1,183 @@
+// The rules against a real Prometheus scraping a real cluster: local, offloaded and
+// prefix-hit requests, then every metric the rules name has series and every recording rule
+// returns data. A rule over a misspelt or renamed metric passes promtool's checks and
+// returns nothing here; so does one over a labelled family with no series before its first
+// event (prefill failures are therefore created at 0 for every reason), or a ratio whose
+// numerator has no series while all is well (the error ratio is 0 then, not nothing).
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/child_process.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/router/cluster_fixture.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/poll.h"
+#include "tools/client/generation_client.h"
+
+namespace pdserve {
+namespace {
+
+using testing::ClusterOptions;
+using testing::LocalCluster;
+
+const std::string kRules = std::string(PDSERVE_SOURCE_DIR) + "/deploy/prometheus/pdserve-rules.yaml";
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string UrlEncode(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (isalnum(c) || c == '_' || c == '-' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += absl::StrCat("%", absl::Hex(c, absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
+// The series an instant query returns (empty on any error).
+nlohmann::json Query(const std::string& prometheus, const std::string& promql) {
+  auto r = testing::HttpGet(prometheus, "/api/v1/query?query=" + UrlEncode(promql));
+  if (!r.ok() || r->status != 200) return nlohmann::json::array();
+  auto body = nlohmann::json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || body["status"] != "success") return nlohmann::json::array();
+  return body["data"]["result"];
+}
+
+// Names of recording rules, and of the metrics the rules' expressions read.
+struct RuleNames {
+  std::vector<std::string> records;
+  std::set<std::string> metrics;
+};
+
+RuleNames ReadRuleNames() {
+  std::ifstream in(kRules);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  RuleNames out;
+  const std::regex record(R"(- record: ([a-z_:0-9]+))");
+  for (std::sregex_iterator it(text.begin(), text.end(), record), end; it != end; ++it) {
+    out.records.push_back((*it)[1]);
+  }
+  // Raw metric names: pdserve_..., not recording rules (which contain ':').
+  const std::regex metric(R"((^|[^:a-z_])(pdserve_[a-z_]+)\b)");
+  for (std::sregex_iterator it(text.begin(), text.end(), metric), end; it != end; ++it) {
+    out.metrics.insert((*it)[2]);
+  }
+  return out;
+}
+
+TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) {
+  ASSERT_EQ(std::system("prometheus --version > /dev/null 2>&1"), 0)
+      << "prometheus missing (Debian package prometheus; scripts/install_deps.sh installs it)";
+  auto cluster = LocalCluster::Start(
+      ClusterOptions{.prefill_workers = 1,
+                     .decode_workers = 1,
+                     .router_flags = {"--policy=length_threshold", "--length_threshold=24"}});
+  ASSERT_NE(cluster, nullptr);
+
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("pdserve-prom-", getpid());
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream config(dir / "prometheus.yml");
+    config << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+           << "rule_files: ['" << kRules << "']\n"
+           << "scrape_configs:\n";
+    for (const auto& [job, process] :
+         std::vector<std::pair<std::string, ChildProcess*>>{{"pdserve-router", &cluster->router()},
+                                                            {"pdserve-decode", cluster->decode()[0].get()},
+                                                            {"pdserve-prefill", cluster->prefill()[0].get()}}) {
+      config << "  - job_name: " << job << "\n    static_configs: [{targets: ['"
+             << process->metrics_address() << "']}]\n";
+    }
+  }
+  const std::string prometheus = absl::StrCat("127.0.0.1:", FreePort());
+  auto server = ChildProcess::Start(ChildOptions{
+      .binary = "/usr/bin/prometheus",
+      .args = {"--config.file=" + (dir / "prometheus.yml").string(),
+               "--storage.tsdb.path=" + (dir / "data").string(),
+               "--web.listen-address=" + prometheus, "--log.level=warn"},
+      .expect_serving_info = false});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE(testing::PollUntil(
+      [&] {
+        auto r = testing::HttpGet(prometheus, "/-/ready");
+        return r.ok() && r->status == 200;
+      },
+      absl::Seconds(30), absl::Milliseconds(200)))
+      << (*server)->Log();
+
+  // Traffic only once every target has been scraped (Prometheus starts scraping a few seconds
+  // after it is ready), so that rates see the counters rise.
+  ASSERT_TRUE(testing::PollUntil([&] { return Query(prometheus, "up == 1").size() == 3; },
+                                 absl::Seconds(30), absl::Milliseconds(200)));
+  // Each round: local (short), offloaded (a long prompt new to the cluster) and a prefix hit
+  // (that prompt again, extended).
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int32_t> long_prompt;
+    for (int i = 0; i < 40; ++i) long_prompt.push_back(3 + (i * 7 + round * 13) % 50);
+    std::vector<int32_t> follow_up = long_prompt;
+    for (int i = 0; i < 8; ++i) follow_up.push_back(60 + i);
+    for (const auto& prompt : {std::vector<int32_t>{5, 6, 7}, long_prompt, follow_up}) {
+      const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 4),
+                                            absl::Seconds(60));
+      ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    }
+    absl::SleepFor(absl::Seconds(1));  // Spread the traffic over scrapes, so rates see it.
+  }
+
+  const RuleNames names = ReadRuleNames();
+  ASSERT_GE(names.records.size(), 10u);
+  ASSERT_GE(names.metrics.size(), 10u);
+  std::vector<std::string> missing_metrics;
+  std::vector<std::string> empty_rules;
+  const bool all = testing::PollUntil(
+      [&] {
+        missing_metrics.clear();
+        empty_rules.clear();
+        for (const std::string& m : names.metrics) {
+          if (Query(prometheus, m).empty()) missing_metrics.push_back(m);
+        }
+        for (const std::string& r : names.records) {
+          if (Query(prometheus, r).empty()) empty_rules.push_back(r);
+        }
+        return missing_metrics.empty() && empty_rules.empty();
+      },
+      absl::Seconds(30), absl::Seconds(1));
+  EXPECT_TRUE(all) << "metrics the rules read but no process exports: "
+                   << absl::StrJoin(missing_metrics, ", ")
+                   << "\nrecording rules without data: " << absl::StrJoin(empty_rules, ", ");
+  // A recorded value makes sense: the offload ratio is a fraction and offloads happened.
+  const nlohmann::json offload = Query(prometheus, "pdserve:offload:ratio_rate5m");
+  ASSERT_FALSE(offload.empty());
+
+  const double ratio = std::stod(offload[0]["value"][1].get<std::string>());
+  EXPECT_GT(ratio, 0.0);
+  EXPECT_LE(ratio, 1.0);
+  (*server)->Stop(SIGTERM, absl::Seconds(10)).IgnoreError();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+}
+
+}  // namespace
+}  // namespace pdserve
