@@ -29,7 +29,8 @@ namespace {
 using testing::ClusterOptions;
 using testing::LocalCluster;
 
-const std::string kRules = std::string(PDSERVE_SOURCE_DIR) + "/deploy/prometheus/pdserve-rules.yaml";
+const std::string kRules =
+    std::string(PDSERVE_SOURCE_DIR) + "/deploy/prometheus/pdserve-rules.yaml";
 
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -103,21 +104,21 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
     config << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
            << "rule_files: ['" << kRules << "']\n"
            << "scrape_configs:\n";
-    for (const auto& [job, process] :
-         std::vector<std::pair<std::string, ChildProcess*>>{{"pdserve-router", &cluster->router()},
-                                                            {"pdserve-decode", cluster->decode()[0].get()},
-                                                            {"pdserve-prefill", cluster->prefill()[0].get()}}) {
+    for (const auto& [job, process] : std::vector<std::pair<std::string, ChildProcess*>>{
+             {"pdserve-router", &cluster->router()},
+             {"pdserve-decode", cluster->decode()[0].get()},
+             {"pdserve-prefill", cluster->prefill()[0].get()}}) {
       config << "  - job_name: " << job << "\n    static_configs: [{targets: ['"
              << process->metrics_address() << "']}]\n";
     }
   }
   const std::string prometheus = absl::StrCat("127.0.0.1:", FreePort());
-  auto server = ChildProcess::Start(ChildOptions{
-      .binary = "/usr/bin/prometheus",
-      .args = {"--config.file=" + (dir / "prometheus.yml").string(),
-               "--storage.tsdb.path=" + (dir / "data").string(),
-               "--web.listen-address=" + prometheus, "--log.level=warn"},
-      .expect_serving_info = false});
+  auto server = ChildProcess::Start(
+      ChildOptions{.binary = "/usr/bin/prometheus",
+                   .args = {"--config.file=" + (dir / "prometheus.yml").string(),
+                            "--storage.tsdb.path=" + (dir / "data").string(),
+                            "--web.listen-address=" + prometheus, "--log.level=warn"},
+                   .expect_serving_info = false});
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_TRUE(testing::PollUntil(
       [&] {
