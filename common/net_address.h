@@ -29,6 +29,10 @@ bool IsLoopbackHost(absl::string_view host);
 // The name of this machine's loopback network interface ("lo" on Linux); NOT_FOUND if none.
 absl::StatusOr<std::string> LoopbackInterfaceName();
 
+// A TCP port on 127.0.0.1 that was free a moment ago (for processes that need a port number
+// up front, such as a Prometheus under test); another process may take it before it is used.
+int PickFreeLoopbackPort();
+
 // Returns `address` with its port replaced (e.g. a "127.0.0.1:0" listen address once bound).
 std::string WithPort(const HostPort& address, int port);
 

@@ -45,9 +45,6 @@ absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
                                        const std::vector<std::pair<std::string, std::string>>& env,
                                        absl::Duration timeout);
 
-// A TCP port that was free a moment ago (for tools that need a port number up front).
-int PickFreePort();
-
 }  // namespace pdserve::bench
 
 #endif  // PDSERVE_BENCH_COMMON_SUBPROCESS_H_

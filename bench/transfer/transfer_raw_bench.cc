@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "bench/common/report.h"
 #include "bench/common/subprocess.h"
+#include "common/net_address.h"
 #include "common/status_macros.h"
 #include "engine/cpu/aligned_buffer.h"
 #include "kvtransfer/descriptor_codec.h"
@@ -32,7 +33,7 @@ std::vector<std::pair<std::string, std::string>> UcxEnv(const std::string& trans
 // or the median latency in microseconds for *_lat tests.
 absl::StatusOr<double> Perftest(const std::string& test, size_t size, int iterations,
                                 const std::string& transport) {
-  const int port = PickFreePort();
+  const int port = PickFreeLoopbackPort();
   const auto env = UcxEnv(transport);
   ASSIGN_OR_RETURN(auto server, Subprocess::Start({"ucx_perftest", "-p", absl::StrCat(port)}, env));
   absl::SleepFor(absl::Milliseconds(300));

@@ -4,8 +4,6 @@
 // returns nothing here; so does one over a labelled family with no series before its first
 // event (prefill failures are therefore created at 0 for every reason), or a ratio whose
 // numerator has no series while all is well (the error ratio is 0 then, not nothing).
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/child_process.h"
+#include "common/net_address.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/router/cluster_fixture.h"
@@ -31,18 +30,6 @@ using testing::LocalCluster;
 
 const std::string kRules =
     std::string(PDSERVE_SOURCE_DIR) + "/deploy/prometheus/pdserve-rules.yaml";
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string UrlEncode(const std::string& text) {
   std::string out;
@@ -112,7 +99,7 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
              << process->metrics_address() << "']}]\n";
     }
   }
-  const std::string prometheus = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string prometheus = absl::StrCat("127.0.0.1:", PickFreeLoopbackPort());
   auto server = ChildProcess::Start(
       ChildOptions{.binary = "/usr/bin/prometheus",
                    .args = {"--config.file=" + (dir / "prometheus.yml").string(),
