@@ -10,6 +10,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "common/logging.h"
 
@@ -24,9 +25,18 @@ bool IsHelpArgument(absl::string_view arg) {
 
 // Flags defined in pdserve's own sources (the binaries' main files and common/), not the
 // ones libraries bring.
+// Filename() is normalized by Abseil, which strips leading slashes ("/src/x.cc" reads
+// "src/x.cc"), so both sides are compared without them; comparing the raw source directory hid
+// every flag of common/ (--router, --tls_cert...) from --help.
 bool IsOwnFlag(const absl::CommandLineFlag& flag) {
   const std::string file = flag.Filename();
-  return absl::StartsWith(file, PDSERVE_SOURCE_DIR) || absl::StrContains(file, "main.cc") ||
+  absl::string_view source_dir = PDSERVE_SOURCE_DIR;
+  absl::string_view relative_file = file;
+  while (absl::ConsumePrefix(&source_dir, "/")) {
+  }
+  while (absl::ConsumePrefix(&relative_file, "/")) {
+  }
+  return absl::StartsWith(relative_file, source_dir) || absl::StrContains(file, "main.cc") ||
          absl::StrContains(file, "common/flags.cc");
 }
 

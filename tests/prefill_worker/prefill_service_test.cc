@@ -168,7 +168,10 @@ TEST(PrefillBinaryTest, HelpAndBadFlags) {
   auto status = (*help)->WaitExit(absl::Seconds(10));
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
-  EXPECT_TRUE(absl::StrContains((*help)->Log(), "--transfer_mode"));
+  // The binary's own flags and the ones it shares from common/ (worker and TLS flags).
+  for (const char* flag : {"--transfer_mode", "--router", "--model", "--advertise_host", "--tls_cert"}) {
+    EXPECT_TRUE(absl::StrContains((*help)->Log(), flag)) << flag << "\n" << (*help)->Log();
+  }
 
   auto bad = ChildProcess::Start(ChildOptions{
       .binary = "pdserve-prefill",

@@ -425,7 +425,9 @@ TEST(RouterBinaryTest, HelpAndBadFlags) {
   auto status = (*help)->WaitExit(absl::Seconds(10));
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
-  EXPECT_TRUE(absl::StrContains((*help)->Log(), "--policy"));
+  for (const char* flag : {"--policy", "--registry_listen", "--tls_cert", "--log_level"}) {
+    EXPECT_TRUE(absl::StrContains((*help)->Log(), flag)) << flag << "\n" << (*help)->Log();
+  }
   auto bad = pdserve::ChildProcess::Start(pdserve::ChildOptions{
       .binary = "pdserve-router",
       .args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--policy=random"},
