@@ -10,8 +10,8 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "common/logging.h"
 
 ABSL_FLAG(std::string, log_level, "info", "Minimum log severity: debug, info, warning, error.");

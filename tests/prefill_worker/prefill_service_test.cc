@@ -169,7 +169,8 @@ TEST(PrefillBinaryTest, HelpAndBadFlags) {
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
   // The binary's own flags and the ones it shares from common/ (worker and TLS flags).
-  for (const char* flag : {"--transfer_mode", "--router", "--model", "--advertise_host", "--tls_cert"}) {
+  for (const char* flag :
+       {"--transfer_mode", "--router", "--model", "--advertise_host", "--tls_cert"}) {
     EXPECT_TRUE(absl::StrContains((*help)->Log(), flag)) << flag << "\n" << (*help)->Log();
   }
 
