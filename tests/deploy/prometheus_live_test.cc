@@ -1,6 +1,6 @@
-// The rules against a real Prometheus scraping a real cluster: local, offloaded and
-// prefix-hit requests, then every metric the rules name has series and every recording rule
-// returns data. A rule over a misspelt or renamed metric passes promtool's checks and
+// The rules and dashboards against a real Prometheus scraping a real cluster: local,
+// offloaded and prefix-hit requests, then every metric the rules name has series, every
+// recording rule returns data, and so does every dashboard query. A rule over a misspelt or renamed metric passes promtool's checks and
 // returns nothing here; so does one over a labelled family with no series before its first
 // event (prefill failures are therefore created at 0 for every reason), or a ratio whose
 // numerator has no series while all is well (the error ratio is 0 then, not nothing).
@@ -30,6 +30,8 @@ using testing::LocalCluster;
 
 const std::string kRules =
     std::string(PDSERVE_SOURCE_DIR) + "/deploy/prometheus/pdserve-rules.yaml";
+const std::string kDashboards = std::string(PDSERVE_SOURCE_DIR) + "/deploy/grafana";
+constexpr char kNamespace[] = "pdserve-live";
 
 std::string UrlEncode(const std::string& text) {
   std::string out;
@@ -74,6 +76,40 @@ RuleNames ReadRuleNames() {
   return out;
 }
 
+// Every query of every dashboard, Grafana's variables replaced as Grafana would: "title:
+// expr" pairs. The model variable selects `model`, the namespace variable kNamespace.
+std::vector<std::pair<std::string, std::string>> DashboardQueries(const std::string& model) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::vector<std::pair<std::string, std::string>> substitutions = {
+      {"$__rate_interval", "1m"}, {"$namespace", kNamespace}, {"$model", model}};
+  for (const auto& entry : std::filesystem::directory_iterator(kDashboards)) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    const nlohmann::json dashboard = nlohmann::json::parse(in);
+    std::vector<nlohmann::json> panels;
+    for (const auto& panel : dashboard["panels"]) {
+      panels.push_back(panel);
+      for (const auto& nested : panel.value("panels", nlohmann::json::array())) {
+        panels.push_back(nested);
+      }
+    }
+    for (const auto& panel : panels) {
+      for (const auto& target : panel.value("targets", nlohmann::json::array())) {
+        std::string expr = target.value("expr", "");
+        for (const auto& [variable, value] : substitutions) {
+          for (size_t pos; (pos = expr.find(variable)) != std::string::npos;) {
+            expr.replace(pos, variable.size(), value);
+          }
+        }
+        out.emplace_back(entry.path().filename().string() + " / " +
+                             panel.value("title", std::string()),
+                         expr);
+      }
+    }
+  }
+  return out;
+}
+
 TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) {
   ASSERT_EQ(std::system("prometheus --version > /dev/null 2>&1"), 0)
       << "prometheus missing (Debian package prometheus; scripts/install_deps.sh installs it)";
@@ -95,8 +131,10 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
              {"pdserve-router", &cluster->router()},
              {"pdserve-decode", cluster->decode()[0].get()},
              {"pdserve-prefill", cluster->prefill()[0].get()}}) {
+      // The namespace label Kubernetes service discovery adds, which the dashboards select.
       config << "  - job_name: " << job << "\n    static_configs: [{targets: ['"
-             << process->metrics_address() << "']}]\n";
+             << process->metrics_address() << "'], labels: {namespace: '" << kNamespace
+             << "'}}]\n";
     }
   }
   const std::string prometheus = absl::StrCat("127.0.0.1:", PickFreeLoopbackPort());
@@ -155,6 +193,30 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
   EXPECT_TRUE(all) << "metrics the rules read but no process exports: "
                    << absl::StrJoin(missing_metrics, ", ")
                    << "\nrecording rules without data: " << absl::StrJoin(empty_rules, ", ");
+
+  // Every dashboard query returns data for this namespace and model: a panel over a renamed
+  // metric, a label the processes do not export or a filter that matches nothing is empty.
+  const nlohmann::json requests = Query(prometheus, "pdserve_router_requests_total");
+  ASSERT_FALSE(requests.empty());
+  const std::string model = requests[0]["metric"].value("model_name", "");
+  const auto queries = DashboardQueries(model);
+  ASSERT_GE(queries.size(), 30u);
+  std::vector<std::string> empty_panels;
+  const bool every_panel = testing::PollUntil(
+      [&] {
+        empty_panels.clear();
+        for (const auto& [panel, expr] : queries) {
+          if (Query(prometheus, expr).empty()) empty_panels.push_back(panel + ": " + expr);
+        }
+        return empty_panels.empty();
+      },
+      absl::Seconds(30), absl::Seconds(1));
+  EXPECT_TRUE(every_panel) << "dashboard queries without data:\n"
+                           << absl::StrJoin(empty_panels, "\n");
+  // The namespace filter is real: another namespace has no data.
+  EXPECT_TRUE(
+      Query(prometheus, "pdserve_router_requests_total{namespace=~\"other\"}").empty());
+
   // A recorded value makes sense: the offload ratio is a fraction and offloads happened.
   const nlohmann::json offload = Query(prometheus, "pdserve:offload:ratio_rate5m");
   ASSERT_FALSE(offload.empty());

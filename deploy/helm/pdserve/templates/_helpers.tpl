@@ -1,0 +1,137 @@
+{{/* Names are DNS-1123 labels: at most 63 characters (Services), with room for suffixes. */}}
+{{- define "pdserve.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "pdserve.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels of one role: stable across upgrades (selectors are immutable). */}}
+{{- define "pdserve.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .role }}
+pdserve.io/role: {{ .role }}
+{{- end -}}
+
+{{- define "pdserve.labels" -}}
+{{ include "pdserve.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: pdserve
+helm.sh/chart: {{ include "pdserve.chart" .root }}
+{{- end -}}
+
+{{/* Labels of objects that belong to no single role. */}}
+{{- define "pdserve.commonLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: pdserve
+helm.sh/chart: {{ include "pdserve.chart" . }}
+{{- end -}}
+
+{{- define "pdserve.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{- define "pdserve.modelDir" -}}
+/models/{{ .Values.model.name }}
+{{- end -}}
+
+{{/* The router's registry: a headless Service that lists not-ready routers too, since a
+     router is not ready until a decode worker has registered with it. */}}
+{{- define "pdserve.registryAddress" -}}
+{{ include "pdserve.fullname" . }}-router-registry:{{ .Values.router.ports.registry }}
+{{- end -}}
+
+{{- define "pdserve.tlsArgs" -}}
+{{- if .Values.tls.enabled }}
+- --tls_cert=/etc/pdserve/tls/tls.crt
+- --tls_key=/etc/pdserve/tls/tls.key
+- --tls_ca=/etc/pdserve/tls/ca.crt
+- --tls_server_name={{ .Values.tls.serverName }}
+- --tls_reload_interval={{ .Values.tls.reloadInterval }}
+{{- end }}
+{{- end -}}
+
+{{/* Volumes every role mounts: the model, /tmp, /dev/shm, the TLS secret. */}}
+{{- define "pdserve.volumes" -}}
+- name: model
+{{- if .Values.model.generate.enabled }}
+  emptyDir: {}
+{{- else }}
+{{- toYaml .Values.model.volume | nindent 2 }}
+{{- end }}
+- name: tmp
+  emptyDir: {}
+- name: dshm
+  emptyDir:
+    medium: Memory
+    sizeLimit: {{ .Values.kvTransfer.shm.sizeLimit }}
+{{- if .Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ required "tls.secretName is required when tls.enabled is true" .Values.tls.secretName }}
+{{- end }}
+{{- end -}}
+
+{{- define "pdserve.volumeMounts" -}}
+- name: model
+  mountPath: /models
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+- name: dshm
+  mountPath: /dev/shm
+{{- if .Values.tls.enabled }}
+- name: tls
+  mountPath: /etc/pdserve/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The model generator, when the chart makes the model itself. */}}
+{{- define "pdserve.initContainers" -}}
+{{- if .Values.model.generate.enabled }}
+initContainers:
+  - name: make-model
+    image: {{ include "pdserve.image" . }}
+    imagePullPolicy: {{ .Values.image.pullPolicy }}
+    command: ["pdserve-make-model"]
+    args:
+      - --out={{ include "pdserve.modelDir" . }}
+      - --preset={{ .Values.model.generate.preset }}
+    securityContext:
+      {{- include "pdserve.containerSecurityContext" (dict "rdma" false) | nindent 6 }}
+    volumeMounts:
+      - name: model
+        mountPath: /models
+{{- end }}
+{{- end -}}
+
+{{- define "pdserve.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* RDMA needs to pin (lock) its registered memory: IPC_LOCK. */}}
+{{- define "pdserve.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+{{- if .rdma }}
+  add: ["IPC_LOCK"]
+{{- end }}
+{{- end -}}

@@ -1,0 +1,166 @@
+{{/*
+One worker role (prefill or decode): its workload, headless Service, PodDisruptionBudget and
+PodMonitor. Called with (dict "root" $ "role" "prefill"|"decode" "kind" "StatefulSet"|"Deployment").
+*/}}
+{{- define "pdserve.worker" -}}
+{{- $root := .root }}
+{{- $role := .role }}
+{{- $v := index $root.Values $role }}
+{{- $name := printf "%s-%s" (include "pdserve.fullname" $root) $role }}
+{{- $rdma := $root.Values.kvTransfer.rdma }}
+{{- $ctx := dict "root" $root "role" $role }}
+apiVersion: apps/v1
+kind: {{ .kind }}
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "pdserve.labels" $ctx | nindent 4 }}
+spec:
+  replicas: {{ $v.replicas }}
+  {{- if eq .kind "StatefulSet" }}
+  serviceName: {{ $name }}
+  # Workers are interchangeable: start and stop them in parallel, not one by one.
+  podManagementPolicy: Parallel
+  updateStrategy:
+  {{- else }}
+  strategy:
+  {{- end }}
+    {{- toYaml $v.updateStrategy | nindent 4 }}
+  selector:
+    matchLabels:
+      {{- include "pdserve.selectorLabels" $ctx | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "pdserve.labels" $ctx | nindent 8 }}
+      {{- with $v.podAnnotations }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    spec:
+      {{- with $root.Values.image.pullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- include "pdserve.podSecurityContext" $root | nindent 8 }}
+      # Above the drain timeout: running work finishes before the kubelet's SIGKILL.
+      terminationGracePeriodSeconds: {{ add $v.drainTimeoutSeconds 15 }}
+      {{- include "pdserve.initContainers" $root | nindent 6 }}
+      containers:
+        - name: {{ $role }}
+          image: {{ include "pdserve.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          command: ["pdserve-{{ $role }}"]
+          args:
+            - --model={{ include "pdserve.modelDir" $root }}
+            - --listen=0.0.0.0:{{ $v.ports.grpc }}
+            # Peers reach a worker at its pod IP, which it reports to the router.
+            - --advertise_host=$(POD_IP)
+            - --worker_id={{ $role }}-$(POD_NAME)
+            - --metrics_listen=0.0.0.0:{{ $v.ports.metrics }}
+            - --router={{ include "pdserve.registryAddress" $root }}
+            - --threads={{ $v.threads }}
+            - --backend={{ $v.backend }}
+            - --drain_timeout={{ $v.drainTimeoutSeconds }}s
+            {{- if eq $role "decode" }}
+            - --kv_cache_bytes={{ int64 $v.kvCacheBytes }}
+            {{- end }}
+            - --ucx_transports={{ $root.Values.kvTransfer.ucx.tls }}
+            {{- with $root.Values.kvTransfer.ucx.netDevices }}
+            - --ucx_net_devices={{ . }}
+            {{- end }}
+            {{- include "pdserve.tlsArgs" $root | nindent 12 }}
+            {{- with $v.extraArgs }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          env:
+            - name: POD_IP
+              valueFrom: {fieldRef: {fieldPath: status.podIP}}
+            - name: POD_NAME
+              valueFrom: {fieldRef: {fieldPath: metadata.name}}
+            {{- with $v.env }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          ports:
+            - {name: grpc, containerPort: {{ $v.ports.grpc }}, protocol: TCP}
+            - {name: metrics, containerPort: {{ $v.ports.metrics }}, protocol: TCP}
+          # Startup covers the model load. Ready: model loaded, registered with a router, not
+          # draining. Live: the process answers, also while saturated or draining (a restart
+          # would lose every stream).
+          startupProbe:
+            grpc: {port: {{ $v.ports.grpc }}, service: pdserve.live}
+            periodSeconds: {{ $v.probes.startup.periodSeconds }}
+            failureThreshold: {{ $v.probes.startup.failureThreshold }}
+          readinessProbe:
+            grpc: {port: {{ $v.ports.grpc }}, service: pdserve.ready}
+            periodSeconds: {{ $v.probes.readiness.periodSeconds }}
+            failureThreshold: {{ $v.probes.readiness.failureThreshold }}
+          livenessProbe:
+            grpc: {port: {{ $v.ports.grpc }}, service: pdserve.live}
+            periodSeconds: {{ $v.probes.liveness.periodSeconds }}
+            timeoutSeconds: {{ $v.probes.liveness.timeoutSeconds }}
+            failureThreshold: {{ $v.probes.liveness.failureThreshold }}
+          resources:
+            {{- $resources := deepCopy $v.resources }}
+            {{- $extended := dict }}
+            {{- if eq $v.backend "cuda" }}
+            {{- $_ := set $extended "nvidia.com/gpu" $v.gpus }}
+            {{- end }}
+            {{- if $rdma.enabled }}
+            {{- $_ := set $extended $rdma.resourceName $rdma.count }}
+            {{- end }}
+            {{- if $extended }}
+            {{- /* Extended resources: requests must equal limits. */}}
+            {{- $_ := set $resources "requests" (merge (deepCopy ($resources.requests | default dict)) $extended) }}
+            {{- $_ := set $resources "limits" (merge (deepCopy ($resources.limits | default dict)) $extended) }}
+            {{- end }}
+            {{- toYaml $resources | nindent 12 }}
+          securityContext:
+            {{- include "pdserve.containerSecurityContext" (dict "rdma" $rdma.enabled) | nindent 12 }}
+          volumeMounts:
+            {{- include "pdserve.volumeMounts" $root | nindent 12 }}
+      volumes:
+        {{- include "pdserve.volumes" $root | nindent 8 }}
+      {{- with $v.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+---
+# Headless: one DNS record per worker pod (the router learns workers from the registry).
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "pdserve.labels" $ctx | nindent 4 }}
+spec:
+  clusterIP: None
+  selector:
+    {{- include "pdserve.selectorLabels" $ctx | nindent 4 }}
+  ports:
+    - {name: grpc, port: {{ $v.ports.grpc }}, targetPort: grpc, protocol: TCP, appProtocol: grpc}
+    - {name: metrics, port: {{ $v.ports.metrics }}, targetPort: metrics, protocol: TCP}
+{{- if $v.pdb.enabled }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "pdserve.labels" $ctx | nindent 4 }}
+spec:
+  maxUnavailable: {{ $v.pdb.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "pdserve.selectorLabels" $ctx | nindent 6 }}
+{{- end }}
+{{- end -}}
