@@ -1,9 +1,10 @@
 // The rules and dashboards against a real Prometheus scraping a real cluster: local,
 // offloaded and prefix-hit requests, then every metric the rules name has series, every
-// recording rule returns data, and so does every dashboard query. A rule over a misspelt or renamed metric passes promtool's checks and
-// returns nothing here; so does one over a labelled family with no series before its first
-// event (prefill failures are therefore created at 0 for every reason), or a ratio whose
-// numerator has no series while all is well (the error ratio is 0 then, not nothing).
+// recording rule returns data, and so does every dashboard query. A rule over a misspelt or renamed
+// metric passes promtool's checks and returns nothing here; so does one over a labelled family with
+// no series before its first event (prefill failures are therefore created at 0 for every reason),
+// or a ratio whose numerator has no series while all is well (the error ratio is 0 then, not
+// nothing).
 #include <unistd.h>
 
 #include <filesystem>
@@ -101,9 +102,8 @@ std::vector<std::pair<std::string, std::string>> DashboardQueries(const std::str
             expr.replace(pos, variable.size(), value);
           }
         }
-        out.emplace_back(entry.path().filename().string() + " / " +
-                             panel.value("title", std::string()),
-                         expr);
+        out.emplace_back(
+            entry.path().filename().string() + " / " + panel.value("title", std::string()), expr);
       }
     }
   }
@@ -133,8 +133,7 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
              {"pdserve-prefill", cluster->prefill()[0].get()}}) {
       // The namespace label Kubernetes service discovery adds, which the dashboards select.
       config << "  - job_name: " << job << "\n    static_configs: [{targets: ['"
-             << process->metrics_address() << "'], labels: {namespace: '" << kNamespace
-             << "'}}]\n";
+             << process->metrics_address() << "'], labels: {namespace: '" << kNamespace << "'}}]\n";
     }
   }
   const std::string prometheus = absl::StrCat("127.0.0.1:", PickFreeLoopbackPort());
@@ -214,8 +213,7 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
   EXPECT_TRUE(every_panel) << "dashboard queries without data:\n"
                            << absl::StrJoin(empty_panels, "\n");
   // The namespace filter is real: another namespace has no data.
-  EXPECT_TRUE(
-      Query(prometheus, "pdserve_router_requests_total{namespace=~\"other\"}").empty());
+  EXPECT_TRUE(Query(prometheus, "pdserve_router_requests_total{namespace=~\"other\"}").empty());
 
   // A recorded value makes sense: the offload ratio is a fraction and offloads happened.
   const nlohmann::json offload = Query(prometheus, "pdserve:offload:ratio_rate5m");
