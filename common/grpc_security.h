@@ -62,6 +62,13 @@ class GrpcSecurity {
 
   // Credentials for a channel; plaintext ones when !tls().
   std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;
+  // This security with `name` as the server name when none is configured: a channel to an
+  // address resolved from `name` still checks the certificate against `name`.
+  GrpcSecurity WithDefaultServerName(const std::string& name) const {
+    GrpcSecurity copy = *this;
+    if (copy.server_name_.empty()) copy.server_name_ = name;
+    return copy;
+  }
   // Adds the server-name override, if any, to a channel's arguments.
   void AddChannelArguments(grpc::ChannelArguments& args) const;
   // Credentials for a listener: plaintext when !tls(); with a certificate required from

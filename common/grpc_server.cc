@@ -103,6 +103,7 @@ GrpcServer::~GrpcServer() {
 }
 
 void GrpcServer::SetServing(bool serving) { health_->SetServing(serving); }
+void GrpcServer::SetReady(bool ready) { health_->SetReady(ready); }
 
 void GrpcServer::Drain(absl::Time deadline) {
   if (drained_) return;

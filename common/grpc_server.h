@@ -61,6 +61,8 @@ class GrpcServer {
 
   // Sets the health status of the whole server ("") and of every hosted service.
   void SetServing(bool serving);
+  // The readiness condition of the process's role (health_service.h, kReadiness).
+  void SetReady(bool ready);
   // Health goes NOT_SERVING for good, new calls are refused, and in-flight calls get until
   // `deadline` to finish before they are cancelled. Returns once the server has stopped.
   void Drain(absl::Time deadline);

@@ -10,12 +10,13 @@
 namespace pdserve {
 
 absl::StatusOr<HealthState> CheckHealth(const std::string& address, absl::Duration timeout,
-                                        const GrpcSecurity& security) {
+                                        const GrpcSecurity& security, const std::string& service) {
   auto channel = MakeChannel(address, security);
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
   const grpc::Status status = stub->Check(&context, request, &response);
   if (!status.ok()) {

@@ -13,9 +13,11 @@ namespace pdserve {
 
 enum class HealthState { kUnknown, kServing, kNotServing };
 
-// One Check call against `address` (host:port) for the whole server.
+// One Check call against `address` (host:port) for `service` ("": the whole server;
+// "pdserve.ready", "pdserve.live": the probes, see health_service.h).
 absl::StatusOr<HealthState> CheckHealth(const std::string& address, absl::Duration timeout,
-                                        const GrpcSecurity& security = GrpcSecurity());
+                                        const GrpcSecurity& security = GrpcSecurity(),
+                                        const std::string& service = "");
 
 // Polls until the server reports SERVING; DEADLINE_EXCEEDED (with the last error) otherwise.
 absl::Status WaitForServing(const std::string& address, absl::Time deadline,

@@ -119,17 +119,41 @@ HealthService::HealthService(const std::vector<std::string>& services) {
   absl::MutexLock lock(&mu_);
   statuses_[""] = HealthCheckResponse::NOT_SERVING;
   for (const std::string& s : services) statuses_[s] = HealthCheckResponse::NOT_SERVING;
+  statuses_[kReadiness] = HealthCheckResponse::NOT_SERVING;
+  statuses_[kLiveness] = HealthCheckResponse::SERVING;
 }
 
 HealthService::~HealthService() = default;
+
+bool HealthService::UpdateStatusesLocked() {
+  bool changed = false;
+  for (auto& [name, status] : statuses_) {
+    bool up = serving_ && !shut_down_;
+    if (name == kLiveness) up = true;
+    if (name == kReadiness) up = up && ready_;
+    const ServingStatus next = up ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+    changed |= next != status;
+    status = next;
+  }
+  return changed;
+}
 
 void HealthService::SetServing(bool serving) {
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
-    for (auto& [name, status] : statuses_) {
-      status = serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
-    }
+    serving_ = serving;
+    UpdateStatusesLocked();
+  }
+  Publish(/*finish=*/false);
+}
+
+void HealthService::SetReady(bool ready) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_ || ready_ == ready) return;
+    ready_ = ready;
+    if (!UpdateStatusesLocked()) return;
   }
   Publish(/*finish=*/false);
 }
@@ -138,7 +162,7 @@ void HealthService::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     shut_down_ = true;
-    for (auto& [name, status] : statuses_) status = HealthCheckResponse::NOT_SERVING;
+    UpdateStatusesLocked();
   }
   Publish(/*finish=*/true);
 }

@@ -1,19 +1,37 @@
-// A worker's connection to the router's Registry: one bidirectional stream for the worker's
-// lifetime; the registration first, then a load report about every report_interval (with
-// prefix-cache events for decode workers). When the stream breaks it reconnects with
-// exponential backoff and registers again (the router then expects a full prefix resync).
+// A worker's connections to the routers' Registry. The router address names one router, or
+// several (a comma-separated list, or a name with several addresses): a host name is resolved to
+// every address it has (IPv4 ones when there are any, so that a dual-stack name does not count each
+// router twice), and re-resolved every resolve_interval, so a worker behind a headless Service
+// registers with every router replica, joins new ones and leaves removed ones.
+//
+// With each router: one bidirectional stream for the worker's lifetime; the registration
+// first, then a load report about every report_interval (with prefix-cache events for decode
+// workers). When a stream breaks it reconnects with exponential backoff and registers again
+// (that router then expects a full prefix resync).
+//
+// One reporter calls the worker's ReportFn once per interval and hands the same report to
+// every router: step samples and prefix-cache events are consumed when taken, so each router
+// must get every one of them. A router that just (re)registered (or fell behind) sends no
+// prefix events until a full resync (reset) comes round; load reports flow at once.
+//
 // Without a router address it does nothing: workers run standalone.
-// Thread-safety: Start/Stop from one thread; the callbacks run on the client's thread.
+// Thread-safety: Start/Stop from one thread; the callbacks run on the client's threads, one
+// at a time.
 #ifndef PDSERVE_COMMON_REGISTRY_CLIENT_H_
 #define PDSERVE_COMMON_REGISTRY_CLIENT_H_
 
 #include <atomic>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/grpc_security.h"
 #include "pdserve/v1/registry.pb.h"
@@ -25,21 +43,33 @@ class ClientContext;
 namespace pdserve {
 
 struct RegistryClientConfig {
-  // The router's Registry address, host:port. Empty: do not register.
+  // The routers' Registry addresses, host:port[,host:port...] (a name may stand for several
+  // routers). Empty: do not register.
   std::string router_address;
   // How often to send load reports. Default 100 ms.
   absl::Duration report_interval = absl::Milliseconds(100);
   // Backoff between reconnection attempts: starts at min, doubles up to max.
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
+  // How often a host name is resolved again (routers come and go). Default 5 s.
+  absl::Duration resolve_interval = absl::Seconds(5);
   // How the stream is secured (the worker's TLS identity); plaintext by default.
   GrpcSecurity security;
+  // Called with the number of routers this worker is registered with, whenever it changes.
+  std::function<void(int registered_routers)> on_registered_routers;
 };
+
+// Every address `addresses` (host:port[,host:port...]) stands for, as sorted host:port strings
+// without repeats: an IP literal is itself; a name resolves to its IPv4 addresses, or its IPv6
+// ones when it has none. Errors: a malformed entry (INVALID_ARGUMENT), a name that does not
+// resolve (UNAVAILABLE).
+absl::StatusOr<std::vector<std::string>> ResolveRouterAddresses(const std::string& addresses);
 
 class RegistryClient {
  public:
-  // Fills one report. `reconnected` is true for the first report after (re)registering: a
-  // decode worker then sends its full prefix cache (prefix_cache.reset = true).
+  // Fills one report. `reconnected` is true when a router (re)registered since the last call:
+  // a decode worker then prepares its full prefix cache (prefix_cache.reset = true in a later
+  // report, once built).
   using ReportFn =
       std::function<void(bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events)>;
 
@@ -48,23 +78,40 @@ class RegistryClient {
 
   void Start();
   void Stop();
-  bool connected() const { return connected_.load(); }
+  // Whether the worker is registered with at least one router.
+  bool connected() const { return registered_routers_.load() > 0; }
+  int registered_routers() const { return registered_routers_.load(); }
+  // Successful registrations so far, over every router.
   int registrations() const { return registrations_.load(); }
 
  private:
-  void Run();
-  // One connection's lifetime; returns when the stream broke or Stop() was called.
-  void Session();
+  class RouterSession;
+  struct Report {
+    v1::WorkerMessage load;
+    v1::WorkerMessage events;
+  };
 
-  RegistryClientConfig config_;
-  v1::WorkerRegistration registration_;
-  ReportFn report_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> connected_{false};
+  // Resolves the router address and keeps one session per address.
+  void Run();
+  // Calls report_ every report_interval and hands the result to every session.
+  void RunReporter();
+  void SessionRegistered(bool registered);
+  void RequestReset();
+
+  const RegistryClientConfig config_;
+  const v1::WorkerRegistration registration_;
+  const ReportFn report_;
+  std::thread resolver_;
+  std::thread reporter_;
+  absl::Notification stop_;
+  std::atomic<int> registered_routers_{0};
   std::atomic<int> registrations_{0};
+  std::atomic<bool> reset_requested_{false};
+
   absl::Mutex mu_;
-  grpc::ClientContext* active_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // By address; only the resolver thread adds or removes.
+  std::map<std::string, std::unique_ptr<RouterSession>> sessions_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex callback_mu_;  // One on_registered_routers call at a time.
 };
 
 }  // namespace pdserve

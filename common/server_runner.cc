@@ -57,6 +57,11 @@ void ServerRunner::SetServing(bool serving) {
   if (internal_) internal_->SetServing(serving);
 }
 
+void ServerRunner::SetReady(bool ready) {
+  grpc_->SetReady(ready);
+  if (internal_) internal_->SetReady(ready);
+}
+
 std::string ServerRunner::metrics_address() const {
   return metrics_ ? metrics_->address() : std::string();
 }

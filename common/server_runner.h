@@ -54,6 +54,9 @@ class ServerRunner {
   // Empty when metrics are disabled.
   std::string metrics_address() const;
   void SetServing(bool serving);
+  // The role's readiness condition, answered on "pdserve.ready" (a worker: registered with a
+  // router; a router: a decode worker registered). Default true.
+  void SetReady(bool ready);
 
   // Blocks until `signal` fires; then calls `on_drain` (stop admitting new work; may be
   // empty), drains the main gRPC listener, then the internal one, within the drain timeout,

@@ -1,7 +1,10 @@
 #include "common/worker_flags.h"
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/net_address.h"
 #include "common/tls_flags.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json, *.safetensors, tokenizer.json).");
@@ -14,7 +17,10 @@ ABSL_FLAG(std::string, advertise_host, "",
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:0", "/metrics listen address; empty disables.");
 ABSL_FLAG(std::string, serving_info_path, "",
           "Write the bound addresses to this file once listening.");
-ABSL_FLAG(std::string, router, "", "Router Registry address host:port; empty runs standalone.");
+ABSL_FLAG(std::string, router, "",
+          "Routers' Registry address(es), host:port[,host:port...]; a name with several "
+          "addresses (a headless Service) registers with each, re-resolved every 5 s. Empty: "
+          "standalone.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM, how long running work may finish.");
 ABSL_FLAG(int, threads, 0, "Forward-pass threads; 0 = all hardware threads.");
@@ -43,6 +49,11 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
   c.server.serving_info_path = absl::GetFlag(FLAGS_serving_info_path);
   c.server.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   c.registry.router_address = absl::GetFlag(FLAGS_router);
+  for (absl::string_view router : absl::StrSplit(c.registry.router_address, ',')) {
+    if (c.registry.router_address.empty()) break;
+    auto parsed = ParseHostPort(absl::StripAsciiWhitespace(router), "--router");
+    if (!parsed.ok()) return parsed.status();
+  }
   c.engine.backend = absl::GetFlag(FLAGS_backend);
   c.engine.num_threads = absl::GetFlag(FLAGS_threads);
   c.block_size = absl::GetFlag(FLAGS_block_size);

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/net_address.h"
 #include "common/status_macros.h"
+#include "prometheus/gauge.h"
 #include "proto/bridge/request_bridge.h"
 
 namespace pdserve {
@@ -96,6 +97,11 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
                 << layout.pool_bytes() / (1 << 20) << " MiB, "
                 << (p->transport_ ? "UCX-registered" : "local") << ")";
   p->metrics_registry_ = std::make_shared<prometheus::Registry>();
+  p->registered_routers_ = &prometheus::BuildGauge()
+                                .Name("pdserve_registered_routers")
+                                .Help("Routers this worker is registered with (0: none can use it)")
+                                .Register(*p->metrics_registry_)
+                                .Add({});
   return p;
 }
 
@@ -119,8 +125,18 @@ v1::WorkerRegistration WorkerProcess::BaseRegistration(v1::WorkerRole role) cons
 void WorkerProcess::Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration& registration,
                           RegistryClient::ReportFn report,
                           const std::function<void()>& begin_drain) {
+  RegistryClientConfig registry = config_.registry;
+  if (!registry.router_address.empty()) {
+    // Ready (pdserve.ready) only while registered with a router: a worker no router knows
+    // serves nothing, and a rollout should not count it as up.
+    server_->SetReady(false);
+    registry.on_registered_routers = [this](int routers) {
+      registered_routers_->Set(routers);
+      server_->SetReady(routers > 0);
+    };
+  }
   registry_client_ =
-      std::make_unique<RegistryClient>(config_.registry, registration, std::move(report));
+      std::make_unique<RegistryClient>(std::move(registry), registration, std::move(report));
   registry_client_->Start();
   server_->SetServing(true);
   PDS_LOG(INFO) << config_.role << " worker " << worker_id_ << " serving at "

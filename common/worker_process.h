@@ -22,6 +22,7 @@
 #include "engine/model_loader.h"
 #include "kvtransfer/factory.h"
 #include "kvtransfer/kv_transport.h"
+#include "prometheus/gauge.h"
 
 namespace pdserve {
 
@@ -109,6 +110,7 @@ class WorkerProcess {
   std::unique_ptr<kvtransfer::LocalPool> transport_pool_;
   std::unique_ptr<engine::KvPool> pool_;
   std::shared_ptr<prometheus::Registry> metrics_registry_;
+  prometheus::Gauge* registered_routers_ = nullptr;  // In metrics_registry_.
   std::unique_ptr<ServerRunner> server_;
   std::unique_ptr<RegistryClient> registry_client_;
 };

@@ -195,6 +195,13 @@ void WorkerRegistry::WithLock(
   fn(live_, prefix_);
 }
 
+int WorkerRegistry::ReadyDecodeWorkers() const {
+  absl::MutexLock lock(&mu_);
+  int ready = 0;
+  for (const WorkerEntry* e : live_) ready += e->is_decode() && e->reported ? 1 : 0;
+  return ready;
+}
+
 void WorkerRegistry::PublishCountsLocked() {
   int counts[2][2] = {};  // [decode|prefill][registering|ready]
   for (const WorkerEntry* e : live_) ++counts[e->is_decode() ? 0 : 1][e->reported ? 1 : 0];

@@ -104,6 +104,8 @@ class WorkerRegistry {
   // Every registered worker, decode workers first, by id.
   std::vector<WorkerStatus> Status() const;
   int size() const;
+  // Decode workers registered and reporting (the router can place requests).
+  int ReadyDecodeWorkers() const;
 
  private:
   struct Removal {

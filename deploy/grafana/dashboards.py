@@ -259,6 +259,10 @@ def overview():
     d.timeseries("Registered workers", "Workers each router knows, by role and state.",
                  [(f"sum by (role, state) (pdserve_router_workers{{{NS}}})",
                    "{{role}} {{state}}")], "short")
+    d.timeseries("Routers each worker is registered with",
+                 "0: no router can place requests on that worker (it is alive but not ready).",
+                 [(f"min by (pod, instance) (pdserve_registered_routers{{{NS}}})",
+                   "{{pod}}{{instance}}")], "short")
     d.timeseries("Scrape targets up", "Processes Prometheus reaches, by job.",
                  [(f"sum by (job) (up{{{NS}}})", "{{job}}")], "short")
     d.timeseries("Worker removals", "Workers removed by a router (no load report in time).",

@@ -34,6 +34,36 @@ TEST(GrpcServerTest, HealthFollowsReadinessAndDrain) {
   EXPECT_FALSE(CheckHealth(address, absl::Milliseconds(500)).ok());
 }
 
+// The probe names Kubernetes asks: live answers SERVING from the start and through a drain
+// (a restart would cut every stream); ready needs serving and the role's condition, and goes
+// NOT_SERVING when draining.
+TEST(GrpcServerTest, LivenessAndReadinessProbes) {
+  auto server = GrpcServer::Start(GrpcServerConfig{}, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->address();
+  auto probe = [&](const std::string& service) {
+    auto state = CheckHealth(address, absl::Seconds(5), GrpcSecurity(), service);
+    return state.ok() ? *state : HealthState::kUnknown;
+  };
+  EXPECT_EQ(probe("pdserve.live"), HealthState::kServing);
+  EXPECT_EQ(probe("pdserve.ready"), HealthState::kNotServing);
+  (*server)->SetServing(true);
+  EXPECT_EQ(probe("pdserve.ready"), HealthState::kServing);
+  (*server)->SetReady(false);  // E.g. a worker no router knows.
+  EXPECT_EQ(probe("pdserve.ready"), HealthState::kNotServing);
+  EXPECT_EQ(probe(""), HealthState::kServing);  // The process itself still serves peers.
+  EXPECT_EQ(probe("pdserve.live"), HealthState::kServing);
+  (*server)->SetReady(true);
+  EXPECT_EQ(probe("pdserve.ready"), HealthState::kServing);
+  (*server)->health().Shutdown();  // What a drain does first.
+  EXPECT_EQ(probe("pdserve.ready"), HealthState::kNotServing);
+  EXPECT_EQ(probe(""), HealthState::kNotServing);
+  EXPECT_EQ(probe("pdserve.live"), HealthState::kServing);
+  (*server)->SetReady(true);  // Ignored once shut down.
+  EXPECT_EQ(probe("pdserve.ready"), HealthState::kNotServing);
+  (*server)->Drain(absl::Now());
+}
+
 // Health checks by service name (gRPC's client-side health checking asks by name) know every
 // hosted service; an unknown name says which are known.
 TEST(GrpcServerTest, HealthKnowsEveryHostedServiceByName) {

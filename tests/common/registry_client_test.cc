@@ -5,8 +5,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <set>
+
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_server.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/registry.grpc.pb.h"
 
@@ -111,6 +114,111 @@ TEST(RegistryClientTest, RegistersReportsAndReconnects) {
   EXPECT_EQ(client.registrations(), 2);
   client.Stop();
   (*server2)->Drain(absl::Now());
+}
+
+// With two routers (a comma list here; a headless Service's name in Kubernetes) each gets the
+// registration, every load report and every prefix event: the events are consumed when taken,
+// so a report handed to one router only would leave the other's prefix view wrong.
+TEST(RegistryClientTest, EveryRouterGetsEveryReportAndEvent) {
+  auto fake1 = std::make_unique<FakeRegistry>();
+  auto fake2 = std::make_unique<FakeRegistry>();
+  auto server1 =
+      GrpcServer::Start(GrpcServerConfig{}, {{fake1.get(), v1::Registry::service_full_name()}});
+  auto server2 =
+      GrpcServer::Start(GrpcServerConfig{}, {{fake2.get(), v1::Registry::service_full_name()}});
+  ASSERT_TRUE(server1.ok() && server2.ok());
+  v1::WorkerRegistration reg;
+  reg.set_worker_id("decode-2r");
+  std::atomic<uint64_t> next_hash{1};
+  std::atomic<int> latest_routers{-1};
+  RegistryClient client(
+      RegistryClientConfig{.router_address = (*server1)->address() + "," + (*server2)->address(),
+                           .report_interval = absl::Milliseconds(10),
+                           .min_backoff = absl::Milliseconds(20),
+                           .max_backoff = absl::Milliseconds(200),
+                           .on_registered_routers = [&](int n) { latest_routers.store(n); }},
+      reg, [&](bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
+        load->set_running(1);
+        // A reset lists everything stored so far; otherwise one new hash per report.
+        const uint64_t h = next_hash.fetch_add(1);
+        if (reconnected) {
+          events->set_reset(true);
+          for (uint64_t i = 1; i <= h; ++i) events->add_stored(i);
+        } else {
+          events->add_stored(h);
+        }
+      });
+  client.Start();
+  ASSERT_TRUE(WaitFor([&] { return client.registered_routers() == 2 && next_hash.load() > 30; },
+                      absl::Seconds(10)));
+  EXPECT_EQ(latest_routers.load(), 2);
+  client.Stop();
+  // Each router's view, rebuilt from its events, holds every hash up to the last it saw.
+  for (FakeRegistry* fake : {fake1.get(), fake2.get()}) {
+    absl::MutexLock lock(&fake->mu_);
+    ASSERT_EQ(fake->registrations_.size(), 1u);
+    ASSERT_FALSE(fake->events_.empty());
+    EXPECT_TRUE(fake->events_[0].reset()) << "prefix events before a resync";
+    std::set<uint64_t> view;
+    for (const auto& e : fake->events_) {
+      if (e.reset()) view.clear();
+      view.insert(e.stored().begin(), e.stored().end());
+    }
+    ASSERT_FALSE(view.empty());
+    EXPECT_EQ(view.size(), *view.rbegin()) << "a hash went to the other router only";
+    EXPECT_GT(fake->loads_.size(), 10u);
+  }
+  (*server1)->Drain(absl::Now());
+  (*server2)->Drain(absl::Now());
+}
+
+// One router of two goes away: the worker stays registered (and ready) with the other.
+TEST(RegistryClientTest, LosingOneRouterOfTwoKeepsTheOther) {
+  auto fake1 = std::make_unique<FakeRegistry>();
+  auto fake2 = std::make_unique<FakeRegistry>();
+  auto server1 =
+      GrpcServer::Start(GrpcServerConfig{}, {{fake1.get(), v1::Registry::service_full_name()}});
+  auto server2 =
+      GrpcServer::Start(GrpcServerConfig{}, {{fake2.get(), v1::Registry::service_full_name()}});
+  ASSERT_TRUE(server1.ok() && server2.ok());
+  std::atomic<int> latest_routers{-1};
+  RegistryClient client(
+      RegistryClientConfig{.router_address = (*server1)->address() + "," + (*server2)->address(),
+                           .report_interval = absl::Milliseconds(10),
+                           .min_backoff = absl::Milliseconds(20),
+                           .max_backoff = absl::Milliseconds(200),
+                           .on_registered_routers = [&](int n) { latest_routers.store(n); }},
+      v1::WorkerRegistration(), [](bool, v1::LoadReport*, v1::PrefixCacheEvents*) {});
+  client.Start();
+  ASSERT_TRUE(WaitFor([&] { return latest_routers.load() == 2; }, absl::Seconds(10)));
+  (*server1)->Drain(absl::Now());
+  server1->reset();
+  ASSERT_TRUE(WaitFor([&] { return latest_routers.load() == 1; }, absl::Seconds(10)));
+  EXPECT_TRUE(client.connected());
+  (*server2)->Drain(absl::Now());
+  server2->reset();
+  ASSERT_TRUE(WaitFor([&] { return latest_routers.load() == 0; }, absl::Seconds(10)));
+  EXPECT_FALSE(client.connected());
+  client.Stop();
+}
+
+TEST(ResolveRouterAddressesTest, LiteralsListsAndNames) {
+  using ::testing::ElementsAre;
+  EXPECT_THAT(*ResolveRouterAddresses("127.0.0.1:5"), ElementsAre("127.0.0.1:5"));
+  EXPECT_THAT(*ResolveRouterAddresses("[::1]:5"), ElementsAre("[::1]:5"));
+  // Sorted, without repeats, spaces ignored.
+  EXPECT_THAT(*ResolveRouterAddresses("127.0.0.2:6, 127.0.0.1:5,127.0.0.2:6"),
+              ElementsAre("127.0.0.1:5", "127.0.0.2:6"));
+  // A name with IPv4 and IPv6 addresses counts once (its IPv4 ones).
+  auto local = ResolveRouterAddresses("localhost:7");
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_THAT(*local, ::testing::Contains("127.0.0.1:7"));
+  EXPECT_THAT(*local, ::testing::Not(::testing::Contains("[::1]:7")));
+  EXPECT_EQ(ResolveRouterAddresses("no-such-host.invalid:7").status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ResolveRouterAddresses("127.0.0.1").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveRouterAddresses(" , ").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RegistryClientTest, WithoutARouterItDoesNothing) {

@@ -109,10 +109,12 @@ def port_exists(port, names, numbers):
 
 
 def flag_value(args, name):
+    """The value a binary sees for --name: the last one given, as Abseil's flags take."""
+    value = None
     for a in args:
         if a.startswith(f"--{name}="):
-            return a.split("=", 1)[1]
-    return None
+            value = a.split("=", 1)[1]
+    return value
 
 
 def seconds(duration):
@@ -265,15 +267,60 @@ def golden_text(rendered):
     return "---\n".join(out)
 
 
+BUCKET_SELECTOR = re.compile(r'le=~?"[^"]*"')
+
+
+def mask_buckets(value):
+    """`value` with every bucket selector in its strings replaced by le=X."""
+    if isinstance(value, str):
+        return BUCKET_SELECTOR.sub("le=X", value)
+    if isinstance(value, list):
+        return [mask_buckets(v) for v in value]
+    if isinstance(value, dict):
+        return {k: mask_buckets(v) for k, v in value.items()}
+    return value
+
+
+def objective_seconds(duration):
+    m = re.fullmatch(r"([0-9.]+)(ms|s)", duration)
+    return float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
+
+
+def bucket_bound(selector):
+    """The bound a rule's bucket selector picks: le="0.2" -> 0.2, le=~"2|2\\.0" -> 2."""
+    return float(re.match(r'le=~?"([0-9.]+)', selector).group(1))
+
+
 def embedded_copy_problems(objs):
-    """The chart ships deploy/prometheus's rules and deploy/grafana's dashboards unchanged."""
+    """The chart ships deploy/prometheus's rules (with the router's objectives in their bucket
+    selectors) and deploy/grafana's dashboards unchanged."""
     problems = []
+    router_args = next((c.get("args", []) for o in objs if o["kind"] == "Deployment"
+                        and o["metadata"]["name"].endswith("-router")
+                        for c in o["spec"]["template"]["spec"]["containers"]), [])
     for o in objs:
         if o["kind"] == "PrometheusRule":
             with open(os.path.join(SOURCE_DIR, "deploy", "prometheus", "pdserve-rules.yaml")) as f:
-                if o["spec"]["groups"] != yaml.safe_load(f)["groups"]:
-                    problems.append(f"PrometheusRule/{o['metadata']['name']}: groups differ "
-                                    "from deploy/prometheus/pdserve-rules.yaml")
+                source = yaml.safe_load(f)["groups"]
+            masked = [mask_buckets(g) for g in (o["spec"]["groups"], source)]
+            if masked[0] != masked[1]:
+                problems.append(f"PrometheusRule/{o['metadata']['name']}: groups differ "
+                                "from deploy/prometheus/pdserve-rules.yaml")
+            # Attainment and burn rates count the bucket at the router's own objectives.
+            exprs = [r["expr"] for g in o["spec"]["groups"] for r in g["rules"]]
+            for metric, flag in (("time_to_first_token", "slo_ttft"),
+                                 ("inter_token_latency", "slo_tpot")):
+                wanted = objective_seconds(flag_value(router_args, flag))
+                selectors = [sel for expr in exprs
+                             for sel in re.findall(rf"{metric}_seconds_bucket\{{([^}}]*)\}}", expr)]
+                if not selectors:
+                    problems.append(f"PrometheusRule/{o['metadata']['name']}: no {metric} "
+                                    "bucket selector (the objective check found nothing)")
+                for selector in selectors:
+                    bound = bucket_bound(selector)
+                    if abs(bound - wanted) > 1e-12:
+                        problems.append(f"PrometheusRule/{o['metadata']['name']}: {metric} "
+                                        f"bucket {bound} is not --{flag} ({wanted} s)")
         if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboards"):
             for path in sorted(os.listdir(os.path.join(SOURCE_DIR, "deploy", "grafana"))):
                 if not path.endswith(".json"):
@@ -381,6 +428,7 @@ NEGATIVE_CASES = [
     (["decode.backend=rocm"], "value must be one of 'cpu', 'cuda'"),
     (["decode.replicas=-1"], "/decode/replicas"),
     (["router.slo.ttft=fast"], "/router/slo/ttft"),
+    (["router.slo.tpot=120ms"], "/router/slo/tpot"),
     (["model.name=../etc"], "/model/name"),
     (["decode.extraArgs[0]=max_num_seqs=4"], "/decode/extraArgs/0"),
     (["kvTransfer.rdma.enabled=true", "kvTransfer.rdma.resourceName=hca"],
@@ -443,7 +491,7 @@ def cmd_selftest(a):
     def plant(description, expected, mutate):
         objs = copy.deepcopy(base)
         mutate(objs)
-        problems = cross_object_problems(objs)
+        problems = cross_object_problems(objs) + embedded_copy_problems(objs)
         hit = any(expected in p for p in problems)
         print(f"selftest {description}: {'reported' if hit else 'MISSED'}")
         return hit
@@ -486,8 +534,14 @@ def cmd_selftest(a):
         plant("pdb selector", "PodDisruptionBudget",
               lambda o: find(o, "PodDisruptionBudget", "-router")["spec"]["selector"].update(
                   matchLabels={"pdserve.io/role": "none"})),
+        plant("objective", "is not --slo_ttft",
+              lambda o: first_container(o, "Deployment", "-router")["args"].append(
+                  "--slo_ttft=1s")),
+        plant("embedded rules", "groups differ",
+              lambda o: find(o, "PrometheusRule", "pdserve")["spec"]["groups"][0]["rules"]
+              .pop()),
     ]
-    clean = cross_object_problems(base)
+    clean = cross_object_problems(base) + embedded_copy_problems(base)
     print(f"selftest clean render: {len(clean)} problems")
     return 0 if all(results) and not clean else 1
 

@@ -135,3 +135,20 @@ capabilities:
   add: ["IPC_LOCK"]
 {{- end }}
 {{- end -}}
+
+{{/* A bucket selector for a duration ("2s", "200ms", "1.5s"): le="0.2", or le=~"2|2\\.0" for
+     whole seconds (prometheus-cpp writes "2", Prometheus 3 rewrites classic buckets to "2.0"). */}}
+{{- define "pdserve.bucketSelector" -}}
+{{- $seconds := 0.0 -}}
+{{- if hasSuffix "ms" . -}}
+{{- $seconds = divf (trimSuffix "ms" . | float64) 1000 -}}
+{{- else -}}
+{{- $seconds = trimSuffix "s" . | float64 -}}
+{{- end -}}
+{{- $text := toString $seconds -}}
+{{- if contains "." $text -}}
+le="{{ $text }}"
+{{- else -}}
+le=~"{{ $text }}|{{ $text }}\\.0"
+{{- end -}}
+{{- end -}}
