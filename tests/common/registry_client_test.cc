@@ -116,45 +116,71 @@ TEST(RegistryClientTest, RegistersReportsAndReconnects) {
   (*server2)->Drain(absl::Now());
 }
 
+// Two fake routers on their own servers, and the comma list that names both.
+struct TwoRouters {
+  TwoRouters() : fake1(std::make_unique<FakeRegistry>()), fake2(std::make_unique<FakeRegistry>()) {
+    auto s1 =
+        GrpcServer::Start(GrpcServerConfig{}, {{fake1.get(), v1::Registry::service_full_name()}});
+    auto s2 =
+        GrpcServer::Start(GrpcServerConfig{}, {{fake2.get(), v1::Registry::service_full_name()}});
+    EXPECT_TRUE(s1.ok() && s2.ok());
+    if (s1.ok()) server1 = *std::move(s1);
+    if (s2.ok()) server2 = *std::move(s2);
+  }
+  bool ok() const { return server1 != nullptr && server2 != nullptr; }
+  std::string addresses() const { return server1->address() + "," + server2->address(); }
+  RegistryClientConfig Config(std::atomic<int>* latest_routers) const {
+    return RegistryClientConfig{
+        .router_address = addresses(),
+        .report_interval = absl::Milliseconds(10),
+        .min_backoff = absl::Milliseconds(20),
+        .max_backoff = absl::Milliseconds(200),
+        .on_registered_routers = [latest_routers](int n) { latest_routers->store(n); }};
+  }
+  // Stops a router (its server drains and goes).
+  static void StopRouter(std::unique_ptr<GrpcServer>& server) {
+    if (server == nullptr) return;
+    server->Drain(absl::Now());
+    server.reset();
+  }
+  ~TwoRouters() {
+    StopRouter(server1);
+    StopRouter(server2);
+  }
+  std::unique_ptr<FakeRegistry> fake1, fake2;
+  std::unique_ptr<GrpcServer> server1, server2;
+};
+
 // With two routers (a comma list here; a headless Service's name in Kubernetes) each gets the
 // registration, every load report and every prefix event: the events are consumed when taken,
 // so a report handed to one router only would leave the other's prefix view wrong.
 TEST(RegistryClientTest, EveryRouterGetsEveryReportAndEvent) {
-  auto fake1 = std::make_unique<FakeRegistry>();
-  auto fake2 = std::make_unique<FakeRegistry>();
-  auto server1 =
-      GrpcServer::Start(GrpcServerConfig{}, {{fake1.get(), v1::Registry::service_full_name()}});
-  auto server2 =
-      GrpcServer::Start(GrpcServerConfig{}, {{fake2.get(), v1::Registry::service_full_name()}});
-  ASSERT_TRUE(server1.ok() && server2.ok());
+  TwoRouters routers;
+  ASSERT_TRUE(routers.ok());
   v1::WorkerRegistration reg;
   reg.set_worker_id("decode-2r");
   std::atomic<uint64_t> next_hash{1};
   std::atomic<int> latest_routers{-1};
-  RegistryClient client(
-      RegistryClientConfig{.router_address = (*server1)->address() + "," + (*server2)->address(),
-                           .report_interval = absl::Milliseconds(10),
-                           .min_backoff = absl::Milliseconds(20),
-                           .max_backoff = absl::Milliseconds(200),
-                           .on_registered_routers = [&](int n) { latest_routers.store(n); }},
-      reg, [&](bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
-        load->set_running(1);
-        // A reset lists everything stored so far; otherwise one new hash per report.
-        const uint64_t h = next_hash.fetch_add(1);
-        if (reconnected) {
-          events->set_reset(true);
-          for (uint64_t i = 1; i <= h; ++i) events->add_stored(i);
-        } else {
-          events->add_stored(h);
-        }
-      });
+  RegistryClient client(routers.Config(&latest_routers), reg,
+                        [&](bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
+                          load->set_running(1);
+                          // A reset lists everything stored so far; otherwise one new hash per
+                          // report.
+                          const uint64_t h = next_hash.fetch_add(1);
+                          if (reconnected) {
+                            events->set_reset(true);
+                            for (uint64_t i = 1; i <= h; ++i) events->add_stored(i);
+                          } else {
+                            events->add_stored(h);
+                          }
+                        });
   client.Start();
   ASSERT_TRUE(WaitFor([&] { return client.registered_routers() == 2 && next_hash.load() > 30; },
                       absl::Seconds(10)));
   EXPECT_EQ(latest_routers.load(), 2);
   client.Stop();
   // Each router's view, rebuilt from its events, holds every hash up to the last it saw.
-  for (FakeRegistry* fake : {fake1.get(), fake2.get()}) {
+  for (FakeRegistry* fake : {routers.fake1.get(), routers.fake2.get()}) {
     absl::MutexLock lock(&fake->mu_);
     ASSERT_EQ(fake->registrations_.size(), 1u);
     ASSERT_FALSE(fake->events_.empty());
@@ -168,35 +194,21 @@ TEST(RegistryClientTest, EveryRouterGetsEveryReportAndEvent) {
     EXPECT_EQ(view.size(), *view.rbegin()) << "a hash went to the other router only";
     EXPECT_GT(fake->loads_.size(), 10u);
   }
-  (*server1)->Drain(absl::Now());
-  (*server2)->Drain(absl::Now());
 }
 
 // One router of two goes away: the worker stays registered (and ready) with the other.
 TEST(RegistryClientTest, LosingOneRouterOfTwoKeepsTheOther) {
-  auto fake1 = std::make_unique<FakeRegistry>();
-  auto fake2 = std::make_unique<FakeRegistry>();
-  auto server1 =
-      GrpcServer::Start(GrpcServerConfig{}, {{fake1.get(), v1::Registry::service_full_name()}});
-  auto server2 =
-      GrpcServer::Start(GrpcServerConfig{}, {{fake2.get(), v1::Registry::service_full_name()}});
-  ASSERT_TRUE(server1.ok() && server2.ok());
+  TwoRouters routers;
+  ASSERT_TRUE(routers.ok());
   std::atomic<int> latest_routers{-1};
-  RegistryClient client(
-      RegistryClientConfig{.router_address = (*server1)->address() + "," + (*server2)->address(),
-                           .report_interval = absl::Milliseconds(10),
-                           .min_backoff = absl::Milliseconds(20),
-                           .max_backoff = absl::Milliseconds(200),
-                           .on_registered_routers = [&](int n) { latest_routers.store(n); }},
-      v1::WorkerRegistration(), [](bool, v1::LoadReport*, v1::PrefixCacheEvents*) {});
+  RegistryClient client(routers.Config(&latest_routers), v1::WorkerRegistration(),
+                        [](bool, v1::LoadReport*, v1::PrefixCacheEvents*) {});
   client.Start();
   ASSERT_TRUE(WaitFor([&] { return latest_routers.load() == 2; }, absl::Seconds(10)));
-  (*server1)->Drain(absl::Now());
-  server1->reset();
+  TwoRouters::StopRouter(routers.server1);
   ASSERT_TRUE(WaitFor([&] { return latest_routers.load() == 1; }, absl::Seconds(10)));
   EXPECT_TRUE(client.connected());
-  (*server2)->Drain(absl::Now());
-  server2->reset();
+  TwoRouters::StopRouter(routers.server2);
   ASSERT_TRUE(WaitFor([&] { return latest_routers.load() == 0; }, absl::Seconds(10)));
   EXPECT_FALSE(client.connected());
   client.Stop();

@@ -25,6 +25,7 @@ import sys
 import tempfile
 
 import yaml
+from typescript_check import typecheck
 
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.abspath(os.path.join(SCRIPT_DIR, "..", ".."))
@@ -357,7 +358,6 @@ def cmd_golden(a):
 
 def typescript_problems(tools, named_objects):
     """tsc --strict over [(label, object)] typed by TS_TYPES; returns (exit code, output)."""
-    node_modules = os.path.join(tools, "node_modules")
     lines, imports = [], {}
     for i, (label, o) in enumerate(named_objects):
         module, interface = TS_TYPES[(o["apiVersion"], o["kind"])]
@@ -368,18 +368,7 @@ def typescript_problems(tools, named_objects):
     source = "".join(f'import type {{ {name} }} from "{module}";\n'
                      for name, module in sorted(imports.items()))
     source += "\n".join(lines) + "\n"
-    with tempfile.TemporaryDirectory() as work:
-        with open(os.path.join(work, "manifests.ts"), "w") as f:
-            f.write(source)
-        os.symlink(node_modules, os.path.join(work, "node_modules"))
-        with open(os.path.join(work, "tsconfig.json"), "w") as f:
-            json.dump({"compilerOptions": {
-                "strict": True, "noEmit": True, "target": "es2020", "module": "commonjs",
-                "moduleResolution": "node", "skipLibCheck": True, "types": []},
-                "files": ["manifests.ts"]}, f)
-        proc = subprocess.run(["node", os.path.join(node_modules, "typescript", "bin", "tsc"),
-                               "-p", work], capture_output=True, text=True)
-    return proc.returncode, proc.stdout + proc.stderr
+    return typecheck(tools, source, "manifests.ts")
 
 
 def cmd_types(a):

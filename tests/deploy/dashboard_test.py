@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+from typescript_check import typecheck
+
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.abspath(os.path.join(SCRIPT_DIR, "..", ".."))
 DASHBOARD_DIR = os.path.join(SOURCE_DIR, "deploy", "grafana")
@@ -110,7 +112,6 @@ def promql_problems(dashboard):
 
 
 def typescript_problems(tools, dashboard):
-    node_modules = os.path.join(tools, "node_modules")
     body = copy.deepcopy(dashboard)
     panels = body.pop("panels", [])
     lines = [
@@ -139,18 +140,8 @@ def typescript_problems(tools, dashboard):
                          f"{json.dumps(rest, indent=1)};")
         else:
             return [f"panel {panel.get('id')}: type {kind!r} has no types here"]
-    with tempfile.TemporaryDirectory() as work:
-        with open(os.path.join(work, "dashboard.ts"), "w") as f:
-            f.write("\n".join(lines) + "\n")
-        os.symlink(node_modules, os.path.join(work, "node_modules"))
-        with open(os.path.join(work, "tsconfig.json"), "w") as f:
-            json.dump({"compilerOptions": {
-                "strict": True, "noEmit": True, "target": "es2020", "module": "commonjs",
-                "moduleResolution": "node", "skipLibCheck": True, "types": []},
-                "files": ["dashboard.ts"]}, f)
-        proc = subprocess.run(["node", os.path.join(node_modules, "typescript", "bin", "tsc"),
-                               "-p", work], capture_output=True, text=True)
-    return [] if proc.returncode == 0 else [proc.stdout + proc.stderr]
+    code, output = typecheck(tools, "\n".join(lines) + "\n", "dashboard.ts")
+    return [] if code == 0 else [output]
 
 
 def first_timeseries(d):
