@@ -1,5 +1,9 @@
 #include "decode_worker/decode_metrics.h"
 
+#include <algorithm>
+#include <iterator>
+
+#include "common/logging.h"
 #include "common/metric_buckets.h"
 
 namespace pdserve::decode {
@@ -155,13 +159,21 @@ DecodeMetrics::DecodeMetrics(prometheus::Registry& r, const std::string& model)
                            .Help("Time a sequence spent awaiting offloaded KV.")
                            .Register(r)
                            .Add({{"model_name", model}}, LatencyBuckets())),
-      model_(model) {}
+      model_(model) {
+  for (const char* cause : kOffloadFallbackCauses) OffloadFallback(cause);
+}
 
 prometheus::Counter& DecodeMetrics::RequestSuccess(const std::string& reason) {
   return request_success_family.Add({{"model_name", model_}, {"finished_reason", reason}});
 }
 
 prometheus::Counter& DecodeMetrics::OffloadFallback(const std::string& cause) {
+  if (std::find(std::begin(kOffloadFallbackCauses), std::end(kOffloadFallbackCauses), cause) ==
+      std::end(kOffloadFallbackCauses)) {
+    // Still counted; the list (and the dashboards' view of it) is missing a cause.
+    PDS_LOG_EVERY_N_SEC(ERROR, 60)
+        << "offload fallback cause '" << cause << "' is not in kOffloadFallbackCauses";
+  }
   return offload_fallbacks_family.Add({{"model_name", model_}, {"cause", cause}});
 }
 

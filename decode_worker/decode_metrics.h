@@ -15,6 +15,13 @@
 
 namespace pdserve::decode {
 
+// Why an offloaded prefill ran locally after all (the `cause` label of
+// pdserve_offload_fallbacks_total, and GenerateResult's fallback_cause). Each starts at 0, so
+// that rates and dashboards by cause have series before the first fallback.
+inline constexpr const char* kOffloadFallbackCauses[] = {
+    "no_transport",         "no_kv_blocks",        "prefill_error",  "prefill_deadline",
+    "prefill_unresponsive", "transfer_incomplete", "layout_mismatch"};
+
 struct DecodeMetrics {
   explicit DecodeMetrics(prometheus::Registry& registry, const std::string& model_name);
 
@@ -48,6 +55,7 @@ struct DecodeMetrics {
   prometheus::Histogram& kv_transfer_wait;
 
   prometheus::Counter& RequestSuccess(const std::string& finished_reason);
+  // The counter of `cause`, one of kOffloadFallbackCauses.
   prometheus::Counter& OffloadFallback(const std::string& cause);
 
  private:

@@ -125,6 +125,7 @@ void RelayCall::PlaceLocked(Actions* actions) {
       return;
     }
     placement_ = *std::move(placed);
+    placed_ = true;
     router_ms_ = absl::ToDoubleMilliseconds(absl::Now() - arrival_);
     if (!listener_) listener_ = std::make_shared<Listener>(this);
     lease_ = deps_.registry->Acquire(placement_.decode_session, listener_);
@@ -168,7 +169,8 @@ void RelayCall::OnMessage() {
         deps_.metrics->Ttft(model, offloaded ? "offload" : "local")
             .Observe(absl::ToDoubleSeconds(now - arrival_));
       } else {
-        deps_.metrics->Itl(model).Observe(absl::ToDoubleSeconds(now - last_token_));
+        deps_.metrics->Itl(model, placement_.placement.offload ? "offload" : "local")
+            .Observe(absl::ToDoubleSeconds(now - last_token_));
       }
       last_token_ = now;
     }
@@ -365,7 +367,8 @@ void RelayCall::FinishLocked(const grpc::Status& status, Actions* actions) {
   pending_finish_ = false;
   const std::string& model = placement_request_.model->name;
   RecordOutcome(*deps_.metrics, model, status);
-  deps_.metrics->E2e(model).Observe(absl::ToDoubleSeconds(absl::Now() - arrival_));
+  const char* mode = !placed_ ? "unplaced" : placement_.placement.offload ? "offload" : "local";
+  deps_.metrics->E2e(model, mode).Observe(absl::ToDoubleSeconds(absl::Now() - arrival_));
   if (deps_.on_finish) deps_.on_finish();
   actions->finish = true;
   actions->status = status;

@@ -107,6 +107,7 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   std::vector<int32_t> prompt_ ABSL_GUARDED_BY(mu_);
   PlacementRequest placement_request_ ABSL_GUARDED_BY(mu_);
   PlacementResult placement_ ABSL_GUARDED_BY(mu_);
+  bool placed_ ABSL_GUARDED_BY(mu_) = false;               // placement_ holds a placement.
   Downstream* downstream_ ABSL_GUARDED_BY(mu_) = nullptr;  // Current; owned by all_downstreams_.
   std::vector<std::unique_ptr<Downstream>> all_downstreams_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Listener> listener_ ABSL_GUARDED_BY(mu_);

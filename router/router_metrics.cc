@@ -38,11 +38,13 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
               .Register(r)),
       itl_family(BuildHistogram()
                      .Name("pdserve_router_inter_token_latency_seconds")
-                     .Help("Time between consecutive token messages relayed to the client.")
+                     .Help("Time between consecutive token messages relayed to the client, by "
+                           "placement mode.")
                      .Register(r)),
       e2e_family(BuildHistogram()
                      .Name("pdserve_router_e2e_request_latency_seconds")
-                     .Help("Arrival at the router until the final message left it.")
+                     .Help("Arrival at the router until the final message left it, by placement "
+                           "mode (unplaced: ended before placement).")
                      .Register(r)),
       placements_family(
           BuildCounter()
@@ -105,11 +107,11 @@ prometheus::Counter& RouterMetrics::RequestError(const std::string& model,
 prometheus::Histogram& RouterMetrics::Ttft(const std::string& model, const std::string& mode) {
   return ttft_family.Add({{"model_name", model}, {"mode", mode}}, LatencyBuckets());
 }
-prometheus::Histogram& RouterMetrics::Itl(const std::string& model) {
-  return itl_family.Add({{"model_name", model}}, InterTokenBuckets());
+prometheus::Histogram& RouterMetrics::Itl(const std::string& model, const std::string& mode) {
+  return itl_family.Add({{"model_name", model}, {"mode", mode}}, InterTokenBuckets());
 }
-prometheus::Histogram& RouterMetrics::E2e(const std::string& model) {
-  return e2e_family.Add({{"model_name", model}}, LatencyBuckets());
+prometheus::Histogram& RouterMetrics::E2e(const std::string& model, const std::string& mode) {
+  return e2e_family.Add({{"model_name", model}, {"mode", mode}}, LatencyBuckets());
 }
 prometheus::Counter& RouterMetrics::Placement(const std::string& mode, const std::string& reason,
                                               const std::string& policy) {

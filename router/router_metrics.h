@@ -40,8 +40,10 @@ struct RouterMetrics {
   prometheus::Counter& Requests(const std::string& model, const std::string& code);
   prometheus::Counter& RequestError(const std::string& model, const std::string& error_type);
   prometheus::Histogram& Ttft(const std::string& model, const std::string& mode);
-  prometheus::Histogram& Itl(const std::string& model);
-  prometheus::Histogram& E2e(const std::string& model);
+  // `mode`: the placement ("local", "offload"), or "unplaced" for a request that ended
+  // before one (E2e only).
+  prometheus::Histogram& Itl(const std::string& model, const std::string& mode);
+  prometheus::Histogram& E2e(const std::string& model, const std::string& mode);
   prometheus::Counter& Placement(const std::string& mode, const std::string& reason,
                                  const std::string& policy);
   prometheus::Histogram& TtftPrediction(const std::string& mode);

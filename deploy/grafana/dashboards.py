@@ -142,11 +142,15 @@ def overview():
                  "offload: prefill worker + KV transfer).",
                  quantiles("pdserve_router_time_to_first_token_seconds", NS_MODEL, "mode",
                            legend="{{mode}}"), "s")
-    d.timeseries("Time per output token",
-                 "Inter-token latency percentiles over every stream.",
-                 quantiles("pdserve_router_inter_token_latency_seconds", NS_MODEL), "s")
-    d.timeseries("End-to-end latency", "Request latency percentiles, first byte to last.",
-                 quantiles("pdserve_router_e2e_request_latency_seconds", NS_MODEL), "s")
+    d.timeseries("Time per output token by placement",
+                 "Inter-token latency percentiles per placement mode of the stream.",
+                 quantiles("pdserve_router_inter_token_latency_seconds", NS_MODEL, "mode",
+                           legend="{{mode}}"), "s")
+    d.timeseries("End-to-end latency by placement",
+                 "Request latency percentiles, arrival to last message, per placement mode "
+                 "(unplaced: ended before placement, e.g. refused).",
+                 quantiles("pdserve_router_e2e_request_latency_seconds", NS_MODEL, "mode",
+                           legend="{{mode}}"), "s")
     d.timeseries("SLO attainment",
                  "Share of first tokens within the TTFT objective and of tokens within the TPOT "
                  "objective (recording rules, 5 m).",
@@ -244,11 +248,11 @@ def overview():
     d.timeseries("KV bytes/s", "KV cache bytes written into decode workers' pools.",
                  [(f"sum(rate(pdserve_kv_transfer_bytes_total{{{NS_MODEL}}}[{RATE}]))",
                    "bytes/s")], "Bps")
-    d.timeseries("Fallbacks and prefill failures",
-                 "Offloads that fell back to a local prefill (router), and prefill failures by "
-                 "reason (prefill workers).",
-                 [(f"sum(rate(pdserve_router_offload_fallbacks_total{{{NS}}}[{RATE}]))",
-                   "fallbacks"),
+    d.timeseries("Fallbacks by cause and prefill failures",
+                 "Offloaded prefills the decode workers ran locally after all, by cause, and "
+                 "prefill failures by reason (prefill workers).",
+                 [(f"sum by (cause) (rate(pdserve_offload_fallbacks_total{{{NS_MODEL}}}"
+                   f"[{RATE}]))", "fallback: {{cause}}"),
                   (f"sum by (reason) (rate(pdserve_prefill_failures_total{{{NS_MODEL}}}"
                    f"[{RATE}]))", "failed: {{reason}}")], "ops")
     d.timeseries("Prefill throughput", "Prompt tokens per second through prefill workers.",

@@ -2,11 +2,14 @@
 // requests on a 48-block pool force preemptions; with prefix caching on, admission once
 // counted the cached blocks it was about to pin as free, the next step failed ("needs 16
 // blocks, its block table has 15") and every sequence in it ended with an error under an OK
-// status. Every request must now complete with the tokens it gets alone.
+// status. Every request must now complete with the tokens it gets alone, and the saturated
+// worker's liveness and readiness probes keep answering SERVING.
+#include <atomic>
 #include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/health_client.h"
 #include "gtest/gtest.h"
 #include "tests/integration/fault_check.h"
 #include "tests/testing/greedy_reference.h"
@@ -52,7 +55,27 @@ TEST_P(KvExhaustionTest, SixConcurrentRequestsOnA48BlockPoolAllComplete) {
       outs[i] = client::CallGenerate(cluster->channel(), request, absl::Seconds(120));
     });
   }
+  // A saturated worker (pool full, preempting) is still alive and ready: saturation shows in
+  // load reports and metrics, never in a probe (a liveness restart would lose every stream).
+  std::atomic<bool> done{false};
+  std::atomic<int> probes{0};
+  std::atomic<int> failed_probes{0};
+  std::thread prober([&] {
+    while (!done.load()) {
+      for (const char* service : {"pdserve.live", "pdserve.ready"}) {
+        auto state = CheckHealth(cluster->decode()[0]->grpc_address(), absl::Seconds(2),
+                                 GrpcSecurity(), service);
+        ++probes;
+        if (!state.ok() || *state != HealthState::kServing) ++failed_probes;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
   for (auto& t : threads) t.join();
+  done.store(true);
+  prober.join();
+  EXPECT_GT(probes.load(), 0);
+  EXPECT_EQ(failed_probes.load(), 0) << "of " << probes.load() << " probes";
   for (int i = 0; i < kRequests; ++i) {
     SCOPED_TRACE(absl::StrCat("request ", i));
     ASSERT_TRUE(outs[i].status.ok()) << outs[i].status.error_message();

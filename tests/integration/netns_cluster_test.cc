@@ -6,12 +6,15 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/child_process.h"
 #include "common/grpc_channel.h"
+#include "common/net_address.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/registry.grpc.pb.h"
 #include "tests/router/cluster_fixture.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/netns_topology.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
@@ -24,6 +27,33 @@ namespace {
 using testing::NetnsTopology;
 using testing::TestPki;
 using testing::TlsFlags;
+
+// Starts `binary` with `flags` and its TLS flags on namespace `host`, and waits until healthy.
+std::unique_ptr<ChildProcess> StartOnHost(const NetnsTopology& net, size_t host,
+                                          const std::string& binary, std::vector<std::string> flags,
+                                          const std::vector<std::string>& tls,
+                                          const GrpcSecurity& client) {
+  std::vector<std::string> args = net.ExecPrefix(host);
+  args.push_back(BinaryPath(binary));
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), tls.begin(), tls.end());
+  auto child = ChildProcess::Start(
+      ChildOptions{.binary = "/usr/sbin/ip", .args = args, .name = binary, .security = client});
+  EXPECT_TRUE(child.ok()) << binary << ": " << child.status();
+  if (!child.ok()) return nullptr;
+  EXPECT_TRUE((*child)->WaitHealthy(absl::Seconds(30)).ok()) << (*child)->Log();
+  return *std::move(child);
+}
+
+// Workers registered with the router whose registry is at `address`; -1 if unreachable.
+int RegisteredWorkers(const std::string& address, const GrpcSecurity& client) {
+  auto stub = v1::Registry::NewStub(MakeChannel(address, client));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::ClusterStatus status;
+  if (!stub->GetClusterStatus(&context, v1::ClusterStatusRequest(), &status).ok()) return -1;
+  return status.workers_size();
+}
 
 constexpr size_t kRouter = 0;
 constexpr size_t kPrefill = 1;
@@ -79,25 +109,11 @@ class NetnsClusterTest : public ::testing::Test {
 
   std::unique_ptr<ChildProcess> Start(size_t host, const std::string& binary,
                                       std::vector<std::string> flags) {
-    std::vector<std::string> args = net_->ExecPrefix(host);
-    args.push_back(BinaryPath(binary));
-    args.insert(args.end(), flags.begin(), flags.end());
-    args.insert(args.end(), tls_[host].begin(), tls_[host].end());
-    auto child = ChildProcess::Start(
-        ChildOptions{.binary = "/usr/sbin/ip", .args = args, .name = binary, .security = client_});
-    EXPECT_TRUE(child.ok()) << binary << ": " << child.status();
-    if (!child.ok()) return nullptr;
-    EXPECT_TRUE((*child)->WaitHealthy(absl::Seconds(30)).ok()) << (*child)->Log();
-    return *std::move(child);
+    return StartOnHost(*net_, host, binary, std::move(flags), tls_[host], client_);
   }
 
   int RegisteredWorkers() {
-    auto stub = v1::Registry::NewStub(MakeChannel(router_->internal_grpc_address(), client_));
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-    v1::ClusterStatus status;
-    if (!stub->GetClusterStatus(&context, v1::ClusterStatusRequest(), &status).ok()) return -1;
-    return status.workers_size();
+    return pdserve::RegisteredWorkers(router_->internal_grpc_address(), client_);
   }
 
   bool WaitForWorkers(int n, absl::Duration timeout = absl::Seconds(30)) {
@@ -177,6 +193,80 @@ TEST_F(NetnsClusterTest, APartitionDuringATransferEndsInAFallbackOrATypedError) 
   EXPECT_TRUE(decode_->running()) << decode_->Log();
   EXPECT_TRUE(testing::LocalCluster::WaitForBaseline(*decode_, absl::Seconds(30), client_))
       << decode_->Log();
+}
+
+// Two routers behind one name, as a Kubernetes headless Service answers: the decode worker's
+// host resolves routers.pdserve.test to both routers' addresses (its own /etc/hosts), and
+// --router names it once. The worker registers with both over mutual TLS (the routers'
+// certificates carry that name, which the worker checks although it dials their IPs); when
+// one router dies, it stays registered with the other.
+TEST(NetnsMultiRouterTest, OneNameForTwoRoutersRegistersWithBoth) {
+  constexpr size_t kRouterA = 0;
+  constexpr size_t kRouterB = 1;
+  constexpr size_t kWorker = 2;
+  auto topology = NetnsTopology::Create({"router-a", "router-b", "worker"});
+  if (!topology.ok()) GTEST_SKIP() << "no network namespaces here: " << topology.status();
+  auto& net = **topology;
+  const std::string name = "routers.pdserve.test";
+  ASSERT_TRUE(net.SetHosts(kWorker,
+                           {{net.host(kRouterA).address, name}, {net.host(kRouterB).address, name}})
+                  .ok());
+  auto pki = TestPki::Create("pdserve-netns-ca");
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  std::vector<std::vector<std::string>> tls;
+  for (size_t i = 0; i < 3; ++i) {
+    auto cert = (*pki)->Issue(absl::StrCat("host", i), absl::StrCat("host", i),
+                              {"IP:" + net.host(i).address, "DNS:" + name});
+    ASSERT_TRUE(cert.ok()) << cert.status();
+    tls.push_back(TlsFlags((*pki)->Config(*cert, /*require_client_cert=*/true)));
+  }
+  auto client_cert = (*pki)->Issue("client", "client", {});
+  ASSERT_TRUE(client_cert.ok());
+  auto client = GrpcSecurity::FromConfig((*pki)->Config(*client_cert));
+  ASSERT_TRUE(client.ok());
+
+  const std::string model = "--model=" + testing::TestModelDir("tiny");
+  const int registry_port = PickFreeLoopbackPort();  // Free in the fresh namespaces too.
+  std::unique_ptr<ChildProcess> routers[2];
+  for (const size_t host : {kRouterA, kRouterB}) {
+    const std::string address = net.host(host).address;
+    routers[host] = StartOnHost(net, host, "pdserve-router",
+                                {model, absl::StrCat("--listen=", address, ":0"),
+                                 absl::StrCat("--registry_listen=", address, ":", registry_port),
+                                 absl::StrCat("--metrics_listen=", address, ":0"),
+                                 "--worker_timeout=1s", "--drain_timeout=5s"},
+                                tls[host], *client);
+    ASSERT_NE(routers[host], nullptr);
+  }
+  auto decode = StartOnHost(
+      net, kWorker, "pdserve-decode",
+      {model, "--threads=1", "--kv_cache_bytes=67108864", "--drain_timeout=5s",
+       absl::StrCat("--listen=", net.host(kWorker).address, ":0"),
+       absl::StrCat("--metrics_listen=", net.host(kWorker).address, ":0"), "--kv_transport=none",
+       absl::StrCat("--router=", name, ":", registry_port), "--worker_id=decode-0"},
+      tls[kWorker], *client);
+  ASSERT_NE(decode, nullptr);
+  for (const auto& router : routers) {
+    EXPECT_TRUE(testing::PollUntil(
+        [&] { return RegisteredWorkers(router->internal_grpc_address(), *client) == 1; },
+        absl::Seconds(30), absl::Milliseconds(100)))
+        << router->Log() << decode->Log();
+  }
+  auto registered_routers = [&] {
+    auto m = testing::HttpGet(decode->metrics_address(), "/metrics");
+    return m.ok() && absl::StrContains(m->body, "pdserve_registered_routers 2")   ? 2
+           : m.ok() && absl::StrContains(m->body, "pdserve_registered_routers 1") ? 1
+                                                                                  : -1;
+  };
+  EXPECT_EQ(registered_routers(), 2);
+  // Router A dies: the worker counts one router, stays registered with B, and B serves.
+  ASSERT_TRUE(routers[kRouterA]->Stop(SIGKILL, absl::Seconds(10)).ok());
+  EXPECT_TRUE(testing::PollUntil([&] { return registered_routers() == 1; }, absl::Seconds(30),
+                                 absl::Milliseconds(100)));
+  EXPECT_EQ(RegisteredWorkers(routers[kRouterB]->internal_grpc_address(), *client), 1);
+  const auto out = client::CallGenerate(MakeChannel(routers[kRouterB]->grpc_address(), *client),
+                                        client::MakeRequest({3, 1, 4, 1, 5}, 3), absl::Seconds(60));
+  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
 }
 
 }  // namespace

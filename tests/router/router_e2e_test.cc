@@ -169,7 +169,8 @@ TEST_F(RouterTest, SecondTurnLandsWhereItsPrefixIsAndRunsLocally) {
         "pdserve_router_time_to_first_token_seconds_count{mode=\"local\",model_name=\"tiny\"} 2",
         "pdserve_router_requests_in_flight 0", "pdserve_router_step_prediction_ratio_count",
         "pdserve_router_interference_predicted_seconds_total",
-        "pdserve_router_e2e_request_latency_seconds_bucket"}) {
+        "pdserve_router_e2e_request_latency_seconds_count{mode=\"local\",model_name=\"tiny\"} 2",
+        "pdserve_router_inter_token_latency_seconds_count{mode=\"local\",model_name=\"tiny\"}"}) {
     EXPECT_TRUE(absl::StrContains(page->body, line)) << line;
   }
   // The decision is in the router's log with its inputs.

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -51,12 +53,31 @@ absl::StatusOr<std::unique_ptr<NetnsTopology>> NetnsTopology::Create(
 }
 
 NetnsTopology::~NetnsTopology() {
-  for (const NetnsHost& h : hosts_) Ip(absl::StrCat("netns del ", h.name)).IgnoreError();
+  for (const NetnsHost& h : hosts_) {
+    std::error_code ignored;
+    std::filesystem::remove_all(std::filesystem::path("/etc/netns") / h.name, ignored);
+    Ip(absl::StrCat("netns del ", h.name)).IgnoreError();
+  }
   if (!bridge_.empty()) Ip(absl::StrCat("link del ", bridge_)).IgnoreError();
 }
 
 std::vector<std::string> NetnsTopology::ExecPrefix(size_t i) const {
   return {"netns", "exec", hosts_[i].name};
+}
+
+absl::Status NetnsTopology::SetHosts(
+    size_t i, const std::vector<std::pair<std::string, std::string>>& entries) {
+  const std::filesystem::path dir = std::filesystem::path("/etc/netns") / hosts_[i].name;
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    return absl::FailedPreconditionError(absl::StrCat(dir.string(), ": ", error.message()));
+  std::ofstream out(dir / "hosts");
+  out << "127.0.0.1 localhost\n";
+  for (const auto& [address, name] : entries) out << address << " " << name << "\n";
+  out.close();
+  if (!out) return absl::FailedPreconditionError(absl::StrCat("cannot write ", dir.string()));
+  return absl::OkStatus();
 }
 
 absl::Status NetnsTopology::SetConnected(size_t i, bool connected) {

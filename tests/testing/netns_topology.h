@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,10 @@ class NetnsTopology {
   std::vector<std::string> ExecPrefix(size_t i) const;
   // Cuts host `i` off the network (its link down) or reconnects it.
   absl::Status SetConnected(size_t i, bool connected);
+  // Gives host `i` its own /etc/hosts (`ip netns exec` mounts /etc/netns/<ns>/hosts over
+  // /etc/hosts), with `entries` (address, name) and localhost: name resolution as a cluster's
+  // DNS would answer, e.g. one name for several routers.
+  absl::Status SetHosts(size_t i, const std::vector<std::pair<std::string, std::string>>& entries);
 
  private:
   NetnsTopology() = default;
