@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "common/grpc_channel.h"
 #include "common/logging.h"
 #include "common/net_address.h"
 #include "common/status_macros.h"
@@ -80,6 +81,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   // gRPC sets SO_REUSEPORT by default: a second process could then bind this port and take
   // a share of new connections. Ours is owned: a second bind fails with EADDRINUSE.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Clients' keepalive pings (grpc_channel.h) are welcome this often: gRPC's default (one per
+  // 5 min while the server sends nothing, as on a worker's registry stream) would count them
+  // as abuse and close the connection.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             kMinServerPingIntervalMs);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.SetMaxSendMessageSize(config.max_message_bytes);
   builder.RegisterService(out->health_.get());

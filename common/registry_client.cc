@@ -22,6 +22,7 @@ namespace {
 // Reports queued for one router before it counts as behind: its queue is dropped and it waits
 // for a full prefix resync (5 s at the default interval).
 constexpr size_t kMaxQueuedReports = 50;
+constexpr absl::Duration kRegistryKeepalive = absl::Seconds(10);
 
 bool IsIpLiteral(const std::string& host) {
   in6_addr v6;
@@ -138,7 +139,9 @@ class RegistryClient::RouterSession {
 
   // One connection's lifetime; returns when the stream broke or Stop() was called.
   void Session() {
-    auto channel = MakeChannel(address_, security_);
+    // Keepalive: a router cut off by the network is left (and the worker's readiness and
+    // gauge say so) within about 15 s, not when TCP gives up minutes later.
+    auto channel = MakeChannel(address_, security_, kRegistryKeepalive);
     auto stub = v1::Registry::NewStub(channel);
     grpc::ClientContext context;
     {
