@@ -49,10 +49,11 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
   c.server.serving_info_path = absl::GetFlag(FLAGS_serving_info_path);
   c.server.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   c.registry.router_address = absl::GetFlag(FLAGS_router);
-  for (absl::string_view router : absl::StrSplit(c.registry.router_address, ',')) {
-    if (c.registry.router_address.empty()) break;
-    auto parsed = ParseHostPort(absl::StripAsciiWhitespace(router), "--router");
-    if (!parsed.ok()) return parsed.status();
+  if (!c.registry.router_address.empty()) {
+    for (absl::string_view router : absl::StrSplit(c.registry.router_address, ',')) {
+      auto parsed = ParseHostPort(absl::StripAsciiWhitespace(router), "--router");
+      if (!parsed.ok()) return parsed.status();
+    }
   }
   c.engine.backend = absl::GetFlag(FLAGS_backend);
   c.engine.num_threads = absl::GetFlag(FLAGS_threads);

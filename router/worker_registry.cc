@@ -197,9 +197,7 @@ void WorkerRegistry::WithLock(
 
 int WorkerRegistry::ReadyDecodeWorkers() const {
   absl::MutexLock lock(&mu_);
-  int ready = 0;
-  for (const WorkerEntry* e : live_) ready += e->is_decode() && e->reported ? 1 : 0;
-  return ready;
+  return ready_decode_workers_;
 }
 
 void WorkerRegistry::PublishCountsLocked() {
@@ -210,6 +208,7 @@ void WorkerRegistry::PublishCountsLocked() {
     metrics_->Workers(name, "registering").Set(counts[role][0]);
     metrics_->Workers(name, "ready").Set(counts[role][1]);
   }
+  ready_decode_workers_ = counts[0][1];
 }
 
 std::vector<WorkerStatus> WorkerRegistry::Status() const {

@@ -128,6 +128,8 @@ class WorkerRegistry {
   std::vector<std::unique_ptr<WorkerEntry>> slots_ ABSL_GUARDED_BY(mu_);  // Null: free slot.
   std::vector<WorkerEntry*> live_ ABSL_GUARDED_BY(mu_);                   // Registered entries.
   PrefixIndex prefix_ ABSL_GUARDED_BY(mu_);
+  // Registered decode workers that have reported (kept by PublishCountsLocked).
+  int ready_decode_workers_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_key_ ABSL_GUARDED_BY(mu_) = 1;
 };

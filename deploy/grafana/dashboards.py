@@ -28,6 +28,14 @@ def quantiles(metric, selector, by="", qs=(0.5, 0.9, 0.99), legend=""):
             for q in qs]
 
 
+def label_variable(name, label, metric, label_name):
+    """A multi-value variable over the values of `metric`'s `label_name` ("All": every one)."""
+    return {"type": "query", "name": name, "label": label, "datasource": DATASOURCE,
+            "query": {"query": f"label_values({metric}, {label_name})", "refId": name},
+            "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "hide": 0,
+            "refresh": 2, "options": [], "regex": "", "sort": 1, "skipUrlSync": False}
+
+
 class Dashboard:
     def __init__(self, uid, title, description):
         self.uid, self.title, self.description = uid, title, description
@@ -104,16 +112,8 @@ class Dashboard:
             {"type": "datasource", "name": "datasource", "label": "Data source",
              "query": "prometheus", "current": {}, "hide": 0, "refresh": 1,
              "options": [], "regex": "", "skipUrlSync": False},
-            {"type": "query", "name": "namespace", "label": "Namespace",
-             "datasource": DATASOURCE,
-             "query": {"query": "label_values(pdserve_build_info, namespace)", "refId": "ns"},
-             "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "hide": 0,
-             "refresh": 2, "options": [], "regex": "", "sort": 1, "skipUrlSync": False},
-            {"type": "query", "name": "model", "label": "Model", "datasource": DATASOURCE,
-             "query": {"query": "label_values(pdserve_router_requests_total, model_name)",
-                       "refId": "model"},
-             "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "hide": 0,
-             "refresh": 2, "options": [], "regex": "", "sort": 1, "skipUrlSync": False},
+            label_variable("namespace", "Namespace", "pdserve_build_info", "namespace"),
+            label_variable("model", "Model", "pdserve_router_requests_total", "model_name"),
         ]
         return {
             "uid": self.uid, "title": self.title, "description": self.description,

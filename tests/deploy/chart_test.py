@@ -17,6 +17,7 @@ Subcommands (each a CTest test):
 
 import argparse
 import copy
+import functools
 import json
 import os
 import re
@@ -438,14 +439,14 @@ def cmd_negative(a):
     return 1 if failed else 0
 
 
-def listed_flags(bin_dir, binary, cache={}):
-    if binary not in cache:
-        proc = subprocess.run([os.path.join(bin_dir, binary), "--help"], capture_output=True,
-                              text=True, timeout=30)
-        if proc.returncode != 0:
-            sys.exit(f"{binary} --help exited {proc.returncode}")
-        cache[binary] = set(re.findall(r"^  --([a-z0-9_]+)  \(default", proc.stdout, re.M))
-    return cache[binary]
+@functools.lru_cache(maxsize=None)
+def listed_flags(bin_dir, binary):
+    """The flags `binary --help` lists."""
+    proc = subprocess.run([os.path.join(bin_dir, binary), "--help"], capture_output=True,
+                          text=True, timeout=30)
+    if proc.returncode != 0:
+        sys.exit(f"{binary} --help exited {proc.returncode}")
+    return frozenset(re.findall(r"^  --([a-z0-9_]+)  \(default", proc.stdout, re.M))
 
 
 def cmd_flags(a):
