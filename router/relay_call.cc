@@ -11,6 +11,20 @@
 #include "router/router_wire.h"
 
 namespace pdserve::router {
+namespace {
+
+// gRPC tells a server only that a call was cancelled, and a client whose deadline passes
+// cancels it too. The server's copy of the deadline starts when it read the request, a little
+// after the client sent it, so the client's cancellation can arrive just before it: one this
+// close to the deadline counts as the deadline passing (a client cancelling on its own this
+// late is counted as a deadline too).
+constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(100);
+
+bool DeadlineReached(const grpc::CallbackServerContext& context) {
+  return absl::FromChrono(context.deadline()) - absl::Now() <= kDeadlineSlack;
+}
+
+}  // namespace
 
 // The downstream Decode.Generate call.
 //
@@ -227,7 +241,7 @@ void RelayCall::OnWriteDone(bool ok) {
       FinishLocked(pending_status_, &actions);
     } else if (!ok) {  // The client went away.
       cancelled_ = true;
-      deadline_passed_ = absl::FromChrono(context_->deadline()) <= absl::Now();
+      deadline_passed_ = DeadlineReached(*context_);
       actions.cancel = downstream_;
       actions.stop_reading = downstream_;
     } else if (!finished_ && !cancelled_) {
@@ -311,7 +325,7 @@ void RelayCall::OnCancel() {
     ++busy_;
     cancelled_ = true;
     // gRPC cancels a call whose deadline passed too: tell the two apart for the metrics.
-    deadline_passed_ = absl::FromChrono(context_->deadline()) <= absl::Now();
+    deadline_passed_ = DeadlineReached(*context_);
     if (downstream_ != nullptr && !downstream_done_) actions.cancel = downstream_;
   }
   Act(actions);
