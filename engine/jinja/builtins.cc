@@ -1,0 +1,1111 @@
+#include "engine/jinja/builtins.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <ctime>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+
+namespace pdserve::engine::jinja {
+namespace {
+
+// Lists a range() or a repeated string/list may make; templates never need more.
+constexpr int64_t kMaxSequence = 1 << 20;
+
+absl::Status Error(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
+absl::Status TypeError(absl::string_view what, const Value& v) {
+  return Error(absl::StrCat(what, ": not supported for type ", v.TypeName()));
+}
+
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// Python's str.strip family; `chars` null strips whitespace.
+std::string Strip(absl::string_view s, const Value* chars, bool left, bool right) {
+  auto strip_char = [&](char c) {
+    if (chars == nullptr || chars->is_none()) return IsSpace(c);
+    return chars->as_string().find(c) != std::string::npos;
+  };
+  size_t begin = 0, end = s.size();
+  if (left)
+    while (begin < end && strip_char(s[begin])) ++begin;
+  if (right)
+    while (end > begin && strip_char(s[end - 1])) --end;
+  return std::string(s.substr(begin, end - begin));
+}
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+std::string Capitalize(std::string s) {
+  s = Lower(std::move(s));
+  if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
+  return s;
+}
+std::string Title(std::string s) {
+  bool word_start = true;
+  for (char& c : s) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (std::isalpha(u)) {
+      c = static_cast<char>(word_start ? std::toupper(u) : std::tolower(u));
+      word_start = false;
+    } else {
+      word_start = u < 0x80;  // Bytes of a non-ASCII letter do not start a word.
+    }
+  }
+  return s;
+}
+
+absl::StatusOr<std::string> StringArg(const CallArgs& args, size_t index, absl::string_view name,
+                                      absl::string_view fn) {
+  const Value* v = args.Get(index, name);
+  if (v == nullptr || !v->is_string())
+    return Error(absl::StrCat(fn, ": argument '", name, "' must be a string"));
+  return v->as_string();
+}
+
+// Python's str.split(sep=None, maxsplit=-1).
+Value Split(const std::string& s, const Value* sep, int64_t max_split) {
+  std::vector<Value> parts;
+  if (sep == nullptr || sep->is_none()) {
+    size_t i = 0;
+    while (i < s.size()) {
+      while (i < s.size() && IsSpace(s[i])) ++i;
+      if (i >= s.size()) break;
+      if (max_split >= 0 && static_cast<int64_t>(parts.size()) == max_split) {
+        std::string rest = s.substr(i);
+        while (!rest.empty() && IsSpace(rest.back())) rest.pop_back();
+        parts.emplace_back(std::move(rest));
+        break;
+      }
+      size_t j = i;
+      while (j < s.size() && !IsSpace(s[j])) ++j;
+      parts.emplace_back(s.substr(i, j - i));
+      i = j;
+    }
+    return Value(std::move(parts));
+  }
+  const std::string& d = sep->as_string();
+  size_t start = 0;
+  while (true) {
+    const size_t at = (max_split >= 0 && static_cast<int64_t>(parts.size()) == max_split)
+                          ? std::string::npos
+                          : s.find(d, start);
+    if (at == std::string::npos) {
+      parts.emplace_back(s.substr(start));
+      break;
+    }
+    parts.emplace_back(s.substr(start, at - start));
+    start = at + d.size();
+  }
+  return Value(std::move(parts));
+}
+
+// startswith/endswith take a string or a tuple (list) of them.
+absl::StatusOr<bool> AffixTest(const std::string& s, const Value* arg, bool prefix,
+                               absl::string_view fn) {
+  std::vector<Value> candidates;
+  if (arg != nullptr && arg->is_string()) {
+    candidates.push_back(*arg);
+  } else if (arg != nullptr && arg->is_list()) {
+    candidates = arg->list();
+  } else {
+    return Error(absl::StrCat(fn, ": argument must be a string or a tuple of strings"));
+  }
+  for (const Value& c : candidates) {
+    if (!c.is_string()) return Error(absl::StrCat(fn, ": argument must be a string"));
+    if (prefix ? absl::StartsWith(s, c.as_string()) : absl::EndsWith(s, c.as_string())) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name,
+                                   const CallArgs& args) {
+  if (name == "strip") return Value(Strip(s, args.Get(0, "chars"), true, true));
+  if (name == "lstrip") return Value(Strip(s, args.Get(0, "chars"), true, false));
+  if (name == "rstrip") return Value(Strip(s, args.Get(0, "chars"), false, true));
+  if (name == "upper") return Value(Upper(s));
+  if (name == "lower") return Value(Lower(s));
+  if (name == "title") return Value(Title(s));
+  if (name == "capitalize") return Value(Capitalize(s));
+  if (name == "split") {
+    const Value* sep = args.Get(0, "sep");
+    if (sep != nullptr && !sep->is_none() && (!sep->is_string() || sep->as_string().empty()))
+      return Error("split: separator must be a non-empty string");
+    const Value* max = args.Get(1, "maxsplit");
+    return Split(s, sep, max != nullptr && max->is_int() ? max->as_int() : -1);
+  }
+  if (name == "startswith" || name == "endswith") {
+    ASSIGN_OR_RETURN(bool b, AffixTest(s, args.Get(0, "prefix"), name == "startswith", name));
+    return Value(b);
+  }
+  if (name == "replace") {
+    ASSIGN_OR_RETURN(std::string from, StringArg(args, 0, "old", name));
+    ASSIGN_OR_RETURN(std::string to, StringArg(args, 1, "new", name));
+    const Value* count = args.Get(2, "count");
+    int64_t left = count != nullptr && count->is_int() ? count->as_int() : -1;
+    std::string out;
+    size_t start = 0;
+    if (from.empty()) return Value(s);
+    while (left != 0) {
+      const size_t at = s.find(from, start);
+      if (at == std::string::npos) break;
+      out.append(s, start, at - start);
+      out += to;
+      start = at + from.size();
+      if (left > 0) --left;
+    }
+    out.append(s, start, std::string::npos);
+    return Value(std::move(out));
+  }
+  if (name == "find" || name == "count") {
+    ASSIGN_OR_RETURN(std::string sub, StringArg(args, 0, "sub", name));
+    if (name == "find") {
+      const size_t at = s.find(sub);
+      return Value(
+          at == std::string::npos
+              ? int64_t{-1}
+              : static_cast<int64_t>(CodePoints(absl::string_view(s).substr(0, at)).size()));
+    }
+    if (sub.empty()) return Value(static_cast<int64_t>(CodePoints(s).size() + 1));
+    int64_t n = 0;
+    for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
+    return Value(n);
+  }
+  if (name == "join") {
+    const Value* items = args.Get(0, "iterable");
+    if (items == nullptr) return Error("join: an iterable is required");
+    ASSIGN_OR_RETURN(std::vector<Value> parts, Iterate(*items));
+    std::string out;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (i > 0) out += s;
+      out += parts[i].ToString();
+    }
+    return Value(std::move(out));
+  }
+  if (name == "splitlines") {
+    std::vector<Value> lines;
+    for (absl::string_view line : absl::StrSplit(s, '\n')) lines.emplace_back(std::string(line));
+    if (!s.empty() && s.back() == '\n') lines.pop_back();
+    return Value(std::move(lines));
+  }
+  if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum") {
+    if (s.empty()) return Value(false);
+    for (char c : s) {
+      const unsigned char u = static_cast<unsigned char>(c);
+      const bool ok = name == "isdigit"   ? std::isdigit(u)
+                      : name == "isalpha" ? std::isalpha(u)
+                      : name == "isspace" ? IsSpace(c)
+                                          : std::isalnum(u);
+      if (!ok) return Value(false);
+    }
+    return Value(true);
+  }
+  if (name == "format") {
+    // "{}" placeholders filled in order (what templates use of str.format).
+    std::string out;
+    size_t next = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '{' && i + 1 < s.size() && s[i + 1] == '}') {
+        if (next >= args.positional.size()) return Error("format: too few arguments");
+        out += args.positional[next++].ToString();
+        ++i;
+      } else {
+        out += s[i];
+      }
+    }
+    return Value(std::move(out));
+  }
+  return Error(absl::StrCat("string has no method '", name, "'"));
+}
+
+bool IsStringMethod(const std::string& name) {
+  static const char* const kNames[] = {
+      "strip",      "lstrip",     "rstrip",   "upper",   "lower",   "title", "capitalize",
+      "split",      "startswith", "endswith", "replace", "find",    "count", "join",
+      "splitlines", "isdigit",    "isalpha",  "isspace", "isalnum", "format"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<Value> DictMethod(const Value& dict, const std::string& name, const CallArgs& args) {
+  const Dict& d = dict.dict();
+  if (name == "items") {
+    std::vector<Value> items;
+    for (const auto& [key, value] : d.entries) items.emplace_back(std::vector<Value>{key, value});
+    return Value(std::move(items));
+  }
+  if (name == "keys") {
+    std::vector<Value> keys;
+    for (const auto& entry : d.entries) keys.emplace_back(entry.first);
+    return Value(std::move(keys));
+  }
+  if (name == "values") {
+    std::vector<Value> values;
+    for (const auto& entry : d.entries) values.push_back(entry.second);
+    return Value(std::move(values));
+  }
+  if (name == "get") {
+    const Value* key = args.Get(0, "key");
+    if (key == nullptr || !key->is_string()) return Error("get: the key must be a string");
+    const Value* found = d.Find(key->as_string());
+    if (found != nullptr) return *found;
+    const Value* fallback = args.Get(1, "default");
+    return fallback != nullptr ? *fallback : Value::None();
+  }
+  return Error(absl::StrCat("dict has no method '", name, "'"));
+}
+
+bool IsDictMethod(const std::string& name) {
+  return name == "items" || name == "keys" || name == "values" || name == "get";
+}
+
+// A bound method: the object is copied into the callable (lists and dicts by reference).
+Value Bind(Value obj, std::string name) {
+  return Value::Callable([obj = std::move(obj), name = std::move(name)](const CallArgs& args) {
+    if (obj.is_string()) return StringMethod(obj.as_string(), name, args);
+    return DictMethod(obj, name, args);
+  });
+}
+
+int64_t Length(const Value& v) {
+  if (v.is_string()) return static_cast<int64_t>(CodePoints(v.as_string()).size());
+  if (v.is_list()) return static_cast<int64_t>(v.list().size());
+  if (v.is_dict()) return static_cast<int64_t>(v.dict().entries.size());
+  return 0;
+}
+
+// Python's ordering of two values of comparable types (numbers, strings, lists).
+absl::StatusOr<int> Order(const Value& a, const Value& b) {
+  if ((a.is_number() || a.is_bool()) && (b.is_number() || b.is_bool())) {
+    if (a.is_int() && b.is_int()) return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int();
+    const double x = a.as_double(), y = b.as_double();
+    return x < y ? -1 : x > y;
+  }
+  if (a.is_string() && b.is_string())
+    return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() > b.as_string();
+  if (a.is_list() && b.is_list()) {
+    const auto& x = a.list();
+    const auto& y = b.list();
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
+      ASSIGN_OR_RETURN(int o, Order(x[i], y[i]));
+      if (o != 0) return o;
+    }
+    return x.size() < y.size() ? -1 : x.size() > y.size();
+  }
+  return Error(absl::StrCat("cannot order a ", a.TypeName(), " and a ", b.TypeName()));
+}
+
+absl::StatusOr<int64_t> IntArg(const Value* v, absl::string_view what, int64_t fallback) {
+  if (v == nullptr || v->is_none() || v->is_undefined()) return fallback;
+  if (!v->is_int()) return Error(absl::StrCat(what, " must be an integer"));
+  return v->as_int();
+}
+
+// Python's floor division and modulo on integers.
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+absl::StatusOr<Value> Repeat(const Value& seq, int64_t times) {
+  times = std::max<int64_t>(times, 0);
+  if (Length(seq) * times > kMaxSequence) return Error("sequence repetition too large");
+  if (seq.is_string()) {
+    std::string out;
+    for (int64_t i = 0; i < times; ++i) out += seq.as_string();
+    return Value(std::move(out));
+  }
+  std::vector<Value> out;
+  for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.list().begin(), seq.list().end());
+  return Value(std::move(out));
+}
+
+void AppendJsonString(const std::string& s, bool ensure_ascii, std::string* out) {
+  out->push_back('"');
+  const std::vector<std::string> cps = CodePoints(s);
+  for (const std::string& cp : cps) {
+    const unsigned char c = static_cast<unsigned char>(cp[0]);
+    if (cp.size() == 1) {
+      switch (c) {
+        case '"':
+          *out += "\\\"";
+          continue;
+        case '\\':
+          *out += "\\\\";
+          continue;
+        case '\n':
+          *out += "\\n";
+          continue;
+        case '\r':
+          *out += "\\r";
+          continue;
+        case '\t':
+          *out += "\\t";
+          continue;
+        case '\b':
+          *out += "\\b";
+          continue;
+        case '\f':
+          *out += "\\f";
+          continue;
+        default:
+          if (c < 0x20 || (ensure_ascii && c >= 0x7f)) {
+            absl::StrAppend(out, "\\u", absl::Hex(c, absl::kZeroPad4));
+            continue;
+          }
+          out->push_back(static_cast<char>(c));
+          continue;
+      }
+    }
+    if (!ensure_ascii) {
+      *out += cp;
+      continue;
+    }
+    // \uXXXX, with a surrogate pair above the BMP (as json.dumps writes).
+    uint32_t v = cp.size() == 2 ? (c & 0x1f) : cp.size() == 3 ? (c & 0x0f) : (c & 0x07);
+    for (size_t k = 1; k < cp.size(); ++k)
+      v = (v << 6) | (static_cast<unsigned char>(cp[k]) & 0x3f);
+    if (v >= 0x10000) {
+      v -= 0x10000;
+      absl::StrAppend(out, "\\u", absl::Hex(0xd800 + (v >> 10), absl::kZeroPad4), "\\u",
+                      absl::Hex(0xdc00 + (v & 0x3ff), absl::kZeroPad4));
+    } else {
+      absl::StrAppend(out, "\\u", absl::Hex(v, absl::kZeroPad4));
+    }
+  }
+  out->push_back('"');
+}
+
+absl::Status AppendJson(const Value& v, const JsonOptions& o, int depth, std::string* out) {
+  if (depth > 100) return Error("tojson: nested too deeply");
+  const std::string item_sep = o.separators ? o.separators->first : (o.indent ? "," : ", ");
+  const std::string key_sep = o.separators ? o.separators->second : ": ";
+  const std::string pad =
+      o.indent ? "\n" + std::string(static_cast<size_t>(*o.indent) * (depth + 1), ' ') : "";
+  const std::string end_pad =
+      o.indent ? "\n" + std::string(static_cast<size_t>(*o.indent) * depth, ' ') : "";
+  switch (v.kind()) {
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone:
+      *out += "null";
+      return absl::OkStatus();
+    case Value::Kind::kBool:
+      *out += v.as_bool() ? "true" : "false";
+      return absl::OkStatus();
+    case Value::Kind::kInt:
+    case Value::Kind::kFloat: {
+      if (v.is_float() && !std::isfinite(v.as_double())) {
+        *out += std::isnan(v.as_double()) ? "NaN" : (v.as_double() < 0 ? "-Infinity" : "Infinity");
+        return absl::OkStatus();
+      }
+      *out += v.Repr();
+      return absl::OkStatus();
+    }
+    case Value::Kind::kString:
+      AppendJsonString(v.as_string(), o.ensure_ascii, out);
+      return absl::OkStatus();
+    case Value::Kind::kList: {
+      if (v.list().empty()) {
+        *out += "[]";
+        return absl::OkStatus();
+      }
+      *out += "[";
+      for (size_t i = 0; i < v.list().size(); ++i) {
+        if (i > 0) *out += item_sep;
+        *out += pad;
+        RETURN_IF_ERROR(AppendJson(v.list()[i], o, depth + 1, out));
+      }
+      *out += end_pad + "]";
+      return absl::OkStatus();
+    }
+    case Value::Kind::kDict: {
+      if (v.dict().entries.empty()) {
+        *out += "{}";
+        return absl::OkStatus();
+      }
+      std::vector<const std::pair<std::string, Value>*> entries;
+      for (const auto& e : v.dict().entries) entries.push_back(&e);
+      if (o.sort_keys) {
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto* a, const auto* b) { return a->first < b->first; });
+      }
+      *out += "{";
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (i > 0) *out += item_sep;
+        *out += pad;
+        AppendJsonString(entries[i]->first, o.ensure_ascii, out);
+        *out += key_sep;
+        RETURN_IF_ERROR(AppendJson(entries[i]->second, o, depth + 1, out));
+      }
+      *out += end_pad + "}";
+      return absl::OkStatus();
+    }
+    case Value::Kind::kCallable:
+      return Error("tojson: a function is not JSON-serializable");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Value> Attribute(const Value& item, const Value* attribute) {
+  if (attribute == nullptr || !attribute->is_string()) return Error("attribute must be a string");
+  // "a.b" walks nested attributes, as Jinja's make_attrgetter does.
+  Value v = item;
+  for (absl::string_view part : absl::StrSplit(attribute->as_string(), '.')) {
+    ASSIGN_OR_RETURN(v, GetItem(v, Value(std::string(part))));
+  }
+  return v;
+}
+
+// select/reject/selectattr/rejectattr: keep items whose test (default: truthiness) passes.
+absl::StatusOr<Value> FilterItems(const Value& value, const CallArgs& args, bool by_attribute,
+                                  bool keep) {
+  ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
+  size_t first_arg = 0;
+  const Value* attribute = nullptr;
+  if (by_attribute) {
+    attribute = args.Get(0, "attribute");
+    first_arg = 1;
+  }
+  const Value* test = args.positional.size() > first_arg ? &args.positional[first_arg] : nullptr;
+  if (test != nullptr && !test->is_string()) return Error("select: the test name must be a string");
+  CallArgs test_args;
+  for (size_t i = first_arg + 1; i < args.positional.size(); ++i)
+    test_args.positional.push_back(args.positional[i]);
+  std::vector<Value> out;
+  for (const Value& item : items) {
+    Value subject = item;
+    if (by_attribute) {
+      ASSIGN_OR_RETURN(subject, Attribute(item, attribute));
+    }
+    bool passed;
+    if (test == nullptr) {
+      passed = subject.Truthy();
+    } else {
+      ASSIGN_OR_RETURN(passed, ApplyTest(test->as_string(), subject, test_args));
+    }
+    if (passed == keep) out.push_back(item);
+  }
+  return Value(std::move(out));
+}
+
+absl::StatusOr<std::vector<Value>> SortedItems(const Value& value, const CallArgs& args) {
+  ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
+  const Value* reverse = args.Get(0, "reverse");
+  const Value* case_sensitive = args.Get(1, "case_sensitive");
+  const Value* attribute = args.Get(2, "attribute");
+  const bool fold = case_sensitive == nullptr || !case_sensitive->Truthy();
+  std::vector<std::pair<Value, Value>> keyed;
+  for (const Value& item : items) {
+    Value key = item;
+    if (attribute != nullptr && !attribute->is_none()) {
+      ASSIGN_OR_RETURN(key, Attribute(item, attribute));
+    }
+    if (fold && key.is_string()) key = Value(Lower(key.as_string()));
+    keyed.emplace_back(std::move(key), item);
+  }
+  absl::Status failure;
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    absl::StatusOr<int> o = Order(a.first, b.first);
+    if (!o.ok()) {
+      failure = o.status();
+      return false;
+    }
+    return *o < 0;
+  });
+  RETURN_IF_ERROR(failure);
+  std::vector<Value> out;
+  for (auto& [key, item] : keyed) out.push_back(std::move(item));
+  if (reverse != nullptr && reverse->Truthy()) std::reverse(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<Value> Indent(const std::string& s, const CallArgs& args) {
+  const Value* width = args.Get(0, "width");
+  std::string prefix;
+  if (width == nullptr || width->is_int()) {
+    prefix.assign(width == nullptr ? 4 : static_cast<size_t>(std::max<int64_t>(width->as_int(), 0)),
+                  ' ');
+  } else if (width->is_string()) {
+    prefix = width->as_string();
+  } else {
+    return Error("indent: width must be an integer or a string");
+  }
+  const Value* first = args.Get(1, "first");
+  const Value* blank = args.Get(2, "blank");
+  std::vector<std::string> lines = absl::StrSplit(s, '\n');
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) out += '\n';
+    const bool indent = (i > 0 || (first != nullptr && first->Truthy())) &&
+                        (!lines[i].empty() || (blank != nullptr && blank->Truthy()));
+    if (indent) out += prefix;
+    out += lines[i];
+  }
+  return Value(std::move(out));
+}
+
+std::string HtmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Value> GetAttr(const Value& obj, const std::string& name) {
+  if (obj.is_undefined()) return Error(obj.undefined_hint());
+  if (obj.is_dict()) {
+    const Dict& d = obj.dict();
+    if (!d.is_namespace && IsDictMethod(name)) return Bind(obj, name);
+    if (const Value* v = d.Find(name)) return *v;
+    return Value::Undefined(absl::StrCat("'dict object' has no attribute '", name, "'"));
+  }
+  if (obj.is_string() && IsStringMethod(name)) return Bind(obj, name);
+  return Value::Undefined(
+      absl::StrCat("'", obj.TypeName(), " object' has no attribute '", name, "'"));
+}
+
+absl::StatusOr<Value> GetItem(const Value& obj, const Value& key) {
+  if (obj.is_undefined()) return Error(obj.undefined_hint());
+  if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
+    int64_t i = key.is_int() ? key.as_int() : key.as_bool();
+    if (obj.is_list()) {
+      const int64_t n = static_cast<int64_t>(obj.list().size());
+      if (i < 0) i += n;
+      if (i < 0 || i >= n) return Value::Undefined("list index out of range");
+      return obj.list()[static_cast<size_t>(i)];
+    }
+    const std::vector<std::string> cps = CodePoints(obj.as_string());
+    const int64_t n = static_cast<int64_t>(cps.size());
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) return Value::Undefined("string index out of range");
+    return Value(cps[static_cast<size_t>(i)]);
+  }
+  if (obj.is_dict() && key.is_string()) {
+    if (const Value* v = obj.dict().Find(key.as_string())) return *v;
+  }
+  if (key.is_string()) return GetAttr(obj, key.as_string());
+  return Value::Undefined(absl::StrCat("'", obj.TypeName(), " object' has no item ", key.Repr()));
+}
+
+absl::StatusOr<Value> SliceValue(const Value& obj, const Value& start_v, const Value& stop_v,
+                                 const Value& step_v) {
+  if (!obj.is_list() && !obj.is_string()) return TypeError("slice", obj);
+  std::vector<Value> items;
+  std::vector<std::string> cps;
+  if (obj.is_list()) {
+    items = obj.list();
+  } else {
+    cps = CodePoints(obj.as_string());
+  }
+  const int64_t n = static_cast<int64_t>(obj.is_list() ? items.size() : cps.size());
+  ASSIGN_OR_RETURN(int64_t step, IntArg(&step_v, "slice step", 1));
+  if (step == 0) return Error("slice step cannot be zero");
+  auto bound = [&](const Value& v, int64_t fallback) -> absl::StatusOr<int64_t> {
+    ASSIGN_OR_RETURN(int64_t i, IntArg(&v, "slice index", fallback));
+    if (v.is_none() || v.is_undefined()) return fallback;
+    if (i < 0) i += n;
+    if (step > 0) return std::clamp<int64_t>(i, 0, n);
+    return std::clamp<int64_t>(i, -1, n - 1);
+  };
+  ASSIGN_OR_RETURN(int64_t start, bound(start_v, step > 0 ? 0 : n - 1));
+  ASSIGN_OR_RETURN(int64_t stop, bound(stop_v, step > 0 ? n : -1));
+  std::vector<Value> out_items;
+  std::string out_string;
+  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    if (obj.is_list()) {
+      out_items.push_back(items[static_cast<size_t>(i)]);
+    } else {
+      out_string += cps[static_cast<size_t>(i)];
+    }
+  }
+  if (obj.is_list()) return Value(std::move(out_items));
+  return Value(std::move(out_string));
+}
+
+absl::StatusOr<Value> BinaryOp(absl::string_view op, const Value& a, const Value& b) {
+  if (op == "~") return Value(a.ToString() + b.ToString());
+  const bool numbers = (a.is_number() || a.is_bool()) && (b.is_number() || b.is_bool());
+  const bool ints = numbers && !a.is_float() && !b.is_float();
+  auto as_int = [](const Value& v) { return v.is_int() ? v.as_int() : int64_t{v.as_bool()}; };
+  if (op == "+") {
+    if (ints) return Value(as_int(a) + as_int(b));
+    if (numbers) return Value(a.as_double() + b.as_double());
+    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_list() && b.is_list()) {
+      std::vector<Value> out = a.list();
+      out.insert(out.end(), b.list().begin(), b.list().end());
+      return Value(std::move(out));
+    }
+  } else if (op == "-") {
+    if (ints) return Value(as_int(a) - as_int(b));
+    if (numbers) return Value(a.as_double() - b.as_double());
+  } else if (op == "*") {
+    if (ints) return Value(as_int(a) * as_int(b));
+    if (numbers) return Value(a.as_double() * b.as_double());
+    if ((a.is_string() || a.is_list()) && b.is_int()) return Repeat(a, b.as_int());
+    if ((b.is_string() || b.is_list()) && a.is_int()) return Repeat(b, a.as_int());
+  } else if (op == "/") {
+    if (numbers) {
+      if (b.as_double() == 0) return Error("division by zero");
+      return Value(a.as_double() / b.as_double());
+    }
+  } else if (op == "//" || op == "%") {
+    if (numbers) {
+      if (b.as_double() == 0) return Error("integer division or modulo by zero");
+      if (ints) {
+        const int64_t q = FloorDiv(as_int(a), as_int(b));
+        return Value(op == "//" ? q : as_int(a) - q * as_int(b));
+      }
+      const double q = std::floor(a.as_double() / b.as_double());
+      return Value(op == "//" ? q : a.as_double() - q * b.as_double());
+    }
+  } else if (op == "**") {
+    if (ints && as_int(b) >= 0) {
+      int64_t r = 1;
+      for (int64_t i = 0; i < as_int(b) && i < 64; ++i) r *= as_int(a);
+      return Value(r);
+    }
+    if (numbers) return Value(std::pow(a.as_double(), b.as_double()));
+  }
+  if (a.is_undefined() || b.is_undefined()) {
+    return Error((a.is_undefined() ? a : b).undefined_hint());
+  }
+  return Error(absl::StrCat("unsupported operand types for ", op, ": ", a.TypeName(), " and ",
+                            b.TypeName()));
+}
+
+absl::StatusOr<bool> Compare(absl::string_view op, const Value& a, const Value& b) {
+  if (op == "==") return a == b;
+  if (op == "!=") return a != b;
+  if (op == "in" || op == "not in") {
+    bool found = false;
+    if (b.is_string()) {
+      if (!a.is_string())
+        return Error(absl::StrCat("'in <string>' requires a string, not a ", a.TypeName()));
+      found = b.as_string().find(a.as_string()) != std::string::npos;
+    } else if (b.is_list()) {
+      found = std::find(b.list().begin(), b.list().end(), a) != b.list().end();
+    } else if (b.is_dict()) {
+      found = a.is_string() && b.dict().Find(a.as_string()) != nullptr;
+    } else if (b.is_undefined()) {
+      return Error(b.undefined_hint());
+    } else {
+      return Error(absl::StrCat("argument of type ", b.TypeName(), " is not iterable"));
+    }
+    return op == "in" ? found : !found;
+  }
+  ASSIGN_OR_RETURN(int order, Order(a, b));
+  if (op == "<") return order < 0;
+  if (op == "<=") return order <= 0;
+  if (op == ">") return order > 0;
+  if (op == ">=") return order >= 0;
+  return Error(absl::StrCat("unknown comparison ", op));
+}
+
+absl::StatusOr<std::vector<Value>> Iterate(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kUndefined:
+      return std::vector<Value>();
+    case Value::Kind::kList:
+      return v.list();
+    case Value::Kind::kDict: {
+      std::vector<Value> keys;
+      for (const auto& entry : v.dict().entries) keys.emplace_back(entry.first);
+      return keys;
+    }
+    case Value::Kind::kString: {
+      std::vector<Value> out;
+      for (std::string& cp : CodePoints(v.as_string())) out.emplace_back(std::move(cp));
+      return out;
+    }
+    default:
+      return Error(absl::StrCat("value of type ", v.TypeName(), " is not iterable"));
+  }
+}
+
+absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& value,
+                                  const CallArgs& args) {
+  if (name == "length" || name == "count") {
+    if (!value.is_string() && !value.is_list() && !value.is_dict() && !value.is_undefined())
+      return TypeError("length", value);
+    return Value(Length(value));
+  }
+  if (name == "tojson") {
+    JsonOptions options;
+    if (const Value* indent = args.Get(0, "indent"); indent != nullptr && !indent->is_none()) {
+      if (!indent->is_int()) return Error("tojson: indent must be an integer");
+      options.indent = static_cast<int>(indent->as_int());
+    }
+    if (const Value* sort = args.Get(99, "sort_keys")) options.sort_keys = sort->Truthy();
+    if (const Value* ascii = args.Get(99, "ensure_ascii")) options.ensure_ascii = ascii->Truthy();
+    if (const Value* seps = args.Get(99, "separators"); seps != nullptr && seps->is_list()) {
+      if (seps->list().size() != 2 || !seps->list()[0].is_string() || !seps->list()[1].is_string())
+        return Error("tojson: separators must be two strings");
+      options.separators = std::make_pair(seps->list()[0].as_string(), seps->list()[1].as_string());
+    }
+    ASSIGN_OR_RETURN(std::string text, ToJsonText(value, options));
+    return Value(std::move(text));
+  }
+  if (name == "default" || name == "d") {
+    const Value* fallback = args.Get(0, "default_value");
+    const Value* boolean = args.Get(1, "boolean");
+    const bool use_fallback =
+        value.is_undefined() || (boolean != nullptr && boolean->Truthy() && !value.Truthy());
+    if (use_fallback) return fallback != nullptr ? *fallback : Value(std::string());
+    return value;
+  }
+  if (name == "safe") return value;
+  if (name == "string") return Value(value.ToString());
+  if (name == "list") {
+    ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
+    return Value(std::move(items));
+  }
+  if (name == "items") {
+    if (value.is_undefined()) return Value(std::vector<Value>());
+    if (!value.is_dict()) return TypeError("items", value);
+    return DictMethod(value, "items", CallArgs());
+  }
+  if (name == "first" || name == "last") {
+    ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
+    if (items.empty()) return Value::Undefined("no first or last item of an empty sequence");
+    return name == "first" ? items.front() : items.back();
+  }
+  if (name == "reverse") {
+    if (value.is_string()) {
+      std::vector<std::string> cps = CodePoints(value.as_string());
+      std::string out;
+      for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
+      return Value(std::move(out));
+    }
+    ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
+    std::reverse(items.begin(), items.end());
+    return Value(std::move(items));
+  }
+  if (name == "join") {
+    ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
+    const Value* sep = args.Get(0, "d");
+    const Value* attribute = args.Get(1, "attribute");
+    std::string out;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i > 0 && sep != nullptr) out += sep->ToString();
+      Value item = items[i];
+      if (attribute != nullptr) {
+        ASSIGN_OR_RETURN(item, Attribute(item, attribute));
+      }
+      out += item.ToString();
+    }
+    return Value(std::move(out));
+  }
+  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" ||
+      name == "trim") {
+    if (!value.is_string()) {
+      if (value.is_undefined()) return Value(std::string());
+      return TypeError(name, value);
+    }
+    if (name == "upper") return Value(Upper(value.as_string()));
+    if (name == "lower") return Value(Lower(value.as_string()));
+    if (name == "title") return Value(Title(value.as_string()));
+    if (name == "capitalize") return Value(Capitalize(value.as_string()));
+    return Value(Strip(value.as_string(), args.Get(0, "chars"), true, true));
+  }
+  if (name == "replace") {
+    if (!value.is_string()) return TypeError("replace", value);
+    CallArgs method_args = args;
+    return StringMethod(value.as_string(), "replace", method_args);
+  }
+  if (name == "indent") {
+    if (!value.is_string()) return TypeError("indent", value);
+    return Indent(value.as_string(), args);
+  }
+  if (name == "escape" || name == "e" || name == "forceescape") {
+    return Value(HtmlEscape(value.ToString()));
+  }
+  if (name == "int") {
+    const Value* fallback = args.Get(0, "default");
+    if (value.is_int()) return value;
+    if (value.is_bool()) return Value(int64_t{value.as_bool()});
+    if (value.is_float()) return Value(static_cast<int64_t>(value.as_double()));
+    if (value.is_string()) {
+      char* end = nullptr;
+      const std::string s = Strip(value.as_string(), nullptr, true, true);
+      const long long v = std::strtoll(s.c_str(), &end, 10);
+      if (!s.empty() && end != nullptr && *end == '\0') return Value(static_cast<int64_t>(v));
+      const double d = std::strtod(s.c_str(), &end);
+      if (!s.empty() && end != nullptr && *end == '\0') return Value(static_cast<int64_t>(d));
+    }
+    return fallback != nullptr ? *fallback : Value(int64_t{0});
+  }
+  if (name == "float") {
+    if (value.is_number() || value.is_bool()) return Value(value.as_double());
+    if (value.is_string()) {
+      char* end = nullptr;
+      const std::string s = Strip(value.as_string(), nullptr, true, true);
+      const double d = std::strtod(s.c_str(), &end);
+      if (!s.empty() && end != nullptr && *end == '\0') return Value(d);
+    }
+    const Value* fallback = args.Get(0, "default");
+    return fallback != nullptr ? *fallback : Value(0.0);
+  }
+  if (name == "abs") {
+    if (value.is_int()) return Value(value.as_int() < 0 ? -value.as_int() : value.as_int());
+    if (value.is_float()) return Value(std::fabs(value.as_double()));
+    return TypeError("abs", value);
+  }
+  if (name == "round") {
+    if (!value.is_number()) return TypeError("round", value);
+    ASSIGN_OR_RETURN(int64_t precision, IntArg(args.Get(0, "precision"), "round: precision", 0));
+    const Value* method = args.Get(1, "method");
+    const double scale = std::pow(10.0, static_cast<double>(precision));
+    const double x = value.as_double() * scale;
+    double r = std::round(x);
+    if (method != nullptr && method->is_string() && method->as_string() == "floor")
+      r = std::floor(x);
+    if (method != nullptr && method->is_string() && method->as_string() == "ceil") r = std::ceil(x);
+    return Value(r / scale);
+  }
+  if (name == "sum") {
+    ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
+    const Value* attribute = args.Get(0, "attribute");
+    const Value* start = args.Get(1, "start");
+    Value total = start != nullptr ? *start : Value(int64_t{0});
+    for (const Value& item : items) {
+      Value v = item;
+      if (attribute != nullptr && !attribute->is_none()) {
+        ASSIGN_OR_RETURN(v, Attribute(item, attribute));
+      }
+      ASSIGN_OR_RETURN(total, BinaryOp("+", total, v));
+    }
+    return total;
+  }
+  if (name == "min" || name == "max") {
+    ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
+    if (items.empty()) return Value::Undefined("no min or max of an empty sequence");
+    Value best = items[0];
+    for (size_t i = 1; i < items.size(); ++i) {
+      ASSIGN_OR_RETURN(int o, Order(items[i], best));
+      if (name == "min" ? o < 0 : o > 0) best = items[i];
+    }
+    return best;
+  }
+  if (name == "unique") {
+    ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
+    std::vector<Value> out;
+    for (const Value& item : items) {
+      if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+    }
+    return Value(std::move(out));
+  }
+  if (name == "sort") {
+    ASSIGN_OR_RETURN(std::vector<Value> items, SortedItems(value, args));
+    return Value(std::move(items));
+  }
+  if (name == "dictsort") {
+    if (!value.is_dict()) return TypeError("dictsort", value);
+    ASSIGN_OR_RETURN(Value items, DictMethod(value, "items", CallArgs()));
+    CallArgs sort_args;
+    sort_args.keyword.emplace_back("attribute", Value("0"));
+    if (const Value* reverse = args.Get(2, "reverse"))
+      sort_args.keyword.emplace_back("reverse", *reverse);
+    if (const Value* cs = args.Get(0, "case_sensitive"))
+      sort_args.keyword.emplace_back("case_sensitive", *cs);
+    ASSIGN_OR_RETURN(std::vector<Value> sorted, SortedItems(items, sort_args));
+    return Value(std::move(sorted));
+  }
+  if (name == "select" || name == "reject")
+    return FilterItems(value, args, false, name == "select");
+  if (name == "selectattr" || name == "rejectattr")
+    return FilterItems(value, args, true, name == "selectattr");
+  if (name == "map") {
+    ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
+    std::vector<Value> out;
+    if (const Value* attribute = args.Get(99, "attribute")) {
+      const Value* fallback = args.Get(99, "default");
+      for (const Value& item : items) {
+        ASSIGN_OR_RETURN(Value v, Attribute(item, attribute));
+        out.push_back(v.is_undefined() && fallback != nullptr ? *fallback : v);
+      }
+      return Value(std::move(out));
+    }
+    if (args.positional.empty() || !args.positional[0].is_string())
+      return Error("map: a filter name or attribute= is required");
+    CallArgs filter_args;
+    filter_args.positional.assign(args.positional.begin() + 1, args.positional.end());
+    filter_args.keyword = args.keyword;
+    for (const Value& item : items) {
+      ASSIGN_OR_RETURN(Value v, ApplyFilter(args.positional[0].as_string(), item, filter_args));
+      out.push_back(std::move(v));
+    }
+    return Value(std::move(out));
+  }
+  if (name == "attr") {
+    const Value* attribute = args.Get(0, "name");
+    if (attribute == nullptr || !attribute->is_string())
+      return Error("attr: the name must be a string");
+    return GetAttr(value, attribute->as_string());
+  }
+  if (name == "wordcount") {
+    return Value(static_cast<int64_t>(Split(value.ToString(), nullptr, -1).list().size()));
+  }
+  return Error(absl::StrCat("unknown filter '", name, "'"));
+}
+
+absl::StatusOr<bool> ApplyTest(absl::string_view name, const Value& value, const CallArgs& args) {
+  const Value* arg = args.Get(0, "other");
+  auto need_arg = [&]() -> absl::Status {
+    if (arg == nullptr) return Error(absl::StrCat("test '", name, "' needs an argument"));
+    return absl::OkStatus();
+  };
+  if (name == "defined") return !value.is_undefined();
+  if (name == "undefined") return value.is_undefined();
+  if (name == "none") return value.is_none();
+  if (name == "string") return value.is_string();
+  if (name == "number") return value.is_number();
+  if (name == "integer") return value.is_int();
+  if (name == "float") return value.is_float();
+  if (name == "boolean") return value.is_bool();
+  if (name == "true") return value.is_bool() && value.as_bool();
+  if (name == "false") return value.is_bool() && !value.as_bool();
+  if (name == "mapping") return value.is_dict();
+  if (name == "iterable") return value.is_list() || value.is_dict() || value.is_string();
+  if (name == "sequence") return value.is_list() || value.is_dict() || value.is_string();
+  if (name == "callable") return value.is_callable();
+  if (name == "lower") return value.is_string() && Lower(value.as_string()) == value.as_string();
+  if (name == "upper") return value.is_string() && Upper(value.as_string()) == value.as_string();
+  if (name == "odd" || name == "even") {
+    if (!value.is_int()) return TypeError(std::string(name), value);
+    const bool even = value.as_int() % 2 == 0;
+    return name == "even" ? even : !even;
+  }
+  if (name == "divisibleby") {
+    RETURN_IF_ERROR(need_arg());
+    if (!value.is_int() || !arg->is_int() || arg->as_int() == 0)
+      return Error("divisibleby: needs non-zero integers");
+    return value.as_int() % arg->as_int() == 0;
+  }
+  if (name == "sameas") {
+    RETURN_IF_ERROR(need_arg());
+    if (value.kind() != arg->kind()) return false;
+    if (value.is_list()) return &value.list() == &arg->list();
+    if (value.is_dict()) return &value.dict() == &arg->dict();
+    return value == *arg;
+  }
+  static const std::pair<const char*, const char*> kComparisons[] = {
+      {"eq", "=="}, {"equalto", "=="}, {"==", "=="},      {"ne", "!="},
+      {"!=", "!="}, {"lt", "<"},       {"lessthan", "<"}, {"<", "<"},
+      {"le", "<="}, {"<=", "<="},      {"gt", ">"},       {"greaterthan", ">"},
+      {">", ">"},   {"ge", ">="},      {">=", ">="},      {"in", "in"}};
+  for (const auto& [test, op] : kComparisons) {
+    if (name == test) {
+      RETURN_IF_ERROR(need_arg());
+      return Compare(op, value, *arg);
+    }
+  }
+  return Error(absl::StrCat("unknown test '", name, "'"));
+}
+
+absl::StatusOr<std::string> ToJsonText(const Value& v, const JsonOptions& options) {
+  std::string out;
+  RETURN_IF_ERROR(AppendJson(v, options, 0, &out));
+  return out;
+}
+
+std::vector<std::pair<std::string, Value>> DefaultGlobals() {
+  std::vector<std::pair<std::string, Value>> globals;
+  globals.emplace_back("range", Value::Callable([](const CallArgs& args) -> absl::StatusOr<Value> {
+                         int64_t start = 0, stop = 0, step = 1;
+                         const auto& p = args.positional;
+                         for (const Value& v : p) {
+                           if (!v.is_int()) return Error("range: arguments must be integers");
+                         }
+                         if (p.size() == 1) {
+                           stop = p[0].as_int();
+                         } else if (p.size() == 2 || p.size() == 3) {
+                           start = p[0].as_int();
+                           stop = p[1].as_int();
+                           if (p.size() == 3) step = p[2].as_int();
+                         } else {
+                           return Error("range: expects 1 to 3 arguments");
+                         }
+                         if (step == 0) return Error("range: step must not be zero");
+                         std::vector<Value> out;
+                         for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+                           if (static_cast<int64_t>(out.size()) >= kMaxSequence)
+                             return Error("range: too many items");
+                           out.emplace_back(i);
+                         }
+                         return Value(std::move(out));
+                       }));
+  auto make_dict = [](bool is_namespace) {
+    return Value::Callable([is_namespace](const CallArgs& args) -> absl::StatusOr<Value> {
+      auto dict = std::make_shared<Dict>();
+      dict->is_namespace = is_namespace;
+      for (const Value& v : args.positional) {
+        if (!v.is_dict()) return Error("namespace/dict: positional arguments must be dicts");
+        for (const auto& [key, value] : v.dict().entries) dict->Set(key, value);
+      }
+      for (const auto& [key, value] : args.keyword) dict->Set(key, value);
+      return Value(std::move(dict));
+    });
+  };
+  globals.emplace_back("namespace", make_dict(true));
+  globals.emplace_back("dict", make_dict(false));
+  globals.emplace_back(
+      "raise_exception", Value::Callable([](const CallArgs& args) -> absl::StatusOr<Value> {
+        const Value* message = args.Get(0, "message");
+        absl::Status raised = Error(message != nullptr ? message->ToString() : "raise_exception()");
+        raised.SetPayload(kRaisedPayload, absl::Cord("1"));
+        return raised;
+      }));
+  globals.emplace_back(
+      "strftime_now", Value::Callable([](const CallArgs& args) -> absl::StatusOr<Value> {
+        const Value* format = args.Get(0, "format");
+        if (format == nullptr || !format->is_string())
+          return Error("strftime_now: the format must be a string");
+        const std::time_t now = std::time(nullptr);
+        std::tm local{};
+        localtime_r(&now, &local);
+        char buf[256];
+        const size_t n = std::strftime(buf, sizeof(buf), format->as_string().c_str(), &local);
+        return Value(std::string(buf, n));
+      }));
+  return globals;
+}
+
+}  // namespace pdserve::engine::jinja
