@@ -105,9 +105,18 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
   // The catalog's name is what an empty request names.
   auto start = [call, m, limits, forwarded = *request]() mutable {
     forwarded.set_model(m->name);
-    auto validated = bridge::ValidateGenerateRequest(forwarded, limits, m->tokenizer.get());
+    if (forwarded.prompt_case() == v1::GenerateRequest::kChat && m->chat_template == nullptr &&
+        !m->chat_template_error.empty()) {
+      call->Fail(absl::InvalidArgumentError(
+          absl::StrCat("prompt.chat: model '", m->name,
+                       "' has a chat template this router cannot run: ", m->chat_template_error)));
+      return;
+    }
+    auto validated = bridge::ValidateGenerateRequest(forwarded, limits, m->tokenizer.get(),
+                                                     m->chat_template.get());
     if (!validated.ok()) {
-      const bool big = forwarded.text().size() >= kTrimAfterPromptBytes;
+      const bool big =
+          bridge::PromptBytes(forwarded) >= static_cast<int64_t>(kTrimAfterPromptBytes);
       call->Fail(validated.status());
       if (big) {
         // Megabytes of text and its pieces were just freed on this thread's arena; give them
@@ -128,12 +137,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
     placement.max_tokens = validated->sampling.max_tokens;
     call->Begin(std::move(forwarded), std::move(validated->prompt), std::move(placement));
   };
-  if (request->prompt_case() != v1::GenerateRequest::kText) {
+  if (request->prompt_case() != v1::GenerateRequest::kText &&
+      request->prompt_case() != v1::GenerateRequest::kChat) {
     start();  // Token ids: range checks only.
   } else if (!tokenizers_.TrySubmit(std::move(start))) {
+    // Text and chats are rendered and tokenized on the tokenizer threads.
     call->Fail(WithRetryAfter(absl::ResourceExhaustedError(
                                   absl::StrCat("router overloaded: ", options_.max_tokenize_queue,
-                                               " text prompts waiting to be tokenized")),
+                                               " prompts waiting to be tokenized")),
                               options_.retry_after));
   }
   return call;

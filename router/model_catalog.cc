@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
 
 namespace pdserve::router {
 
@@ -37,6 +38,16 @@ absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Load(
             absl::StrCat(dir, "/tokenizer.json: ", tokenizer.status().message()));
       }
       m->tokenizer = *std::move(tokenizer);
+    }
+    auto chat_template = engine::ChatTemplate::FromModelDir(dir);
+    if (chat_template.ok()) {
+      m->chat_template = *std::move(chat_template);
+    } else if (!absl::IsNotFound(chat_template.status())) {
+      // A template this router cannot run (say, a tag outside the supported subset) must not
+      // stop it serving text and token prompts; chat requests get the reason.
+      m->chat_template_error = std::string(chat_template.status().message());
+      PDS_LOG(WARNING) << "model '" << m->name
+                       << "': chat prompts are refused: " << m->chat_template_error;
     }
     for (const auto& other : catalog->models_) {
       if (other->name == m->name) {

@@ -1,7 +1,8 @@
 // The models the router serves: for each model directory it was given, the name clients use
 // (the directory's base name, as workers report it), config.json and the tokenizer, so that
 // the router validates and tokenizes requests itself, hashes their blocks for the prefix
-// index, and computes uncached lengths before any worker is touched. Weights are not loaded.
+// index, and computes uncached lengths before any worker is touched; and the chat template, so
+// that it renders conversations itself. Weights are not loaded.
 // Thread-safety: immutable after Load().
 #ifndef PDSERVE_ROUTER_MODEL_CATALOG_H_
 #define PDSERVE_ROUTER_MODEL_CATALOG_H_
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/chat_template.h"
 #include "engine/model_config.h"
 #include "engine/tokenizer.h"
 
@@ -21,6 +23,10 @@ struct CatalogModel {
   std::string dir;
   engine::ModelConfig config;
   std::unique_ptr<engine::Tokenizer> tokenizer;  // Null: token-id prompts only.
+  // Null: chat prompts are refused, naming chat_template_error when the template exists but
+  // could not be loaded (the router still serves text and token prompts then).
+  std::unique_ptr<engine::ChatTemplate> chat_template;
+  std::string chat_template_error;
 };
 
 class ModelCatalog {

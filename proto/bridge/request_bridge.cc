@@ -51,23 +51,101 @@ absl::StatusOr<engine::SamplingConfig> SamplingFromProto(const v1::SamplingParam
   return c;
 }
 
+int64_t PromptBytes(const v1::GenerateRequest& r) {
+  switch (r.prompt_case()) {
+    case v1::GenerateRequest::kText:
+      return static_cast<int64_t>(r.text().size());
+    case v1::GenerateRequest::kChat: {
+      int64_t bytes = static_cast<int64_t>(r.chat().template_kwargs_json().size());
+      for (const auto& m : r.chat().messages()) bytes += m.role().size() + m.content().size();
+      return bytes;
+    }
+    default:
+      return 0;
+  }
+}
+
+namespace {
+
+// The checks on a chat that cost nothing: counts and sizes.
+absl::Status PrecheckChat(const v1::ChatPrompt& chat) {
+  if (chat.messages_size() == 0) return Invalid("prompt.chat.messages", "must not be empty");
+  if (chat.messages_size() > kMaxChatMessages) {
+    return Invalid("prompt.chat.messages",
+                   absl::StrCat(chat.messages_size(), " messages, at most ", kMaxChatMessages));
+  }
+  for (int i = 0; i < chat.messages_size(); ++i) {
+    const std::string& role = chat.messages(i).role();
+    if (role.empty() || role.size() > kMaxChatRoleBytes) {
+      return Invalid(absl::StrCat("prompt.chat.messages[", i, "].role"),
+                     absl::StrCat(role.size(), " bytes; must be 1 to ", kMaxChatRoleBytes));
+    }
+  }
+  if (chat.template_kwargs_json().size() > kMaxChatTemplateKwargsBytes) {
+    return Invalid("prompt.chat.template_kwargs_json",
+                   absl::StrCat(chat.template_kwargs_json().size(), " bytes, at most ",
+                                kMaxChatTemplateKwargsBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPromptBytes(const v1::GenerateRequest& r, const ModelLimits* limits) {
+  if (limits == nullptr || limits->max_prompt_bytes <= 0) return absl::OkStatus();
+  const int64_t bytes = PromptBytes(r);
+  if (bytes <= limits->max_prompt_bytes) return absl::OkStatus();
+  return Invalid(r.prompt_case() == v1::GenerateRequest::kChat ? "prompt.chat" : "prompt.text",
+                 absl::StrCat(bytes, " bytes, at most ", limits->max_prompt_bytes, " (",
+                              limits->max_prompt_bytes_flag, ")"));
+}
+
+absl::StatusOr<std::vector<int32_t>> ChatPromptIds(const v1::ChatPrompt& chat,
+                                                   const engine::Tokenizer* tokenizer,
+                                                   const engine::ChatTemplate* chat_template,
+                                                   const ModelLimits* limits) {
+  if (chat_template == nullptr || tokenizer == nullptr) {
+    return Invalid("prompt.chat", "this model has no chat template; send prompt.text");
+  }
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  if (!chat.template_kwargs_json().empty()) {
+    kwargs = nlohmann::ordered_json::parse(chat.template_kwargs_json(), nullptr,
+                                           /*allow_exceptions=*/false);
+    if (kwargs.is_discarded() || !kwargs.is_object())
+      return Invalid("prompt.chat.template_kwargs_json", "must be a JSON object");
+  }
+  std::vector<engine::ChatMessage> messages;
+  messages.reserve(chat.messages_size());
+  for (const auto& m : chat.messages()) messages.push_back({m.role(), m.content()});
+  engine::jinja::RenderLimits render_limits;
+  if (limits != nullptr && limits->max_prompt_bytes > 0) {
+    // The template adds its markup; a conversation may not grow much beyond its own bytes.
+    render_limits.max_output_bytes = static_cast<size_t>(limits->max_prompt_bytes) + (64 << 10);
+  }
+  auto text =
+      chat_template->Render(messages, /*add_generation_prompt=*/true, kwargs, render_limits);
+  if (!text.ok()) return Invalid("prompt.chat", text.status().message());
+  return tokenizer->Encode(*text, /*add_special_tokens=*/false);
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& r,
                                                      const engine::Tokenizer* tokenizer,
-                                                     int vocab_size, const ModelLimits* limits) {
+                                                     int vocab_size, const ModelLimits* limits,
+                                                     const engine::ChatTemplate* chat_template) {
   std::vector<int32_t> ids;
+  if (r.prompt_case() == v1::GenerateRequest::kChat) RETURN_IF_ERROR(PrecheckChat(r.chat()));
+  RETURN_IF_ERROR(CheckPromptBytes(r, limits));
   switch (r.prompt_case()) {
     case v1::GenerateRequest::kText: {
       if (r.text().empty()) return Invalid("prompt.text", "must not be empty");
-      if (limits != nullptr && limits->max_prompt_bytes > 0 &&
-          static_cast<int64_t>(r.text().size()) > limits->max_prompt_bytes) {
-        return Invalid("prompt.text",
-                       absl::StrCat(r.text().size(), " bytes, at most ", limits->max_prompt_bytes,
-                                    " (", limits->max_prompt_bytes_flag, ")"));
-      }
       if (tokenizer == nullptr) {
         return Invalid("prompt.text", "this model has no tokenizer; send prompt.token_ids");
       }
       ASSIGN_OR_RETURN(ids, tokenizer->Encode(r.text(), /*add_special_tokens=*/true));
+      break;
+    }
+    case v1::GenerateRequest::kChat: {
+      ASSIGN_OR_RETURN(ids, ChatPromptIds(r.chat(), tokenizer, chat_template, limits));
       break;
     }
     case v1::GenerateRequest::kTokenIds:
@@ -81,7 +159,7 @@ absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& 
       }
       break;
     case v1::GenerateRequest::PROMPT_NOT_SET:
-      return Invalid("prompt", "must be set (text or token_ids)");
+      return Invalid("prompt", "must be set (text, token_ids or chat)");
   }
   if (ids.empty()) return Invalid("prompt", "must not be empty");
   return ids;
@@ -110,23 +188,20 @@ absl::Status PrecheckGenerateRequest(const v1::GenerateRequest& r, const ModelLi
         "model: '", r.model(), "' is not served here (serving '", limits.model_name, "')"));
   }
   RETURN_IF_ERROR(ValidateRequestId(r.request_id()));
-  if (r.prompt_case() == v1::GenerateRequest::kText && limits.max_prompt_bytes > 0 &&
-      static_cast<int64_t>(r.text().size()) > limits.max_prompt_bytes) {
-    return Invalid("prompt.text",
-                   absl::StrCat(r.text().size(), " bytes, at most ", limits.max_prompt_bytes, " (",
-                                limits.max_prompt_bytes_flag, ")"));
-  }
+  if (r.prompt_case() == v1::GenerateRequest::kChat) RETURN_IF_ERROR(PrecheckChat(r.chat()));
+  RETURN_IF_ERROR(CheckPromptBytes(r, &limits));
   return SamplingFromProto(r.sampling(), limits.vocab_size).status();
 }
 
-absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& r,
-                                                         const ModelLimits& limits,
-                                                         const engine::Tokenizer* tokenizer) {
+absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(
+    const v1::GenerateRequest& r, const ModelLimits& limits, const engine::Tokenizer* tokenizer,
+    const engine::ChatTemplate* chat_template) {
   ValidatedRequest out;
   RETURN_IF_ERROR(PrecheckGenerateRequest(r, limits));
   out.request_id = r.request_id().empty() ? NewRequestId() : r.request_id();
   ASSIGN_OR_RETURN(out.sampling, SamplingFromProto(r.sampling(), limits.vocab_size));
-  ASSIGN_OR_RETURN(out.prompt, PromptFromProto(r, tokenizer, limits.vocab_size, &limits));
+  ASSIGN_OR_RETURN(out.prompt,
+                   PromptFromProto(r, tokenizer, limits.vocab_size, &limits, chat_template));
   const int64_t total = static_cast<int64_t>(out.prompt.size()) + out.sampling.max_tokens;
   if (total > limits.max_context_tokens) {
     return Invalid("sampling.max_tokens",

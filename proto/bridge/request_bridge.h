@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/chat_template.h"
 #include "engine/generation_stream.h"
 #include "engine/model_config.h"
 #include "engine/sampling.h"
@@ -26,6 +27,9 @@ namespace pdserve::bridge {
 
 inline constexpr int kDefaultMaxTokens = 16;
 inline constexpr size_t kMaxRequestIdBytes = 128;
+inline constexpr int kMaxChatMessages = 4096;
+inline constexpr size_t kMaxChatRoleBytes = 64;
+inline constexpr size_t kMaxChatTemplateKwargsBytes = 65536;
 
 // What a worker can serve; requests are validated against it.
 struct ModelLimits {
@@ -53,20 +57,24 @@ struct ValidatedRequest {
 absl::StatusOr<engine::SamplingConfig> SamplingFromProto(const v1::SamplingParams& params,
                                                          int vocab_size);
 // The prompt as token ids: text is tokenized (with the BOS the tokenizer's template adds),
-// ids are range-checked. `max_prompt_bytes` > 0 bounds the text before tokenizing.
-absl::StatusOr<std::vector<int32_t>> PromptFromProto(const v1::GenerateRequest& request,
-                                                     const engine::Tokenizer* tokenizer,
-                                                     int vocab_size,
-                                                     const ModelLimits* limits = nullptr);
+// a chat is rendered with `chat_template` and tokenized without special tokens, ids are
+// range-checked. `max_prompt_bytes` > 0 bounds the text (or the chat's messages) before
+// tokenizing, and a rendered chat to that plus 64 KiB.
+absl::StatusOr<std::vector<int32_t>> PromptFromProto(
+    const v1::GenerateRequest& request, const engine::Tokenizer* tokenizer, int vocab_size,
+    const ModelLimits* limits = nullptr, const engine::ChatTemplate* chat_template = nullptr);
+// Bytes of prompt a request carries before tokenizing: its text, or its chat's roles,
+// contents and template arguments; 0 for token ids.
+int64_t PromptBytes(const v1::GenerateRequest& request);
 // At most 128 bytes of printable ASCII without spaces (ids go into every log line).
 absl::Status ValidateRequestId(const std::string& id);
 // The checks that cost nothing (model name, request id, prompt text size, sampling), for
 // callers that tokenize later on another thread.
 absl::Status PrecheckGenerateRequest(const v1::GenerateRequest& request, const ModelLimits& limits);
 // Everything: model name, request id, prompt, sampling, context and pool limits.
-absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(const v1::GenerateRequest& request,
-                                                         const ModelLimits& limits,
-                                                         const engine::Tokenizer* tokenizer);
+absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(
+    const v1::GenerateRequest& request, const ModelLimits& limits,
+    const engine::Tokenizer* tokenizer, const engine::ChatTemplate* chat_template = nullptr);
 
 // absl -> gRPC, keeping code and message.
 grpc::Status ToGrpc(const absl::Status& status);

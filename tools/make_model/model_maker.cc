@@ -25,6 +25,13 @@ constexpr const char* kLlama3Pattern =
 const char* const kSpecialTokens[] = {"<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>",
                                       "<|pad|>"};
 constexpr int kNumSpecial = 4;
+// A plain chat template over the special tokens above (the random-weight models are not
+// chat-trained; this gives chat prompts a real template to render): BOS, then each message
+// as "role: content" ended by <|eot_id|>, then the assistant's turn.
+constexpr const char* kChatTemplate =
+    "{{ bos_token }}{% for message in messages %}{{ message['role'] }}: "
+    "{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}";
 
 absl::Status WriteText(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
@@ -164,6 +171,7 @@ absl::StatusOr<MadeModel> WriteModel(const ModelSpec& spec, const std::string& d
                             json({{"bos_token", kSpecialTokens[0]},
                                   {"eos_token", kSpecialTokens[1]},
                                   {"add_bos_token", true},
+                                  {"chat_template", kChatTemplate},
                                   {"tokenizer_class", "PreTrainedTokenizerFast"}})
                                 .dump(2)));
 
