@@ -10,7 +10,9 @@ find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(Threads REQUIRED)
-find_package(OpenSSL REQUIRED)  # libssl-dev; gRPC links it too. Certificate checks (grpc_security).
+find_package(OpenSSL REQUIRED)
+# Boost.Beast and Boost.Asio (header-only, libboost-dev 1.74): the router's HTTP front.
+find_package(Boost 1.74 REQUIRED)  # libssl-dev; gRPC links it too. Certificate checks (grpc_security).
 
 # OpenBLAS's CMake config defines no target; FindBLAS with the vendor pinned does.
 set(BLA_VENDOR OpenBLAS)

@@ -1,5 +1,8 @@
 #include "common/server_runner.h"
 
+#include <grpcpp/server.h>
+#include <grpcpp/support/channel_arguments.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/net_address.h"
@@ -39,8 +42,14 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
     ASSIGN_OR_RETURN(runner->metrics_,
                      MetricsServer::Start(config.metrics_address, std::move(registry), component));
   }
+  ServingInfo more;
+  if (config.start_more_listeners) {
+    ASSIGN_OR_RETURN(more, config.start_more_listeners(runner->grpc_->server()->InProcessChannel(
+                               grpc::ChannelArguments())));
+  }
   if (!config.serving_info_path.empty()) {
     ServingInfo info{{"grpc", runner->grpc_address()}, {"pid", absl::StrCat(getpid())}};
+    info.insert(more.begin(), more.end());
     if (runner->metrics_) info["metrics"] = runner->metrics_->address();
     if (runner->internal_) info["internal"] = runner->internal_->address();
     RETURN_IF_ERROR(WriteServingInfo(config.serving_info_path, info));

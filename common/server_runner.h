@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/grpc_server.h"
 #include "common/metrics_server.h"
+#include "common/serving_info.h"
 #include "common/shutdown_signal.h"
 
 namespace pdserve {
@@ -33,6 +34,11 @@ struct ServerRunnerConfig {
   std::string serving_info_path;
   // How long in-flight calls may run after SIGTERM before they are cancelled. Default 30 s.
   absl::Duration drain_timeout = absl::Seconds(30);
+  // Called once the gRPC listeners are up and before the serving-info file is written, with a
+  // channel to the main listener's services inside this process: may start more listeners
+  // (the router's HTTP front) and returns their addresses, which the file lists too.
+  std::function<absl::StatusOr<ServingInfo>(std::shared_ptr<grpc::Channel> in_process)>
+      start_more_listeners;
 
   absl::Status Validate() const;
 };

@@ -126,8 +126,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
       }
       return;
     }
-    // Downstream, the prompt travels as token ids (tokenized once, here).
+    // Downstream, the prompt travels as token ids (tokenized once, here), with max_tokens
+    // resolved (max_tokens_to_context).
     forwarded.set_request_id(validated->request_id);
+    forwarded.mutable_sampling()->set_max_tokens(validated->sampling.max_tokens);
     forwarded.mutable_token_ids()->clear_ids();
     for (int32_t t : validated->prompt)
       forwarded.mutable_token_ids()->add_ids(static_cast<uint32_t>(t));

@@ -2,6 +2,7 @@
 // Registry that workers join; validates and tokenizes requests, picks each one's decode
 // worker (cached prefix, load, free KV) and decides with the interference-cost model whether
 // its prefill runs there or on a prefill worker; relays the token stream back.
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -56,6 +57,17 @@ ABSL_FLAG(absl::Duration, testing_relay_read_delay, absl::ZeroDuration(),
           "Testing: pause before each downstream read (fault injection).");
 ABSL_FLAG(absl::Duration, retry_after, absl::Milliseconds(200),
           "Retry-after hint given with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, http_listen, "",
+          "OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, /v1/models, "
+          "/health) on HOST:PORT; empty: off.");
+ABSL_FLAG(int, http_threads, 2, "I/O threads of the HTTP front (each serves many connections).");
+ABSL_FLAG(int64_t, http_max_body_bytes, int64_t{32} << 20,
+          "Largest HTTP request body; larger ones get 413.");
+ABSL_FLAG(absl::Duration, http_read_timeout, absl::Seconds(30),
+          "An HTTP request must arrive whole within this long of its connection going idle.");
+ABSL_FLAG(int, http_max_connections, 10000, "Open HTTP connections; more get 503.");
+ABSL_FLAG(absl::Duration, http_request_timeout, absl::Minutes(10),
+          "Deadline of an HTTP request without an x-pdserve-timeout-ms header.");
 
 int main(int argc, char** argv) {
   pdserve::ShutdownSignal shutdown;
@@ -90,6 +102,13 @@ int main(int argc, char** argv) {
   config.generation.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
   config.generation.testing_read_delay = absl::GetFlag(FLAGS_testing_relay_read_delay);
   config.placer.max_waiting_per_worker = absl::GetFlag(FLAGS_max_waiting_per_worker);
+  config.http.http.listen_address = absl::GetFlag(FLAGS_http_listen);
+  config.http.http.threads = absl::GetFlag(FLAGS_http_threads);
+  config.http.http.max_body_bytes =
+      static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_http_max_body_bytes)));
+  config.http.http.read_timeout = absl::GetFlag(FLAGS_http_read_timeout);
+  config.http.http.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  config.http.request_timeout = absl::GetFlag(FLAGS_http_request_timeout);
   if (absl::Status s = config.Validate(); !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 2;

@@ -28,6 +28,7 @@ absl::Status RouterConfig::Validate() const {
   if (generation.max_prompt_bytes < 0)
     return absl::InvalidArgumentError("--max_prompt_bytes: must be >= 0");
   if (decision_log_size < 1) return absl::InvalidArgumentError("--decision_log_size: must be >= 1");
+  if (!http.http.listen_address.empty()) RETURN_IF_ERROR(http.Validate());
   return absl::OkStatus();
 }
 
@@ -68,6 +69,21 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
   registry_options.in_flight = [generation] { return generation->in_flight(); };
   r->registry_service_ = std::make_unique<RegistryService>(r->registry_.get(), r->decisions_.get(),
                                                            r->cost_model_.get(), registry_options);
+  if (!config.http.http.listen_address.empty()) {
+    // The HTTP front calls the Generation service in process: same admission, placement,
+    // deadlines, cancellation and metrics as gRPC clients.
+    Router* self = r.get();
+    server.start_more_listeners =
+        [self, config](std::shared_ptr<grpc::Channel> channel) -> absl::StatusOr<ServingInfo> {
+      WorkerRegistry* registry = self->registry_.get();
+      ASSIGN_OR_RETURN(
+          self->http_front_,
+          openai::OpenAiFront::Start(
+              config.http, std::move(channel),
+              [registry] { return registry->ReadyDecodeWorkers() > 0; }, self->metrics_.get()));
+      return ServingInfo{{"http", self->http_front_->address()}};
+    };
+  }
   ASSIGN_OR_RETURN(
       r->server_,
       ServerRunner::Start(server, {{r->generation_.get(), v1::Generation::service_full_name()}},
@@ -95,15 +111,32 @@ void Router::Run(ShutdownSignal& shutdown) {
   server_->SetReady(false);
   sweeper_ = std::thread([this] { Sweep(); });
   server_->SetServing(true);
-  server_->RunUntilShutdown(shutdown, [this] { registry_service_->BeginDrain(); });
+  server_->RunUntilShutdown(shutdown, [this] {
+    registry_service_->BeginDrain();
+    if (http_front_) http_front_->StopAccepting();
+  });
   stop_sweeper_.Notify();
   sweeper_.join();
+  StopHttpFront();
+}
+
+void Router::StopHttpFront() {
+  if (!http_front_) return;
+  // After the gRPC drain every in-process call has ended (or ends at once), so this waits
+  // for their last writes only.
+  if (!http_front_->Stop(absl::Seconds(10))) {
+    // Calls still reference the front: leaving it (at exit) is safer than freeing it.
+    (void)http_front_.release();
+  }
+  http_front_.reset();
 }
 
 Router::~Router() {
   if (!stop_sweeper_.HasBeenNotified()) stop_sweeper_.Notify();
   if (sweeper_.joinable()) sweeper_.join();
+  if (http_front_) http_front_->StopAccepting();
   server_.reset();
+  StopHttpFront();
 }
 
 }  // namespace pdserve::router

@@ -1,6 +1,7 @@
 // A router process, assembled: model catalog (tokenizers), worker registry with its prefix
 // index, cost model, placement policy, the public Generation service, the internal Registry
-// service, /metrics and health, and the sweeper that forgets silent workers. main.cc parses
+// service, the OpenAI-compatible HTTP front (optional), /metrics and health, and the sweeper
+// that forgets silent workers. main.cc parses
 // flags into RouterConfig and calls Create + Run.
 // Thread-safety: Create/Run/destruction from the main thread.
 #ifndef PDSERVE_ROUTER_ROUTER_H_
@@ -18,6 +19,7 @@
 #include "router/decision_log.h"
 #include "router/generation_service.h"
 #include "router/model_catalog.h"
+#include "router/openai/openai_front.h"
 #include "router/placement/placement_policy.h"
 #include "router/placer.h"
 #include "router/registry_service.h"
@@ -45,6 +47,8 @@ struct RouterConfig {
   GenerationServiceOptions generation;
   // Placement decisions kept for `pdctl status`. Default 1000.
   int decision_log_size = 1000;
+  // The OpenAI-compatible HTTP front; off when http.http.listen_address is empty (default).
+  openai::OpenAiFrontConfig http{.http = {.listen_address = ""}};
 
   absl::Status Validate() const;
 };
@@ -57,10 +61,13 @@ class Router {
   const std::string& grpc_address() const { return server_->grpc_address(); }
   // Where workers register (the registry listener, or the main one).
   const std::string& registry_address() const { return server_->internal_grpc_address(); }
+  // The HTTP front's address; empty when it is off.
+  std::string http_address() const { return http_front_ ? http_front_->address() : ""; }
 
  private:
   Router() = default;
   void Sweep();
+  void StopHttpFront();
 
   RouterConfig config_;
   std::unique_ptr<ModelCatalog> catalog_;
@@ -74,6 +81,8 @@ class Router {
   std::unique_ptr<GenerationService> generation_;
   std::unique_ptr<RegistryService> registry_service_;
   std::unique_ptr<ServerRunner> server_;
+  // Uses server_'s in-process channel; stopped once server_ has drained.
+  std::unique_ptr<openai::OpenAiFront> http_front_;
   absl::Notification stop_sweeper_;
   std::thread sweeper_;
 };

@@ -95,7 +95,18 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                           .Name("pdserve_router_worker_removals_total")
                           .Help("Workers removed (stream closed, silent, replaced).")
                           .Register(r)
-                          .Add({})) {}
+                          .Add({})),
+      http_requests_family(
+          BuildCounter()
+              .Name("pdserve_router_http_requests_total")
+              .Help("Requests to the OpenAI-compatible HTTP front, by path and HTTP status (499: "
+                    "the client went away).")
+              .Register(r)),
+      http_open_connections(BuildGauge()
+                                .Name("pdserve_router_http_open_connections")
+                                .Help("Open connections to the OpenAI-compatible HTTP front.")
+                                .Register(r)
+                                .Add({})) {}
 
 prometheus::Counter& RouterMetrics::Requests(const std::string& model, const std::string& code) {
   return requests_family.Add({{"model_name", model}, {"code", code}});
@@ -122,6 +133,9 @@ prometheus::Histogram& RouterMetrics::TtftPrediction(const std::string& mode) {
 }
 prometheus::Gauge& RouterMetrics::Workers(const std::string& role, const std::string& state) {
   return workers_family.Add({{"role", role}, {"state", state}});
+}
+prometheus::Counter& RouterMetrics::HttpRequests(const std::string& path, const std::string& code) {
+  return http_requests_family.Add({{"path", path}, {"code", code}});
 }
 
 }  // namespace pdserve::router

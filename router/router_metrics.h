@@ -2,7 +2,7 @@
 // client sees them through the router (TTFT, inter-token, end-to-end), requests by gRPC code
 // and error type, placement decisions by mode, reason and policy, decision latency, the cost
 // model's prediction quality (predicted vs observed interference, step and TTFT prediction
-// ratios), and workers by role and state.
+// ratios), workers by role and state, and the HTTP front's requests and connections.
 // Thread-safety: prometheus-cpp metrics are thread-safe.
 #ifndef PDSERVE_ROUTER_ROUTER_METRICS_H_
 #define PDSERVE_ROUTER_ROUTER_METRICS_H_
@@ -36,6 +36,9 @@ struct RouterMetrics {
       ttft_prediction_family;                             // {mode}: observed / predicted
   prometheus::Family<prometheus::Gauge>& workers_family;  // {role, state}
   prometheus::Counter& worker_removals;
+  // The OpenAI-compatible HTTP front (router/openai/).
+  prometheus::Family<prometheus::Counter>& http_requests_family;  // {path, code}
+  prometheus::Gauge& http_open_connections;
 
   prometheus::Counter& Requests(const std::string& model, const std::string& code);
   prometheus::Counter& RequestError(const std::string& model, const std::string& error_type);
@@ -48,6 +51,7 @@ struct RouterMetrics {
                                  const std::string& policy);
   prometheus::Histogram& TtftPrediction(const std::string& mode);
   prometheus::Gauge& Workers(const std::string& role, const std::string& state);
+  prometheus::Counter& HttpRequests(const std::string& path, const std::string& code);
 };
 
 }  // namespace pdserve::router

@@ -202,6 +202,15 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(
   ASSIGN_OR_RETURN(out.sampling, SamplingFromProto(r.sampling(), limits.vocab_size));
   ASSIGN_OR_RETURN(out.prompt,
                    PromptFromProto(r, tokenizer, limits.vocab_size, &limits, chat_template));
+  if (!r.sampling().has_max_tokens() && r.sampling().max_tokens_to_context()) {
+    const int64_t room = limits.max_context_tokens - static_cast<int64_t>(out.prompt.size());
+    if (room < 1) {
+      return Invalid("prompt", absl::StrCat(out.prompt.size(),
+                                            " tokens leave no room in the model's context of ",
+                                            limits.max_context_tokens, " tokens"));
+    }
+    out.sampling.max_tokens = static_cast<int>(room);
+  }
   const int64_t total = static_cast<int64_t>(out.prompt.size()) + out.sampling.max_tokens;
   if (total > limits.max_context_tokens) {
     return Invalid("sampling.max_tokens",
