@@ -68,6 +68,9 @@ ABSL_FLAG(absl::Duration, http_read_timeout, absl::Seconds(30),
 ABSL_FLAG(int, http_max_connections, 10000, "Open HTTP connections; more get 503.");
 ABSL_FLAG(absl::Duration, http_request_timeout, absl::Minutes(10),
           "Deadline of an HTTP request without an x-pdserve-timeout-ms header.");
+ABSL_FLAG(std::string, http_api_key_file, "",
+          "File holding the API key HTTP clients must send (Authorization: Bearer KEY); empty: "
+          "no key. /health needs none.");
 
 int main(int argc, char** argv) {
   pdserve::ShutdownSignal shutdown;
@@ -109,6 +112,14 @@ int main(int argc, char** argv) {
   config.http.http.read_timeout = absl::GetFlag(FLAGS_http_read_timeout);
   config.http.http.max_connections = absl::GetFlag(FLAGS_http_max_connections);
   config.http.request_timeout = absl::GetFlag(FLAGS_http_request_timeout);
+  if (const std::string key_file = absl::GetFlag(FLAGS_http_api_key_file); !key_file.empty()) {
+    auto key = pdserve::router::openai::ReadApiKeyFile(key_file);
+    if (!key.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(key.status().message()).c_str());
+      return 2;
+    }
+    config.http.api_key = *std::move(key);
+  }
   if (absl::Status s = config.Validate(); !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 2;

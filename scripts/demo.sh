@@ -2,8 +2,9 @@
 # README command (a): install what is missing, build, and run the main job: a local cluster
 # (router + 1 prefill worker + 2 decode workers, deploy/local/cluster.yaml) on the embedded
 # default model (generated into models/tiny on first use), serving a short prompt, a long
-# cold prompt next to running decodes, and a follow-up turn of the first conversation. Each
-# request prints its text and the router's placement decision with its reason; the cluster
+# cold prompt next to running decodes, a follow-up turn of the first conversation, and a chat
+# through the OpenAI-compatible HTTP API. Each request prints its text and the router's
+# placement decision with its reason; the cluster
 # status and the metrics endpoints follow; then the cluster stops. The default model has
 # seeded random weights (no weights can be downloaded here), so its text is gibberish: what
 # the demo shows is the serving system.
@@ -56,6 +57,19 @@ echo
 echo "== 3. the follow-up turn of the first conversation (its prefix is cached on one decode worker)"
 "$pdctl" generate -f "$config" --prompt="$turn1$answer1 Thanks. And if it also has a fever?" --max_tokens=32 \
   --temperature=0
+
+echo
+echo "== 4. a chat through the OpenAI-compatible HTTP API (what OpenAI SDKs and benchmark tools speak)"
+curl -sS --max-time 60 http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \
+  -d '{"model": "tiny", "messages": [{"role": "user", "content": "Which llama is the oldest?"}],
+       "max_tokens": 24, "temperature": 0}' |
+  python3 -c 'import json, sys
+r = json.load(sys.stdin)
+if "error" in r: sys.exit("error: " + r["error"]["message"])
+p = r["pdserve"]["placement"]
+print(r["choices"][0]["message"]["content"])
+print("[placement: %s on %s (%s); %d prompt tokens from the chat template]" % (
+    p["mode"], p["decode_worker"], p["reason"], r["usage"]["prompt_tokens"]))'
 
 echo
 echo "== pdctl status"

@@ -1,11 +1,15 @@
 #include "router/openai/openai_front.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/net_address.h"
 #include "common/retry_after.h"
 #include "proto/bridge/request_bridge.h"
 #include "router/openai/openai_protocol.h"
@@ -33,7 +37,34 @@ int64_t RetryAfterMs(const grpc::ClientContext& context) {
   return ms;
 }
 
+// Compares without an early exit, so that timing does not reveal how much of a guess matched.
+bool ConstantTimeEquals(absl::string_view given, absl::string_view expected) {
+  size_t diff = given.size() ^ expected.size();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const char g = i < given.size() ? given[i] : '\0';
+    diff |= static_cast<unsigned char>(g ^ expected[i]);
+  }
+  return diff == 0;
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> ReadApiKeyFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    return absl::InvalidArgumentError(absl::StrCat("--http_api_key_file: cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string key(absl::StripAsciiWhitespace(text.str()));
+  if (key.empty())
+    return absl::InvalidArgumentError(absl::StrCat("--http_api_key_file: ", path, " is empty"));
+  for (char c : key) {
+    if (c < 0x21 || c > 0x7e)
+      return absl::InvalidArgumentError(absl::StrCat("--http_api_key_file: the key in ", path,
+                                                     " must be one word of printable ASCII"));
+  }
+  return key;
+}
 
 absl::Status OpenAiFrontConfig::Validate() const {
   if (absl::Status s = http.Validate(); !s.ok()) return s;
@@ -184,7 +215,14 @@ absl::StatusOr<std::unique_ptr<OpenAiFront>> OpenAiFront::Start(
   if (!server.ok()) return server.status();
   front->server_ = *std::move(server);
   front->address_ = front->server_->address();
-  PDS_LOG(INFO) << "OpenAI-compatible HTTP API at http://" << front->address_;
+  PDS_LOG(INFO) << "OpenAI-compatible HTTP API at http://" << front->address_
+                << (config.api_key.empty() ? "" : " (API key required)");
+  if (auto host = ParseHostPort(config.http.listen_address, "--http_listen");
+      host.ok() && !IsLoopbackHost(host->host)) {
+    PDS_LOG(WARNING) << "the HTTP API is plaintext on " << front->address_
+                     << ": terminate TLS in front of it (an ingress or a proxy) beyond a trusted "
+                        "network (docs/security.md)";
+  }
   return front;
 }
 
@@ -208,6 +246,18 @@ void OpenAiFront::Handle(HttpRequest request, std::shared_ptr<HttpExchange> exch
     refuse(405, absl::StrCat("use ", method, " for ", path), {{"Allow", method}});
     return false;
   };
+  if (!config_.api_key.empty() && path != "/health" &&
+      !ConstantTimeEquals(request.Header("authorization"), "Bearer " + config_.api_key)) {
+    ApiError error{401, "authentication_error",
+                   "missing or wrong API key (Authorization: Bearer ...)", "", "invalid_api_key"};
+    exchange->Respond(401, {{"Content-Type", kJson}, {"WWW-Authenticate", "Bearer"}},
+                      ErrorBody(error));
+    Count(path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/models"
+              ? path
+              : "other",
+          401);
+    return;
+  }
   if (path == "/health") {
     if (!method_is("GET")) return;
     const bool ready = ready_();

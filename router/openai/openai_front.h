@@ -5,8 +5,9 @@
 // and counted exactly as a gRPC client's request is; a client that disconnects cancels its
 // call, which cancels the work on every worker.
 //
-// Per request: an x-request-id header sets the request id; x-pdserve-timeout-ms sets its
-// deadline (default --http_request_timeout). A stream's headers are sent with its first
+// With an API key configured, requests must carry it as a bearer token (GET /health excepted:
+// probes carry none). Per request: an x-request-id header sets the request id; x-pdserve-timeout-ms
+// sets its deadline (default --http_request_timeout). A stream's headers are sent with its first
 // tokens, so errors before them (validation, overload, no worker) are ordinary HTTP errors;
 // one written tokens are ended by an error event.
 // Thread-safety: Start/StopAccepting/Stop from one thread; requests run on the HTTP server's
@@ -35,9 +36,16 @@ struct OpenAiFrontConfig {
   // Deadline of a request that does not set x-pdserve-timeout-ms. Default 10 min (what the
   // OpenAI SDKs wait by default).
   absl::Duration request_timeout = absl::Minutes(10);
+  // When set, every request but GET /health must carry "Authorization: Bearer <api_key>"
+  // (OpenAI clients send their api key so); others get 401. Empty (default): no check.
+  std::string api_key;
 
   absl::Status Validate() const;
 };
+
+// The key in `path` (one line; surrounding whitespace dropped). Errors name
+// --http_api_key_file: unreadable, empty, or not printable ASCII.
+absl::StatusOr<std::string> ReadApiKeyFile(const std::string& path);
 
 class OpenAiFront {
  public:

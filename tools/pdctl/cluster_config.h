@@ -28,6 +28,8 @@ struct ClusterConfig {
   std::string ucx_transports = "shm";
   std::string router_listen = "127.0.0.1:50051";
   std::string router_metrics_listen = "127.0.0.1:0";
+  // The router's OpenAI-compatible HTTP API (--http_listen); empty: off.
+  std::string router_http_listen;
   std::string policy = "cost_model";
   std::string cost_model;  // Path; empty: the router's built-in defaults.
   ProcessSpec router;

@@ -110,6 +110,7 @@ absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detac
                                           "--metrics_listen=" + c.router_metrics_listen,
                                           "--policy=" + c.policy};
   if (!c.cost_model.empty()) router_args.push_back("--cost_model=" + c.cost_model);
+  if (!c.router_http_listen.empty()) router_args.push_back("--http_listen=" + c.router_http_listen);
   auto add = [&](absl::StatusOr<Started> s) -> absl::Status {
     if (!s.ok()) return s.status();  // Processes already started stop with their handles.
     cluster.state.processes.push_back(s->state);
@@ -123,6 +124,9 @@ absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detac
   }
   cluster.state.router = cluster.state.processes[0].grpc;
   cluster.state.router_metrics = cluster.state.processes[0].metrics;
+  cluster.state.router_http = cluster.children[0]->serving_info().count("http")
+                                  ? cluster.children[0]->serving_info().at("http")
+                                  : "";
   auto worker_args = [&](const ProcessSpec& p) {
     return std::vector<std::string>{"--model=" + c.model_dir, "--router=" + cluster.state.router,
                                     "--worker_id=" + p.name, absl::StrCat("--threads=", p.threads),

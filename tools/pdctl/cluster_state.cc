@@ -16,6 +16,7 @@ absl::Status ClusterState::Write(const std::string& path) const {
   nlohmann::json j;
   j["router"] = router;
   j["router_metrics"] = router_metrics;
+  j["router_http"] = router_http;
   j["processes"] = nlohmann::json::array();
   for (const ProcessState& p : processes) {
     j["processes"].push_back({{"name", p.name},
@@ -53,6 +54,7 @@ absl::StatusOr<ClusterState> ClusterState::Read(const std::string& path) {
   ClusterState s;
   s.router = j.value("router", "");
   s.router_metrics = j.value("router_metrics", "");
+  s.router_http = j.value("router_http", "");
   for (const auto& p : j["processes"]) {
     ProcessState ps;
     ps.name = p.value("name", "");

@@ -26,6 +26,7 @@ struct ProcessState {
 struct ClusterState {
   std::string router;  // The router's gRPC address.
   std::string router_metrics;
+  std::string router_http;              // The OpenAI-compatible HTTP API; empty when off.
   std::vector<ProcessState> processes;  // Router first.
 
   static std::string PathIn(const std::string& run_dir) { return run_dir + "/cluster.json"; }

@@ -66,6 +66,10 @@ absl::Status Up(const std::string& config_path, std::ostream& out) {
   }
   out << "cluster up (policy " << c.policy << ", model " << c.model_dir << ")\n"
       << table.ToString() << "clients: " << cluster->state.router << " (pdserve.v1.Generation)\n"
+      << (cluster->state.router_http.empty()
+              ? ""
+              : absl::StrCat("openai: http://", cluster->state.router_http,
+                             "/v1 (OpenAI-compatible HTTP API)\n"))
       << "state: " << state_path << "\n";
   return absl::OkStatus();
 }

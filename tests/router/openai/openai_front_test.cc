@@ -8,6 +8,9 @@
 #include <poll.h>
 #include <sys/resource.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -363,6 +366,44 @@ TEST(OpenAiFrontLimitsTest, OverloadIs429WithRetryAfterAndNoWorkerIs503) {
   ASSERT_TRUE(unavailable.ok());
   EXPECT_EQ(unavailable->status, 503) << unavailable->body;
   EXPECT_EQ(json::parse(unavailable->body)["error"]["type"], "service_unavailable_error");
+}
+
+TEST(OpenAiFrontLimitsTest, AnApiKeyIsRequiredWhenConfigured) {
+  char dir_template[] = "/tmp/pdserve-key-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string key_file = std::string(dir_template) + "/key";
+  {
+    std::ofstream out(key_file);
+    out << "sk-test-123\n";
+  }
+  ClusterOptions options;
+  options.prefill_workers = 0;
+  options.decode_workers = 1;
+  options.router_flags = {"--http_listen=127.0.0.1:0", "--http_api_key_file=" + key_file};
+  auto cluster = LocalCluster::Start(options);
+  ASSERT_NE(cluster, nullptr);
+  const std::string address = HttpAddress(*cluster);
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  for (const std::string& header : {std::string(""), std::string("Authorization: Bearer wrong\r\n"),
+                                    std::string("Authorization: Bearer sk-test-1234\r\n"),
+                                    std::string("Authorization: sk-test-123\r\n")}) {
+    auto refused = HttpCall(address, "POST", "/v1/completions", body, header);
+    ASSERT_TRUE(refused.ok());
+    EXPECT_EQ(refused->status, 401) << header;
+    EXPECT_EQ(refused->headers["www-authenticate"], "Bearer");
+    EXPECT_EQ(json::parse(refused->body)["error"]["code"], "invalid_api_key");
+  }
+  auto models = HttpCall(address, "GET", "/v1/models", "");
+  ASSERT_TRUE(models.ok());
+  EXPECT_EQ(models->status, 401);
+  auto allowed =
+      HttpCall(address, "POST", "/v1/completions", body, "Authorization: Bearer sk-test-123\r\n");
+  ASSERT_TRUE(allowed.ok());
+  EXPECT_EQ(allowed->status, 200) << allowed->body;
+  auto health = HttpCall(address, "GET", "/health", "");  // Probes carry no key.
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200);
+  std::filesystem::remove_all(dir_template);
 }
 
 // A request that has produced nothing yet (queued behind another) is cancelled the moment its
