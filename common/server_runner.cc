@@ -75,14 +75,15 @@ std::string ServerRunner::metrics_address() const {
   return metrics_ ? metrics_->address() : std::string();
 }
 
-void ServerRunner::RunUntilShutdown(ShutdownSignal& signal, const std::function<void()>& on_drain) {
+void ServerRunner::RunUntilShutdown(ShutdownSignal& signal,
+                                    const std::function<void(absl::Time deadline)>& on_drain) {
   const int sig = signal.Wait();
   PDS_LOG(INFO) << "shutdown requested (signal " << sig << "); draining for up to "
                 << absl::FormatDuration(config_.drain_timeout);
-  SetServing(false);
-  if (on_drain) on_drain();
-  // Clients' calls first; cluster members keep their links until those are done.
   const absl::Time deadline = absl::Now() + config_.drain_timeout;
+  SetServing(false);
+  if (on_drain) on_drain(deadline);
+  // Clients' calls first; cluster members keep their links until those are done.
   grpc_->Drain(deadline);
   if (internal_) internal_->Drain(deadline);
   PDS_LOG(INFO) << "drained";

@@ -64,10 +64,12 @@ class ServerRunner {
   // router; a router: a decode worker registered). Default true.
   void SetReady(bool ready);
 
-  // Blocks until `signal` fires; then calls `on_drain` (stop admitting new work; may be
-  // empty), drains the main gRPC listener, then the internal one, within the drain timeout,
-  // and returns.
-  void RunUntilShutdown(ShutdownSignal& signal, const std::function<void()>& on_drain);
+  // Blocks until `signal` fires; then calls `on_drain` with the drain's deadline (stop
+  // admitting new work, and finish what runs outside the gRPC listeners by then; may be
+  // empty), drains the main gRPC listener, then the internal one, by that deadline, and
+  // returns.
+  void RunUntilShutdown(ShutdownSignal& signal,
+                        const std::function<void(absl::Time deadline)>& on_drain);
 
  private:
   ServerRunner() = default;

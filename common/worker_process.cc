@@ -141,7 +141,7 @@ void WorkerProcess::Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration
   server_->SetServing(true);
   PDS_LOG(INFO) << config_.role << " worker " << worker_id_ << " serving at "
                 << advertised_address_;
-  server_->RunUntilShutdown(shutdown, begin_drain);
+  server_->RunUntilShutdown(shutdown, [&begin_drain](absl::Time) { begin_drain(); });
   registry_client_->Stop();
 }
 

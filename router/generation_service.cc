@@ -92,6 +92,11 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
   // What costs nothing is checked here, on gRPC's thread; tokenizing is not.
   if (absl::Status s = bridge::PrecheckGenerateRequest(*request, limits); !s.ok())
     return fail(m->name, s);
+  if (draining_.load()) {
+    return fail(m->name,
+                absl::UnavailableError(
+                    "router draining (shutting down): send the request to another router"));
+  }
   if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
     in_flight_.fetch_sub(1);
     return fail(
@@ -150,6 +155,12 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
                               options_.retry_after));
   }
   return call;
+}
+
+bool GenerationService::WaitIdle(absl::Time deadline) const {
+  // Shutdown only: polling a counter is simpler than signalling every call's end.
+  while (in_flight_.load() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  return in_flight_.load() == 0;
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,

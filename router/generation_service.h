@@ -54,6 +54,12 @@ class GenerationService final
                                        v1::ListModelsResponse* response) override;
 
   int in_flight() const { return in_flight_.load(); }
+  // SIGTERM: new calls get UNAVAILABLE while those in flight run on. (Server shutdown refuses
+  // new calls too, but it also ends the in-process calls of the HTTP front at once, so the
+  // router refuses first and shuts down once those are done.)
+  void BeginDrain() { draining_.store(true); }
+  // Waits until nothing is in flight, or `deadline`; true if nothing is.
+  bool WaitIdle(absl::Time deadline) const;
 
  private:
   v1::Decode::Stub* Stub(const std::string& address);
@@ -66,6 +72,7 @@ class GenerationService final
   const GenerationServiceOptions options_;
   RelayDeps deps_;
   std::atomic<int> in_flight_{0};
+  std::atomic<bool> draining_{false};
   absl::Mutex stubs_mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<v1::Decode::Stub>> stubs_
       ABSL_GUARDED_BY(stubs_mu_);

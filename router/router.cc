@@ -111,9 +111,25 @@ void Router::Run(ShutdownSignal& shutdown) {
   server_->SetReady(false);
   sweeper_ = std::thread([this] { Sweep(); });
   server_->SetServing(true);
-  server_->RunUntilShutdown(shutdown, [this] {
+  server_->RunUntilShutdown(shutdown, [this](absl::Time deadline) {
+    // New requests are refused; those in flight run on until the deadline.
+    generation_->BeginDrain();
+    if (http_front_) {
+      // HTTP requests ride in-process gRPC calls, which the server's shutdown would end at
+      // once: they finish first.
+      http_front_->StopAccepting();
+      if (!http_front_->WaitIdle(deadline)) {
+        PDS_LOG(WARNING) << http_front_->active_requests()
+                         << " HTTP requests still running at the drain deadline";
+      }
+    }
+    // Workers stay registered while relayed calls finish (a worker that leaves the registry
+    // has its calls ended); then their streams are closed so that they do not hold the drain.
+    if (!generation_->WaitIdle(deadline)) {
+      PDS_LOG(WARNING) << generation_->in_flight()
+                       << " requests still in flight at the drain deadline";
+    }
     registry_service_->BeginDrain();
-    if (http_front_) http_front_->StopAccepting();
   });
   stop_sweeper_.Notify();
   sweeper_.join();

@@ -329,6 +329,14 @@ void OpenAiFront::StopAccepting() {
   if (server_ != nullptr) server_->StopAccepting();
 }
 
+bool OpenAiFront::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  while (active_ > 0) {
+    if (idle_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  return active_ == 0;
+}
+
 int OpenAiFront::active_requests() const {
   absl::MutexLock lock(&mu_);
   return active_;

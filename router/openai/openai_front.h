@@ -63,6 +63,8 @@ class OpenAiFront {
 
   // New connections are refused; open ones are served until they end.
   void StopAccepting();
+  // Waits until no request is being answered, or `deadline`; true if none is.
+  bool WaitIdle(absl::Time deadline);
   // Waits up to `timeout` until no request is being answered, then closes every connection
   // and stops the I/O threads. Call it once the router's gRPC server has stopped (then every
   // call ends at once). False when requests were still running: the front must then not be

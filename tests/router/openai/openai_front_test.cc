@@ -6,29 +6,34 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "nlohmann/json.hpp"
 #include "tests/router/cluster_fixture.h"
 #include "tests/testing/http_client.h"
-#include "tests/testing/http_connection.h"
 #include "tests/testing/poll.h"
 #include "tools/client/generation_client.h"
+#include "tools/client/http_connection.h"
 
 namespace pdserve::router::openai {
 namespace {
 
+using pdserve::client::HttpCall;
+using pdserve::client::HttpConnection;
+using pdserve::client::HttpRequestBytes;
+using pdserve::client::HttpResponseParts;
 using pdserve::testing::ClusterOptions;
-using pdserve::testing::HttpCall;
-using pdserve::testing::HttpConnection;
-using pdserve::testing::HttpRequestBytes;
-using pdserve::testing::HttpResponseParts;
 using pdserve::testing::LocalCluster;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
@@ -79,7 +84,9 @@ class OpenAiFrontTest : public ::testing::Test {
     ClusterOptions options;
     options.decode_workers = 2;
     options.router_flags = {"--http_listen=127.0.0.1:0", "--http_read_timeout=1s",
-                            "--http_max_body_bytes=262144", "--max_waiting_per_worker=1024"};
+                            "--http_max_body_bytes=262144", "--max_waiting_per_worker=1024",
+                            // 1,000 chats arrive at once: room to queue them for tokenizing.
+                            "--max_tokenize_queue=2048"};
     options.decode_flags = {"--max_waiting=2048"};
     cluster_ = LocalCluster::Start(options).release();
   }
@@ -299,7 +306,7 @@ std::vector<StreamOutcome> ConcurrentStreams(const std::string& address, int cou
       if (absl::StrContains(r, "data: [DONE]") || connections[i]->peer_closed()) {
         finished[i] = true;
         outcomes[i].done = absl::StrContains(r, "data: [DONE]");
-        outcomes[i].status = pdserve::testing::ParseHttpResponse(r).status;
+        outcomes[i].status = pdserve::client::ParseHttpResponse(r).status;
       }
     }
   }
@@ -319,7 +326,15 @@ TEST_F(OpenAiFrontTest, AThousandConcurrentStreams) {
   const std::vector<StreamOutcome> outcomes =
       ConcurrentStreams(HttpAddress(*cluster_), kStreams, request, absl::Seconds(240));
   int ok = 0;
-  for (const StreamOutcome& o : outcomes) ok += (o.done && o.status == 200) ? 1 : 0;
+  std::map<std::string, int> other;  // What the others got, for the failure message.
+  for (const StreamOutcome& o : outcomes) {
+    if (o.done && o.status == 200) {
+      ++ok;
+    } else {
+      ++other[absl::StrCat("status ", o.status, o.done ? " with [DONE]" : " without [DONE]")];
+    }
+  }
+  for (const auto& [what, n] : other) std::printf("%d streams: %s\n", n, what.c_str());
   EXPECT_EQ(ok, kStreams) << "streams that ended with [DONE] after 200";
   std::printf("1000 concurrent streams in %s\n", absl::FormatDuration(absl::Now() - start).c_str());
   ExpectNothingLeaked(*cluster_);
@@ -404,6 +419,61 @@ TEST(OpenAiFrontLimitsTest, AnApiKeyIsRequiredWhenConfigured) {
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(health->status, 200);
   std::filesystem::remove_all(dir_template);
+}
+
+// SIGTERM while an SSE stream and a gRPC stream run: both finish (within --drain_timeout),
+// new HTTP connections and new gRPC calls are refused, and the router exits cleanly.
+TEST(OpenAiFrontLimitsTest, ADrainingRouterFinishesOpenStreamsAndRefusesNewConnections) {
+  ClusterOptions options;
+  options.prefill_workers = 0;
+  options.decode_workers = 1;
+  options.router_flags = {"--http_listen=127.0.0.1:0", "--drain_timeout=30s"};
+  auto cluster = LocalCluster::Start(options);
+  ASSERT_NE(cluster, nullptr);
+  const std::string address = HttpAddress(*cluster);
+  auto stream = HttpConnection::Open(address);
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(
+      (*stream)
+          ->Send(HttpRequestBytes("POST", "/v1/chat/completions", Chat("drain", 1500, true)))
+          .ok());
+  (*stream)->ReadUntil(
+      [](const std::string& r) { return r.find("\"content\"") != std::string::npos; },
+      absl::Seconds(30));
+  ASSERT_THAT((*stream)->received(), HasSubstr("\"content\""));
+  // A gRPC stream beside it.
+  absl::Notification grpc_started;
+  client::GenerationOutcome grpc_outcome;
+  std::thread grpc_stream([&] {
+    v1::GenerateRequest r = client::MakeRequest({7, 8, 9}, 1500);
+    r.mutable_sampling()->set_ignore_eos(true);
+    grpc_outcome = client::CallGenerate(cluster->channel(), r, absl::Seconds(60),
+                                        [&](const v1::GenerateResponse&) {
+                                          if (!grpc_started.HasBeenNotified())
+                                            grpc_started.Notify();
+                                        });
+  });
+  ASSERT_TRUE(grpc_started.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_EQ(kill(cluster->router().pid(), SIGTERM), 0);
+  // New connections are refused once the router drains.
+  EXPECT_TRUE(pdserve::testing::PollUntil(
+      [&] {
+        auto c = HttpConnection::Open(address);
+        return !c.ok();
+      },
+      absl::Seconds(10)));
+  // The open stream runs to its end.
+  (*stream)->ReadUntil(
+      [](const std::string& r) { return r.find("data: [DONE]") != std::string::npos; },
+      absl::Seconds(60));
+  EXPECT_THAT((*stream)->received(), HasSubstr("\"finish_reason\":\"length\""));
+  EXPECT_THAT((*stream)->received(), HasSubstr("data: [DONE]"));
+  grpc_stream.join();
+  EXPECT_TRUE(grpc_outcome.status.ok()) << grpc_outcome.status.error_message();
+  EXPECT_EQ(grpc_outcome.tokens.size(), 1500u);
+  const std::optional<int> exit_status = cluster->router().WaitExit(absl::Seconds(30));
+  ASSERT_TRUE(exit_status.has_value());
+  EXPECT_TRUE(WIFEXITED(*exit_status) && WEXITSTATUS(*exit_status) == 0) << cluster->router().Log();
 }
 
 // A request that has produced nothing yet (queued behind another) is cancelled the moment its
