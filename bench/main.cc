@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "bench/decode/decode_bench.h"
 #include "bench/engine/engine_bench.h"
+#include "bench/http/http_bench.h"
 #include "bench/interference/interference_bench.h"
 #include "bench/router/router_bench.h"
 #include "bench/serve/serve_bench.h"
@@ -64,6 +65,12 @@ ABSL_FLAG(int, bisect_steps, -1,
 ABSL_FLAG(int, probe_repetitions, 5,
           "serve: TPOT inflation probes per policy (the median is reported).");
 ABSL_FLAG(int, requests_per_rate, 0, "serve: requests per rate point (0: 80 quick, 150 full).");
+ABSL_FLAG(std::string, api, "grpc",
+          "serve: the API the load goes through: grpc, or openai (the router's HTTP front).");
+ABSL_FLAG(int, runs, 3, "http: repeated runs (the summary gives their median and spread).");
+ABSL_FLAG(int, pairs, 100, "http: alternating gRPC/HTTP request pairs per run.");
+ABSL_FLAG(int, idle_connections, 2000,
+          "http: streaming requests held waiting on open connections (0: skip).");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
           "soak: how long the traffic and faults run.");
 ABSL_FLAG(int, clients, 8, "soak: client threads issuing requests back to back.");
@@ -90,7 +97,9 @@ constexpr char kUsage[] =
     "  serve         Poisson load per placement policy and mix: SLO attainment, goodput, latency "
     "percentiles\n"
     "  soak          mixed traffic, cancellations and injected faults for --duration: back at "
-    "baseline, flat memory";
+    "baseline, flat memory\n"
+    "  http          the OpenAI-compatible HTTP front vs gRPC on one cluster (TTFT, ITL ratios); "
+    "memory of held SSE streams";
 
 // Parses a comma-separated list of non-negative integers given to `flag`.
 bool Ints(const char* flag, const std::vector<std::string>& values, std::vector<int>* out) {
@@ -191,10 +200,32 @@ int main(int argc, char** argv) {
       return 2;
     }
     config.prefill_nice = absl::GetFlag(FLAGS_prefill_nice);
+    config.api = absl::GetFlag(FLAGS_api);
+    if (config.api != "grpc" && config.api != "openai") {
+      std::fprintf(stderr, "--api: '%s' is not grpc or openai\n", config.api.c_str());
+      return 2;
+    }
     if (!absl::GetFlag(FLAGS_cpus).empty() &&
         !Ints("cpus", absl::GetFlag(FLAGS_cpus), &config.cpus))
       return 2;
     const absl::Status status = pdserve::bench::RunServeBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "http") {
+    pdserve::bench::HttpBenchConfig config;
+    config.out_dir = absl::GetFlag(FLAGS_out);
+    config.model_dir = absl::GetFlag(FLAGS_model);
+    config.runs = absl::GetFlag(FLAGS_runs);
+    config.requests = absl::GetFlag(FLAGS_pairs);
+    config.idle_connections = absl::GetFlag(FLAGS_idle_connections);
+    if (config.idle_connections < 0) {
+      std::fprintf(stderr, "--idle_connections: must be >= 0\n");
+      return 2;
+    }
+    if (!absl::GetFlag(FLAGS_cpus).empty() &&
+        !Ints("cpus", absl::GetFlag(FLAGS_cpus), &config.cpus))
+      return 2;
+    const absl::Status status = pdserve::bench::RunHttpBench(config);
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "soak") {

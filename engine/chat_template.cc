@@ -65,8 +65,9 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromConfig(
     } else if (field->is_array()) {
       // Named templates (transformers): the "default" one serves plain chat.
       for (const auto& named : *field) {
-        if (named.is_object() && named.value("name", "") == "default" &&
-            named.contains("template") && named["template"].is_string()) {
+        if (named.is_object() && named.contains("name") && named["name"].is_string() &&
+            named["name"].get<std::string>() == "default" && named.contains("template") &&
+            named["template"].is_string()) {
           t->source_ = named["template"].get<std::string>();
         }
       }

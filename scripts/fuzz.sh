@@ -12,7 +12,8 @@ if [[ ! -f build-fuzz/build.ninja ]]; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DPDSERVE_FUZZ=ON -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_TESTS=OFF -DPDSERVE_BUILD_BENCH=OFF >/dev/null
 fi
-cmake --build build-fuzz --target safetensors_header_fuzzer tokenizer_json_fuzzer rpc_request_fuzzer
+cmake --build build-fuzz --target safetensors_header_fuzzer tokenizer_json_fuzzer rpc_request_fuzzer \
+  openai_request_fuzzer jinja_template_fuzzer
 run() {
   local name=$1 seeds=$2
   local corpus=build-fuzz/corpus/$name
@@ -24,3 +25,5 @@ run() {
 run safetensors_header_fuzzer tests/fuzz/seeds/safetensors
 run tokenizer_json_fuzzer tests/fuzz/seeds/tokenizer
 run rpc_request_fuzzer tests/fuzz/seeds/rpc
+run openai_request_fuzzer tests/fuzz/seeds/openai
+run jinja_template_fuzzer tests/fuzz/seeds/jinja

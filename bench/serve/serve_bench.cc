@@ -19,7 +19,9 @@
 #include "bench/serve/workload.h"
 #include "common/status_macros.h"
 #include "engine/model_config.h"
+#include "engine/tokenizer.h"
 #include "tools/client/generation_client.h"
+#include "tools/client/openai_stream.h"
 #include "tools/make_model/model_maker.h"
 #include "tools/pdctl/cluster_launcher.h"
 
@@ -39,8 +41,49 @@ struct RequestResult {
   std::vector<int32_t> output;
 };
 
-RequestResult Send(const std::shared_ptr<grpc::Channel>& channel, std::vector<int32_t> prompt,
-                   int max_tokens, const std::string& kind) {
+// Where the load goes: the router's gRPC API, or (http set) its OpenAI-compatible HTTP API.
+struct LoadTarget {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string http;
+  // Re-tokenizes HTTP answers (which carry text) for follow-up turns.
+  const engine::Tokenizer* tokenizer = nullptr;
+};
+
+// Through the HTTP API: TTFT and gaps between the events that carry text, as OpenAI benchmark
+// harnesses time them; the answer's ids are its text re-tokenized (a follow-up's prefix may then
+// differ from the generated ids in its last few tokens).
+RequestResult SendHttp(const LoadTarget& target, std::vector<int32_t> prompt, int max_tokens,
+                       const std::string& kind) {
+  const client::OpenAiStreamOutcome out = client::StreamCompletion(
+      target.http, prompt, max_tokens, /*ignore_eos=*/true, absl::Minutes(5));
+  RequestResult r;
+  r.kind = kind;
+  r.prompt = std::move(prompt);
+  if (!out.ok() || out.event_times.empty()) {
+    r.error = out.ok() ? "no text" : absl::StrCat(out.http_status, " ", out.error);
+    return r;
+  }
+  r.ok = true;
+  r.ttft_ms = absl::ToDoubleMilliseconds(out.event_times[0] - out.start);
+  r.e2e_ms = absl::ToDoubleMilliseconds(out.event_times.back() - out.start);
+  for (size_t i = 1; i < out.event_times.size(); ++i)
+    r.itl_ms.push_back(absl::ToDoubleMilliseconds(out.event_times[i] - out.event_times[i - 1]));
+  if (out.completion_tokens > 1) {
+    r.tpot_ms = absl::ToDoubleMilliseconds(out.event_times.back() - out.event_times[0]) /
+                (out.completion_tokens - 1);
+  }
+  r.offloaded = out.placement_mode == "offload" && !out.fell_back_to_local;
+  if (target.tokenizer != nullptr) {
+    auto ids = target.tokenizer->Encode(out.text, /*add_special_tokens=*/false);
+    if (ids.ok()) r.output = *std::move(ids);
+  }
+  return r;
+}
+
+RequestResult Send(const LoadTarget& target, std::vector<int32_t> prompt, int max_tokens,
+                   const std::string& kind) {
+  if (!target.http.empty()) return SendHttp(target, std::move(prompt), max_tokens, kind);
+  const std::shared_ptr<grpc::Channel>& channel = target.channel;
   v1::GenerateRequest request = client::MakeRequest(prompt, max_tokens);
   request.mutable_sampling()->set_ignore_eos(true);
   const client::GenerationOutcome out = client::CallGenerate(channel, request, absl::Minutes(5));
@@ -71,7 +114,7 @@ RequestResult Send(const std::shared_ptr<grpc::Channel>& channel, std::vector<in
 
 // Sends `workload` at its arrival times (one thread per request in flight); a follow-up waits
 // for the turn it continues and sends that turn's prompt + output + its new question.
-std::vector<RequestResult> RunLoad(const std::shared_ptr<grpc::Channel>& channel,
+std::vector<RequestResult> RunLoad(const LoadTarget& target,
                                    const std::vector<WorkloadRequest>& workload, bool sequential) {
   std::vector<RequestResult> results(workload.size());
   std::vector<std::unique_ptr<absl::Notification>> done;
@@ -87,7 +130,7 @@ std::vector<RequestResult> RunLoad(const std::shared_ptr<grpc::Channel>& channel
       prompt.insert(prompt.end(), earlier.output.begin(), earlier.output.end());
     }
     prompt.insert(prompt.end(), w.prompt.begin(), w.prompt.end());
-    results[i] = Send(channel, std::move(prompt), w.max_tokens, w.kind);
+    results[i] = Send(target, std::move(prompt), w.max_tokens, w.kind);
     done[i]->Notify();
   };
   if (sequential) {
@@ -180,6 +223,7 @@ pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& 
   c.router.flags = {absl::StrCat("--length_threshold=", cfg.length_threshold),
                     "--log_level=warning"};
   c.router.flags.insert(c.router.flags.end(), router_flags.begin(), router_flags.end());
+  if (cfg.api == "openai") c.router_http_listen = "127.0.0.1:0";
   auto worker = [&](const std::string& name, int cpu_index) {
     pdctl::ProcessSpec p;
     p.name = name;
@@ -259,7 +303,7 @@ absl::StatusOr<double> TpotInflationProbe(const std::shared_ptr<grpc::Channel>& 
   for (int k = 0; k < 2048; ++k)
     cold[k] = static_cast<int32_t>((k * 7919 + 13 + repetition * 104729) % vocab);
   const absl::Time inject = absl::Now();
-  const RequestResult injected = Send(channel, cold, 4, "probe");
+  const RequestResult injected = Send(LoadTarget{channel}, cold, 4, "probe");
   const absl::Time end = inject + absl::Milliseconds(injected.ttft_ms);
   stop();
   if (!injected.ok) return absl::InternalError(absl::StrCat("probe prefill: ", injected.error));
@@ -368,6 +412,10 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   std::stringstream config_text;
   config_text << config_file.rdbuf();
   ASSIGN_OR_RETURN(engine::ModelConfig model, engine::ModelConfig::FromJson(config_text.str()));
+  std::unique_ptr<engine::Tokenizer> tokenizer;
+  if (cfg.api == "openai") {
+    ASSIGN_OR_RETURN(tokenizer, engine::Tokenizer::FromFile(dir + "/tokenizer.json"));
+  }
   std::filesystem::create_directories(cfg.out_dir + "/runs");
   const absl::Time wall_start = absl::Now();
   const double cpu_start = CpuSeconds();
@@ -380,6 +428,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   for (const std::string& policy : cfg.policies) {
     std::unique_ptr<pdctl::LaunchedCluster> cluster;
     std::shared_ptr<grpc::Channel> channel;
+    LoadTarget target;
     std::vector<std::string> cluster_flags;
     int launches = 0;
     // The router is told the mix's objectives (as an operator would configure it); a cluster
@@ -394,6 +443,8 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           pdctl::LaunchCluster(ClusterFor(cfg, dir, policy, flags, launches++), false));
       cluster = std::make_unique<pdctl::LaunchedCluster>(std::move(launched));
       channel = client::MakeChannel(cluster->state.router, GrpcSecurity());
+      target = LoadTarget{channel, cfg.api == "openai" ? cluster->state.router_http : "",
+                          tokenizer.get()};
       cluster_flags = flags;
       return absl::OkStatus();
     };
@@ -408,7 +459,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
         if (!saved.ok()) {
           RETURN_IF_ERROR(ensure_cluster({}));
           const auto work = MakeWorkload(mix, 1.0, 16, cfg.seed ^ 0x5105, model.vocab_size);
-          const auto results = RunLoad(channel, work, /*sequential=*/true);
+          const auto results = RunLoad(target, work, /*sequential=*/true);
           std::map<std::string, std::vector<double>> ttft, tpot, e2e;
           for (size_t i = 1; i < results.size(); ++i) {  // The first warms up.
             if (!results[i].ok)
@@ -474,7 +525,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
         } else {
           RETURN_IF_ERROR(ensure_cluster(slo_flags));
           const auto work = MakeWorkload(mix, rate, cfg.requests_per_rate, seed, model.vocab_size);
-          point = RatePoint(RunLoad(channel, work, false), slo, rate);
+          point = RatePoint(RunLoad(target, work, false), slo, rate);
           // A process of the cluster that died under load is a finding, not noise: record
           // how it ended and where its log is, and start a fresh cluster for what follows.
           nlohmann::json exited = nlohmann::json::object();

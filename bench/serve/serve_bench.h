@@ -5,7 +5,8 @@
 // and end-to-end latency are measured at the client; a request's SLOs are multiples of the
 // unloaded latency of its kind (chat, document, follow-up): TTFT <= 10x, TPOT <= 5x; goodput
 // is the highest rate at which at least 90 % of requests meet both (DistServe's definition,
-// `vllm bench serve --goodput`). The router is told each mix's objectives.
+// `vllm bench serve --goodput`). The router is told each mix's objectives. With api "openai"
+// the load goes through the router's OpenAI-compatible HTTP front instead of gRPC.
 // A probe per policy measures the running streams' TPOT p90 inflation under a 2048-token cold
 // prefill (median of several injections). Results are resumable (one JSON per rate point).
 #ifndef PDSERVE_BENCH_SERVE_SERVE_BENCH_H_
@@ -40,6 +41,9 @@ struct ServeBenchConfig {
   int length_threshold = 1024;
   // Stop a policy's sweep after this many consecutive rates below 50 % attainment.
   int stop_after_failures = 2;
+  // The API the load goes through: "grpc", or "openai" (the router's HTTP front; probes stay
+  // on gRPC).
+  std::string api = "grpc";
   // Rates measured after the sweep, each halving the interval between the highest passing
   // and the lowest failing rate (goodput's resolution).
   int bisect_steps = 2;

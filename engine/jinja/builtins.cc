@@ -131,11 +131,21 @@ absl::StatusOr<bool> AffixTest(const std::string& s, const Value* arg, bool pref
   return false;
 }
 
+// strip's `chars`: none (whitespace) or a string.
+absl::StatusOr<const Value*> StripChars(const CallArgs& args, absl::string_view fn) {
+  const Value* chars = args.Get(0, "chars");
+  if (chars != nullptr && !chars->is_none() && !chars->is_string())
+    return Error(
+        absl::StrCat(fn, ": the characters to strip must be a string, not ", chars->TypeName()));
+  return chars;
+}
+
 absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name,
                                    const CallArgs& args) {
-  if (name == "strip") return Value(Strip(s, args.Get(0, "chars"), true, true));
-  if (name == "lstrip") return Value(Strip(s, args.Get(0, "chars"), true, false));
-  if (name == "rstrip") return Value(Strip(s, args.Get(0, "chars"), false, true));
+  if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    ASSIGN_OR_RETURN(const Value* chars, StripChars(args, name));
+    return Value(Strip(s, chars, name != "rstrip", name != "lstrip"));
+  }
   if (name == "upper") return Value(Upper(s));
   if (name == "lower") return Value(Lower(s));
   if (name == "title") return Value(Title(s));
@@ -843,7 +853,8 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& value,
     if (name == "lower") return Value(Lower(value.as_string()));
     if (name == "title") return Value(Title(value.as_string()));
     if (name == "capitalize") return Value(Capitalize(value.as_string()));
-    return Value(Strip(value.as_string(), args.Get(0, "chars"), true, true));
+    ASSIGN_OR_RETURN(const Value* chars, StripChars(args, "trim"));
+    return Value(Strip(value.as_string(), chars, true, true));
   }
   if (name == "replace") {
     if (!value.is_string()) return TypeError("replace", value);

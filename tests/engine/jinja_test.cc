@@ -191,6 +191,9 @@ TEST(JinjaTest, ErrorsNameTheLineAndTheProblem) {
       {"{% set x = 1 %}{% set x.a = 2 %}", "not a namespace()"},
       {"{{ 5() }}", "value of type integer is not callable"},
       {"{% for x in 5 %}{% endfor %}", "value of type integer is not iterable"},
+      // Found by jinja_template_fuzzer: a non-string argument where a string is read.
+      {"{{ 'ab'.lstrip(2) }}", "lstrip: the characters to strip must be a string, not integer"},
+      {"{{ 'ab' | trim(none) ~ 'x' | trim(3) }}", "trim: the characters to strip must be a string"},
   };
   for (const Bad& c : cases) {
     auto out = Render(c.source);

@@ -1,4 +1,4 @@
-#include "tests/testing/http_connection.h"
+#include "tools/client/http_connection.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "common/net_address.h"
 
-namespace pdserve::testing {
+namespace pdserve::client {
 namespace {
 
 // The body of a chunked message starting at `pos`; false if incomplete.
@@ -177,4 +177,4 @@ absl::StatusOr<HttpResponseParts> HttpCall(const std::string& address, const std
   return parts;
 }
 
-}  // namespace pdserve::testing
+}  // namespace pdserve::client

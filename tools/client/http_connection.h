@@ -1,9 +1,10 @@
-// A raw HTTP/1.1 client connection for tests that need control over the bytes and their timing
-// (slow senders, pipelining, disconnecting mid-stream), and a parser for what comes back
-// (chunked bodies decoded). Every wait is bounded. RAII: the socket closes with the object.
+// A raw HTTP/1.1 client connection with control over the bytes and their timing (benchmarks
+// timing server-sent events; tests sending slowly, pipelining, disconnecting mid-stream), and a
+// parser for what comes back (chunked bodies decoded). Every wait is bounded. RAII: the socket
+// closes with the object.
 // Thread-safety: one thread per connection.
-#ifndef PDSERVE_TESTS_TESTING_HTTP_CONNECTION_H_
-#define PDSERVE_TESTS_TESTING_HTTP_CONNECTION_H_
+#ifndef PDSERVE_TOOLS_CLIENT_HTTP_CONNECTION_H_
+#define PDSERVE_TOOLS_CLIENT_HTTP_CONNECTION_H_
 
 #include <functional>
 #include <map>
@@ -14,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace pdserve::testing {
+namespace pdserve::client {
 
 struct HttpResponseParts {
   int status = 0;
@@ -72,6 +73,6 @@ std::string HttpRequestBytes(const std::string& method, const std::string& path,
                              const std::string& body, const std::string& extra_headers = "",
                              bool keep_alive = true);
 
-}  // namespace pdserve::testing
+}  // namespace pdserve::client
 
-#endif  // PDSERVE_TESTS_TESTING_HTTP_CONNECTION_H_
+#endif  // PDSERVE_TOOLS_CLIENT_HTTP_CONNECTION_H_

@@ -12,15 +12,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "tests/testing/http_connection.h"
 #include "tests/testing/poll.h"
+#include "tools/client/http_connection.h"
 
 namespace pdserve::router::openai {
 namespace {
 
-using pdserve::testing::HttpConnection;
-using pdserve::testing::HttpRequestBytes;
-using pdserve::testing::HttpResponseParts;
+using pdserve::client::HttpConnection;
+using pdserve::client::HttpRequestBytes;
+using pdserve::client::HttpResponseParts;
 using ::testing::HasSubstr;
 
 HttpServerConfig Config() {
@@ -67,7 +67,7 @@ TEST(HttpServerTest, WholeAnswersKeepAliveAndPipelinedRequests) {
   (*c)->ReadUntil([](const std::string& r) { return r.find("GET /b?q=1") != std::string::npos; },
                   absl::Seconds(10));
   const std::string& raw = (*c)->received();
-  const HttpResponseParts first = pdserve::testing::ParseHttpResponse(raw);
+  const HttpResponseParts first = pdserve::client::ParseHttpResponse(raw);
   EXPECT_EQ(first.status, 200);
   EXPECT_EQ(first.body, "POST /a one");
   EXPECT_THAT(raw, HasSubstr("GET /b?q=1 "));
@@ -84,7 +84,7 @@ TEST(HttpServerTest, StreamsAreChunkedAndWrittenOneAtATime) {
     StreamParts(exchange, {"data: 1\n\n", "", "data: 2\n\n", std::string(100000, 'x')});
   });
   ASSERT_NE(server, nullptr);
-  auto response = pdserve::testing::HttpCall(server->address(), "POST", "/s", "{}");
+  auto response = pdserve::client::HttpCall(server->address(), "POST", "/s", "{}");
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 200);
   EXPECT_EQ(response->headers["transfer-encoding"], "chunked");
@@ -121,7 +121,7 @@ TEST(HttpServerTest, LimitsAreAnsweredWithTheirStatusAndTheConnectionCloses) {
     EXPECT_TRUE((*conn)->WaitClosed(absl::Seconds(5))) << c.message;
   }
   // The server still answers.
-  auto ok = pdserve::testing::HttpCall(server->address(), "POST", "/after", "small");
+  auto ok = pdserve::client::HttpCall(server->address(), "POST", "/after", "small");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->body, "POST /after small");
 }
@@ -286,7 +286,7 @@ TEST(HttpServerTest, ManyConcurrentStreamsAnsweredFromOtherThreads) {
   for (int i = 0; i < kClients; ++i) {
     clients.emplace_back([&] {
       auto r =
-          pdserve::testing::HttpCall(server->address(), "POST", "/s", "{}", "", absl::Seconds(30));
+          pdserve::client::HttpCall(server->address(), "POST", "/s", "{}", "", absl::Seconds(30));
       if (r.ok() && r->body == expected) ++good;
     });
   }
