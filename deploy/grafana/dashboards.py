@@ -165,6 +165,13 @@ def overview():
                  "Failed requests per second by status (0 while none failed).",
                  [(f"sum by (code) (rate(pdserve_router_requests_total{{{NS_MODEL}, "
                    f'code!="OK"}}[{RATE}])) or on() vector(0)', "{{code}}")], "reqps")
+    d.timeseries("HTTP API (OpenAI-compatible)",
+                 "Requests to the routers' HTTP front per second by path and HTTP status (499: the "
+                 "client went away), and its open connections (right axis scale: count).",
+                 [(f"sum by (path, code) (rate(pdserve_router_http_requests_total{{{NS}}}[{RATE}]))",
+                   "{{path}} {{code}}"),
+                  (f"sum(pdserve_router_http_open_connections{{{NS}}})", "open connections")],
+                 "short")
     d.stat("In flight", "Requests the routers relay now.",
            [(f"sum(pdserve_router_requests_in_flight{{{NS}}})", "in flight")], "short")
     d.stat("Error ratio (5 m)", "Failed / all requests (recording rule).",

@@ -22,6 +22,7 @@
 #include "tests/testing/http_client.h"
 #include "tests/testing/poll.h"
 #include "tools/client/generation_client.h"
+#include "tools/client/http_connection.h"
 
 namespace pdserve {
 namespace {
@@ -116,7 +117,8 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
   auto cluster = LocalCluster::Start(
       ClusterOptions{.prefill_workers = 1,
                      .decode_workers = 1,
-                     .router_flags = {"--policy=length_threshold", "--length_threshold=24"}});
+                     .router_flags = {"--policy=length_threshold", "--length_threshold=24",
+                                      "--http_listen=127.0.0.1:0"}});
   ASSERT_NE(cluster, nullptr);
 
   const std::filesystem::path dir =
@@ -168,6 +170,11 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
                                             absl::Seconds(60));
       ASSERT_TRUE(out.status.ok()) << out.status.error_message();
     }
+    // And a chat through the OpenAI-compatible HTTP API.
+    auto http = client::HttpCall(cluster->router().serving_info().at("http"), "POST",
+                                 "/v1/chat/completions",
+                                 R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})");
+    ASSERT_TRUE(http.ok() && http->status == 200) << (http.ok() ? http->body : http.status().ToString());
     absl::SleepFor(absl::Seconds(1));  // Spread the traffic over scrapes, so rates see it.
   }
 
