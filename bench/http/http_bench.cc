@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "bench/common/bench_model.h"
 #include "bench/common/report.h"
 #include "common/grpc_security.h"
 #include "common/status_macros.h"
@@ -61,8 +62,8 @@ Sample GrpcSample(const std::shared_ptr<grpc::Channel>& channel, const std::vect
 }
 
 Sample HttpSample(const std::string& address, const std::vector<int32_t>& prompt, int max_tokens) {
-  const client::OpenAiStreamOutcome out =
-      client::StreamCompletion(address, prompt, max_tokens, /*ignore_eos=*/true, absl::Seconds(120));
+  const client::OpenAiStreamOutcome out = client::StreamCompletion(
+      address, prompt, max_tokens, /*ignore_eos=*/true, absl::Seconds(120));
   if (!out.ok()) return Sample{false, absl::StrCat(out.http_status, " ", out.error)};
   return FromTimes(out.start, out.event_times);
 }
@@ -148,7 +149,8 @@ absl::StatusOr<nlohmann::json> OverheadRun(const HttpBenchConfig& cfg, int run,
     }
   }
   if (failures > 0 || ttft[0].empty() || ttft[1].empty() || gaps[0].empty() || gaps[1].empty()) {
-    return absl::InternalError(absl::StrCat("run ", run, ": ", failures, " failed requests (", last_error, ")"));
+    return absl::InternalError(
+        absl::StrCat("run ", run, ": ", failures, " failed requests (", last_error, ")"));
   }
   nlohmann::json j;
   j["requests_per_api"] = cfg.requests;
@@ -170,7 +172,8 @@ absl::StatusOr<nlohmann::json> OverheadRun(const HttpBenchConfig& cfg, int run,
 // A gRPC Generate call held open without a thread: the same waiting request over the gRPC API.
 class HeldGrpcCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
-  HeldGrpcCall(v1::Generation::Stub* stub, v1::GenerateRequest request) : request_(std::move(request)) {
+  HeldGrpcCall(v1::Generation::Stub* stub, v1::GenerateRequest request)
+      : request_(std::move(request)) {
     context_.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
     stub->async()->Generate(&context_, &request_, this);
     StartRead(&response_);
@@ -202,8 +205,11 @@ class HeldGrpcCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
 // `grpc`, N gRPC calls on one channel).
 absl::StatusOr<nlohmann::json> HeldStreams(const HttpBenchConfig& cfg, const std::string& model_dir,
                                            int vocab, int context, int run, bool grpc) {
-  ASSIGN_OR_RETURN(pdctl::LaunchedCluster cluster,
-                   pdctl::LaunchCluster(ClusterFor(cfg, model_dir, absl::StrCat(grpc ? "held-grpc-" : "held-", run), true), false));
+  ASSIGN_OR_RETURN(
+      pdctl::LaunchedCluster cluster,
+      pdctl::LaunchCluster(
+          ClusterFor(cfg, model_dir, absl::StrCat(grpc ? "held-grpc-" : "held-", run), true),
+          false));
   const pid_t router_pid = cluster.state.processes[0].pid;
   auto channel = client::MakeChannel(cluster.state.router, GrpcSecurity());
   // The one running slot: a stream far longer than this part.
@@ -212,9 +218,12 @@ absl::StatusOr<nlohmann::json> HeldStreams(const HttpBenchConfig& cfg, const std
   std::thread hog([&] {
     v1::GenerateRequest r = client::MakeRequest({20, 21, 22, 23}, context - 8);
     r.mutable_sampling()->set_ignore_eos(true);
-    client::CallGenerate(channel, r, absl::Minutes(30), [&](const v1::GenerateResponse&) {
-      if (!hog_started.HasBeenNotified()) hog_started.Notify();
-    }, &hog_handle);
+    client::CallGenerate(
+        channel, r, absl::Minutes(30),
+        [&](const v1::GenerateResponse&) {
+          if (!hog_started.HasBeenNotified()) hog_started.Notify();
+        },
+        &hog_handle);
   });
   struct HogStopper {
     client::CallHandle* handle;
@@ -238,10 +247,14 @@ absl::StatusOr<nlohmann::json> HeldStreams(const HttpBenchConfig& cfg, const std
   }
   for (int i = 0; !grpc && i < cfg.idle_connections; ++i) {
     auto c = client::HttpConnection::Open(cluster.state.router_http);
-    if (!c.ok()) return absl::UnavailableError(absl::StrCat("connection ", i, ": ", c.status().message()));
-    nlohmann::json body = {{"prompt", RandomPrompt(rng, 8, vocab)}, {"max_tokens", 1},
-                           {"stream", true}, {"temperature", 0}};
-    RETURN_IF_ERROR((*c)->Send(client::HttpRequestBytes("POST", "/v1/completions", body.dump(), "", false)));
+    if (!c.ok())
+      return absl::UnavailableError(absl::StrCat("connection ", i, ": ", c.status().message()));
+    nlohmann::json body = {{"prompt", RandomPrompt(rng, 8, vocab)},
+                           {"max_tokens", 1},
+                           {"stream", true},
+                           {"temperature", 0}};
+    RETURN_IF_ERROR(
+        (*c)->Send(client::HttpRequestBytes("POST", "/v1/completions", body.dump(), "", false)));
     connections.push_back(*std::move(c));
   }
   // Every request admitted and waiting (router in-flight = N + the long stream).
@@ -284,8 +297,9 @@ absl::StatusOr<nlohmann::json> HeldStreams(const HttpBenchConfig& cfg, const std
     }
   }
   const double per_stream = static_cast<double>(rss_held - rss_before) / cfg.idle_connections;
-  Progress(kBench, absl::StrCat("run ", run + 1, ": ", cfg.idle_connections, grpc ? " waiting gRPC streams" : " waiting SSE streams", ": router RSS ",
-                                rss_before >> 20, " -> ", rss_held >> 20, " MiB (",
+  Progress(kBench, absl::StrCat("run ", run + 1, ": ", cfg.idle_connections,
+                                grpc ? " waiting gRPC streams" : " waiting SSE streams",
+                                ": router RSS ", rss_before >> 20, " -> ", rss_held >> 20, " MiB (",
                                 Fixed(per_stream / 1024, 1), " KiB each); ", completed,
                                 " completed once released"));
   return nlohmann::json{{"connections", cfg.idle_connections},
@@ -296,10 +310,11 @@ absl::StatusOr<nlohmann::json> HeldStreams(const HttpBenchConfig& cfg, const std
 }
 
 // N open keep-alive connections without a request: the HTTP connection's own share.
-absl::StatusOr<nlohmann::json> IdleConnections(const HttpBenchConfig& cfg, const std::string& model_dir,
-                                               int run) {
-  ASSIGN_OR_RETURN(pdctl::LaunchedCluster cluster,
-                   pdctl::LaunchCluster(ClusterFor(cfg, model_dir, absl::StrCat("idle-", run), false), false));
+absl::StatusOr<nlohmann::json> IdleConnections(const HttpBenchConfig& cfg,
+                                               const std::string& model_dir, int run) {
+  ASSIGN_OR_RETURN(
+      pdctl::LaunchedCluster cluster,
+      pdctl::LaunchCluster(ClusterFor(cfg, model_dir, absl::StrCat("idle-", run), false), false));
   const pid_t router_pid = cluster.state.processes[0].pid;
   absl::SleepFor(absl::Seconds(1));
   const int64_t rss_before = RssBytes(router_pid);
@@ -320,77 +335,85 @@ absl::StatusOr<nlohmann::json> IdleConnections(const HttpBenchConfig& cfg, const
 
 absl::Status RunHttpBench(const HttpBenchConfig& cfg) {
   if (cfg.out_dir.empty()) return absl::InvalidArgumentError("--out: required");
-  if (cfg.runs < 1 || cfg.requests < 4) return absl::InvalidArgumentError("--runs >= 1 and --requests >= 4");
-  std::string dir = cfg.model_dir;
-  if (dir.empty()) {
-    dir = "models/tiny";
-    ASSIGN_OR_RETURN(tools::ModelSpec spec, tools::ModelSpec::Preset("tiny"));
-    RETURN_IF_ERROR(tools::EnsureModel(spec, dir));
-  }
-  std::ifstream config_file(dir + "/config.json");
-  std::stringstream config_text;
-  config_text << config_file.rdbuf();
-  ASSIGN_OR_RETURN(engine::ModelConfig model, engine::ModelConfig::FromJson(config_text.str()));
+  if (cfg.runs < 1 || cfg.requests < 4)
+    return absl::InvalidArgumentError("--runs >= 1 and --requests >= 4");
+  ASSIGN_OR_RETURN(const BenchModel loaded, LoadBenchModel(cfg.model_dir, "tiny", "http"));
+  const std::string& dir = loaded.dir;
+  const engine::ModelConfig& model = loaded.config;
   std::filesystem::create_directories(cfg.out_dir);
   // Thousands of sockets here and in the router (which inherits the limit).
   rlimit limit{};
   getrlimit(RLIMIT_NOFILE, &limit);
   limit.rlim_cur = limit.rlim_max;
   setrlimit(RLIMIT_NOFILE, &limit);
-  if (cfg.idle_connections > 0 && limit.rlim_cur < static_cast<rlim_t>(cfg.idle_connections) + 512) {
-    return absl::FailedPreconditionError(absl::StrCat("--idle_connections=", cfg.idle_connections,
-                                                      " needs that many file descriptors; the limit is ",
-                                                      limit.rlim_cur));
+  if (cfg.idle_connections > 0 &&
+      limit.rlim_cur < static_cast<rlim_t>(cfg.idle_connections) + 512) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--idle_connections=", cfg.idle_connections,
+                     " needs that many file descriptors; the limit is ", limit.rlim_cur));
   }
 
   nlohmann::json summary;
   summary["machine"] = MachineInfo();
-  summary["config"] = {{"runs", cfg.runs}, {"requests_per_api", cfg.requests},
-                       {"prompt_tokens", cfg.prompt_tokens}, {"max_tokens", cfg.max_tokens},
-                       {"idle_connections", cfg.idle_connections}, {"model", dir}};
+  summary["config"] = {{"runs", cfg.runs},
+                       {"requests_per_api", cfg.requests},
+                       {"prompt_tokens", cfg.prompt_tokens},
+                       {"max_tokens", cfg.max_tokens},
+                       {"idle_connections", cfg.idle_connections},
+                       {"model", dir}};
   Table table({"run", "TTFT p50 gRPC ms", "TTFT p50 HTTP ms", "TTFT ratio", "ITL p50 gRPC ms",
-                   "ITL p50 HTTP ms", "ITL ratio", "ITL p90 ratio"});
+               "ITL p50 HTTP ms", "ITL ratio", "ITL p90 ratio"});
   std::vector<double> ttft_ratios, itl_ratios, itl_p90_ratios;
   {
-    Progress(kBench, "starting the overhead cluster (router with --http_listen, one decode worker)");
+    Progress(kBench,
+             "starting the overhead cluster (router with --http_listen, one decode worker)");
     ASSIGN_OR_RETURN(pdctl::LaunchedCluster cluster,
                      pdctl::LaunchCluster(ClusterFor(cfg, dir, "overhead", false), false));
     auto channel = client::MakeChannel(cluster.state.router, GrpcSecurity());
     for (int i = 0; i < 10; ++i) {  // Warm both paths.
       std::mt19937_64 rng(i);
       GrpcSample(channel, RandomPrompt(rng, cfg.prompt_tokens, model.vocab_size), cfg.max_tokens);
-      HttpSample(cluster.state.router_http, RandomPrompt(rng, cfg.prompt_tokens, model.vocab_size), cfg.max_tokens);
+      HttpSample(cluster.state.router_http, RandomPrompt(rng, cfg.prompt_tokens, model.vocab_size),
+                 cfg.max_tokens);
     }
     for (int run = 0; run < cfg.runs; ++run) {
-      ASSIGN_OR_RETURN(nlohmann::json r, OverheadRun(cfg, run, channel, cluster.state.router_http, model.vocab_size));
+      ASSIGN_OR_RETURN(nlohmann::json r,
+                       OverheadRun(cfg, run, channel, cluster.state.router_http, model.vocab_size));
       ttft_ratios.push_back(r["ttft_ratio_p50"]);
       itl_ratios.push_back(r["itl_ratio_p50"]);
       itl_p90_ratios.push_back(r["itl_ratio_p90"]);
-      table.AddRow({absl::StrCat(run + 1), Fixed(r["grpc"]["ttft_ms_p50"].get<double>(), 3), Fixed(r["http"]["ttft_ms_p50"].get<double>(), 3),
-                    Fixed(r["ttft_ratio_p50"], 3), Fixed(r["grpc"]["itl_ms_p50"], 3),
-                    Fixed(r["http"]["itl_ms_p50"], 3), Fixed(r["itl_ratio_p50"], 3),
-                    Fixed(r["itl_ratio_p90"], 3)});
+      table.AddRow({absl::StrCat(run + 1), Fixed(r["grpc"]["ttft_ms_p50"].get<double>(), 3),
+                    Fixed(r["http"]["ttft_ms_p50"].get<double>(), 3), Fixed(r["ttft_ratio_p50"], 3),
+                    Fixed(r["grpc"]["itl_ms_p50"], 3), Fixed(r["http"]["itl_ms_p50"], 3),
+                    Fixed(r["itl_ratio_p50"], 3), Fixed(r["itl_ratio_p90"], 3)});
       Progress(kBench, absl::StrCat("run ", run + 1, ": TTFT ratio ", Fixed(r["ttft_ratio_p50"], 3),
                                     ", ITL ratio ", Fixed(r["itl_ratio_p50"], 3)));
       summary["runs"].push_back(r);
     }
   }
-  const RatioStats ttft = Stats(ttft_ratios), itl = Stats(itl_ratios), itl90 = Stats(itl_p90_ratios);
+  const RatioStats ttft = Stats(ttft_ratios), itl = Stats(itl_ratios),
+                   itl90 = Stats(itl_p90_ratios);
   summary["http_ttft_overhead_ratio"] = ttft.ToJson();
   summary["http_itl_overhead_ratio"] = itl.ToJson();
   summary["http_itl_p90_overhead_ratio"] = itl90.ToJson();
-  table.AddRow({"median [min, max]", "", "",
-                absl::StrCat(Fixed(ttft.median, 3), " [", Fixed(ttft.min, 3), ", ", Fixed(ttft.max, 3), "]"), "", "",
-                absl::StrCat(Fixed(itl.median, 3), " [", Fixed(itl.min, 3), ", ", Fixed(itl.max, 3), "]"),
-                Fixed(itl90.median, 3)});
+  table.AddRow(
+      {"median [min, max]", "", "",
+       absl::StrCat(Fixed(ttft.median, 3), " [", Fixed(ttft.min, 3), ", ", Fixed(ttft.max, 3), "]"),
+       "", "",
+       absl::StrCat(Fixed(itl.median, 3), " [", Fixed(itl.min, 3), ", ", Fixed(itl.max, 3), "]"),
+       Fixed(itl90.median, 3)});
 
-  Table memory({"run", "held streams", "completed after release", "router bytes / waiting SSE stream",
-                "router bytes / waiting gRPC stream", "router bytes / idle keep-alive connection"});
+  Table memory({"run", "held streams", "completed after release",
+                "router bytes / waiting SSE stream", "router bytes / waiting gRPC stream",
+                "router bytes / idle keep-alive connection"});
   if (cfg.idle_connections > 0) {
     std::vector<double> per_stream, per_grpc_stream, per_connection;
     for (int run = 0; run < cfg.runs; ++run) {
-      ASSIGN_OR_RETURN(nlohmann::json held, HeldStreams(cfg, dir, model.vocab_size, model.max_position_embeddings, run, false));
-      ASSIGN_OR_RETURN(nlohmann::json held_grpc, HeldStreams(cfg, dir, model.vocab_size, model.max_position_embeddings, run, true));
+      ASSIGN_OR_RETURN(nlohmann::json held, HeldStreams(cfg, dir, model.vocab_size,
+                                                        model.max_position_embeddings, run, false));
+      ASSIGN_OR_RETURN(
+          nlohmann::json held_grpc,
+          HeldStreams(cfg, dir, model.vocab_size, model.max_position_embeddings, run, true));
       ASSIGN_OR_RETURN(nlohmann::json idle, IdleConnections(cfg, dir, run));
       per_stream.push_back(held["bytes_per_waiting_stream"]);
       per_grpc_stream.push_back(held_grpc["bytes_per_waiting_stream"]);
@@ -406,8 +429,9 @@ absl::Status RunHttpBench(const HttpBenchConfig& cfg) {
       summary["idle_connections"].push_back(idle);
       for (const nlohmann::json* h : {&held, &held_grpc}) {
         if ((*h)["completed_after_release"].get<int>() != cfg.idle_connections) {
-          return absl::InternalError(absl::StrCat((*h)["completed_after_release"].get<int>(), " of ",
-                                                  cfg.idle_connections, " held streams completed"));
+          return absl::InternalError(absl::StrCat((*h)["completed_after_release"].get<int>(),
+                                                  " of ", cfg.idle_connections,
+                                                  " held streams completed"));
         }
       }
     }
@@ -415,9 +439,10 @@ absl::Status RunHttpBench(const HttpBenchConfig& cfg) {
     summary["grpc_bytes_per_waiting_stream"] = Stats(per_grpc_stream).ToJson();
     summary["http_bytes_per_keepalive_connection"] = Stats(per_connection).ToJson();
   }
-  std::printf("pdserve-bench http: the OpenAI-compatible front against gRPC on one cluster "
-              "(HTTP/gRPC ratios of medians; %d requests per API per run, alternating)\n%s\n",
-              cfg.requests, table.ToString().c_str());
+  std::printf(
+      "pdserve-bench http: the OpenAI-compatible front against gRPC on one cluster "
+      "(HTTP/gRPC ratios of medians; %d requests per API per run, alternating)\n%s\n",
+      cfg.requests, table.ToString().c_str());
   if (cfg.idle_connections > 0) std::printf("\n%s\n", memory.ToString().c_str());
   return WriteSummary(cfg.out_dir, summary);
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/common/bench_model.h"
 #include "bench/common/report.h"
 #include "bench/interference/interference_analysis.h"
 #include "common/child_process.h"
@@ -323,17 +324,9 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
     return absl::InvalidArgumentError("--d, --p and --chunks: each needs at least one value");
   }
   if (cfg.repetitions < 1) return absl::InvalidArgumentError("--repetitions: must be >= 1");
-  std::string dir = cfg.model_dir;
-  if (dir.empty()) {
-    dir = "models/small";
-    Progress("interference", "no --model: using the small preset at " + dir);
-    ASSIGN_OR_RETURN(tools::ModelSpec spec, tools::ModelSpec::Preset("small"));
-    RETURN_IF_ERROR(tools::EnsureModel(spec, dir));
-  }
-  std::ifstream config_file(dir + "/config.json");
-  std::stringstream config_text;
-  config_text << config_file.rdbuf();
-  ASSIGN_OR_RETURN(engine::ModelConfig model, engine::ModelConfig::FromJson(config_text.str()));
+  ASSIGN_OR_RETURN(const BenchModel loaded, LoadBenchModel(cfg.model_dir, "small", "interference"));
+  const std::string& dir = loaded.dir;
+  const engine::ModelConfig& model = loaded.config;
   const int max_d = *std::max_element(cfg.decode_counts.begin(), cfg.decode_counts.end());
   const int max_p = *std::max_element(cfg.prefill_tokens.begin(), cfg.prefill_tokens.end());
   const int min_chunk = *std::min_element(cfg.chunk_sizes.begin(), cfg.chunk_sizes.end());

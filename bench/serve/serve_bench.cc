@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "bench/common/bench_model.h"
 #include "bench/common/report.h"
 #include "bench/common/subprocess.h"
 #include "bench/serve/workload.h"
@@ -402,16 +403,9 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   if (cfg.policies.empty() || cfg.mixes.empty())
     return absl::InvalidArgumentError("--policies, --mixes: empty");
   if (cfg.requests_per_rate < 4) return absl::InvalidArgumentError("--requests: must be >= 4");
-  std::string dir = cfg.model_dir;
-  if (dir.empty()) {
-    dir = "models/tiny";
-    ASSIGN_OR_RETURN(tools::ModelSpec spec, tools::ModelSpec::Preset("tiny"));
-    RETURN_IF_ERROR(tools::EnsureModel(spec, dir));
-  }
-  std::ifstream config_file(dir + "/config.json");
-  std::stringstream config_text;
-  config_text << config_file.rdbuf();
-  ASSIGN_OR_RETURN(engine::ModelConfig model, engine::ModelConfig::FromJson(config_text.str()));
+  ASSIGN_OR_RETURN(const BenchModel loaded, LoadBenchModel(cfg.model_dir, "tiny", "serve"));
+  const std::string& dir = loaded.dir;
+  const engine::ModelConfig& model = loaded.config;
   std::unique_ptr<engine::Tokenizer> tokenizer;
   if (cfg.api == "openai") {
     ASSIGN_OR_RETURN(tokenizer, engine::Tokenizer::FromFile(dir + "/tokenizer.json"));

@@ -55,6 +55,30 @@ void StreamParts(std::shared_ptr<HttpExchange> exchange, std::vector<std::string
   });
 }
 
+// Keeps the last request's exchange unanswered, for tests that answer later or never.
+class HeldExchange {
+ public:
+  HttpHandler Handler() {
+    return [this](HttpRequest, std::shared_ptr<HttpExchange> exchange) {
+      absl::MutexLock lock(&mu_);
+      held_ = std::move(exchange);
+    };
+  }
+  // Waits for a request and takes its exchange (null after `timeout`).
+  std::shared_ptr<HttpExchange> Take(absl::Duration timeout = absl::Seconds(5)) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::shared_ptr<HttpExchange>* h) { return *h != nullptr; }, &held_),
+        timeout);
+    return std::move(held_);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::shared_ptr<HttpExchange> held_ ABSL_GUARDED_BY(mu_);
+};
+
 TEST(HttpServerTest, WholeAnswersKeepAliveAndPipelinedRequests) {
   auto server = StartServer(Config(), Echo);
   ASSERT_NE(server, nullptr);
@@ -172,29 +196,16 @@ TEST(HttpServerTest, ExpectContinueIsAnsweredBeforeTheBody) {
 }
 
 TEST(HttpServerTest, AClientThatLeavesIsReportedAndLaterCallsAreHarmless) {
-  absl::Mutex mu;
-  std::shared_ptr<HttpExchange> held;
-  auto server = StartServer(Config(), [&](HttpRequest, std::shared_ptr<HttpExchange> exchange) {
-    absl::MutexLock lock(&mu);
-    held = exchange;
-  });
+  HeldExchange held;
+  auto server = StartServer(Config(), held.Handler());
   ASSERT_NE(server, nullptr);
   // Asking to hear of a disconnect before it happens, and only after it happened: both told.
   for (bool ask_after_leaving : {false, true}) {
     auto c = HttpConnection::Open(server->address());
     ASSERT_TRUE(c.ok());
     ASSERT_TRUE((*c)->Send(HttpRequestBytes("POST", "/wait", "{}")).ok());
-    ASSERT_TRUE(pdserve::testing::PollUntil(
-        [&] {
-          absl::MutexLock lock(&mu);
-          return held != nullptr;
-        },
-        absl::Seconds(5)));
-    std::shared_ptr<HttpExchange> exchange;
-    {
-      absl::MutexLock lock(&mu);
-      exchange = std::move(held);
-    }
+    std::shared_ptr<HttpExchange> exchange = held.Take();
+    ASSERT_NE(exchange, nullptr);
     auto disconnected = std::make_shared<absl::Notification>();
     if (!ask_after_leaving) exchange->OnDisconnect([disconnected] { disconnected->Notify(); });
     (*c)->Close();  // Gone before any answer.
@@ -239,30 +250,21 @@ TEST(HttpServerTest, ConnectionsBeyondTheLimitGet503) {
 }
 
 TEST(HttpServerTest, StopClosesOpenConnectionsAndReturns) {
-  std::shared_ptr<HttpExchange> held;
-  absl::Mutex mu;
-  auto server = StartServer(Config(), [&](HttpRequest, std::shared_ptr<HttpExchange> exchange) {
-    absl::MutexLock lock(&mu);
-    held = exchange;  // Never answered.
-  });
+  HeldExchange held;
+  auto server = StartServer(Config(), held.Handler());  // Never answered.
   ASSERT_NE(server, nullptr);
   auto c = HttpConnection::Open(server->address());
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE((*c)->Send(HttpRequestBytes("POST", "/hang", "{}")).ok());
-  ASSERT_TRUE(pdserve::testing::PollUntil(
-      [&] {
-        absl::MutexLock lock(&mu);
-        return held != nullptr;
-      },
-      absl::Seconds(5)));
+  std::shared_ptr<HttpExchange> exchange = held.Take();
+  ASSERT_NE(exchange, nullptr);
   const absl::Time start = absl::Now();
   server->Stop();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_TRUE((*c)->WaitClosed(absl::Seconds(5)));
   // An exchange that outlives the stopped server is harmless.
-  absl::MutexLock lock(&mu);
-  held->Respond(200, {}, "too late");
-  held.reset();
+  exchange->Respond(200, {}, "too late");
+  exchange.reset();
   server.reset();
 }
 

@@ -78,6 +78,21 @@ std::string Chat(const std::string& content, int max_tokens, bool stream,
                       stream ? "true" : "false", extra, "}");
 }
 
+// A chat stream of `max_tokens` tokens on a fresh connection, returned once its first text
+// arrived (null if it did not).
+std::unique_ptr<HttpConnection> OpenLongStream(const std::string& address,
+                                               const std::string& prompt, int max_tokens = 3000) {
+  auto c = HttpConnection::Open(address);
+  if (!c.ok()) return nullptr;
+  if (!(*c)->Send(HttpRequestBytes("POST", "/v1/chat/completions", Chat(prompt, max_tokens, true)))
+           .ok())
+    return nullptr;
+  (*c)->ReadUntil([](const std::string& r) { return r.find("\"content\"") != std::string::npos; },
+                  absl::Seconds(30));
+  if ((*c)->received().find("\"content\"") == std::string::npos) return nullptr;
+  return *std::move(c);
+}
+
 class OpenAiFrontTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -353,21 +368,15 @@ TEST(OpenAiFrontLimitsTest, OverloadIs429WithRetryAfterAndNoWorkerIs503) {
   ASSERT_NE(cluster, nullptr);
   const std::string address = HttpAddress(*cluster);
   // One long stream holds the only slot.
-  auto busy = HttpConnection::Open(address);
-  ASSERT_TRUE(busy.ok());
-  ASSERT_TRUE((*busy)
-                  ->Send(HttpRequestBytes("POST", "/v1/chat/completions", Chat("hold", 3000, true)))
-                  .ok());
-  (*busy)->ReadUntil(
-      [](const std::string& r) { return r.find("\"content\"") != std::string::npos; },
-      absl::Seconds(30));
+  std::unique_ptr<HttpConnection> busy = OpenLongStream(address, "hold");
+  ASSERT_NE(busy, nullptr);
   auto refused =
       HttpCall(address, "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(refused->status, 429) << refused->body;
   EXPECT_EQ(refused->headers["retry-after"], "2");  // 1500 ms, rounded up.
   EXPECT_EQ(json::parse(refused->body)["error"]["type"], "rate_limit_error");
-  (*busy)->Close();
+  busy->Close();
   ExpectNothingLeaked(*cluster);
 
   // The decode worker gone: /health and requests say the cluster cannot serve.
@@ -431,16 +440,8 @@ TEST(OpenAiFrontLimitsTest, ADrainingRouterFinishesOpenStreamsAndRefusesNewConne
   auto cluster = LocalCluster::Start(options);
   ASSERT_NE(cluster, nullptr);
   const std::string address = HttpAddress(*cluster);
-  auto stream = HttpConnection::Open(address);
-  ASSERT_TRUE(stream.ok());
-  ASSERT_TRUE(
-      (*stream)
-          ->Send(HttpRequestBytes("POST", "/v1/chat/completions", Chat("drain", 1500, true)))
-          .ok());
-  (*stream)->ReadUntil(
-      [](const std::string& r) { return r.find("\"content\"") != std::string::npos; },
-      absl::Seconds(30));
-  ASSERT_THAT((*stream)->received(), HasSubstr("\"content\""));
+  std::unique_ptr<HttpConnection> stream = OpenLongStream(address, "drain", 1500);
+  ASSERT_NE(stream, nullptr);
   // A gRPC stream beside it.
   absl::Notification grpc_started;
   client::GenerationOutcome grpc_outcome;
@@ -463,11 +464,11 @@ TEST(OpenAiFrontLimitsTest, ADrainingRouterFinishesOpenStreamsAndRefusesNewConne
       },
       absl::Seconds(10)));
   // The open stream runs to its end.
-  (*stream)->ReadUntil(
+  stream->ReadUntil(
       [](const std::string& r) { return r.find("data: [DONE]") != std::string::npos; },
       absl::Seconds(60));
-  EXPECT_THAT((*stream)->received(), HasSubstr("\"finish_reason\":\"length\""));
-  EXPECT_THAT((*stream)->received(), HasSubstr("data: [DONE]"));
+  EXPECT_THAT(stream->received(), HasSubstr("\"finish_reason\":\"length\""));
+  EXPECT_THAT(stream->received(), HasSubstr("data: [DONE]"));
   grpc_stream.join();
   EXPECT_TRUE(grpc_outcome.status.ok()) << grpc_outcome.status.error_message();
   EXPECT_EQ(grpc_outcome.tokens.size(), 1500u);
@@ -492,15 +493,8 @@ TEST(OpenAiFrontLimitsTest, AQueuedRequestIsCancelledWhenItsClientLeaves) {
   auto in_flight = [&] {
     return pdserve::testing::Metric(metrics, "pdserve_router_requests_in_flight ");
   };
-  auto running = HttpConnection::Open(address);
-  ASSERT_TRUE(running.ok());
-  ASSERT_TRUE((*running)
-                  ->Send(HttpRequestBytes("POST", "/v1/chat/completions", Chat("hold", 3000, true)))
-                  .ok());
-  (*running)->ReadUntil(
-      [](const std::string& r) { return r.find("\"content\"") != std::string::npos; },
-      absl::Seconds(30));
-  ASSERT_THAT((*running)->received(), HasSubstr("\"content\""));
+  std::unique_ptr<HttpConnection> running = OpenLongStream(address, "hold");
+  ASSERT_NE(running, nullptr);
   // A whole (non-streamed) answer: nothing is written to its client until it completes.
   auto queued = HttpConnection::Open(address);
   ASSERT_TRUE(queued.ok());
@@ -512,12 +506,12 @@ TEST(OpenAiFrontLimitsTest, AQueuedRequestIsCancelledWhenItsClientLeaves) {
   EXPECT_TRUE(pdserve::testing::PollUntil([&] { return in_flight() == 1; }, absl::Seconds(2)))
       << "the queued request outlived its client";
   // The long stream was not disturbed.
-  (*running)->ClearReceived();
-  (*running)->ReadUntil(
+  running->ClearReceived();
+  running->ReadUntil(
       [](const std::string& r) { return r.find("\"content\"") != std::string::npos; },
       absl::Seconds(10));
-  EXPECT_THAT((*running)->received(), HasSubstr("\"content\""));
-  (*running)->Close();
+  EXPECT_THAT(running->received(), HasSubstr("\"content\""));
+  running->Close();
   ExpectNothingLeaked(*cluster);
 }
 
