@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/byte_level.h"
 
 namespace pdserve::engine::jinja {
 namespace {
@@ -251,7 +252,8 @@ class Lexer {
                                   : (std::tolower(h) - 'a' + 10));
             }
             i += len;
-            AppendUtf8(cp, &out);
+            if (cp > 0x10FFFF) return Error(line_, "escape beyond U+10FFFF in string");
+            AppendUtf8(static_cast<int32_t>(cp), &out);
             break;
           }
           default:
@@ -268,24 +270,6 @@ class Lexer {
     Emit(Token::Kind::kString, std::move(out));
     pos_ = i + 1;
     return absl::OkStatus();
-  }
-
-  static void AppendUtf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-    } else {
-      out->push_back(static_cast<char>(0xf0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-    }
   }
 
   absl::string_view src_;
