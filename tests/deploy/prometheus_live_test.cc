@@ -171,10 +171,11 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
       ASSERT_TRUE(out.status.ok()) << out.status.error_message();
     }
     // And a chat through the OpenAI-compatible HTTP API.
-    auto http = client::HttpCall(cluster->router().serving_info().at("http"), "POST",
-                                 "/v1/chat/completions",
-                                 R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})");
-    ASSERT_TRUE(http.ok() && http->status == 200) << (http.ok() ? http->body : http.status().ToString());
+    auto http = client::HttpCall(
+        cluster->router().serving_info().at("http"), "POST", "/v1/chat/completions",
+        R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})");
+    ASSERT_TRUE(http.ok() && http->status == 200)
+        << (http.ok() ? http->body : http.status().ToString());
     absl::SleepFor(absl::Seconds(1));  // Spread the traffic over scrapes, so rates see it.
   }
 

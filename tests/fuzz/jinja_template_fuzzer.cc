@@ -18,9 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RenderLimits limits;
   limits.max_output_bytes = 1 << 20;
   limits.max_steps = 100000;
-  (*parsed)->Render({{"messages", *messages}, {"add_generation_prompt", Value(true)},
-                     {"bos_token", Value("<s>")}},
-                    limits)
+  (*parsed)
+      ->Render({{"messages", *messages},
+                {"add_generation_prompt", Value(true)},
+                {"bos_token", Value("<s>")}},
+               limits)
       .IgnoreError();
   return 0;
 }

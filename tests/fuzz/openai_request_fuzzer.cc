@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (parsed->generate.has_chat()) {
     std::vector<pdserve::engine::ChatMessage> messages;
-    for (const auto& m : parsed->generate.chat().messages()) messages.push_back({m.role(), m.content()});
+    for (const auto& m : parsed->generate.chat().messages())
+      messages.push_back({m.role(), m.content()});
     pdserve::engine::jinja::RenderLimits limits;
     limits.max_output_bytes = 1 << 20;
     chat_template->Render(messages, true, {}, limits).IgnoreError();

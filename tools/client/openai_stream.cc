@@ -49,7 +49,8 @@ OpenAiStreamOutcome StreamCompletion(const std::string& address, const std::vect
   }
   const absl::Time deadline = absl::Now() + timeout;
   out.start = absl::Now();
-  if (absl::Status s = (*connection)->Send(HttpRequestBytes("POST", "/v1/completions", body.dump(), "", false));
+  if (absl::Status s =
+          (*connection)->Send(HttpRequestBytes("POST", "/v1/completions", body.dump(), "", false));
       !s.ok()) {
     out.error = std::string(s.message());
     return out;
@@ -59,8 +60,10 @@ OpenAiStreamOutcome StreamCompletion(const std::string& address, const std::vect
   bool done = false;
   while (!done && absl::Now() < deadline) {
     // One read: returns as soon as anything new arrived.
-    const std::string& raw = (*connection)->ReadUntil(
-        [seen](const std::string& r) { return r.size() > seen; }, deadline - absl::Now());
+    const std::string& raw =
+        (*connection)
+            ->ReadUntil([seen](const std::string& r) { return r.size() > seen; },
+                        deadline - absl::Now());
     const absl::Time arrived = absl::Now();
     if (raw.size() == seen) break;  // Closed or timed out.
     seen = raw.size();

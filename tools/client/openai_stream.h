@@ -18,12 +18,12 @@ struct OpenAiStreamOutcome {
   int http_status = 0;
   // What went wrong (the error body, or the transport's failure); empty on success.
   std::string error;
-  absl::Time start;                      // Just before the request was sent.
-  std::vector<absl::Time> event_times;   // Arrival of each event that carried text.
+  absl::Time start;                     // Just before the request was sent.
+  std::vector<absl::Time> event_times;  // Arrival of each event that carried text.
   std::string text;
-  int prompt_tokens = 0;                 // From the usage chunk.
+  int prompt_tokens = 0;  // From the usage chunk.
   int completion_tokens = 0;
-  std::string placement_mode;            // "local" or "offload" (the "pdserve" field).
+  std::string placement_mode;  // "local" or "offload" (the "pdserve" field).
   bool fell_back_to_local = false;
 
   bool ok() const { return http_status == 200 && error.empty(); }
