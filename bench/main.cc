@@ -22,6 +22,13 @@ ABSL_FLAG(std::string, model, "", "Model directory; empty uses the bench's defau
 ABSL_FLAG(std::vector<std::string>, threads, {},
           "engine: thread counts to measure (default 1,all).");
 ABSL_FLAG(int, decode_steps, 16, "engine: timed decode steps per batch size.");
+ABSL_FLAG(std::vector<std::string>, decode_batches, {},
+          "engine: decode batch sizes (default 1,4,8,16,32,64).");
+ABSL_FLAG(std::vector<std::string>, prefill_tokens, {},
+          "engine: prefill lengths (default 512,2048).");
+ABSL_FLAG(
+    std::string, weight_dtype, "auto",
+    "engine: how the model keeps its weights (auto = the checkpoint's dtype, f32, bf16, f16).");
 ABSL_FLAG(int, prefill_repetitions, 3, "engine: repetitions per prefill length.");
 ABSL_FLAG(std::vector<std::string>, transports, std::vector<std::string>({"shm", "tcp"}),
           "transfer-raw: UCX transports to measure (UCX_TLS values); transfer: the first is used.");
@@ -133,6 +140,7 @@ int main(int argc, char** argv) {
     pdserve::bench::EngineBenchConfig config;
     config.model_dir = absl::GetFlag(FLAGS_model);
     config.out_dir = absl::GetFlag(FLAGS_out);
+    config.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
     for (const std::string& t : absl::GetFlag(FLAGS_threads)) {
       int n;
       if (!absl::SimpleAtoi(t, &n) || n < 1) {
@@ -143,6 +151,12 @@ int main(int argc, char** argv) {
     }
     config.decode_steps = absl::GetFlag(FLAGS_decode_steps);
     config.prefill_repetitions = absl::GetFlag(FLAGS_prefill_repetitions);
+    if (!absl::GetFlag(FLAGS_decode_batches).empty() &&
+        !Ints("decode_batches", absl::GetFlag(FLAGS_decode_batches), &config.decode_batches))
+      return 2;
+    if (!absl::GetFlag(FLAGS_prefill_tokens).empty() &&
+        !Ints("prefill_tokens", absl::GetFlag(FLAGS_prefill_tokens), &config.prefill_lengths))
+      return 2;
     const absl::Status status = pdserve::bench::RunEngineBench(config);
     return status.ok() ? 0 : Fail(status);
   }

@@ -25,6 +25,8 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM, how long running work may finish.");
 ABSL_FLAG(int, threads, 0, "Forward-pass threads; 0 = all hardware threads.");
 ABSL_FLAG(std::string, backend, "cpu", "Engine backend: cpu or cuda.");
+ABSL_FLAG(std::string, weight_dtype, "auto",
+          "How weights are kept: auto (the checkpoint's dtype), f32, bf16 or f16.");
 ABSL_FLAG(int, block_size, 16,
           "Tokens per KV block (equal on the prefill and decode workers of a model).");
 ABSL_FLAG(std::string, kv_dtype, "f32",
@@ -57,6 +59,7 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
   }
   c.engine.backend = absl::GetFlag(FLAGS_backend);
   c.engine.num_threads = absl::GetFlag(FLAGS_threads);
+  c.engine.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
   c.block_size = absl::GetFlag(FLAGS_block_size);
   c.num_blocks = absl::GetFlag(FLAGS_num_blocks);
   c.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);

@@ -120,6 +120,11 @@ absl::Status Checkpoint::OpenShards() {
   return absl::OkStatus();
 }
 
+TensorDType Checkpoint::DTypeOf(absl::string_view name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? TensorDType::kUnsupported : it->second.info->dtype;
+}
+
 absl::Status Checkpoint::ReadF32(absl::string_view name, absl::Span<const int64_t> shape,
                                  float* out) {
   auto it = tensors_.find(name);

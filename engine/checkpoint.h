@@ -28,6 +28,8 @@ class Checkpoint {
   const ModelConfig& config() const { return config_; }
   uint64_t fingerprint() const { return fingerprint_; }
   bool Has(absl::string_view name) const { return tensors_.contains(name); }
+  // The stored type of tensor `name` (kUnsupported when absent).
+  TensorDType DTypeOf(absl::string_view name) const;
 
   // Converts tensor `name` to float32 into `out` (shape-product floats). Errors name the
   // tensor and the expected versus found shape or dtype.

@@ -21,6 +21,11 @@ absl::Status EngineOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("num_threads: ", num_threads, " is outside [0, 256]"));
   }
+  if (weight_dtype != "auto" && weight_dtype != "f32" && weight_dtype != "bf16" &&
+      weight_dtype != "f16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--weight_dtype: '", weight_dtype, "' is not one of auto, f32, bf16, f16"));
+  }
   return absl::OkStatus();
 }
 
@@ -41,6 +46,9 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOption
   LoadedModel loaded;
   CpuModelOptions cpu;
   cpu.num_threads = options.num_threads;
+  if (options.weight_dtype == "f32") cpu.weight_type = WeightType::kF32;
+  if (options.weight_dtype == "bf16") cpu.weight_type = WeightType::kBF16;
+  if (options.weight_dtype == "f16") cpu.weight_type = WeightType::kF16;
   ASSIGN_OR_RETURN(loaded.model, CpuModel::Load(*checkpoint, cpu));
   const ModelConfig& config = loaded.model->config();
   loaded.name = std::filesystem::path(dir).lexically_normal().filename().string();

@@ -19,6 +19,8 @@ struct EngineOptions {
   std::string backend = "cpu";
   // Forward-pass threads including the caller; 0 = one per hardware thread. Default 0.
   int num_threads = 0;
+  // How weights are kept: "auto" (the checkpoint's dtype), "f32", "bf16" or "f16". Default auto.
+  std::string weight_dtype = "auto";
 
   absl::Status Validate() const;
 };

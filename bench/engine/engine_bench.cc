@@ -11,6 +11,7 @@
 #include "bench/common/report.h"
 #include "common/status_macros.h"
 #include "engine/cpu/aligned_buffer.h"
+#include "engine/cpu/cpu_model.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/model_loader.h"
 #include "tools/make_model/model_maker.h"
@@ -119,6 +120,7 @@ double OpenBlasFlops(const std::vector<GemmShape>& shapes, int threads) {
 
 struct ThreadResult {
   int threads = 0;
+  std::string weight_type = "f32";  // How the model kept its weights.
   double memcpy_gbps = 0;
   double read_gbps = 0;
   double decode_floor_ms = 0;
@@ -134,9 +136,12 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
   r.threads = threads;
   Progress("engine", absl::StrCat("loading ", dir, " with ", threads, " thread(s)"));
   ASSIGN_OR_RETURN(engine::LoadedModel loaded,
-                   engine::LoadModel(dir, engine::EngineOptions{.num_threads = threads}));
+                   engine::LoadModel(dir, engine::EngineOptions{.num_threads = threads,
+                                                                .weight_dtype = cfg.weight_dtype}));
   engine::Model& model = *loaded.model;
   const engine::ModelConfig& c = model.config();
+  if (const auto* cpu = dynamic_cast<const engine::CpuModel*>(&model))
+    r.weight_type = engine::WeightTypeName(cpu->weight_type());
 
   r.memcpy_gbps = MemcpyBandwidth(threads) / 1e9;
   r.read_gbps = ReadBandwidth(threads) / 1e9;
@@ -146,7 +151,7 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
            absl::StrCat("memcpy ", Fixed(r.memcpy_gbps, 1), " GB/s, read ", Fixed(r.read_gbps, 1),
                         " GB/s; decode floor ", Fixed(r.decode_floor_ms), " ms (copy) / ",
                         Fixed(r.decode_read_floor_ms), " ms (read) for ",
-                        model.weight_bytes() >> 20, " MiB of weights"));
+                        model.weight_bytes() >> 20, " MiB of ", r.weight_type, " weights"));
 
   // Decode: B sequences with `decode_context` tokens each, then timed single-token steps.
   const int max_batch = *std::max_element(cfg.decode_batches.begin(), cfg.decode_batches.end());
@@ -290,6 +295,7 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
   nlohmann::json summary = {
       {"bench", "engine"},
       {"model", dir},
+      {"weight_dtype", results.front().weight_type},
       {"machine", MachineInfo()},
       {"threads_for_headline", one.threads},
       {"decode_b1_over_floor", b1 > 0 ? b1 / one.decode_floor_ms : 0},

@@ -25,6 +25,9 @@ struct EngineBenchConfig {
   // Timed decode steps per batch size (the median is reported).
   int decode_steps = 16;
   int prefill_repetitions = 3;
+  // How the model keeps its weights (auto: the checkpoint's dtype); the decode floors are for
+  // the bytes actually stored.
+  std::string weight_dtype = "auto";
 };
 
 absl::Status RunEngineBench(const EngineBenchConfig& config);

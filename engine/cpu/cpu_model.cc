@@ -35,6 +35,20 @@ absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(Checkpoint& checkpoint,
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (threads > 256) return absl::InvalidArgumentError("num_threads: at most 256");
   model->pool_ = std::make_unique<ThreadPool>(threads);
+  if (options.weight_type.has_value()) {
+    model->weight_type_ = *options.weight_type;
+  } else {
+    switch (checkpoint.DTypeOf("model.embed_tokens.weight")) {
+      case TensorDType::kBF16:
+        model->weight_type_ = WeightType::kBF16;
+        break;
+      case TensorDType::kF16:
+        model->weight_type_ = WeightType::kF16;
+        break;
+      default:
+        model->weight_type_ = WeightType::kF32;
+    }
+  }
   model->attention_scratch_.resize(threads);
   model->attention_rows_.resize(threads);
   RETURN_IF_ERROR(model->LoadWeights(checkpoint));
@@ -62,20 +76,34 @@ absl::Status CpuModel::LoadWeights(Checkpoint& ckpt) {
     return ckpt.ReadF32(name, {n}, out->data());
   };
 
-  embed_.resize(static_cast<size_t>(c.vocab_size) * h);
-  RETURN_IF_ERROR(ckpt.ReadF32("model.embed_tokens.weight", {c.vocab_size, h}, embed_.data()));
+  const WeightType type = weight_type_;
+  const size_t embed_elements = static_cast<size_t>(c.vocab_size) * h;
+  std::vector<float> embed(embed_elements);
+  RETURN_IF_ERROR(ckpt.ReadF32("model.embed_tokens.weight", {c.vocab_size, h}, embed.data()));
+  embed_.Resize(embed_elements * WeightTypeBytes(type));
+  switch (type) {
+    case WeightType::kF32:
+      std::memcpy(embed_.data(), embed.data(), embed_elements * sizeof(float));
+      break;
+    case WeightType::kBF16:
+      FloatToBf16(embed.data(), reinterpret_cast<uint16_t*>(embed_.data()), embed_elements);
+      break;
+    case WeightType::kF16:
+      FloatToHalf(embed.data(), reinterpret_cast<uint16_t*>(embed_.data()), embed_elements);
+      break;
+  }
   RETURN_IF_ERROR(read_vector("model.norm.weight", h, &final_norm_));
   std::vector<float> buffer;
   if (c.tie_word_embeddings) {
     if (ckpt.Has("lm_head.weight")) {  // Some exports include the tied copy; it is ignored.
-      buffer.resize(embed_.size());
+      buffer.resize(embed.size());
       RETURN_IF_ERROR(ckpt.ReadF32("lm_head.weight", {c.vocab_size, h}, buffer.data()));
     }
-    lm_head_ = PackedMatrix::Pack(embed_.data(), c.vocab_size, h, h);
+    lm_head_ = PackedMatrix::Pack(embed.data(), c.vocab_size, h, h, type);
   } else {
-    buffer.resize(embed_.size());
+    buffer.resize(embed.size());
     RETURN_IF_ERROR(ckpt.ReadF32("lm_head.weight", {c.vocab_size, h}, buffer.data()));
-    lm_head_ = PackedMatrix::Pack(buffer.data(), c.vocab_size, h, h);
+    lm_head_ = PackedMatrix::Pack(buffer.data(), c.vocab_size, h, h, type);
   }
   weight_bytes_ = lm_head_.bytes();
 
@@ -93,7 +121,7 @@ absl::Status CpuModel::LoadWeights(Checkpoint& ckpt) {
                                  buffer.data() + q_dim * h));
     RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.v_proj.weight"), {kv_dim, h},
                                  buffer.data() + (q_dim + kv_dim) * h));
-    layer.qkv = PackedMatrix::Pack(buffer.data(), static_cast<int>(q_dim + 2 * kv_dim), h, h);
+    layer.qkv = PackedMatrix::Pack(buffer.data(), static_cast<int>(q_dim + 2 * kv_dim), h, h, type);
     if (c.qkv_bias) {
       layer.qkv_bias.resize(q_dim + 2 * kv_dim);
       RETURN_IF_ERROR(
@@ -112,7 +140,7 @@ absl::Status CpuModel::LoadWeights(Checkpoint& ckpt) {
     buffer.assign(h * q_dim, 0.f);
     RETURN_IF_ERROR(
         ckpt.ReadF32(LayerName(l, "self_attn.o_proj.weight"), {h, q_dim}, buffer.data()));
-    layer.o = PackedMatrix::Pack(buffer.data(), h, q_dim, q_dim);
+    layer.o = PackedMatrix::Pack(buffer.data(), h, q_dim, q_dim, type);
     if (c.o_bias)
       RETURN_IF_ERROR(read_vector(LayerName(l, "self_attn.o_proj.bias"), h, &layer.o_bias));
 
@@ -120,10 +148,10 @@ absl::Status CpuModel::LoadWeights(Checkpoint& ckpt) {
     RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.gate_proj.weight"), {inter, h}, buffer.data()));
     RETURN_IF_ERROR(
         ckpt.ReadF32(LayerName(l, "mlp.up_proj.weight"), {inter, h}, buffer.data() + inter * h));
-    layer.gate_up = PackedMatrix::Pack(buffer.data(), static_cast<int>(2 * inter), h, h);
+    layer.gate_up = PackedMatrix::Pack(buffer.data(), static_cast<int>(2 * inter), h, h, type);
     buffer.assign(h * inter, 0.f);
     RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.down_proj.weight"), {h, inter}, buffer.data()));
-    layer.down = PackedMatrix::Pack(buffer.data(), h, inter, inter);
+    layer.down = PackedMatrix::Pack(buffer.data(), h, inter, inter, type);
     if (c.mlp_bias) {
       layer.gate_up_bias.resize(2 * inter);
       RETURN_IF_ERROR(
@@ -251,9 +279,20 @@ absl::Status CpuModel::Forward(const PackedBatch& batch, KvPool& pool,
 
   // Embedding and rotary tables (angles in double; one table serves every layer).
   ForRows(T, [&](int t) {
-    std::memcpy(x_.data() + static_cast<size_t>(t) * hidden,
-                embed_.data() + static_cast<size_t>(batch.tokens[t]) * hidden,
-                hidden * sizeof(float));
+    float* row = x_.data() + static_cast<size_t>(t) * hidden;
+    const size_t first = static_cast<size_t>(batch.tokens[t]) * hidden;
+    switch (weight_type_) {
+      case WeightType::kF32:
+        std::memcpy(row, reinterpret_cast<const float*>(embed_.data()) + first,
+                    hidden * sizeof(float));
+        break;
+      case WeightType::kBF16:
+        Bf16ToFloat(reinterpret_cast<const uint16_t*>(embed_.data()) + first, row, hidden);
+        break;
+      case WeightType::kF16:
+        HalfToFloat(reinterpret_cast<const uint16_t*>(embed_.data()) + first, row, hidden);
+        break;
+    }
     for (int i = 0; i < half; ++i) {
       const double angle = token_pos_[t] * inv_freq_[i];
       rope_cos_[static_cast<size_t>(t) * half + i] = static_cast<float>(std::cos(angle));

@@ -1,12 +1,15 @@
-// The CPU backend: a Llama-family decoder (Llama 2/3, Mistral, Qwen2, Qwen3) with weights
-// in float32, projections and MLP through the batch-invariant packed GEMM, and paged
-// attention per sequence. q/k/v and gate/up projections are fused into one GEMM each.
+// The CPU backend: a Llama-family decoder (Llama 2/3, Mistral, Qwen2, Qwen3) with its matrices
+// kept in the checkpoint's type (float32, bfloat16 or float16; or one chosen at load) and
+// widened to float32 in registers, projections and MLP through the batch-invariant packed
+// GEMM, and paged attention per sequence. q/k/v and gate/up projections are fused into one
+// GEMM each. Norm weights, biases and activations are float32.
 // Thread-safety: Forward() is called by one thread at a time (it reuses scratch buffers and
 // drives the internal thread pool); the rest is immutable after Load().
 #ifndef PDSERVE_ENGINE_CPU_CPU_MODEL_H_
 #define PDSERVE_ENGINE_CPU_CPU_MODEL_H_
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +26,9 @@ struct CpuModelOptions {
   // Threads for the forward pass, including the caller. 0 means one per hardware thread.
   // Default 0.
   int num_threads = 0;
+  // How the matrices (and the embedding table) are stored; unset: as the checkpoint stores
+  // its embedding table (its dtype). Default unset.
+  std::optional<WeightType> weight_type;
 };
 
 class CpuModel final : public Model {
@@ -35,6 +41,7 @@ class CpuModel final : public Model {
   size_t weight_bytes() const override { return weight_bytes_; }
   std::string backend_name() const override { return "cpu"; }
   int num_threads() const { return pool_->size(); }
+  WeightType weight_type() const { return weight_type_; }
 
   absl::Status Forward(const PackedBatch& batch, KvPool& pool, const ForwardOptions& options,
                        Logits* logits) override;
@@ -59,7 +66,8 @@ class CpuModel final : public Model {
   ModelConfig config_;
   uint64_t fingerprint_ = 0;
   size_t weight_bytes_ = 0;
-  std::vector<float> embed_;  // [vocab, hidden]
+  WeightType weight_type_ = WeightType::kF32;
+  AlignedBuffer<uint8_t> embed_;  // [vocab, hidden] of weight_type_ (rows in order)
   std::vector<float> final_norm_;
   PackedMatrix lm_head_;  // [vocab, hidden]
   std::vector<Layer> layers_;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "engine/cpu/thread_pool.h"
+#include "engine/half.h"
 
 namespace pdserve::engine {
 namespace {
@@ -19,24 +20,37 @@ constexpr int kPanel = PackedMatrix::kPanelWidth;
 constexpr int kBlockK = 256;
 // Panels per group: kBlockK * kGroupPanels * kPanel * 4 bytes = 256 KiB, inside L2.
 constexpr int kGroupPanels = 8;
+// Up to this many rows, a panel is read whole in one pass (no K blocking): X is a few rows
+// that stay in L1 anyway, and one long sequential stream per panel is what a
+// bandwidth-bound decode step wants.
+constexpr int kStreamRows = 4;
+
+// Where column j of a bfloat16 panel row is stored: within each 128-bit lane L of a 32-word
+// row, words 0..3 are columns 4L..4L+3 and words 4..7 are columns 16+4L..16+4L+3, so that a
+// word unpack with zeros (which widens the low, resp. high, four words of each lane into
+// floats) yields columns 0..15, resp. 16..31, in order. On AVX2 the same holds per 256-bit half.
+constexpr int BfloatSlot(int j) {
+  return j < 16 ? (j / 4) * 8 + j % 4 : ((j - 16) / 4) * 8 + 4 + (j - 16) % 4;
+}
 
 bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   return has;
 }
 
 bool HasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
   return has;
 }
 
 // ---- AVX-512: MR rows x 32 columns, two zmm accumulators per row. ----
 constexpr int kMrAvx512 = 12;
 
-template <int MR>
-__attribute__((target("avx512f"))) void KernelAvx512(const float* a, int lda, const float* b,
-                                                     int kc, float* c, int ldc, int ncols,
-                                                     bool first) {
+template <int MR, WeightType W>
+__attribute__((target("avx512f,avx512bw"))) void KernelAvx512(const float* a, int lda,
+                                                              const uint8_t* b, int kc, float* c,
+                                                              int ldc, int ncols, bool first) {
   const __mmask16 mask0 = ncols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << ncols) - 1);
   const __mmask16 mask1 =
       ncols >= 32 ? 0xFFFF : (ncols <= 16 ? 0 : static_cast<__mmask16>((1u << (ncols - 16)) - 1));
@@ -51,9 +65,24 @@ __attribute__((target("avx512f"))) void KernelAvx512(const float* a, int lda, co
       acc1[r] = _mm512_maskz_loadu_ps(mask1, c + r * ldc + 16);
     }
   }
+  const __m512i zero = _mm512_setzero_si512();
   for (int k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_load_ps(b + k * kPanel);
-    const __m512 b1 = _mm512_load_ps(b + k * kPanel + 16);
+    __m512 b0, b1;
+    if constexpr (W == WeightType::kF32) {
+      const float* row = reinterpret_cast<const float*>(b) + k * kPanel;
+      b0 = _mm512_load_ps(row);
+      b1 = _mm512_load_ps(row + 16);
+    } else if constexpr (W == WeightType::kBF16) {
+      // A bfloat16 is the top half of a float: interleaving zeros below it widens it exactly.
+      const __m512i raw =
+          _mm512_load_si512(reinterpret_cast<const uint16_t*>(b) + static_cast<size_t>(k) * kPanel);
+      b0 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, raw));
+      b1 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, raw));
+    } else {
+      const uint16_t* row = reinterpret_cast<const uint16_t*>(b) + static_cast<size_t>(k) * kPanel;
+      b0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(row)));
+      b1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(row + 16)));
+    }
 #pragma GCC unroll 12
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * lda + k]);
@@ -68,29 +97,47 @@ __attribute__((target("avx512f"))) void KernelAvx512(const float* a, int lda, co
   }
 }
 
-using KernelFn = void (*)(const float*, int, const float*, int, float*, int, int, bool);
+using KernelFn = void (*)(const float*, int, const uint8_t*, int, float*, int, int, bool);
 
-template <int... Rs>
+template <WeightType W, int... Rs>
 constexpr auto MakeAvx512Table(std::integer_sequence<int, Rs...>) {
-  return std::array<KernelFn, sizeof...(Rs)>{&KernelAvx512<Rs + 1>...};
+  return std::array<KernelFn, sizeof...(Rs)>{&KernelAvx512<Rs + 1, W>...};
 }
-constexpr auto kAvx512Kernels = MakeAvx512Table(std::make_integer_sequence<int, kMrAvx512>{});
+template <WeightType W>
+constexpr auto kAvx512Kernels = MakeAvx512Table<W>(std::make_integer_sequence<int, kMrAvx512>{});
 
-// ---- AVX2 + FMA: MR rows x 32 columns, four ymm accumulators per row. ----
+// ---- AVX2 + FMA (+ F16C): MR rows x 32 columns, four ymm accumulators per row. ----
 constexpr int kMrAvx2 = 3;
 
-template <int MR>
-__attribute__((target("avx2,fma"))) void KernelAvx2(const float* a, int lda, const float* b, int kc,
-                                                    float* c, int ldc, int ncols, bool first) {
+template <int MR, WeightType W>
+__attribute__((target("avx2,fma,f16c"))) void KernelAvx2(const float* a, int lda, const uint8_t* b,
+                                                         int kc, float* c, int ldc, int ncols,
+                                                         bool first) {
   alignas(32) float tile[MR][kPanel];
   __m256 acc[MR][4];
   for (int r = 0; r < MR; ++r) {
     for (int j = 0; j < kPanel; ++j) tile[r][j] = (first || j >= ncols) ? 0.f : c[r * ldc + j];
     for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_load_ps(&tile[r][v * 8]);
   }
+  const __m256i zero = _mm256_setzero_si256();
   for (int k = 0; k < kc; ++k) {
     __m256 bv[4];
-    for (int v = 0; v < 4; ++v) bv[v] = _mm256_load_ps(b + k * kPanel + v * 8);
+    if constexpr (W == WeightType::kF32) {
+      const float* row = reinterpret_cast<const float*>(b) + k * kPanel;
+      for (int v = 0; v < 4; ++v) bv[v] = _mm256_load_ps(row + v * 8);
+    } else if constexpr (W == WeightType::kBF16) {
+      const uint16_t* row = reinterpret_cast<const uint16_t*>(b) + static_cast<size_t>(k) * kPanel;
+      const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(row));
+      const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(row + 16));
+      bv[0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, lo));  // Columns 0..7.
+      bv[1] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, hi));  // 8..15.
+      bv[2] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, lo));  // 16..23.
+      bv[3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, hi));  // 24..31.
+    } else {
+      const uint16_t* row = reinterpret_cast<const uint16_t*>(b) + static_cast<size_t>(k) * kPanel;
+      for (int v = 0; v < 4; ++v)
+        bv[v] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(row + v * 8)));
+    }
     for (int r = 0; r < MR; ++r) {
       const __m256 av = _mm256_set1_ps(a[r * lda + k]);
       for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
@@ -102,29 +149,69 @@ __attribute__((target("avx2,fma"))) void KernelAvx2(const float* a, int lda, con
   }
 }
 
-constexpr std::array<KernelFn, kMrAvx2> kAvx2Kernels = {&KernelAvx2<1>, &KernelAvx2<2>,
-                                                        &KernelAvx2<3>};
+template <WeightType W>
+constexpr std::array<KernelFn, kMrAvx2> kAvx2Kernels = {&KernelAvx2<1, W>, &KernelAvx2<2, W>,
+                                                        &KernelAvx2<3, W>};
+
+// The float value of element (k, column j) of a panel.
+float PanelValue(const uint8_t* b, WeightType type, int k, int j) {
+  switch (type) {
+    case WeightType::kF32:
+      return reinterpret_cast<const float*>(b)[k * kPanel + j];
+    case WeightType::kBF16:
+      return Bf16ToFloat(reinterpret_cast<const uint16_t*>(b)[k * kPanel + BfloatSlot(j)]);
+    case WeightType::kF16:
+      return HalfToFloat(reinterpret_cast<const uint16_t*>(b)[k * kPanel + j]);
+  }
+  return 0.f;
+}
 
 // ---- Portable fallback: the same sequential fma chain per element. ----
-void KernelScalar(const float* a, int lda, const float* b, int kc, float* c, int ldc, int ncols,
-                  bool first, int mr) {
+void KernelScalar(const float* a, int lda, const uint8_t* b, WeightType type, int kc, float* c,
+                  int ldc, int ncols, bool first, int mr) {
   for (int r = 0; r < mr; ++r) {
     for (int j = 0; j < ncols; ++j) {
       float acc = first ? 0.f : c[r * ldc + j];
-      for (int k = 0; k < kc; ++k) acc = std::fma(a[r * lda + k], b[k * kPanel + j], acc);
+      for (int k = 0; k < kc; ++k) acc = std::fma(a[r * lda + k], PanelValue(b, type, k, j), acc);
       c[r * ldc + j] = acc;
     }
   }
 }
 
-// Computes Y[:, panels p0..p1) for all rows. Panel p starts at panels + p * k * kPanel.
-void GemmPanelRange(const float* x, int m, int ldx, const float* panels, int n_total, int k_total,
-                    float* y, int ldy, int p0, int p1) {
+const KernelFn* Avx512Table(WeightType type) {
+  switch (type) {
+    case WeightType::kBF16:
+      return kAvx512Kernels<WeightType::kBF16>.data();
+    case WeightType::kF16:
+      return kAvx512Kernels<WeightType::kF16>.data();
+    default:
+      return kAvx512Kernels<WeightType::kF32>.data();
+  }
+}
+
+const KernelFn* Avx2Table(WeightType type) {
+  switch (type) {
+    case WeightType::kBF16:
+      return kAvx2Kernels<WeightType::kBF16>.data();
+    case WeightType::kF16:
+      return kAvx2Kernels<WeightType::kF16>.data();
+    default:
+      return kAvx2Kernels<WeightType::kF32>.data();
+  }
+}
+
+// Computes Y[:, panels p0..p1) for all rows. Panel p starts p * k_total * kPanel elements
+// into `panels`.
+void GemmPanelRange(const float* x, int m, int ldx, const uint8_t* panels, WeightType type,
+                    int n_total, int k_total, float* y, int ldy, int p0, int p1) {
   const bool avx512 = HasAvx512();
   const bool avx2 = !avx512 && HasAvx2Fma();
+  const KernelFn* kernels = avx512 ? Avx512Table(type) : (avx2 ? Avx2Table(type) : nullptr);
   const int mr = avx512 ? kMrAvx512 : (avx2 ? kMrAvx2 : 4);
-  for (int k0 = 0; k0 < k_total; k0 += kBlockK) {
-    const int kc = std::min(kBlockK, k_total - k0);
+  const size_t elem = WeightTypeBytes(type);
+  const int block_k = m <= kStreamRows ? k_total : kBlockK;
+  for (int k0 = 0; k0 < k_total; k0 += block_k) {
+    const int kc = std::min(block_k, k_total - k0);
     const bool first = k0 == 0;
     for (int g0 = p0; g0 < p1; g0 += kGroupPanels) {
       const int g1 = std::min(p1, g0 + kGroupPanels);
@@ -132,15 +219,13 @@ void GemmPanelRange(const float* x, int m, int ldx, const float* panels, int n_t
         const int rows = std::min(mr, m - m0);
         const float* a = x + static_cast<size_t>(m0) * ldx + k0;
         for (int p = g0; p < g1; ++p) {
-          const float* b = panels + (static_cast<size_t>(p) * k_total + k0) * kPanel;
+          const uint8_t* b = panels + ((static_cast<size_t>(p) * k_total + k0) * kPanel) * elem;
           float* c = y + static_cast<size_t>(m0) * ldy + p * kPanel;
           const int ncols = std::min(kPanel, n_total - p * kPanel);
-          if (avx512) {
-            kAvx512Kernels[rows - 1](a, ldx, b, kc, c, ldy, ncols, first);
-          } else if (avx2) {
-            kAvx2Kernels[rows - 1](a, ldx, b, kc, c, ldy, ncols, first);
+          if (kernels != nullptr) {
+            kernels[rows - 1](a, ldx, b, kc, c, ldy, ncols, first);
           } else {
-            KernelScalar(a, ldx, b, kc, c, ldy, ncols, first, rows);
+            KernelScalar(a, ldx, b, type, kc, c, ldy, ncols, first, rows);
           }
         }
       }
@@ -150,41 +235,80 @@ void GemmPanelRange(const float* x, int m, int ldx, const float* panels, int n_t
 
 }  // namespace
 
-PackedMatrix PackedMatrix::Pack(const float* w, int n, int k, int ldw) {
+const char* WeightTypeName(WeightType type) {
+  switch (type) {
+    case WeightType::kF32:
+      return "f32";
+    case WeightType::kBF16:
+      return "bf16";
+    case WeightType::kF16:
+      return "f16";
+  }
+  return "?";
+}
+
+size_t WeightTypeBytes(WeightType type) { return type == WeightType::kF32 ? 4 : 2; }
+
+PackedMatrix PackedMatrix::Pack(const float* w, int n, int k, int ldw, WeightType type) {
   PackedMatrix out;
   out.n_ = n;
   out.k_ = k;
+  out.type_ = type;
   out.panels_ = (n + kPanel - 1) / kPanel;
-  out.data_.Resize(static_cast<size_t>(out.panels_) * k * kPanel);
+  out.data_.Resize(static_cast<size_t>(out.panels_) * k * kPanel * WeightTypeBytes(type));
   for (int p = 0; p < out.panels_; ++p) {
-    float* dst = out.data_.data() + static_cast<size_t>(p) * k * kPanel;
+    const size_t base = static_cast<size_t>(p) * k * kPanel;
     const int cols = std::min(kPanel, n - p * kPanel);
     for (int j = 0; j < cols; ++j) {
       const float* src = w + static_cast<size_t>(p * kPanel + j) * ldw;
-      for (int kk = 0; kk < k; ++kk) dst[kk * kPanel + j] = src[kk];
+      switch (type) {
+        case WeightType::kF32: {
+          float* dst = reinterpret_cast<float*>(out.data_.data()) + base;
+          for (int kk = 0; kk < k; ++kk) dst[kk * kPanel + j] = src[kk];
+          break;
+        }
+        case WeightType::kBF16: {
+          uint16_t* dst = reinterpret_cast<uint16_t*>(out.data_.data()) + base;
+          for (int kk = 0; kk < k; ++kk) dst[kk * kPanel + BfloatSlot(j)] = FloatToBf16(src[kk]);
+          break;
+        }
+        case WeightType::kF16: {
+          uint16_t* dst = reinterpret_cast<uint16_t*>(out.data_.data()) + base;
+          for (int kk = 0; kk < k; ++kk) dst[kk * kPanel + j] = FloatToHalf(src[kk]);
+          break;
+        }
+      }
     }
   }
   return out;
+}
+
+float PackedMatrix::At(int n, int k) const {
+  const int p = n / kPanel;
+  const uint8_t* panel =
+      data_.data() + static_cast<size_t>(p) * k_ * kPanel * WeightTypeBytes(type_);
+  return PanelValue(panel, type_, k, n % kPanel);
 }
 
 void Gemm(const float* x, int m, int ldx, const PackedMatrix& w, float* y, int ldy,
           ThreadPool* pool) {
   if (m <= 0 || w.rows() == 0) return;
   const int panels = w.panels();
-  const float* data = w.panel(0);
+  const uint8_t* data = static_cast<const uint8_t*>(w.data());
   if (pool == nullptr || pool->size() == 1 || panels < 2) {
-    GemmPanelRange(x, m, ldx, data, w.rows(), w.cols(), y, ldy, 0, panels);
+    GemmPanelRange(x, m, ldx, data, w.type(), w.rows(), w.cols(), y, ldy, 0, panels);
     return;
   }
   pool->ParallelFor(panels, [&](int p0, int p1) {
-    GemmPanelRange(x, m, ldx, data, w.rows(), w.cols(), y, ldy, p0, p1);
+    GemmPanelRange(x, m, ldx, data, w.type(), w.rows(), w.cols(), y, ldy, p0, p1);
   });
 }
 
 void GemmPanels(const float* x, int m, int ldx, const float* panels, int n, int k, float* y,
                 int ldy) {
   if (m <= 0 || n <= 0) return;
-  GemmPanelRange(x, m, ldx, panels, n, k, y, ldy, 0, (n + kPanel - 1) / kPanel);
+  GemmPanelRange(x, m, ldx, reinterpret_cast<const uint8_t*>(panels), WeightType::kF32, n, k, y,
+                 ldy, 0, (n + kPanel - 1) / kPanel);
 }
 
 }  // namespace pdserve::engine

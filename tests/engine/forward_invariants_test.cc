@@ -1,7 +1,8 @@
 // Properties of the forward pass that hold bit for bit, because every kernel computes each
 // row with a fixed order of operations: a chunked prefill equals a full one, a sequence
 // decoded in a batch equals it decoded alone, block placement does not matter, and the
-// thread count does not matter. Plus the layer hook and malformed batches.
+// thread count does not matter; with the weights kept in float32, bfloat16 or float16. Plus
+// the layer hook and malformed batches.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -21,17 +22,14 @@ std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
   return out;
 }
 
-class ForwardInvariantsTest : public ::testing::Test {
+// The parameter is the weight dtype (--weight_dtype).
+class ForwardInvariantsTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    auto loaded =
-        LoadModel(pdserve::testing::TestModelDir("tiny"), EngineOptions{.num_threads = 2});
+  void SetUp() override {
+    auto loaded = LoadModel(pdserve::testing::TestModelDir("tiny"),
+                            EngineOptions{.num_threads = 2, .weight_dtype = GetParam()});
     ASSERT_TRUE(loaded.ok()) << loaded.status();
-    model_ = loaded->model.release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
+    model_ = std::move(loaded->model);
   }
   std::unique_ptr<KvPool> NewPool(int blocks, DType dtype = DType::kF32) {
     auto pool = KvPool::Allocate(model_->MakeKvLayout(blocks, 16, dtype));
@@ -66,10 +64,8 @@ class ForwardInvariantsTest : public ::testing::Test {
     }
     return out;
   }
-  static Model* model_;
+  std::unique_ptr<Model> model_;
 };
-
-Model* ForwardInvariantsTest::model_ = nullptr;
 
 std::vector<int32_t> Range(int first, int count) {
   std::vector<int32_t> b(count);
@@ -77,7 +73,7 @@ std::vector<int32_t> Range(int first, int count) {
   return b;
 }
 
-TEST_F(ForwardInvariantsTest, ChunkedPrefillIsBitIdenticalToFullPrefill) {
+TEST_P(ForwardInvariantsTest, ChunkedPrefillIsBitIdenticalToFullPrefill) {
   const auto prompt = RandomTokens(100, model_->config().vocab_size, 7);
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
     auto full_pool = NewPool(8, dtype);
@@ -95,7 +91,7 @@ TEST_F(ForwardInvariantsTest, ChunkedPrefillIsBitIdenticalToFullPrefill) {
   }
 }
 
-TEST_F(ForwardInvariantsTest, BatchedDecodeIsBitIdenticalToDecodeAlone) {
+TEST_P(ForwardInvariantsTest, BatchedDecodeIsBitIdenticalToDecodeAlone) {
   const int vocab = model_->config().vocab_size;
   const std::vector<int> lengths = {3, 17, 40, 64, 9, 25};
   auto alone_pool = NewPool(64);
@@ -128,7 +124,7 @@ TEST_F(ForwardInvariantsTest, BatchedDecodeIsBitIdenticalToDecodeAlone) {
   }
 }
 
-TEST_F(ForwardInvariantsTest, PermutedBlockTablesGiveIdenticalOutputs) {
+TEST_P(ForwardInvariantsTest, PermutedBlockTablesGiveIdenticalOutputs) {
   const auto prompt = RandomTokens(70, model_->config().vocab_size, 9);
   auto pool_a = NewPool(32);
   auto pool_b = NewPool(32);
@@ -140,8 +136,9 @@ TEST_F(ForwardInvariantsTest, PermutedBlockTablesGiveIdenticalOutputs) {
   EXPECT_EQ(KvBytes(*pool_a, in_order, 70), KvBytes(*pool_b, scattered, 70));
 }
 
-TEST_F(ForwardInvariantsTest, ThreadCountDoesNotChangeResults) {
-  auto single = LoadModel(pdserve::testing::TestModelDir("tiny"), EngineOptions{.num_threads = 1});
+TEST_P(ForwardInvariantsTest, ThreadCountDoesNotChangeResults) {
+  auto single = LoadModel(pdserve::testing::TestModelDir("tiny"),
+                          EngineOptions{.num_threads = 1, .weight_dtype = GetParam()});
   ASSERT_TRUE(single.ok());
   const auto prompt = RandomTokens(45, model_->config().vocab_size, 11);
   auto pool_a = NewPool(8);
@@ -155,7 +152,7 @@ TEST_F(ForwardInvariantsTest, ThreadCountDoesNotChangeResults) {
   EXPECT_EQ(0, std::memcmp(two.data(), one.data.data(), two.size() * sizeof(float)));
 }
 
-TEST_F(ForwardInvariantsTest, LayerHookRunsPerLayerAfterKvIsWrittenAndCanCancel) {
+TEST_P(ForwardInvariantsTest, LayerHookRunsPerLayerAfterKvIsWrittenAndCanCancel) {
   const auto prompt = RandomTokens(20, model_->config().vocab_size, 12);
   const auto blocks = Range(0, 2);
   auto pool = NewPool(4);
@@ -185,7 +182,7 @@ TEST_F(ForwardInvariantsTest, LayerHookRunsPerLayerAfterKvIsWrittenAndCanCancel)
   EXPECT_EQ(cancelled.code(), absl::StatusCode::kCancelled);
 }
 
-TEST_F(ForwardInvariantsTest, MalformedBatchesAreRejectedWithClearErrors) {
+TEST_P(ForwardInvariantsTest, MalformedBatchesAreRejectedWithClearErrors) {
   auto pool = NewPool(4);
   const auto blocks = Range(0, 2);
   Logits logits;
@@ -222,6 +219,9 @@ TEST_F(ForwardInvariantsTest, MalformedBatchesAreRejectedWithClearErrors) {
   EXPECT_EQ(model_->Forward(fine, **wrong, {}, &logits).code(),
             absl::StatusCode::kFailedPrecondition);
 }
+
+INSTANTIATE_TEST_SUITE_P(WeightDtypes, ForwardInvariantsTest,
+                         ::testing::Values("f32", "bf16", "f16"));
 
 }  // namespace
 }  // namespace pdserve::engine

@@ -2,7 +2,10 @@
 // architecture: (a) a full prefill, (b) a chunked prefill over a cached prefix, (c) one
 // packed batch mixing prefill chunks and decodes of different sequences. Every variant of
 // the architecture we load (Llama, Qwen2 biases, Qwen3 q/k norm, tied bf16 weights with
-// Llama-3 rope scaling, sharded f16) must agree to a max relative error below 1e-4.
+// Llama-3 rope scaling, sharded f16) must agree to a max relative error below 1e-4; and so
+// must a float32 checkpoint kept in bf16 or f16 (--weight_dtype), against the reference run on
+// the same rounded weights (the engine widens them exactly and accumulates in float32).
+// Parameters are "variant" or "variant:weight_dtype".
 #include <numeric>
 #include <random>
 
@@ -34,8 +37,13 @@ std::vector<float> RowOf(const Logits& logits, int r) {
 class ForwardReferenceTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    dir_ = TestModelDir(GetParam());
-    auto loaded = LoadModel(dir_, EngineOptions{.num_threads = 2});
+    const std::string param = GetParam();
+    const size_t colon = param.find(':');
+    dir_ = TestModelDir(param.substr(0, colon));
+    weight_dtype_ = colon == std::string::npos ? "" : param.substr(colon + 1);
+    auto loaded = LoadModel(
+        dir_, EngineOptions{.num_threads = 2,
+                            .weight_dtype = weight_dtype_.empty() ? "auto" : weight_dtype_});
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     model_ = std::move(loaded->model);
     vocab_ = model_->config().vocab_size;
@@ -50,6 +58,7 @@ class ForwardReferenceTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::string dir_;
+  std::string weight_dtype_;  // Empty: as the checkpoint stores its weights.
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvPool> pool_;
   int vocab_ = 0;
@@ -62,7 +71,7 @@ TEST_P(ForwardReferenceTest, FullPrefillMatchesReference) {
   batch.Add(prompt, 0, blocks, true);
   Logits logits;
   ASSERT_TRUE(model_->Forward(batch, *pool_, {}, &logits).ok());
-  auto ref = ReferenceLastLogits(dir_, {prompt});
+  auto ref = ReferenceLastLogits(dir_, {prompt}, weight_dtype_);
   ASSERT_TRUE(ref.ok()) << ref.status();
   const double err = MaxRelativeError(RowOf(logits, 0), (*ref)[0]);
   EXPECT_LT(err, kMaxRelativeError);
@@ -85,7 +94,7 @@ TEST_P(ForwardReferenceTest, ChunkedPrefillOverCachedPrefixMatchesReference) {
   batch.Clear();
   batch.Add(absl::MakeConstSpan(prompt).subspan(43, 7), 43, blocks, true);
   ASSERT_TRUE(model_->Forward(batch, *pool_, {}, &logits).ok());
-  auto ref = ReferenceLastLogits(dir_, {prompt});
+  auto ref = ReferenceLastLogits(dir_, {prompt}, weight_dtype_);
   ASSERT_TRUE(ref.ok()) << ref.status();
   EXPECT_LT(MaxRelativeError(RowOf(logits, 0), (*ref)[0]), kMaxRelativeError);
 }
@@ -111,7 +120,7 @@ TEST_P(ForwardReferenceTest, PackedBatchOfChunksAndDecodesMatchesReference) {
   step2.Add(d, 0, bd, true);
   ASSERT_TRUE(model_->Forward(step2, *pool_, {}, &logits).ok());
   ASSERT_EQ(logits.rows, 4);
-  auto ref = ReferenceLastLogits(dir_, {a, b, c, d});
+  auto ref = ReferenceLastLogits(dir_, {a, b, c, d}, weight_dtype_);
   ASSERT_TRUE(ref.ok()) << ref.status();
   for (int r = 0; r < 4; ++r) {
     EXPECT_LT(MaxRelativeError(RowOf(logits, r), (*ref)[r]), kMaxRelativeError) << "row " << r;
@@ -120,7 +129,15 @@ TEST_P(ForwardReferenceTest, PackedBatchOfChunksAndDecodesMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ForwardReferenceTest,
                          ::testing::Values("tiny", "tiny-qwen2", "tiny-qwen3", "tiny-tied-bf16",
-                                           "tiny-f16-sharded"));
+                                           "tiny-f16-sharded", "tiny:bf16", "tiny:f16",
+                                           "tiny-qwen3:bf16"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) {
+                             if (ch == '-' || ch == ':') ch = '_';
+                           }
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace pdserve::engine

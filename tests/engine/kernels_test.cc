@@ -62,6 +62,71 @@ TEST(GemmTest, EveryRowIsIndependentOfTheBatchAndThreads) {
   }
 }
 
+// The weights as a type stores them, back in float (round to nearest even).
+std::vector<float> Rounded(const std::vector<float>& w, WeightType type) {
+  std::vector<float> out(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    out[i] = type == WeightType::kBF16  ? Bf16ToFloat(FloatToBf16(w[i]))
+             : type == WeightType::kF16 ? HalfToFloat(FloatToHalf(w[i]))
+                                        : w[i];
+  }
+  return out;
+}
+
+TEST(GemmTest, HalfPrecisionWeightsGiveExactlyTheFloatResultOfTheirRoundedValues) {
+  // Widened in registers and accumulated in float: the same chain of fmas as the float kernel
+  // over the rounded weights, bit for bit, for every shape, batch position and thread count.
+  ThreadPool pool1(1), pool2(2);
+  for (WeightType type : {WeightType::kBF16, WeightType::kF16}) {
+    for (auto [m, n, k] : {std::tuple{1, 1, 1},
+                           {1, 70, 300},
+                           {3, 33, 17},
+                           {4, 64, 513},
+                           {5, 96, 64},
+                           {13, 70, 300},
+                           {25, 31, 257}}) {
+      const auto x = Random(static_cast<size_t>(m) * k, 11);
+      const auto w = Random(static_cast<size_t>(n) * k, 12);
+      const PackedMatrix half = PackedMatrix::Pack(w.data(), n, k, k, type);
+      const PackedMatrix full = PackedMatrix::Pack(Rounded(w, type).data(), n, k, k);
+      EXPECT_EQ(half.type(), type);
+      EXPECT_EQ(half.bytes() * 2, full.bytes());
+      for (int j = 0; j < n; j += 7) {
+        for (int kk = 0; kk < k; kk += 5)
+          ASSERT_EQ(half.At(j, kk), full.At(j, kk)) << WeightTypeName(type) << " W[" << j << "]";
+      }
+      for (ThreadPool* pool : {&pool1, &pool2}) {
+        std::vector<float> y_half(static_cast<size_t>(m) * n), y_full(y_half.size());
+        Gemm(x.data(), m, k, half, y_half.data(), n, pool);
+        Gemm(x.data(), m, k, full, y_full.data(), n, pool);
+        ASSERT_EQ(0, std::memcmp(y_half.data(), y_full.data(), y_half.size() * sizeof(float)))
+            << WeightTypeName(type) << " " << m << "x" << n << "x" << k << ", " << pool->size()
+            << " thread(s)";
+      }
+    }
+  }
+}
+
+TEST(GemmTest, HalfPrecisionRowsAreIndependentOfTheBatch) {
+  ThreadPool pool(2);
+  const int k = 768, n = 200;
+  const auto w = Random(static_cast<size_t>(n) * k, 13);
+  const auto x = Random(static_cast<size_t>(30) * k, 14);
+  for (WeightType type : {WeightType::kBF16, WeightType::kF16}) {
+    const PackedMatrix packed = PackedMatrix::Pack(w.data(), n, k, k, type);
+    std::vector<std::vector<float>> alone(30, std::vector<float>(n));
+    for (int r = 0; r < 30; ++r) Gemm(x.data() + r * k, 1, k, packed, alone[r].data(), n, &pool);
+    for (int m : {2, 5, 12, 13, 30}) {
+      std::vector<float> y(static_cast<size_t>(m) * n);
+      Gemm(x.data(), m, k, packed, y.data(), n, &pool);
+      for (int r = 0; r < m; ++r) {
+        ASSERT_EQ(0, std::memcmp(y.data() + r * n, alone[r].data(), n * sizeof(float)))
+            << WeightTypeName(type) << " row " << r << " of " << m;
+      }
+    }
+  }
+}
+
 TEST(KernelsTest, ExpIsAccurateAndSumsInAFixedOrder) {
   std::vector<float> x;
   for (float v = -80.f; v <= 80.f; v += 0.37f) x.push_back(v);

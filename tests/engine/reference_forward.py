@@ -5,8 +5,12 @@ Reads a Hugging Face model directory (config.json + safetensors, sharded or not)
 safetensors parser, and computes, in float64, the logits of the last token of each sequence
 given in the request, with plain full causal attention (no paging, no batching, no chunking).
 
+With "weight_dtype" "bf16" or "f16" in the request, every matrix (2-D tensor) is first rounded
+to that type (round to nearest even), as the engine stores them with --weight_dtype; norms and
+biases stay as they are.
+
 Usage: reference_forward.py REQUEST.json OUTPUT.json
-  request: {"model_dir": "...", "sequences": [[token ids], ...]}
+  request: {"model_dir": "...", "sequences": [[token ids], ...], "weight_dtype": optional}
   output:  {"logits": [[float, ...], ...]}   one row per sequence
 """
 import json
@@ -54,6 +58,23 @@ def load_weights(model_dir):
     for name in files:
         weights.update(load_safetensors(os.path.join(model_dir, name)))
     return weights
+
+
+def round_matrices(weights, dtype):
+    """Rounds every 2-D tensor to bf16 or f16 and back (round to nearest even)."""
+    out = {}
+    for name, w in weights.items():
+        if w.ndim != 2:
+            out[name] = w
+        elif dtype == "f16":
+            out[name] = w.astype(np.float32).astype(np.float16).astype(np.float64)
+        elif dtype == "bf16":
+            bits = w.astype(np.float32).view(np.uint32)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+            out[name] = bits.astype(np.uint32).view(np.float32).astype(np.float64)
+        else:
+            raise ValueError(f"weight_dtype {dtype}")
+    return out
 
 
 def inv_freq(cfg, head_dim):
@@ -161,6 +182,8 @@ def main():
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     weights = load_weights(model_dir)
+    if request.get("weight_dtype") in ("bf16", "f16"):
+        weights = round_matrices(weights, request["weight_dtype"])
     rows = [forward_last_logits(cfg, weights, seq).tolist() for seq in request["sequences"]]
     with open(sys.argv[2], "w") as f:
         json.dump({"logits": rows}, f)

@@ -54,7 +54,8 @@ std::string TestModelDir(const std::string& variant) {
 }
 
 absl::StatusOr<std::vector<std::vector<double>>> ReferenceLastLogits(
-    const std::string& model_dir, const std::vector<std::vector<int32_t>>& sequences) {
+    const std::string& model_dir, const std::vector<std::vector<int32_t>>& sequences,
+    const std::string& weight_dtype) {
   char dir_template[] = "/tmp/pdserve-ref-XXXXXX";
   if (mkdtemp(dir_template) == nullptr) return absl::InternalError("mkdtemp failed");
   const std::string dir = dir_template;
@@ -62,7 +63,9 @@ absl::StatusOr<std::vector<std::vector<double>>> ReferenceLastLogits(
   const std::string output = dir + "/output.json";
   {
     std::ofstream out(request);
-    out << nlohmann::json({{"model_dir", model_dir}, {"sequences", sequences}}).dump();
+    out << nlohmann::json(
+               {{"model_dir", model_dir}, {"sequences", sequences}, {"weight_dtype", weight_dtype}})
+               .dump();
   }
   const std::string script = absl::StrCat(PDSERVE_SOURCE_DIR, "/tests/engine/reference_forward.py");
   const pid_t pid = fork();

@@ -21,8 +21,10 @@ tools::ModelSpec TestModelSpec(const std::string& variant);
 std::string TestModelDir(const std::string& variant);
 
 // Runs tests/engine/reference_forward.py: float64 logits of the last token of each sequence.
+// `weight_dtype` "bf16" or "f16" rounds the model's matrices first, as the engine stores them.
 absl::StatusOr<std::vector<std::vector<double>>> ReferenceLastLogits(
-    const std::string& model_dir, const std::vector<std::vector<int32_t>>& sequences);
+    const std::string& model_dir, const std::vector<std::vector<int32_t>>& sequences,
+    const std::string& weight_dtype = "");
 
 // max |a - b| / max |b|: the relative error of a logits row against its reference.
 double MaxRelativeError(const std::vector<float>& ours, const std::vector<double>& reference);

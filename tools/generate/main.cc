@@ -22,6 +22,8 @@ ABSL_FLAG(uint64_t, seed, 0, "Sampling seed.");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "Stop strings (comma-separated).");
 ABSL_FLAG(bool, ignore_eos, false, "Do not stop at end-of-sequence tokens.");
 ABSL_FLAG(int, threads, 0, "Forward-pass threads; 0 = all hardware threads.");
+ABSL_FLAG(std::string, weight_dtype, "auto",
+          "How weights are kept: auto (the checkpoint's dtype), f32, bf16 or f16.");
 ABSL_FLAG(int, prefill_chunk, 512, "Prompt tokens per prefill step.");
 ABSL_FLAG(std::string, kv_dtype, "f32", "KV cache dtype: f32, f16 or bf16.");
 ABSL_FLAG(bool, print_ids, false, "Print the generated token ids on stdout after the text.");
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
   }
   engine::EngineOptions options;
   options.num_threads = absl::GetFlag(FLAGS_threads);
+  options.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
   auto loaded = engine::LoadModel(dir, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
