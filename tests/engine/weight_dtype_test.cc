@@ -131,8 +131,9 @@ TEST(WeightDtypeLoadTest, AutoKeepsTheCheckpointsDtypeAndTheBytesFollow) {
   auto bad = LoadModel(pdserve::testing::TestModelDir("tiny"),
                        EngineOptions{.num_threads = 1, .weight_dtype = "int8"});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("--weight_dtype: 'int8' is not one of auto, f32, bf16, f16"),
-            absl::string_view::npos);
+  EXPECT_NE(
+      bad.status().message().find("--weight_dtype: 'int8' is not one of auto, f32, bf16, f16"),
+      absl::string_view::npos);
 }
 
 }  // namespace
