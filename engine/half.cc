@@ -4,9 +4,8 @@
 #include <immintrin.h>
 
 namespace pdserve::engine {
-namespace {
 
-bool HasF16c() {
+bool CpuHasF16c() {
   // CPUID leaf 1: ECX bit 29 is F16C (clang's __builtin_cpu_supports does not know "f16c").
   static const bool has = [] {
     unsigned eax, ebx, ecx, edx;
@@ -15,6 +14,8 @@ bool HasF16c() {
   }();
   return has;
 }
+
+namespace {
 
 __attribute__((target("f16c,avx"))) void HalfToFloatF16c(const uint16_t* in, float* out, size_t n) {
   size_t i = 0;
@@ -88,12 +89,12 @@ uint16_t FloatToHalf(float f) {
 }
 
 void HalfToFloat(const uint16_t* in, float* out, size_t n) {
-  if (HasF16c()) return HalfToFloatF16c(in, out, n);
+  if (CpuHasF16c()) return HalfToFloatF16c(in, out, n);
   for (size_t i = 0; i < n; ++i) out[i] = HalfToFloat(in[i]);
 }
 
 void FloatToHalf(const float* in, uint16_t* out, size_t n) {
-  if (HasF16c()) return FloatToHalfF16c(in, out, n);
+  if (CpuHasF16c()) return FloatToHalfF16c(in, out, n);
   for (size_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
 }
 

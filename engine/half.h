@@ -30,6 +30,9 @@ inline uint16_t FloatToBf16(float f) {
 }
 
 // Bulk conversions (vectorised where the CPU allows).
+// Whether the CPU has F16C (and AVX) for the vector conversions.
+bool CpuHasF16c();
+
 void HalfToFloat(const uint16_t* in, float* out, size_t n);
 void FloatToHalf(const float* in, uint16_t* out, size_t n);
 void Bf16ToFloat(const uint16_t* in, float* out, size_t n);

@@ -39,8 +39,8 @@ bool HasAvx512() {
 }
 
 bool HasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  static const bool has =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c();
   return has;
 }
 
