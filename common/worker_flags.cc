@@ -32,7 +32,11 @@ ABSL_FLAG(int, block_size, 16,
 ABSL_FLAG(std::string, kv_dtype, "f32",
           "KV cache dtype: f32, f16 or bf16 (equal on prefill and decode workers).");
 ABSL_FLAG(int, num_blocks, 0, "KV blocks in the pool (0: size by --kv_cache_bytes).");
-ABSL_FLAG(int64_t, kv_cache_bytes, int64_t{512} << 20, "KV pool bytes when --num_blocks is 0.");
+ABSL_FLAG(int64_t, kv_cache_bytes, int64_t{512} << 20,
+          "KV pool bytes when --num_blocks and --memory_bytes are 0.");
+ABSL_FLAG(int64_t, memory_bytes, 0,
+          "Bytes for the weights and the KV pool together (0: off). When set and --num_blocks is "
+          "0, the KV pool gets what the weights as stored (--weight_dtype) leave.");
 ABSL_FLAG(std::string, ucx_transports, "",
           "UCX transports (as UCX_TLS), e.g. shm, tcp; empty: UCX default.");
 ABSL_FLAG(std::string, ucx_net_devices, "", "UCX network devices (as UCX_NET_DEVICES).");
@@ -63,6 +67,7 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
   c.block_size = absl::GetFlag(FLAGS_block_size);
   c.num_blocks = absl::GetFlag(FLAGS_num_blocks);
   c.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
+  c.memory_bytes = absl::GetFlag(FLAGS_memory_bytes);
   c.transport.ucx.transports = absl::GetFlag(FLAGS_ucx_transports);
   c.transport.ucx.net_devices = absl::GetFlag(FLAGS_ucx_net_devices);
   c.transport.ucx.data_path = absl::GetFlag(FLAGS_ucx_data_path);

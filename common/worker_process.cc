@@ -1,5 +1,6 @@
 #include "common/worker_process.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -24,7 +25,11 @@ absl::Status WorkerProcessConfig::Validate() const {
   }
   if (num_blocks < 0)
     return absl::InvalidArgumentError(absl::StrCat("--num_blocks: ", num_blocks, " must be >= 0"));
-  if (num_blocks == 0 && kv_cache_bytes < (1 << 20)) {
+  if (memory_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--memory_bytes: ", memory_bytes, " must be >= 0"));
+  }
+  if (num_blocks == 0 && memory_bytes == 0 && kv_cache_bytes < (1 << 20)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--kv_cache_bytes: ", kv_cache_bytes, " is below 1 MiB"));
   }
@@ -69,11 +74,22 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
                 << absl::FormatDuration(absl::Now() - load_start);
 
   KvLayout layout = model.MakeKvLayout(1, config.block_size, config.kv_dtype);
+  const int64_t weight_bytes = static_cast<int64_t>(model.memory_bytes());
+  const bool sized_by_memory = config.num_blocks == 0 && config.memory_bytes > 0;
+  const int64_t kv_bytes =
+      sized_by_memory ? config.memory_bytes - weight_bytes : config.kv_cache_bytes;
   layout.num_blocks = config.num_blocks > 0
                           ? config.num_blocks
-                          : engine::KvPool::BlocksForBytes(layout, config.kv_cache_bytes);
+                          : engine::KvPool::BlocksForBytes(layout, std::max<int64_t>(kv_bytes, 0));
   if (layout.num_blocks < 2) {
     const int64_t block_bytes = layout.region_bytes() * 2 * layout.num_layers;
+    if (sized_by_memory) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--memory_bytes: ", config.memory_bytes, " leaves ", kv_bytes,
+                       " bytes after the model's ", weight_bytes,
+                       " bytes of weights, fewer than 2 KV blocks of ", block_bytes,
+                       " bytes (needs at least ", weight_bytes + 2 * block_bytes, ")"));
+    }
     if (config.num_blocks > 0) {
       return absl::InvalidArgumentError(absl::StrCat("--num_blocks: ", config.num_blocks,
                                                      " is fewer than 2 KV blocks (of ", block_bytes,
@@ -102,6 +118,19 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
                                 .Help("Routers this worker is registered with (0: none can use it)")
                                 .Register(*p->metrics_registry_)
                                 .Add({});
+  // What this process holds, in the bytes actually stored (weights at their run-time type).
+  prometheus::BuildGauge()
+      .Name("pdserve_model_weight_bytes")
+      .Help("Bytes of the model's parameters as the engine stores them (--weight_dtype)")
+      .Register(*p->metrics_registry_)
+      .Add({})
+      .Set(static_cast<double>(weight_bytes));
+  prometheus::BuildGauge()
+      .Name("pdserve_kv_pool_bytes")
+      .Help("Bytes of the KV pool (every block of every layer)")
+      .Register(*p->metrics_registry_)
+      .Add({})
+      .Set(static_cast<double>(layout.pool_bytes()));
   return p;
 }
 

@@ -48,6 +48,10 @@ struct WorkerProcessConfig {
   // Pool size: num_blocks if > 0, else as many blocks as kv_cache_bytes holds (default 512 MiB).
   int num_blocks = 0;
   int64_t kv_cache_bytes = int64_t{512} << 20;
+  // When > 0 (and num_blocks is 0): the bytes for the model's weights and the KV pool
+  // together; the pool gets what the weights, as stored (engine.weight_dtype), leave. So a
+  // bf16 checkpoint kept in bf16 leaves room for more KV than the same one widened to f32.
+  int64_t memory_bytes = 0;
   // With a transport the pool is allocated and registered by it (peers write into it, or it
   // is the source of their transfers); without, it is plain memory.
   bool kv_transport = true;

@@ -36,6 +36,9 @@ class Model {
   virtual uint64_t fingerprint() const = 0;
   // Bytes of weights the forward pass streams (the decode bandwidth floor's numerator).
   virtual size_t weight_bytes() const = 0;
+  // Bytes the model's parameters occupy (weights as stored, the embedding table, norms and
+  // biases): what a memory budget must count.
+  virtual size_t memory_bytes() const = 0;
   virtual std::string backend_name() const = 0;
 
   // Runs the batch: writes every token's K/V into `pool` and fills `logits` with one row

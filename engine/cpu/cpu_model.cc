@@ -163,6 +163,15 @@ absl::Status CpuModel::LoadWeights(Checkpoint& ckpt) {
     weight_bytes_ +=
         layer.qkv.bytes() + layer.o.bytes() + layer.gate_up.bytes() + layer.down.bytes();
   }
+  size_t vectors = final_norm_.size();
+  for (const Layer& layer : layers_) {
+    for (const std::vector<float>* v :
+         {&layer.input_norm, &layer.post_norm, &layer.q_norm, &layer.k_norm, &layer.qkv_bias,
+          &layer.o_bias, &layer.gate_up_bias, &layer.down_bias}) {
+      vectors += v->size();
+    }
+  }
+  memory_bytes_ = weight_bytes_ + embed_.size() + vectors * sizeof(float);
   return absl::OkStatus();
 }
 

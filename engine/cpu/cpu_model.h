@@ -39,6 +39,7 @@ class CpuModel final : public Model {
   const ModelConfig& config() const override { return config_; }
   uint64_t fingerprint() const override { return fingerprint_; }
   size_t weight_bytes() const override { return weight_bytes_; }
+  size_t memory_bytes() const override { return memory_bytes_; }
   std::string backend_name() const override { return "cpu"; }
   int num_threads() const { return pool_->size(); }
   WeightType weight_type() const { return weight_type_; }
@@ -66,6 +67,7 @@ class CpuModel final : public Model {
   ModelConfig config_;
   uint64_t fingerprint_ = 0;
   size_t weight_bytes_ = 0;
+  size_t memory_bytes_ = 0;
   WeightType weight_type_ = WeightType::kF32;
   AlignedBuffer<uint8_t> embed_;  // [vocab, hidden] of weight_type_ (rows in order)
   std::vector<float> final_norm_;

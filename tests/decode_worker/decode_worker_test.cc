@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -300,6 +301,68 @@ TEST(DecodeWorkerLimitsTest, TooSmallAPoolNamesTheFlagThatSizedIt) {
     EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
     EXPECT_TRUE(absl::StrContains((*child)->Log(), named)) << flag << ":\n" << (*child)->Log();
   }
+}
+
+// The model's weight bytes as a decode worker stored them, from the message --memory_bytes=1
+// gets (the budget cannot even hold the weights). 0 when the message is not found.
+int64_t WeightBytesFromRefusal(const std::string& weight_dtype) {
+  auto child = ChildProcess::Start(ChildOptions{
+      .binary = "pdserve-decode",
+      .args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",
+               "--kv_transport=none", "--weight_dtype=" + weight_dtype, "--memory_bytes=1"},
+      .expect_serving_info = false});
+  if (!child.ok()) return 0;
+  if (!(*child)->WaitExit(absl::Seconds(30)).has_value()) return 0;
+  const std::string log = (*child)->Log();
+  const std::string marker = "after the model's ";
+  const size_t at = log.find(marker);
+  int64_t bytes = 0;
+  if (at == std::string::npos ||
+      !absl::SimpleAtoi(
+          log.substr(at + marker.size(), log.find(' ', at + marker.size()) - (at + marker.size())),
+          &bytes)) {
+    ADD_FAILURE() << "no weight bytes in:\n" << log;
+  }
+  return bytes;
+}
+
+// --memory_bytes gives the KV pool what the weights leave, counting them as stored: a budget
+// that holds the tiny model's weights in bf16 with room for KV cannot hold them in f32, and
+// the worker says so (the flag, what is left, what is needed); the gauges show the real bytes.
+TEST(DecodeWorkerLimitsTest, MemoryBudgetCountsTheWeightsAsStored) {
+  const int64_t f32_bytes = WeightBytesFromRefusal("f32");
+  const int64_t bf16_bytes = WeightBytesFromRefusal("bf16");
+  ASSERT_GT(f32_bytes, 0);
+  ASSERT_GT(bf16_bytes, 0);
+  // Half the bytes, but for the norms, which stay f32.
+  EXPECT_LT(bf16_bytes, f32_bytes * 0.55);
+  EXPECT_GT(bf16_bytes, f32_bytes * 0.5);
+  const int64_t budget = bf16_bytes + (f32_bytes - bf16_bytes) / 2;
+
+  auto bf16 = StartDecode({"--weight_dtype=bf16", absl::StrCat("--memory_bytes=", budget)});
+  ASSERT_NE(bf16, nullptr);
+  EXPECT_EQ(pdserve::testing::Metric(bf16->metrics_address(), "pdserve_model_weight_bytes "),
+            static_cast<double>(bf16_bytes));
+  const double pool = pdserve::testing::Metric(bf16->metrics_address(), "pdserve_kv_pool_bytes ");
+  EXPECT_GT(pool, 0);
+  EXPECT_LE(pool, static_cast<double>(budget - bf16_bytes));
+  const v1::DecodeStats stats = Stats(bf16->grpc_address());
+  EXPECT_GE(stats.blocks().total(), 2);
+
+  auto f32 = ChildProcess::Start(
+      ChildOptions{.binary = "pdserve-decode",
+                   .args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--threads=1",
+                            "--kv_transport=none", "--weight_dtype=f32",
+                            absl::StrCat("--memory_bytes=", budget)},
+                   .expect_serving_info = false});
+  ASSERT_TRUE(f32.ok());
+  auto status = (*f32)->WaitExit(absl::Seconds(30));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  EXPECT_TRUE(
+      absl::StrContains((*f32)->Log(), absl::StrCat("--memory_bytes: ", budget, " leaves -")))
+      << (*f32)->Log();
+  EXPECT_TRUE(absl::StrContains((*f32)->Log(), absl::StrCat("the model's ", f32_bytes, " bytes")));
 }
 
 TEST(DecodeWorkerLifecycleTest, SigtermDrainsRunningRequestsThenExits) {
