@@ -29,6 +29,8 @@ ABSL_FLAG(std::vector<std::string>, prefill_tokens, {},
 ABSL_FLAG(
     std::string, weight_dtype, "auto",
     "engine: how the model keeps its weights (auto = the checkpoint's dtype, f32, bf16, f16).");
+ABSL_FLAG(std::string, kv_dtype, "f32",
+          "engine: the KV cache's element type (f32, f16, bf16), as the workers' --kv_dtype.");
 ABSL_FLAG(int, prefill_repetitions, 3, "engine: repetitions per prefill length.");
 ABSL_FLAG(std::vector<std::string>, transports, std::vector<std::string>({"shm", "tcp"}),
           "transfer-raw: UCX transports to measure (UCX_TLS values); transfer: the first is used.");
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
     config.model_dir = absl::GetFlag(FLAGS_model);
     config.out_dir = absl::GetFlag(FLAGS_out);
     config.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
+    config.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
     for (const std::string& t : absl::GetFlag(FLAGS_threads)) {
       int n;
       if (!absl::SimpleAtoi(t, &n) || n < 1) {

@@ -134,6 +134,11 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
                                               int threads) {
   ThreadResult r;
   r.threads = threads;
+  DType kv_dtype;
+  if (!ParseDType(cfg.kv_dtype, &kv_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_dtype: '", cfg.kv_dtype, "' is not one of f32, f16, bf16"));
+  }
   Progress("engine", absl::StrCat("loading ", dir, " with ", threads, " thread(s)"));
   ASSIGN_OR_RETURN(engine::LoadedModel loaded,
                    engine::LoadModel(dir, engine::EngineOptions{.num_threads = threads,
@@ -157,7 +162,7 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
   const int max_batch = *std::max_element(cfg.decode_batches.begin(), cfg.decode_batches.end());
   const int blocks_per_seq = (cfg.decode_context + cfg.decode_steps + 2 + 15) / 16;
   ASSIGN_OR_RETURN(auto pool, engine::KvPool::Allocate(
-                                  model.MakeKvLayout(max_batch * blocks_per_seq, 16, DType::kF32)));
+                                  model.MakeKvLayout(max_batch * blocks_per_seq, 16, kv_dtype)));
   std::vector<std::vector<int32_t>> tables(max_batch);
   for (int s = 0; s < max_batch; ++s) {
     tables[s].resize(blocks_per_seq);
@@ -200,7 +205,7 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
   for (int p : cfg.prefill_lengths) {
     const int blocks = (p + 15) / 16;
     ASSIGN_OR_RETURN(auto prefill_pool,
-                     engine::KvPool::Allocate(model.MakeKvLayout(blocks, 16, DType::kF32)));
+                     engine::KvPool::Allocate(model.MakeKvLayout(blocks, 16, kv_dtype)));
     std::vector<int32_t> table(blocks), prompt(p);
     std::iota(table.begin(), table.end(), 0);
     for (int i = 0; i < p; ++i) prompt[i] = (i * 31 + 7) % c.vocab_size;
@@ -296,6 +301,7 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
       {"bench", "engine"},
       {"model", dir},
       {"weight_dtype", results.front().weight_type},
+      {"kv_dtype", cfg.kv_dtype},
       {"machine", MachineInfo()},
       {"threads_for_headline", one.threads},
       {"decode_b1_over_floor", b1 > 0 ? b1 / one.decode_floor_ms : 0},

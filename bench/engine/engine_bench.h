@@ -28,6 +28,8 @@ struct EngineBenchConfig {
   // How the model keeps its weights (auto: the checkpoint's dtype); the decode floors are for
   // the bytes actually stored.
   std::string weight_dtype = "auto";
+  // The KV cache's element type (f32, f16, bf16), as the workers' --kv_dtype.
+  std::string kv_dtype = "f32";
 };
 
 absl::Status RunEngineBench(const EngineBenchConfig& config);

@@ -16,48 +16,18 @@ Usage: reference_forward.py REQUEST.json OUTPUT.json
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
 
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        raw = data[base + begin:base + end]
-        dtype = info["dtype"]
-        if dtype == "F32":
-            arr = np.frombuffer(raw, dtype="<f4")
-        elif dtype == "F16":
-            arr = np.frombuffer(raw, dtype="<f2").astype(np.float32)
-        elif dtype == "BF16":
-            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            raise ValueError(f"unsupported dtype {dtype} for {name}")
-        tensors[name] = arr.reshape(info["shape"]).astype(np.float64)
-    return tensors
+# The shared safetensors reader.
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
+from safetensors_numpy import load_weights as load_float32_weights  # noqa: E402
 
 
 def load_weights(model_dir):
-    index = os.path.join(model_dir, "model.safetensors.index.json")
-    if os.path.exists(index):
-        with open(index) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
-    weights = {}
-    for name in files:
-        weights.update(load_safetensors(os.path.join(model_dir, name)))
-    return weights
+    return {k: v.astype(np.float64) for k, v in load_float32_weights(model_dir).items()}
 
 
 def round_matrices(weights, dtype):
