@@ -92,6 +92,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
   // What costs nothing is checked here, on gRPC's thread; tokenizing is not.
   if (absl::Status s = bridge::PrecheckGenerateRequest(*request, limits); !s.ok())
     return fail(m->name, s);
+  absl::StatusOr<SloConfig> slo =
+      options_.slos.Resolve(request->objectives().slo_class(), request->objectives().ttft_ms(),
+                            request->objectives().tpot_ms());
+  if (!slo.ok()) return fail(m->name, slo.status());
   if (draining_.load()) {
     return fail(m->name,
                 absl::UnavailableError(
@@ -108,7 +112,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
   metrics_->requests_in_flight.Increment();
   RelayCall* call = RelayCall::Create(deps_, context, m, arrival);
   // The catalog's name is what an empty request names.
-  auto start = [call, m, limits, forwarded = *request]() mutable {
+  auto start = [call, m, limits, slo = *slo, forwarded = *request]() mutable {
     forwarded.set_model(m->name);
     if (forwarded.prompt_case() == v1::GenerateRequest::kChat && m->chat_template == nullptr &&
         !m->chat_template_error.empty()) {
@@ -142,6 +146,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
     placement.request_id = validated->request_id;
     placement.model = m;
     placement.max_tokens = validated->sampling.max_tokens;
+    placement.slo = slo;
     call->Begin(std::move(forwarded), std::move(validated->prompt), std::move(placement));
   };
   if (request->prompt_case() != v1::GenerateRequest::kText &&

@@ -17,6 +17,7 @@
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/model_catalog.h"
 #include "router/relay_call.h"
+#include "router/slo_catalog.h"
 
 namespace pdserve::router {
 
@@ -35,6 +36,8 @@ struct GenerationServiceOptions {
   absl::Duration testing_read_delay = absl::ZeroDuration();
   // How channels to decode workers are secured; plaintext by default.
   GrpcSecurity security;
+  // Resolves each request's objectives (GenerateRequest.objectives).
+  SloCatalog slos;
 };
 
 // Generate is a raw method (ByteBuffer in and out) so that the router, not gRPC, answers a

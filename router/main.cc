@@ -44,6 +44,10 @@ ABSL_FLAG(int, alternates, 1, "Alternate prefill workers named with each offload
 ABSL_FLAG(absl::Duration, slo_ttft, absl::Seconds(2), "TTFT objective the placement respects.");
 ABSL_FLAG(absl::Duration, slo_tpot, absl::Milliseconds(200),
           "Time-per-output-token objective of running streams.");
+ABSL_FLAG(std::string, slo_classes, "",
+          "Named objectives requests may ask for (GenerateRequest.objectives.slo_class): "
+          "NAME:TTFT:TPOT,... e.g. interactive:500ms:50ms,batch:30s:1s. A request's unset "
+          "objectives come from its class, then from --slo_ttft/--slo_tpot.");
 ABSL_FLAG(int, max_in_flight, 4096, "Requests relayed at once; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_waiting_per_worker, 256,
           "Waiting requests per decode worker beyond which it takes no more.");
@@ -97,6 +101,7 @@ int main(int argc, char** argv) {
   config.policy.alternates = absl::GetFlag(FLAGS_alternates);
   config.policy.slo.ttft_ms = absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_slo_ttft));
   config.policy.slo.tpot_ms = absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_slo_tpot));
+  config.slo_classes = absl::GetFlag(FLAGS_slo_classes);
   config.generation.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   config.generation.retry_after = absl::GetFlag(FLAGS_retry_after);
   config.generation.tokenizer_threads = absl::GetFlag(FLAGS_tokenizer_threads);

@@ -132,6 +132,9 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     in.decode.kv_bytes_per_token = r.kv_bytes_per_token();
     in.decode.num_layers = r.kv_layout.num_layers;
     in.decode.arrivals_per_s = best->ArrivalRate(start);
+    in.decode.streams_with_objective = static_cast<int>(best->tpot_objectives.size());
+    if (!best->tpot_objectives.empty()) in.decode.tightest_tpot_ms = *best->tpot_objectives.begin();
+    in.slo = req.slo;
     std::vector<WorkerEntry*> prefill;
     for (WorkerEntry* e : workers) {
       // The one definition of "KV a decode worker can take as is" (the transport checks the same

@@ -7,6 +7,7 @@
 #ifndef PDSERVE_ROUTER_PLACER_H_
 #define PDSERVE_ROUTER_PLACER_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct PlacementRequest {
   int max_tokens = 0;
   // Decode workers not to use (a retry after one failed before its first token).
   std::vector<std::string> exclude;
+  // The request's objectives (resolved by the router's SloCatalog); unset: the policy's.
+  std::optional<SloConfig> slo;
 };
 
 struct PlacementResult {

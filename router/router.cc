@@ -16,6 +16,7 @@ absl::Status RouterConfig::Validate() const {
         "--worker_timeout: must be >= 200ms (workers report every 100 ms)");
   }
   RETURN_IF_ERROR(policy.Validate());
+  RETURN_IF_ERROR(SloCatalog::Parse(slo_classes, policy.slo).status());
   if (placer.max_waiting_per_worker < 1)
     return absl::InvalidArgumentError("--max_waiting_per_worker: must be >= 1");
   if (generation.max_in_flight < 1)
@@ -44,6 +45,8 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
   server.internal_grpc.always_require_client_cert = true;
   GenerationServiceOptions generation_options = config.generation;
   generation_options.security = security;
+  ASSIGN_OR_RETURN(generation_options.slos,
+                   SloCatalog::Parse(config.slo_classes, config.policy.slo));
   ASSIGN_OR_RETURN(r->catalog_, ModelCatalog::Load(config.model_dirs));
   CostModelParams params;
   if (!config.cost_model_path.empty()) {

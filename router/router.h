@@ -24,6 +24,7 @@
 #include "router/placer.h"
 #include "router/registry_service.h"
 #include "router/router_metrics.h"
+#include "router/slo_catalog.h"
 #include "router/worker_registry.h"
 
 namespace pdserve::router {
@@ -43,6 +44,9 @@ struct RouterConfig {
   // cost_model.json; empty uses the built-in defaults (CostModelParams).
   std::string cost_model_path;
   PolicyConfig policy;
+  // Named objectives requests may ask for (SloCatalog::Parse: NAME:TTFT:TPOT,...); a request's
+  // unset objectives default to policy.slo.
+  std::string slo_classes;
   PlacerConfig placer;
   GenerationServiceOptions generation;
   // Placement decisions kept for `pdctl status`. Default 1000.

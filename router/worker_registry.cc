@@ -172,13 +172,18 @@ int WorkerRegistry::ExpireSilent() {
   return static_cast<int>(removals.size());
 }
 
-uint64_t WorkerRegistry::Acquire(uint64_t session, std::shared_ptr<WorkerListener> listener) {
+uint64_t WorkerRegistry::Acquire(uint64_t session, std::shared_ptr<WorkerListener> listener,
+                                 double tpot_objective_ms) {
   absl::MutexLock lock(&mu_);
   WorkerEntry* e = FindSessionLocked(session);
   if (e == nullptr) return 0;
   const uint64_t key = next_key_++;
   e->listeners[key] = std::move(listener);
   ++e->in_flight;
+  if (tpot_objective_ms > 0) {
+    e->lease_tpot_ms[key] = tpot_objective_ms;
+    e->tpot_objectives.insert(tpot_objective_ms);
+  }
   return key;
 }
 
@@ -187,6 +192,10 @@ void WorkerRegistry::Release(uint64_t session, uint64_t key) {
   WorkerEntry* e = FindSessionLocked(session);
   if (e == nullptr) return;
   if (e->listeners.erase(key) > 0) --e->in_flight;
+  if (auto it = e->lease_tpot_ms.find(key); it != e->lease_tpot_ms.end()) {
+    e->tpot_objectives.erase(e->tpot_objectives.find(it->second));
+    e->lease_tpot_ms.erase(it);
+  }
 }
 
 void WorkerRegistry::WithLock(

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,10 @@ struct WorkerEntry {
   // Attention work per running decode in its latest decode-only step (cost model input).
   double attention_per_decode = 0;
   absl::flat_hash_map<uint64_t, std::shared_ptr<WorkerListener>> listeners;
+  // TPOT objectives of the requests relayed to it now (by lease key), and all of them in
+  // order: the tightest is what a local prefill there must not break.
+  absl::flat_hash_map<uint64_t, double> lease_tpot_ms;
+  std::multiset<double> tpot_objectives;
   bool is_decode() const { return info.is_decode(); }
   bool is_prefill() const { return info.is_prefill(); }
 };
@@ -92,8 +97,10 @@ class WorkerRegistry {
   int ExpireSilent();
 
   // A request runs on `session`'s worker: counted in its in-flight, and `listener` is told if
-  // the worker leaves. Returns a key for Release, or 0 if the worker is already gone.
-  uint64_t Acquire(uint64_t session, std::shared_ptr<WorkerListener> listener);
+  // the worker leaves; its TPOT objective (0: none) is one of the worker's until Release.
+  // Returns a key for Release, or 0 if the worker is already gone.
+  uint64_t Acquire(uint64_t session, std::shared_ptr<WorkerListener> listener,
+                   double tpot_objective_ms = 0);
   void Release(uint64_t session, uint64_t key);
 
   // Runs `fn` with the registry locked: placement reads and updates entries atomically.

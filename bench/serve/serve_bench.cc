@@ -42,6 +42,14 @@ struct RequestResult {
   std::vector<int32_t> output;
 };
 
+// Latency objectives of one request kind: multiples of its unloaded latency.
+struct Slo {
+  double ttft_ms = 0;
+  double tpot_ms = 0;
+  double e2e_ms = 0;  // Unloaded median, for the rate scale.
+};
+using Slos = std::map<std::string, Slo>;  // By request kind.
+
 // Where the load goes: the router's gRPC API, or (http set) its OpenAI-compatible HTTP API.
 struct LoadTarget {
   std::shared_ptr<grpc::Channel> channel;
@@ -54,9 +62,10 @@ struct LoadTarget {
 // harnesses time them; the answer's ids are its text re-tokenized (a follow-up's prefix may then
 // differ from the generated ids in its last few tokens).
 RequestResult SendHttp(const LoadTarget& target, std::vector<int32_t> prompt, int max_tokens,
-                       const std::string& kind) {
-  const client::OpenAiStreamOutcome out = client::StreamCompletion(
-      target.http, prompt, max_tokens, /*ignore_eos=*/true, absl::Minutes(5));
+                       const std::string& kind, const client::RequestObjectives& objectives) {
+  const client::OpenAiStreamOutcome out =
+      client::StreamCompletion(target.http, prompt, max_tokens, /*ignore_eos=*/true,
+                               absl::Minutes(5), /*temperature=*/0.0f, objectives);
   RequestResult r;
   r.kind = kind;
   r.prompt = std::move(prompt);
@@ -81,12 +90,17 @@ RequestResult SendHttp(const LoadTarget& target, std::vector<int32_t> prompt, in
   return r;
 }
 
+// Each request carries its kind's objectives (0: none, the router's defaults), so a chat is
+// placed for a chat's TTFT and not for the documents' beside it.
 RequestResult Send(const LoadTarget& target, std::vector<int32_t> prompt, int max_tokens,
-                   const std::string& kind) {
-  if (!target.http.empty()) return SendHttp(target, std::move(prompt), max_tokens, kind);
+                   const std::string& kind, const client::RequestObjectives& objectives) {
+  if (!target.http.empty())
+    return SendHttp(target, std::move(prompt), max_tokens, kind, objectives);
   const std::shared_ptr<grpc::Channel>& channel = target.channel;
   v1::GenerateRequest request = client::MakeRequest(prompt, max_tokens);
   request.mutable_sampling()->set_ignore_eos(true);
+  if (objectives.ttft_ms > 0) request.mutable_objectives()->set_ttft_ms(objectives.ttft_ms);
+  if (objectives.tpot_ms > 0) request.mutable_objectives()->set_tpot_ms(objectives.tpot_ms);
   const client::GenerationOutcome out = client::CallGenerate(channel, request, absl::Minutes(5));
   RequestResult r;
   r.kind = kind;
@@ -116,7 +130,8 @@ RequestResult Send(const LoadTarget& target, std::vector<int32_t> prompt, int ma
 // Sends `workload` at its arrival times (one thread per request in flight); a follow-up waits
 // for the turn it continues and sends that turn's prompt + output + its new question.
 std::vector<RequestResult> RunLoad(const LoadTarget& target,
-                                   const std::vector<WorkloadRequest>& workload, bool sequential) {
+                                   const std::vector<WorkloadRequest>& workload, bool sequential,
+                                   const Slos* objectives = nullptr) {
   std::vector<RequestResult> results(workload.size());
   std::vector<std::unique_ptr<absl::Notification>> done;
   for (size_t i = 0; i < workload.size(); ++i)
@@ -131,7 +146,14 @@ std::vector<RequestResult> RunLoad(const LoadTarget& target,
       prompt.insert(prompt.end(), earlier.output.begin(), earlier.output.end());
     }
     prompt.insert(prompt.end(), w.prompt.begin(), w.prompt.end());
-    results[i] = Send(target, std::move(prompt), w.max_tokens, w.kind);
+    client::RequestObjectives own;
+    if (objectives != nullptr) {
+      if (auto it = objectives->find(w.kind); it != objectives->end()) {
+        own.ttft_ms = it->second.ttft_ms;
+        own.tpot_ms = it->second.tpot_ms;
+      }
+    }
+    results[i] = Send(target, std::move(prompt), w.max_tokens, w.kind, own);
     done[i]->Notify();
   };
   if (sequential) {
@@ -148,14 +170,6 @@ std::vector<RequestResult> RunLoad(const LoadTarget& target,
   for (auto& t : threads) t.join();
   return results;
 }
-
-// Latency objectives of one request kind: multiples of its unloaded latency.
-struct Slo {
-  double ttft_ms = 0;
-  double tpot_ms = 0;
-  double e2e_ms = 0;  // Unloaded median, for the rate scale.
-};
-using Slos = std::map<std::string, Slo>;  // By request kind.
 
 nlohmann::json Percentiles(std::vector<double> v) {
   if (v.empty()) return {{"p50", 0}, {"p90", 0}, {"p99", 0}};
@@ -304,7 +318,7 @@ absl::StatusOr<double> TpotInflationProbe(const std::shared_ptr<grpc::Channel>& 
   for (int k = 0; k < 2048; ++k)
     cold[k] = static_cast<int32_t>((k * 7919 + 13 + repetition * 104729) % vocab);
   const absl::Time inject = absl::Now();
-  const RequestResult injected = Send(LoadTarget{channel}, cold, 4, "probe");
+  const RequestResult injected = Send(LoadTarget{channel}, cold, 4, "probe", {});
   const absl::Time end = inject + absl::Milliseconds(injected.ttft_ms);
   stop();
   if (!injected.ok) return absl::InternalError(absl::StrCat("probe prefill: ", injected.error));
@@ -505,6 +519,8 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
         slo_ttft = std::max(slo_ttft, k.ttft_ms);
         slo_tpot = std::min(slo_tpot, k.tpot_ms);
       }
+      // Every request carries its kind's objectives; the router's defaults only cover the
+      // streams it cannot attribute (e.g. arrivals expected during a prefill): the tightest TPOT.
       const std::vector<std::string> slo_flags = {
           absl::StrCat("--slo_ttft=", Fixed(slo_ttft, 3), "ms"),
           absl::StrCat("--slo_tpot=", Fixed(slo_tpot, 3), "ms"),
@@ -519,7 +535,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
         } else {
           RETURN_IF_ERROR(ensure_cluster(slo_flags));
           const auto work = MakeWorkload(mix, rate, cfg.requests_per_rate, seed, model.vocab_size);
-          point = RatePoint(RunLoad(target, work, false), slo, rate);
+          point = RatePoint(RunLoad(target, work, false, &slo), slo, rate);
           // A process of the cluster that died under load is a finding, not noise: record
           // how it ended and where its log is, and start a fresh cluster for what follows.
           nlohmann::json exited = nlohmann::json::object();

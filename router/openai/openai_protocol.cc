@@ -242,6 +242,30 @@ absl::Status ParseSampling(const json& body, Endpoint endpoint, v1::SamplingPara
   return absl::OkStatus();
 }
 
+// The request's "pdserve" object: its service-level objectives (GenerateRequest.objectives),
+// which the router checks (ranges, known class) as for gRPC.
+absl::Status ParseObjectives(const json& body, v1::GenerateRequest* request) {
+  const json* ext = Given(body, "pdserve");
+  if (ext == nullptr) return absl::OkStatus();
+  if (!ext->is_object()) return Invalid("pdserve", "must be an object");
+  v1::Objectives* objectives = request->mutable_objectives();
+  if (const json* c = Given(*ext, "slo_class")) {
+    if (!c->is_string()) return Invalid("pdserve.slo_class", "must be a string");
+    objectives->set_slo_class(c->get<std::string>());
+  }
+  for (const char* name : {"ttft_ms", "tpot_ms"}) {
+    const json* v = Given(*ext, name);
+    if (v == nullptr) continue;
+    if (!v->is_number()) {
+      return Invalid(absl::StrCat("pdserve.", name),
+                     absl::StrCat("must be a number, not ", v->type_name()));
+    }
+    (std::string(name) == "ttft_ms" ? objectives->set_ttft_ms(v->get<double>())
+                                    : objectives->set_tpot_ms(v->get<double>()));
+  }
+  return absl::OkStatus();
+}
+
 // Generation's field names (as its errors name them) -> OpenAI's parameters.
 std::string OpenAiParam(absl::string_view field, Endpoint endpoint) {
   const char* prompt = endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
@@ -249,6 +273,8 @@ std::string OpenAiParam(absl::string_view field, Endpoint endpoint) {
   if (absl::StartsWith(field, "prompt")) return prompt;
   if (absl::StartsWith(field, "sampling.")) return std::string(field.substr(9));
   if (field == "model" || field == "request_id") return std::string(field);
+  if (absl::StartsWith(field, "objectives.")) return absl::StrCat("pdserve.", field.substr(11));
+  if (field == "pdserve" || absl::StartsWith(field, "pdserve.")) return std::string(field);
   return "";
 }
 
@@ -375,6 +401,7 @@ absl::StatusOr<ParsedRequest> ParseRequest(Endpoint endpoint, absl::string_view 
     RETURN_IF_ERROR(ParseMessages(body, &out.generate));
   }
   RETURN_IF_ERROR(ParseSampling(body, endpoint, out.generate.mutable_sampling()));
+  RETURN_IF_ERROR(ParseObjectives(body, &out.generate));
   ASSIGN_OR_RETURN(out.stream, OptionalBool(body, "stream", false));
   if (const json* options = Given(body, "stream_options")) {
     if (!out.stream) return Invalid("stream_options", "is only allowed when stream is true");

@@ -5,6 +5,12 @@
 // objective always moves away, to a prefill worker with a long queue if need be (it harms
 // many requests; a short prompt moves when the offload costs it less than it saves them); an
 // offload that alone would miss the TTFT objective stays local (it harms one).
+// Objectives are per request: the TTFT is the request's own; the TPOT is the tightest among
+// the streams beside the prefill (the running ones this router knows, the default for those
+// it does not and for streams expected to arrive meanwhile).
+#include <algorithm>
+#include <cmath>
+
 #include "router/placement/placement_policy.h"
 
 namespace pdserve::router {
@@ -18,12 +24,16 @@ class CostModelPolicy final : public PlacementPolicy {
   PlacementDecision Decide(const PlacementInputs& in, const CostModel& model) const override {
     CostEstimate e = EstimateCosts(in, model);
     if (e.prefill.empty()) return Local(e, "no_prefill_worker");
-    const SloConfig& slo = config_.slo;
-    // Local chunks slower than the TPOT objective break it for every stream that decodes
-    // beside them: the running ones and those expected to start meanwhile.
-    const bool streams_beside = in.decode.running > 0 || e.expected_arrivals >= 1;
-    const bool breaks_tpot = streams_beside && e.mixed_step_ms > slo.tpot_ms &&
-                             in.uncached_tokens() >= config_.min_tpot_offload_tokens;
+    const SloConfig slo = in.slo.value_or(config_.slo);
+    // Local chunks slower than a TPOT objective break it for the streams that decode beside
+    // them: the running ones and those expected to start meanwhile.
+    double tpot_beside = HUGE_VAL;
+    if (in.decode.running > 0 && in.decode.streams_with_objective > 0)
+      tpot_beside = in.decode.tightest_tpot_ms;
+    if (in.decode.running > in.decode.streams_with_objective || e.expected_arrivals >= 1)
+      tpot_beside = std::min(tpot_beside, config_.slo.tpot_ms);
+    const bool breaks_tpot =
+        e.mixed_step_ms > tpot_beside && in.uncached_tokens() >= config_.min_tpot_offload_tokens;
     if (in.uncached_tokens() < config_.min_offload_tokens) {
       // A short prompt is one slow step for the streams beside it: it moves only when that
       // step breaks the objective and the offload costs it less than the delay it saves them
@@ -48,9 +58,8 @@ class CostModelPolicy final : public PlacementPolicy {
     // What offloading costs this request: the transfer tail, plus the TTFT it adds over local
     // beyond what the TTFT objective allows anyway (time within the objective's slack costs
     // no one an SLO; time taken from other streams by a local prefill does).
-    e.offload_cost_ms =
-        e.transfer_tail_ms +
-        std::max(0.0, e.ttft_offload_ms - std::max(e.ttft_local_ms, config_.slo.ttft_ms));
+    e.offload_cost_ms = e.transfer_tail_ms +
+                        std::max(0.0, e.ttft_offload_ms - std::max(e.ttft_local_ms, slo.ttft_ms));
     // An offload that misses the TTFT objective while local meets it breaks it for this
     // request alone, and local harms no stream's TPOT here: stay.
     if (e.ttft_offload_ms > slo.ttft_ms && e.ttft_local_ms <= slo.ttft_ms)

@@ -13,6 +13,7 @@
 #define PDSERVE_ROUTER_PLACEMENT_PLACEMENT_POLICY_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct DecodeCandidate {
   int64_t kv_bytes_per_token = 0;  // All layers, K and V.
   int num_layers = 1;
   double arrivals_per_s = 0;  // Recent request rate to this worker.
+  // Of the running streams this router relays there, how many carry a TPOT objective and
+  // the tightest of them; the others (another router's) are held to the default.
+  int streams_with_objective = 0;
+  double tightest_tpot_ms = 0;
 };
 
 // A prefill worker that could take the request (same model and KV layout).
@@ -41,21 +46,24 @@ struct PrefillCandidate {
   double tokens_per_second = 0;  // Reported; 0 before its first prefill.
 };
 
+struct SloConfig {
+  // Time to first token the router aims for; offloading that would miss it while local would
+  // not is refused. Default 2 s.
+  double ttft_ms = 2000;
+  // Time per output token of a stream; a local prefill whose mixed steps exceed the tightest
+  // objective among the streams beside it is offloaded if possible. Default 200 ms.
+  double tpot_ms = 200;
+};
+
 struct PlacementInputs {
   int prompt_tokens = 0;
   int cached_tokens = 0;  // Prefix-cache hit on the decode worker.
   int uncached_tokens() const { return prompt_tokens - cached_tokens; }
   DecodeCandidate decode;
   std::vector<PrefillCandidate> prefill;
-};
-
-struct SloConfig {
-  // Time to first token the router aims for; offloading that would miss it while local would
-  // not is refused. Default 2 s.
-  double ttft_ms = 2000;
-  // Time per output token of running streams; a local prefill whose mixed steps exceed it is
-  // offloaded if possible. Default 200 ms.
-  double tpot_ms = 200;
+  // The request's own objectives (GenerateRequest.objectives, resolved by the router);
+  // unset: the policy's configured default.
+  std::optional<SloConfig> slo;
 };
 
 // One prefill worker's predicted offload.

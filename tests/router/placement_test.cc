@@ -146,6 +146,15 @@ TEST(PlacementPolicyTest, DecisionsAndReasons) {
   }
 }
 
+// The cost_model policy, its other settings default, with these default objectives.
+std::unique_ptr<PlacementPolicy> CostModelWithSlo(double ttft_ms, double tpot_ms) {
+  PolicyConfig config;
+  config.slo = SloConfig{.ttft_ms = ttft_ms, .tpot_ms = tpot_ms};
+  auto policy = MakePlacementPolicy(config);
+  EXPECT_TRUE(policy.ok()) << policy.status();
+  return policy.ok() ? *std::move(policy) : nullptr;
+}
+
 TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
   CostModel model(Params());
   PolicyConfig config;
@@ -197,6 +206,45 @@ TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
   EXPECT_NEAR(d.estimate.expected_arrivals, 5 * 0.48, 1e-6);
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+}
+
+// Objectives per request: the request's own TTFT bounds its offload, and the TPOT a local
+// prefill must respect is the tightest among the streams beside it (the default for those the
+// router does not know, and for streams expected to arrive).
+TEST(PlacementPolicyTest, PerRequestObjectivesDecide) {
+  CostModel model(Params());
+  auto policy = CostModelWithSlo(300, 100000);
+  ASSERT_NE(policy, nullptr);
+  // The default TTFT keeps this offload local (as in SlosBoundTheCostModel); a request that
+  // allows 5 s is offloaded, the interference being heavy.
+  PlacementInputs in = Inputs(2000, 0, 8, {900 * 10});
+  EXPECT_EQ(policy->Decide(in, model).reason, "slo_infeasible_offload");
+  in.slo = SloConfig{.ttft_ms = 5000, .tpot_ms = 100000};
+  const PlacementDecision d = policy->Decide(in, model);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "interference_exceeds_transfer");
+
+  // TPOT beside: 300 uncached tokens next to one stream make 40 ms mixed steps.
+  policy = CostModelWithSlo(100000, 20);
+  ASSERT_NE(policy, nullptr);
+  PlacementInputs beside = Inputs(300, 0, 1);
+  EXPECT_EQ(policy->Decide(beside, model).reason, "local_exceeds_tpot_slo");
+  // The one running stream is known to allow 1 s per token: the default does not apply, and
+  // the decision is the cost comparison's.
+  beside.decode.streams_with_objective = 1;
+  beside.decode.tightest_tpot_ms = 1000;
+  EXPECT_EQ(policy->Decide(beside, model).reason, "interference_exceeds_transfer");
+  // Known to need 30 ms: broken again.
+  beside.decode.tightest_tpot_ms = 30;
+  EXPECT_EQ(policy->Decide(beside, model).reason, "local_exceeds_tpot_slo");
+  // A second running stream the router does not know is held to the default.
+  beside.decode.tightest_tpot_ms = 1000;
+  beside.decode.running = 2;
+  EXPECT_EQ(policy->Decide(beside, model).reason, "local_exceeds_tpot_slo");
+  // The request's own TPOT is not at stake in its own prefill's placement.
+  beside.decode.running = 1;
+  beside.slo = SloConfig{.ttft_ms = 100000, .tpot_ms = 1};
+  EXPECT_EQ(policy->Decide(beside, model).reason, "interference_exceeds_transfer");
 }
 
 TEST(PlacementPolicyTest, ShortPromptsMoveOnlyWhenTheirChunkBreaksTheTpotObjective) {

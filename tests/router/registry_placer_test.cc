@@ -113,6 +113,36 @@ TEST_F(RegistryTest, SilentWorkersExpireAndTheirRequestsAreTold) {
   registry_.Release(*a, key);  // Harmless after removal.
 }
 
+// A request's TPOT objective counts on its decode worker while it runs: the tightest is what
+// the placer hands the policy, and Release takes it back.
+TEST_F(RegistryTest, LeasesCarryTheirTpotObjectives) {
+  auto a = registry_.Register(Registration("a", WorkerRole::kDecode));
+  ASSERT_TRUE(a.ok());
+  auto listener = std::make_shared<Listener>();
+  const uint64_t loose = registry_.Acquire(*a, listener, 500);
+  const uint64_t tight = registry_.Acquire(*a, listener, 40);
+  const uint64_t none = registry_.Acquire(*a, listener);
+  ASSERT_NE(loose, 0u);
+  ASSERT_NE(tight, 0u);
+  ASSERT_NE(none, 0u);
+  auto objectives = [&] {
+    std::vector<double> out;
+    registry_.WithLock([&](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
+      out.assign(workers[0]->tpot_objectives.begin(), workers[0]->tpot_objectives.end());
+      EXPECT_EQ(workers[0]->in_flight, static_cast<int>(workers[0]->listeners.size()));
+    });
+    return out;
+  };
+  EXPECT_EQ(objectives(), (std::vector<double>{40, 500}));
+  registry_.Release(*a, tight);
+  EXPECT_EQ(objectives(), (std::vector<double>{500}));
+  registry_.Release(*a, none);
+  registry_.Release(*a, tight);  // Twice: harmless.
+  EXPECT_EQ(objectives(), (std::vector<double>{500}));
+  registry_.Release(*a, loose);
+  EXPECT_TRUE(objectives().empty());
+}
+
 // A restarted worker (new epoch) whose predecessor went silent replaces it; until then the
 // id is taken. The same process reconnecting (same epoch) replaces its old session at once.
 TEST_F(RegistryTest, ARestartedWorkerReplacesItsSilentPredecessor) {
@@ -257,6 +287,31 @@ TEST_F(PlacerTest, LongestCachedPrefixWinsThenLoadThenFreeBlocks) {
   ASSERT_EQ(recent.size(), 3u);
   EXPECT_EQ(recent[0].placement.decode.worker_id, "b");
   EXPECT_EQ(recent[1].placement.decode.worker_id, "a");
+}
+
+// The objectives of the requests running on a decode worker reach the policy: a 1 ms TPOT
+// stream there makes any local prefill break it, so a long prompt goes to the prefill worker
+// for that reason, and only while that stream runs.
+TEST_F(PlacerTest, RunningStreamsObjectivesReachThePolicy) {
+  const uint64_t a = Add("a", WorkerRole::kDecode, Load(1, 900));
+  Add("p", WorkerRole::kPrefill);
+  const std::vector<int32_t> prompt = Prompt(300);
+  auto placed = Place(prompt);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_NE(placed->placement.reason, "local_exceeds_tpot_slo");
+  auto listener = std::make_shared<Listener>();
+  const uint64_t lease = registry_.Acquire(a, listener, /*tpot_objective_ms=*/1);
+  ASSERT_NE(lease, 0u);
+  EXPECT_TRUE(registry_.Report(a, Load(1, 900)));  // The leased stream is the one running.
+  placed = Place(Prompt(300, 1));
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_TRUE(placed->placement.offload);
+  EXPECT_EQ(placed->placement.reason, "local_exceeds_tpot_slo");
+  registry_.Release(a, lease);
+  EXPECT_TRUE(registry_.Report(a, Load(1, 900)));
+  placed = Place(Prompt(300, 2));
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_NE(placed->placement.reason, "local_exceeds_tpot_slo");
 }
 
 TEST_F(PlacerTest, QueueLimitsGiveResourceExhaustedWithARetryHint) {

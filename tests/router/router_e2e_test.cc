@@ -120,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(Policies, PolicyTest, ::testing::Values("cost_model", "
 class RouterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    cluster_ = LocalCluster::Start(ClusterOptions{});
+    cluster_ = LocalCluster::Start(
+        ClusterOptions{.router_flags = {"--slo_classes=interactive:500ms:50ms,batch:30s:1s"}});
     ASSERT_NE(cluster_, nullptr);
   }
   std::unique_ptr<LocalCluster> cluster_;
@@ -308,6 +309,17 @@ TEST_F(RouterTest, UnknownModelAndBadInputFailBeforeAnyWorkerIsTouched) {
   v1::GenerateRequest long_id = Request({1, 2}, 4);
   long_id.set_request_id(std::string(300, 'x'));
   cases.push_back({"request id too long", long_id, "request_id"});
+  v1::GenerateRequest unknown_class = Request({1, 2}, 4);
+  unknown_class.mutable_objectives()->set_slo_class("gold");
+  cases.push_back(
+      {"unknown objective class", unknown_class,
+       "objectives.slo_class: 'gold' is not a class of this router (interactive, batch)"});
+  v1::GenerateRequest negative_ttft = Request({1, 2}, 4);
+  negative_ttft.mutable_objectives()->set_ttft_ms(-5);
+  cases.push_back({"negative TTFT objective", negative_ttft, "objectives.ttft_ms: -5"});
+  v1::GenerateRequest huge_tpot = Request({1, 2}, 4);
+  huge_tpot.mutable_objectives()->set_tpot_ms(1e12);
+  cases.push_back({"TPOT objective above an hour", huge_tpot, "objectives.tpot_ms"});
   for (const Case& c : cases) {
     out = client::CallGenerate(cluster_->channel(), c.request, absl::Seconds(10));
     EXPECT_EQ(out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
@@ -321,6 +333,13 @@ TEST_F(RouterTest, UnknownModelAndBadInputFailBeforeAnyWorkerIsTouched) {
     EXPECT_EQ(s.requests_finished_total(), 0u);
   }
   EXPECT_EQ(cluster_->Status().recent_decisions_size(), 0);
+  // A known class, with one objective of the request's own, is served.
+  v1::GenerateRequest with_class = Request({1, 2, 3}, 4);
+  with_class.mutable_objectives()->set_slo_class("batch");
+  with_class.mutable_objectives()->set_tpot_ms(250);
+  out = client::CallGenerate(cluster_->channel(), with_class, absl::Seconds(20));
+  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.tokens.size(), 4u);
 }
 
 TEST_F(RouterTest, CancellingAtRandomPhasesLeavesEveryWorkerAtBaseline) {
@@ -438,6 +457,16 @@ TEST(RouterBinaryTest, HelpAndBadFlags) {
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << (*bad)->Log();
   EXPECT_TRUE(absl::StrContains((*bad)->Log(), "--policy")) << (*bad)->Log();
+  auto bad_classes = pdserve::ChildProcess::Start(pdserve::ChildOptions{
+      .binary = "pdserve-router",
+      .args = {"--model=" + pdserve::testing::TestModelDir("tiny"), "--slo_classes=gold:fast"},
+      .expect_serving_info = false});
+  ASSERT_TRUE(bad_classes.ok());
+  status = (*bad_classes)->WaitExit(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << (*bad_classes)->Log();
+  EXPECT_TRUE(absl::StrContains((*bad_classes)->Log(), "--slo_classes: 'gold:fast'"))
+      << (*bad_classes)->Log();
 }
 
 }  // namespace

@@ -34,14 +34,16 @@ bool ApplyEvent(const nlohmann::json& event, OpenAiStreamOutcome* out) {
 
 OpenAiStreamOutcome StreamCompletion(const std::string& address, const std::vector<int32_t>& prompt,
                                      int max_tokens, bool ignore_eos, absl::Duration timeout,
-                                     float temperature) {
+                                     float temperature, const RequestObjectives& objectives) {
   OpenAiStreamOutcome out;
-  const nlohmann::json body = {{"prompt", prompt},
-                               {"max_tokens", max_tokens},
-                               {"temperature", temperature},
-                               {"ignore_eos", ignore_eos},
-                               {"stream", true},
-                               {"stream_options", {{"include_usage", true}}}};
+  nlohmann::json body = {{"prompt", prompt},
+                         {"max_tokens", max_tokens},
+                         {"temperature", temperature},
+                         {"ignore_eos", ignore_eos},
+                         {"stream", true},
+                         {"stream_options", {{"include_usage", true}}}};
+  if (objectives.ttft_ms > 0) body["pdserve"]["ttft_ms"] = objectives.ttft_ms;
+  if (objectives.tpot_ms > 0) body["pdserve"]["tpot_ms"] = objectives.tpot_ms;
   auto connection = HttpConnection::Open(address);
   if (!connection.ok()) {
     out.error = std::string(connection.status().message());

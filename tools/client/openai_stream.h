@@ -29,11 +29,18 @@ struct OpenAiStreamOutcome {
   bool ok() const { return http_status == 200 && error.empty(); }
 };
 
+// A request's own service-level objectives (0: the router's), sent in the "pdserve" field.
+struct RequestObjectives {
+  double ttft_ms = 0;
+  double tpot_ms = 0;
+};
+
 // POST /v1/completions on `address` (host:port) with a token-id prompt, streamed with
 // stream_options.include_usage; greedy unless `temperature` > 0. Bounded by `timeout`.
 OpenAiStreamOutcome StreamCompletion(const std::string& address, const std::vector<int32_t>& prompt,
                                      int max_tokens, bool ignore_eos, absl::Duration timeout,
-                                     float temperature = 0.0f);
+                                     float temperature = 0.0f,
+                                     const RequestObjectives& objectives = {});
 
 }  // namespace pdserve::client
 

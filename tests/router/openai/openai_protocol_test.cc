@@ -79,6 +79,26 @@ TEST(OpenAiParseTest, ChatsBecomeChatPrompts) {
   EXPECT_TRUE(parsed->generate.sampling().max_tokens_to_context());
 }
 
+// The "pdserve" extension carries the request's objectives; the router's refusal of a bad
+// one names the OpenAI-side field.
+TEST(OpenAiParseTest, ObjectivesRideInThePdserveField) {
+  auto parsed = ParseRequest(Endpoint::kCompletions, R"({"prompt": "x",
+      "pdserve": {"slo_class": "interactive", "ttft_ms": 500, "tpot_ms": 40.5}})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->generate.objectives().slo_class(), "interactive");
+  EXPECT_EQ(parsed->generate.objectives().ttft_ms(), 500);
+  EXPECT_EQ(parsed->generate.objectives().tpot_ms(), 40.5);
+  parsed = ParseRequest(Endpoint::kCompletions, R"({"prompt": "x"})");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_FALSE(parsed->generate.has_objectives());
+  const ApiError error =
+      ErrorFromGrpc(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "objectives.slo_class: 'gold' is not a class of this router"),
+                    Endpoint::kCompletions, 0);
+  EXPECT_EQ(error.http_status, 400);
+  EXPECT_EQ(error.param, "pdserve.slo_class");
+}
+
 TEST(OpenAiParseTest, RefusalsNameTheField) {
   struct Bad {
     Endpoint endpoint;
@@ -128,6 +148,11 @@ TEST(OpenAiParseTest, RefusalsNameTheField) {
        "response_format: a response format other than text is not supported"},
       {kChat, R"({"messages": [], "chat_template_kwargs": [1]})",
        "chat_template_kwargs: must be an object"},
+      {kC, R"({"prompt": "x", "pdserve": 3})", "pdserve: must be an object"},
+      {kC, R"({"prompt": "x", "pdserve": {"slo_class": 1}})",
+       "pdserve.slo_class: must be a string"},
+      {kC, R"({"prompt": "x", "pdserve": {"ttft_ms": "fast"}})",
+       "pdserve.ttft_ms: must be a number, not string"},
   };
   for (const Bad& c : cases) {
     auto parsed = ParseRequest(c.endpoint, c.body);
