@@ -73,6 +73,19 @@ ABSL_FLAG(int, bisect_steps, -1,
           "4 full).");
 ABSL_FLAG(int, probe_repetitions, 5,
           "serve: TPOT inflation probes per policy (the median is reported).");
+ABSL_FLAG(int, repeats, 1,
+          "serve: measurements per rate point (the median run stands for it; goodput's median and "
+          "spread over runs are reported).");
+ABSL_FLAG(
+    std::string, trace, "",
+    "serve: replay this production trace (bench/traces/: Azure CSV or Mooncake JSONL) instead "
+    "of the mixes.");
+ABSL_FLAG(double, trace_start, 0, "serve: the trace window's start, seconds into the trace.");
+ABSL_FLAG(double, trace_duration, 0,
+          "serve: the trace window's length in seconds (0: to the end).");
+ABSL_FLAG(double, trace_length_scale, 1,
+          "serve: prompt, output and prefix-block lengths multiplied by this (a smaller model or "
+          "machine than production's).");
 ABSL_FLAG(int, requests_per_rate, 0, "serve: requests per rate point (0: 80 quick, 150 full).");
 ABSL_FLAG(std::string, api, "grpc",
           "serve: the API the load goes through: grpc, or openai (the router's HTTP front).");
@@ -217,6 +230,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     config.prefill_nice = absl::GetFlag(FLAGS_prefill_nice);
+    config.repeats = absl::GetFlag(FLAGS_repeats);
+    config.trace_path = absl::GetFlag(FLAGS_trace);
+    config.trace.start_s = absl::GetFlag(FLAGS_trace_start);
+    config.trace.duration_s = absl::GetFlag(FLAGS_trace_duration);
+    config.trace.length_scale = absl::GetFlag(FLAGS_trace_length_scale);
     config.api = absl::GetFlag(FLAGS_api);
     if (config.api != "grpc" && config.api != "openai") {
       std::fprintf(stderr, "--api: '%s' is not grpc or openai\n", config.api.c_str());

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -224,6 +226,22 @@ double Goodput(const std::vector<nlohmann::json>& points) {
   return best;
 }
 
+// Goodput of each repeat (the points' attainment_runs in run order); one value per run, empty
+// when the points were measured once.
+std::vector<double> GoodputPerRun(const std::vector<nlohmann::json>& points) {
+  size_t runs = SIZE_MAX;
+  for (const auto& p : points) {
+    runs = std::min(runs, p.contains("attainment_runs") ? p["attainment_runs"].size() : size_t{0});
+  }
+  std::vector<double> out;
+  for (size_t r = 0; runs != SIZE_MAX && r < runs; ++r) {
+    std::vector<nlohmann::json> one = points;
+    for (auto& p : one) p["attainment"] = p["attainment_runs"][r];
+    out.push_back(Goodput(one));
+  }
+  return out;
+}
+
 // `launch` numbers the clusters of a policy: each keeps its own logs.
 pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& dir,
                                 const std::string& policy,
@@ -424,6 +442,19 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   if (cfg.api == "openai") {
     ASSIGN_OR_RETURN(tokenizer, engine::Tokenizer::FromFile(dir + "/tokenizer.json"));
   }
+  std::optional<Trace> trace;
+  std::vector<std::string> mixes = cfg.mixes;
+  if (!cfg.trace_path.empty()) {
+    ASSIGN_OR_RETURN(const Trace read, ReadTrace(cfg.trace_path));
+    TraceSelection selection = cfg.trace;
+    if (selection.max_context == 0) selection.max_context = model.max_position_embeddings;
+    ASSIGN_OR_RETURN(trace, SelectFromTrace(read, selection));
+    Progress("serve", absl::StrCat("trace ", cfg.trace_path, ": ", trace->requests.size(),
+                                   " requests selected (", read.requests.size(), " in the file, ",
+                                   Fixed(read.rate(), 2), " req/s)"));
+    mixes = {"trace"};
+  }
+  if (cfg.repeats < 1) return absl::InvalidArgumentError("--repeats: must be >= 1");
   std::filesystem::create_directories(cfg.out_dir + "/runs");
   const absl::Time wall_start = absl::Now();
   const double cpu_start = CpuSeconds();
@@ -456,8 +487,16 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
       cluster_flags = flags;
       return absl::OkStatus();
     };
-    for (const std::string& mix_name : cfg.mixes) {
-      ASSIGN_OR_RETURN(MixSpec mix, Mix(mix_name, model.max_position_embeddings));
+    for (const std::string& mix_name : mixes) {
+      MixSpec mix;
+      if (!trace) {
+        ASSIGN_OR_RETURN(mix, Mix(mix_name, model.max_position_embeddings));
+      }
+      auto make_work = [&](double rate, int count,
+                           uint64_t seed) -> absl::StatusOr<std::vector<WorkloadRequest>> {
+        if (trace) return MakeTraceWorkload(*trace, rate, count, seed, model.vocab_size);
+        return MakeWorkload(mix, rate, count, seed, model.vocab_size);
+      };
       const std::string mix_dir = absl::StrCat(cfg.out_dir, "/runs/", mix_name);
       std::filesystem::create_directories(mix_dir + "/" + policy);
       // Unloaded latency of each request kind in the mix (measured once, one request at a
@@ -466,7 +505,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
         auto saved = ReadJson(mix_dir + "/unloaded.json");
         if (!saved.ok()) {
           RETURN_IF_ERROR(ensure_cluster({}));
-          const auto work = MakeWorkload(mix, 1.0, 16, cfg.seed ^ 0x5105, model.vocab_size);
+          ASSIGN_OR_RETURN(const auto work, make_work(1.0, 16, cfg.seed ^ 0x5105));
           const auto results = RunLoad(target, work, /*sequential=*/true);
           std::map<std::string, std::vector<double>> ttft, tpot, e2e;
           for (size_t i = 1; i < results.size(); ++i) {  // The first warms up.
@@ -534,8 +573,23 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           point = *saved;
         } else {
           RETURN_IF_ERROR(ensure_cluster(slo_flags));
-          const auto work = MakeWorkload(mix, rate, cfg.requests_per_rate, seed, model.vocab_size);
-          point = RatePoint(RunLoad(target, work, false, &slo), slo, rate);
+          // Repeats: the median run by attainment stands for the point; every run's
+          // attainment is kept (in run order) for goodput's spread.
+          std::vector<nlohmann::json> runs;
+          for (int r = 0; r < cfg.repeats; ++r) {
+            ASSIGN_OR_RETURN(const auto work,
+                             make_work(rate, cfg.requests_per_rate, seed + 7919 * r));
+            runs.push_back(RatePoint(RunLoad(target, work, false, &slo), slo, rate));
+            if (r + 1 < cfg.repeats) absl::SleepFor(absl::Milliseconds(500));
+          }
+          std::vector<double> attainments;
+          for (const auto& run : runs) attainments.push_back(run["attainment"].get<double>());
+          std::vector<size_t> order(runs.size());
+          std::iota(order.begin(), order.end(), 0);
+          std::sort(order.begin(), order.end(),
+                    [&](size_t a, size_t b) { return attainments[a] < attainments[b]; });
+          point = runs[order[order.size() / 2]];
+          point["attainment_runs"] = attainments;
           // A process of the cluster that died under load is a finding, not noise: record
           // how it ended and where its log is, and start a fresh cluster for what follows.
           nlohmann::json exited = nlohmann::json::object();
@@ -642,6 +696,13 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
       const double g = Goodput(pts);
       m["goodput"][policy] = g;
       m["points"][policy] = pts;
+      const std::vector<double> runs = GoodputPerRun(pts);
+      if (runs.size() > 1) {
+        m["goodput_runs"][policy] = runs;
+        m["goodput_spread"][policy] = {{"median", Median(runs)},
+                                       {"min", *std::min_element(runs.begin(), runs.end())},
+                                       {"max", *std::max_element(runs.begin(), runs.end())}};
+      }
       if (policy != "cost_model") best_fixed = std::max(best_fixed, g);
     }
     const double cost_model = m["goodput"].value("cost_model", 0.0);
@@ -652,7 +713,13 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
         inflation.contains("always_local") ? inflation["always_local"] : 0.0;
     for (const auto& [policy, pts] : by_policy) {
       const double g = m["goodput"][policy].get<double>();
-      table.AddRow({mix, policy, Fixed(g, 2), best_fixed > 0 ? Fixed(g / best_fixed, 2) + "x" : "-",
+      std::string shown = Fixed(g, 2);
+      if (m.contains("goodput_spread") && m["goodput_spread"].contains(policy)) {
+        const auto& s = m["goodput_spread"][policy];
+        shown = absl::StrCat(Fixed(g, 2), " [", Fixed(s["min"].get<double>(), 2), ", ",
+                             Fixed(s["max"].get<double>(), 2), "]");
+      }
+      table.AddRow({mix, policy, shown, best_fixed > 0 ? Fixed(g / best_fixed, 2) + "x" : "-",
                     inflation.contains(policy) ? Fixed(inflation[policy], 2) + "x" : "-"});
     }
     summary[mix] = m;

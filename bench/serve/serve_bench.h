@@ -7,6 +7,9 @@
 // is the highest rate at which at least 90 % of requests meet both (DistServe's definition,
 // `vllm bench serve --goodput`). The router is told each mix's objectives. With api "openai"
 // the load goes through the router's OpenAI-compatible HTTP front instead of gRPC.
+// With a trace (trace_path) the sweep replays it instead: prompts with its lengths and shared
+// prefixes, arrivals with its gaps, scaled to each rate; the objectives are multiples of the
+// unloaded latency of its first requests. Each point may be measured several times (repeats).
 // A probe per policy measures the running streams' TPOT p90 inflation under a 2048-token cold
 // prefill (median of several injections). Results are resumable (one JSON per rate point).
 #ifndef PDSERVE_BENCH_SERVE_SERVE_BENCH_H_
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "bench/common/trace.h"
 
 namespace pdserve::bench {
 
@@ -47,6 +51,14 @@ struct ServeBenchConfig {
   // Rates measured after the sweep, each halving the interval between the highest passing
   // and the lowest failing rate (goodput's resolution).
   int bisect_steps = 2;
+  // Each rate point is measured this many times (other seeds); its attainment is the median
+  // run's, and goodput is reported as the median and the spread over the runs.
+  int repeats = 1;
+  // A production trace to replay instead of the mixes (bench/common/trace.h): the selection
+  // picks and scales it (max_context 0: the model's context); each rate point replays its
+  // first requests_per_rate requests with their arrival gaps scaled to the rate.
+  std::string trace_path;
+  TraceSelection trace;
 
   static ServeBenchConfig Quick();
   static ServeBenchConfig Full();

@@ -70,4 +70,31 @@ std::vector<WorkloadRequest> MakeWorkload(const MixSpec& mix, double rate, int c
   return out;
 }
 
+absl::StatusOr<std::vector<WorkloadRequest>> MakeTraceWorkload(const Trace& trace, double rate,
+                                                               int count, uint64_t seed,
+                                                               int vocab) {
+  const int n = std::min<int>(count, static_cast<int>(trace.requests.size()));
+  if (n < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trace: ", trace.requests.size(), " requests selected; at least 2 needed"));
+  }
+  const double first = trace.requests[0].arrival_s;
+  if (!(trace.rate() > 0) || !(rate > 0)) {
+    return absl::InvalidArgumentError("trace: the selected requests all arrive at once");
+  }
+  const double time_scale = trace.rate() / rate;
+  std::vector<WorkloadRequest> out;
+  out.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    const TraceRequest& r = trace.requests[i];
+    WorkloadRequest w;
+    w.arrival_s = (r.arrival_s - first) * time_scale;
+    w.prompt = PromptTokens(trace, i, vocab, seed);
+    w.max_tokens = std::max(1, r.output_tokens);
+    w.kind = "trace";
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 }  // namespace pdserve::bench

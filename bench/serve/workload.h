@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench/common/trace.h"
 
 namespace pdserve::bench {
 
@@ -42,6 +43,14 @@ struct WorkloadRequest {
 // `count` requests of `mix` at `rate` per second (exponential gaps), deterministic in `seed`.
 std::vector<WorkloadRequest> MakeWorkload(const MixSpec& mix, double rate, int count, uint64_t seed,
                                           int vocab);
+
+// The first `count` requests of `trace` (already selected and length-scaled), with the time
+// axis scaled so that the whole selection's mean rate becomes `rate` per second (bursts stay
+// bursts: Mooncake's first requests all arrive at 0), prompts from PromptTokens (shared prefix
+// blocks are shared tokens), outputs as recorded (at least 1). Kind "trace".
+// INVALID_ARGUMENT when the trace has fewer than 2 requests or they all arrive at once.
+absl::StatusOr<std::vector<WorkloadRequest>> MakeTraceWorkload(const Trace& trace, double rate,
+                                                               int count, uint64_t seed, int vocab);
 
 }  // namespace pdserve::bench
 

@@ -67,3 +67,22 @@ if command -v gnuplot > /dev/null; then test -s "$out/serve/mixed.png"; fi
 "$bench" "${serve[@]}" > /dev/null 2> "$out/serve2.err"
 if grep -q "starting the" "$out/serve2.err"; then cat "$out/serve2.err"; exit 1; fi
 echo "serve smoke: ok"
+# A trace replay: Mooncake's first requests, lengths scaled to the tiny model (shared prefix
+# blocks of 10 tokens), each point measured twice: the runs and goodput's spread are recorded.
+traces="$(cd "$(dirname "$0")/../../bench/traces" && pwd)"
+"$bench" serve --out="$out/trace" --model="$model" --policies=cost_model --rates=1 \
+  --requests_per_rate=6 --probe_repetitions=1 --bisect_steps=0 --repeats=2 \
+  --trace="$traces/mooncake_fast25_conversation.jsonl" --trace_length_scale=0.02 \
+  > "$out/trace.txt" 2> "$out/trace.err" || { cat "$out/trace.err"; exit 1; }
+grep -q "trace .*mooncake_fast25_conversation.jsonl: 12031 requests selected" "$out/trace.err"
+python3 - "$out/trace" <<'PY' || exit 1
+import json, os, sys
+d = sys.argv[1]
+point = json.load(open(os.path.join(d, "runs", "trace", "cost_model", "rate_0.json")))
+assert len(point["attainment_runs"]) == 2, point
+assert point["attainment"] in point["attainment_runs"], point
+summary = json.load(open(os.path.join(d, "summary.json")))
+assert "goodput_spread" in summary["trace"], summary["trace"].keys()
+assert "trace" in summary["trace"]["slo_ttft_ms"], summary["trace"]["slo_ttft_ms"]
+PY
+echo "serve trace smoke: ok"

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "bench/serve/workload.h"
 #include "gtest/gtest.h"
 
 namespace pdserve::bench {
@@ -201,6 +202,32 @@ TEST(TracePromptTest, SharedBlockIdsAreSharedTokens) {
   EXPECT_NE(PromptTokens(azure, 0, 4096, 7), PromptTokens(azure, 1, 4096, 7));
   EXPECT_EQ(PromptTokens(azure, 0, 4096, 7).size(), 64u);
   EXPECT_TRUE(PromptTokens(azure, 5, 4096, 7).empty());  // Out of range.
+}
+
+// The serve bench's replay: the selection's mean rate scaled to the asked one (gaps kept in
+// proportion), prompts with the trace's shared prefixes, outputs as recorded.
+TEST(TraceWorkloadTest, ArrivalsScaleToTheRateAndPrefixesAreShared) {
+  const Trace t = ThreeRequests();  // 3 requests over 20 s: 0.15 req/s.
+  auto work = MakeTraceWorkload(t, 0.3, 10, 7, 4096);
+  ASSERT_TRUE(work.ok()) << work.status();
+  ASSERT_EQ(work->size(), 3u);
+  EXPECT_DOUBLE_EQ((*work)[1].arrival_s, 5);
+  EXPECT_DOUBLE_EQ((*work)[2].arrival_s, 10);
+  EXPECT_EQ((*work)[0].prompt, PromptTokens(t, 0, 4096, 7));
+  EXPECT_TRUE(std::equal((*work)[0].prompt.begin(), (*work)[0].prompt.begin() + 512,
+                         (*work)[1].prompt.begin()));
+  EXPECT_EQ((*work)[2].max_tokens, 300);
+  EXPECT_EQ((*work)[2].kind, "trace");
+  auto two = MakeTraceWorkload(t, 0.3, 2, 7, 4096);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->size(), 2u);
+
+  Trace burst = t;
+  for (auto& r : burst.requests) r.arrival_s = 0;
+  EXPECT_EQ(MakeTraceWorkload(burst, 1, 3, 7, 4096).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeTraceWorkload(t, 1, 1, 7, 4096).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
