@@ -215,6 +215,20 @@ void RelayCall::ObserveResult(const v1::GenerateResult& result) {
   const v1::StageTimings& t = result.timings();
   const bool offloaded = p.mode() == v1::PLACEMENT_MODE_OFFLOAD && !p.fell_back_to_local();
   if (p.fell_back_to_local()) deps_.metrics->fallbacks_seen.Increment();
+  if (placement_request_.slo.has_value()) {
+    // The class is one of the router's (checked on arrival): a bounded label.
+    const std::string& slo_class = request_.objectives().slo_class();
+    if (t.ttft_ms() > 0) {
+      deps_.metrics->Objective(slo_class, "ttft", t.ttft_ms() <= placement_request_.slo->ttft_ms)
+          .Increment();
+    }
+    const uint64_t tokens = result.usage().completion_tokens();
+    if (tokens > 1) {
+      const double tpot_ms = t.decode_ms() / static_cast<double>(tokens - 1);
+      deps_.metrics->Objective(slo_class, "tpot", tpot_ms <= placement_request_.slo->tpot_ms)
+          .Increment();
+    }
+  }
   if (placement_.predicted_ttft_ms > 0 && t.ttft_ms() > 0) {
     deps_.metrics->TtftPrediction(offloaded ? "offload" : "local")
         .Observe(t.ttft_ms() / placement_.predicted_ttft_ms);

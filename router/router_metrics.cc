@@ -106,7 +106,14 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                                 .Name("pdserve_router_http_open_connections")
                                 .Help("Open connections to the OpenAI-compatible HTTP front.")
                                 .Register(r)
-                                .Add({})) {}
+                                .Add({})),
+      objectives_family(
+          BuildCounter()
+              .Name("pdserve_router_objectives_total")
+              .Help("Finished requests by whether they met their own objectives (the request's, "
+                    "its slo_class's, or the router's defaults; slo_class empty without one): "
+                    "objective ttft or tpot, result met or missed.")
+              .Register(r)) {}
 
 prometheus::Counter& RouterMetrics::Requests(const std::string& model, const std::string& code) {
   return requests_family.Add({{"model_name", model}, {"code", code}});
@@ -136,6 +143,12 @@ prometheus::Gauge& RouterMetrics::Workers(const std::string& role, const std::st
 }
 prometheus::Counter& RouterMetrics::HttpRequests(const std::string& path, const std::string& code) {
   return http_requests_family.Add({{"path", path}, {"code", code}});
+}
+
+prometheus::Counter& RouterMetrics::Objective(const std::string& slo_class,
+                                              const std::string& objective, bool met) {
+  return objectives_family.Add(
+      {{"slo_class", slo_class}, {"objective", objective}, {"result", met ? "met" : "missed"}});
 }
 
 }  // namespace pdserve::router

@@ -39,6 +39,8 @@ struct RouterMetrics {
   // The OpenAI-compatible HTTP front (router/openai/).
   prometheus::Family<prometheus::Counter>& http_requests_family;  // {path, code}
   prometheus::Gauge& http_open_connections;
+  // Finished requests against their own objectives (GenerateRequest.objectives, resolved).
+  prometheus::Family<prometheus::Counter>& objectives_family;  // {slo_class, objective, result}
 
   prometheus::Counter& Requests(const std::string& model, const std::string& code);
   prometheus::Counter& RequestError(const std::string& model, const std::string& error_type);
@@ -52,6 +54,9 @@ struct RouterMetrics {
   prometheus::Histogram& TtftPrediction(const std::string& mode);
   prometheus::Gauge& Workers(const std::string& role, const std::string& state);
   prometheus::Counter& HttpRequests(const std::string& path, const std::string& code);
+  // `objective`: "ttft" or "tpot"; `met`: whether the request met it.
+  prometheus::Counter& Objective(const std::string& slo_class, const std::string& objective,
+                                 bool met);
 };
 
 }  // namespace pdserve::router

@@ -340,6 +340,18 @@ TEST_F(RouterTest, UnknownModelAndBadInputFailBeforeAnyWorkerIsTouched) {
   out = client::CallGenerate(cluster_->channel(), with_class, absl::Seconds(20));
   EXPECT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.tokens.size(), 4u);
+  // It is counted against its class's objectives, met or missed.
+  const std::string metrics = cluster_->router().metrics_address();
+  for (const char* objective : {"ttft", "tpot"}) {
+    double counted = 0;
+    for (const char* result : {"met", "missed"}) {
+      const double v = pdserve::testing::Metric(
+          metrics, absl::StrCat("pdserve_router_objectives_total{objective=\"", objective,
+                                "\",result=\"", result, "\",slo_class=\"batch\"}"));
+      if (v > 0) counted += v;
+    }
+    EXPECT_EQ(counted, 1) << objective;
+  }
 }
 
 TEST_F(RouterTest, CancellingAtRandomPhasesLeavesEveryWorkerAtBaseline) {
