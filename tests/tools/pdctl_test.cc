@@ -92,6 +92,13 @@ TEST(PdctlTest, UpGenerateStatusDown) {
   EXPECT_TRUE(absl::StrContains(log, "placement: OFFLOAD (policy_always_offload")) << log;
   EXPECT_TRUE(absl::StrContains(log, "prefill p0")) << log;
   EXPECT_TRUE(absl::StrContains(log, "6 generated")) << log;
+  // Objectives travel with the request: the request's own TTFT is accepted; a class this
+  // router does not have is refused, naming the field.
+  ASSERT_EQ(
+      Pdctl({"generate", "-f", yaml, "--token_ids=5,6", "--max_tokens=2", "--ttft=500ms"}, &log), 0)
+      << log;
+  EXPECT_NE(Pdctl({"generate", "-f", yaml, "--token_ids=5,6", "--slo_class=gold"}, &log), 0);
+  EXPECT_TRUE(absl::StrContains(log, "objectives.slo_class: 'gold'")) << log;
 
   ASSERT_EQ(Pdctl({"status", "-f", yaml}, &log), 0) << log;
   EXPECT_TRUE(absl::StrContains(log, "policy always_offload")) << log;

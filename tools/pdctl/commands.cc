@@ -143,6 +143,9 @@ absl::Status Generate(const GenerateOptions& o, std::ostream& text, std::ostream
   sampling->set_temperature(o.temperature);
   if (o.seed.has_value()) sampling->set_seed(*o.seed);
   sampling->set_ignore_eos(o.ignore_eos);
+  if (!o.slo_class.empty()) request.mutable_objectives()->set_slo_class(o.slo_class);
+  if (o.ttft_ms != 0) request.mutable_objectives()->set_ttft_ms(o.ttft_ms);
+  if (o.tpot_ms != 0) request.mutable_objectives()->set_tpot_ms(o.tpot_ms);
   const auto outcome = client::CallGenerate(client::MakeChannel(router, o.security), request,
                                             o.timeout, [&](const v1::GenerateResponse& m) {
                                               if (!o.quiet && !m.text().empty())

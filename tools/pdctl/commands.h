@@ -34,6 +34,11 @@ struct GenerateOptions {
   float temperature = 0;
   std::optional<uint64_t> seed;
   bool ignore_eos = false;
+  // The request's objectives (GenerateRequest.objectives): a router class, its own TTFT and
+  // TPOT in ms (0: unset).
+  std::string slo_class;
+  double ttft_ms = 0;
+  double tpot_ms = 0;
   absl::Duration timeout = absl::Minutes(5);
   bool quiet = false;  // No completion text, only the placement and timings.
 };

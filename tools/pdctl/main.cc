@@ -32,6 +32,12 @@ ABSL_FLAG(bool, ignore_eos, false, "generate: keep going past end-of-sequence.")
 ABSL_FLAG(bool, quiet, false,
           "generate: do not print the completion, only its placement and timings (stderr).");
 ABSL_FLAG(absl::Duration, timeout, absl::Minutes(5), "generate: deadline of the request.");
+ABSL_FLAG(std::string, slo_class, "",
+          "generate: the request's objective class (one of the router's --slo_classes).");
+ABSL_FLAG(absl::Duration, ttft, absl::ZeroDuration(),
+          "generate: the request's own TTFT objective (0: its class's or the router's).");
+ABSL_FLAG(absl::Duration, tpot, absl::ZeroDuration(),
+          "generate: the request's own TPOT objective (0: its class's or the router's).");
 ABSL_FLAG(absl::Duration, grace, absl::Seconds(30),
           "down: how long each process may drain before SIGKILL.");
 
@@ -41,7 +47,7 @@ constexpr char kUsage[] =
     "pdctl: run a local pdserve cluster and talk to it.\n"
     "Usage: pdctl up [-f deploy/local/cluster.yaml]\n"
     "       pdctl status [--router=HOST:PORT]\n"
-    "       pdctl generate --prompt=TEXT [--max_tokens=N] [--temperature=T]\n"
+    "       pdctl generate --prompt=TEXT [--max_tokens=N] [--temperature=T] [--slo_class=C]\n"
     "       pdctl down\n"
     "status and generate reach a TLS router with --tls_ca (and --tls_cert/--tls_key where it\n"
     "requires client certificates); status reads the router's registry listener when it has\n"
@@ -109,6 +115,9 @@ int main(int argc, char** argv) {
     o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
     o.quiet = absl::GetFlag(FLAGS_quiet);
     o.timeout = absl::GetFlag(FLAGS_timeout);
+    o.slo_class = absl::GetFlag(FLAGS_slo_class);
+    o.ttft_ms = absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_ttft));
+    o.tpot_ms = absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_tpot));
     status = pdserve::pdctl::Generate(o, std::cout, std::cerr);
   } else if (command == "down") {
     status = pdserve::pdctl::Down(RunDir(), absl::GetFlag(FLAGS_grace), std::cout);
