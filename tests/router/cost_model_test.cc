@@ -56,6 +56,28 @@ TEST(CostModelParseTest, TheShippedDefaultParses) {
   EXPECT_TRUE(p.ok()) << p.status();
 }
 
+// The GPU roofline profiles (deploy/profiles/, estimates until measured) load as cost models
+// and order as the hardware does: H200's faster HBM makes batch-1 steps shorter than H100's,
+// and 70B over 4 GPUs is slower per step than 8B on one.
+TEST(CostModelParseTest, TheGpuRooflineProfilesParseAndOrder) {
+  auto step_ms = [](const std::string& name) {
+    auto params = LoadCostModel(std::string(PDSERVE_SOURCE_DIR) + "/deploy/profiles/" + name);
+    EXPECT_TRUE(params.ok()) << name << ": " << params.status();
+    if (!params.ok()) return 0.0;
+    const CostModel model(*params);
+    return model.StepMs(1, /*decode=*/1, /*prefill_tokens=*/0, /*attention=*/1000);
+  };
+  const double h100_8b = step_ms("h100-llama3-8b.json");
+  const double h200_8b = step_ms("h200-llama3-8b.json");
+  const double h100_70b = step_ms("h100-llama3-70b.json");
+  const double h200_70b = step_ms("h200-llama3-70b.json");
+  EXPECT_GT(h100_8b, 4.5);  // 16 GB of weights at 3.35 TB/s.
+  EXPECT_LT(h100_8b, 6);
+  EXPECT_LT(h200_8b, h100_8b);
+  EXPECT_LT(h200_70b, h100_70b);
+  EXPECT_GT(h100_70b, h100_8b);
+}
+
 TEST(CostModelTest, StepFitConvergesToTheTrueCoefficients) {
   CostModelParams prior;  // Deliberately far from the truth below.
   CostModel model(prior);
