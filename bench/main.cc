@@ -83,6 +83,9 @@ ABSL_FLAG(
 ABSL_FLAG(double, trace_start, 0, "serve: the trace window's start, seconds into the trace.");
 ABSL_FLAG(double, trace_duration, 0,
           "serve: the trace window's length in seconds (0: to the end).");
+ABSL_FLAG(bool, trace_spread_ties, true,
+          "serve: spread requests that share a timestamp until the next arrival (Mooncake's "
+          "timestamps are quantized to ~3 s: replayed as is, each clump is a burst).");
 ABSL_FLAG(double, trace_length_scale, 1,
           "serve: prompt, output and prefix-block lengths multiplied by this (a smaller model or "
           "machine than production's).");
@@ -235,6 +238,7 @@ int main(int argc, char** argv) {
     config.trace.start_s = absl::GetFlag(FLAGS_trace_start);
     config.trace.duration_s = absl::GetFlag(FLAGS_trace_duration);
     config.trace.length_scale = absl::GetFlag(FLAGS_trace_length_scale);
+    config.trace.spread_ties = absl::GetFlag(FLAGS_trace_spread_ties);
     config.api = absl::GetFlag(FLAGS_api);
     if (config.api != "grpc" && config.api != "openai") {
       std::fprintf(stderr, "--api: '%s' is not grpc or openai\n", config.api.c_str());

@@ -194,14 +194,32 @@ absl::StatusOr<Trace> SelectFromTrace(const Trace& trace, const TraceSelection& 
           ? std::max(1, static_cast<int>(std::lround(trace.block_tokens * s.length_scale)))
           : 0;
   const double end = s.duration_s > 0 ? s.start_s + s.duration_s : HUGE_VAL;
+  std::vector<double> arrivals(trace.requests.size());
+  for (size_t i = 0; i < arrivals.size(); ++i) arrivals[i] = trace.requests[i].arrival_s;
+  if (s.spread_ties && arrivals.size() > 1) {
+    const double mean_gap = trace.duration_s() / static_cast<double>(arrivals.size() - 1);
+    for (size_t i = 0; i < arrivals.size();) {
+      size_t j = i;
+      while (j < arrivals.size() && trace.requests[j].arrival_s == trace.requests[i].arrival_s) ++j;
+      const double next = j < arrivals.size() ? trace.requests[j].arrival_s
+                                              : trace.requests[i].arrival_s + mean_gap * (j - i);
+      for (size_t k = i; k < j; ++k) {
+        arrivals[k] = trace.requests[i].arrival_s + (next - trace.requests[i].arrival_s) *
+                                                        static_cast<double>(k - i) /
+                                                        static_cast<double>(j - i);
+      }
+      i = j;
+    }
+  }
   auto scaled = [&](int tokens, int at_least) {
     return std::max(at_least, static_cast<int>(std::lround(tokens * s.length_scale)));
   };
-  for (const TraceRequest& in : trace.requests) {
-    if (in.arrival_s < s.start_s || in.arrival_s >= end) continue;
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    const TraceRequest& in = trace.requests[i];
+    if (arrivals[i] < s.start_s || arrivals[i] >= end) continue;
     if (s.max_requests > 0 && static_cast<int>(out.requests.size()) >= s.max_requests) break;
     TraceRequest r;
-    r.arrival_s = (in.arrival_s - s.start_s) / s.rate_scale;
+    r.arrival_s = (arrivals[i] - s.start_s) / s.rate_scale;
     r.input_tokens = scaled(in.input_tokens, 1);
     r.output_tokens = scaled(in.output_tokens, 1);
     if (s.max_context > 0 && r.input_tokens + r.output_tokens > s.max_context) {

@@ -63,6 +63,11 @@ struct TraceSelection {
   // possible); 0: no limit.
   int max_context = 0;
   int max_requests = 0;  // 0: every request in the window.
+  // Requests that share an arrival time are spread evenly until the next distinct arrival
+  // (the last group over the trace's mean gap). Mooncake's timestamps are quantized to
+  // ~3 s, so its requests come in clumps of ~10 at the same millisecond; replayed as is,
+  // every clump is a burst no real service saw.
+  bool spread_ties = false;
 };
 
 // The selected requests, arrivals re-based to the window's start and scaled.

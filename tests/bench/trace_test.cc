@@ -141,6 +141,26 @@ TEST(TraceSelectTest, WindowRateAndLengthScales) {
   EXPECT_EQ(shorter->requests[0].prefix_blocks, (std::vector<int64_t>{0, 1, 2}));
 }
 
+// Quantized timestamps (Mooncake's clumps at the same millisecond) are spread evenly until
+// the next distinct arrival; the last clump over the mean gap.
+TEST(TraceSelectTest, TiesAreSpreadUntilTheNextArrival) {
+  Trace t;
+  t.format = "mooncake";
+  t.block_tokens = 512;
+  for (double a : {0.0, 0.0, 0.0, 0.0, 3.0, 3.0, 6.0, 6.0}) t.requests.push_back({a, 10, 1, {}});
+  auto kept = SelectFromTrace(t, {});
+  ASSERT_TRUE(kept.ok());
+  EXPECT_DOUBLE_EQ(kept->requests[3].arrival_s, 0);  // Off by default.
+  auto spread = SelectFromTrace(t, {.spread_ties = true});
+  ASSERT_TRUE(spread.ok());
+  std::vector<double> arrivals;
+  for (const auto& r : spread->requests) arrivals.push_back(r.arrival_s);
+  // Mean gap 6 s / 7; the last pair spreads over two of them.
+  const std::vector<double> expected = {0, 0.75, 1.5, 2.25, 3, 4.5, 6, 6 + 6.0 / 7};
+  ASSERT_EQ(arrivals.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(arrivals[i], expected[i], 1e-12) << i;
+}
+
 TEST(TraceSelectTest, MaxContextCutsPromptsFirstAndTheirBlocks) {
   auto capped = SelectFromTrace(ThreeRequests(), {.max_context = 700});
   ASSERT_TRUE(capped.ok());
