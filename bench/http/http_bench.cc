@@ -170,6 +170,8 @@ absl::StatusOr<nlohmann::json> OverheadRun(const HttpBenchConfig& cfg, int run,
 }
 
 // A gRPC Generate call held open without a thread: the same waiting request over the gRPC API.
+// Destroying it cancels the call and waits for gRPC to be done with it (the reactor must
+// outlive OnDone), so an early return cannot leave gRPC writing into freed memory.
 class HeldGrpcCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
   HeldGrpcCall(v1::Generation::Stub* stub, v1::GenerateRequest request)
@@ -178,6 +180,11 @@ class HeldGrpcCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
     stub->async()->Generate(&context_, &request_, this);
     StartRead(&response_);
     StartCall();
+  }
+  ~HeldGrpcCall() override {
+    context_.TryCancel();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
   }
   void OnReadDone(bool ok) override {
     if (ok) StartRead(&response_);
@@ -240,7 +247,7 @@ absl::StatusOr<nlohmann::json> HeldStreams(const HttpBenchConfig& cfg, const std
   std::mt19937_64 rng(cfg.seed ^ 0x1d1e);
   std::vector<std::unique_ptr<client::HttpConnection>> connections;
   std::vector<std::unique_ptr<HeldGrpcCall>> calls;
-  auto stub = v1::Generation::NewStub(client::MakeChannel(cluster.state.router, GrpcSecurity()));
+  auto stub = v1::Generation::NewStub(channel);
   for (int i = 0; grpc && i < cfg.idle_connections; ++i) {
     v1::GenerateRequest r = client::MakeRequest(RandomPrompt(rng, 8, vocab), 1);
     calls.push_back(std::make_unique<HeldGrpcCall>(stub.get(), std::move(r)));
