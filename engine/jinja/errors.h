@@ -10,9 +10,7 @@
 
 namespace pdserve::engine::jinja {
 
-inline absl::Status Error(absl::string_view message) {
-  return absl::InvalidArgumentError(message);
-}
+inline absl::Status Error(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
 inline absl::Status TypeError(absl::string_view what, const Value& v) {
   return Error(absl::StrCat(what, ": not supported for type ", v.TypeName()));
