@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "prefill_worker/batch_packer.h"
 
 namespace pdserve::prefill {
 namespace {
@@ -201,17 +202,9 @@ void PrefillBatcher::Run() {
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
       mu_.Await(absl::Condition(&ready));
       if (stop_) return;
-      int tokens = 0;
-      int blocks = 0;
-      const int bs = pool_->layout().block_size;
+      BatchPacker packer(config_.max_batch_tokens, pool_->layout().block_size, blocks_.available());
       while (!queue_.empty()) {
-        const int n = static_cast<int>(queue_.front()->prompt.size());
-        const int need = (n + bs - 1) / bs;
-        if (!batch.empty() &&
-            (tokens + n > config_.max_batch_tokens || blocks + need > blocks_.available()))
-          break;
-        tokens += n;
-        blocks += need;
+        if (!packer.TryAdd(static_cast<int>(queue_.front()->prompt.size()))) break;
         // Registered as active while still under the lock, so a Cancel that no longer finds
         // the job queued always finds it here (never "unknown" while it may still write).
         active_[queue_.front()->target.token] = std::make_shared<Active>();

@@ -84,7 +84,8 @@ absl::StatusOr<CostModelParams> ParseCostModel(const std::string& text) {
   };
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
-    if (key == "description" || key == "calibration") continue;  // Free-form.
+    // Free-form, and the worker shape pdserve-sim reads (deploy/profiles/roofline.py).
+    if (key == "description" || key == "calibration" || key == "cluster") continue;
     if (key == "offload_overhead_ms") {
       if (!it->is_number())
         return absl::InvalidArgumentError("cost model: offload_overhead_ms must be a number");

@@ -51,6 +51,10 @@ ABSL_FLAG(std::string, slo_classes, "",
 ABSL_FLAG(int, max_in_flight, 4096, "Requests relayed at once; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, max_waiting_per_worker, 256,
           "Waiting requests per decode worker beyond which it takes no more.");
+ABSL_FLAG(int, balance_abs, 8,
+          "Prefix affinity yields to load when the busiest decode worker has this many more "
+          "requests than the idlest...");
+ABSL_FLAG(double, balance_rel, 1.5, "...and this many times as many.");
 ABSL_FLAG(int, decision_log_size, 1000, "Placement decisions kept for pdctl status.");
 ABSL_FLAG(int, tokenizer_threads, 2, "Threads that tokenize text prompts (never gRPC's own).");
 ABSL_FLAG(int, max_tokenize_queue, 256,
@@ -110,6 +114,8 @@ int main(int argc, char** argv) {
   config.generation.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
   config.generation.testing_read_delay = absl::GetFlag(FLAGS_testing_relay_read_delay);
   config.placer.max_waiting_per_worker = absl::GetFlag(FLAGS_max_waiting_per_worker);
+  config.placer.balance_abs = absl::GetFlag(FLAGS_balance_abs);
+  config.placer.balance_rel = absl::GetFlag(FLAGS_balance_rel);
   config.http.http.listen_address = absl::GetFlag(FLAGS_http_listen);
   config.http.http.threads = absl::GetFlag(FLAGS_http_threads);
   config.http.http.max_body_bytes =

@@ -1,6 +1,7 @@
 #include "router/placer.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -28,7 +29,9 @@ Placer::Placer(WorkerRegistry* registry, const CostModel* cost_model, const Plac
       log_(log) {}
 
 absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
-  const absl::Time start = absl::Now();
+  const absl::Time start = absl::Now();  // Of the decision's own (wall-clock) latency.
+  // The cluster's time (the registry's clock: virtual in the simulator) for arrival rates.
+  const absl::Time now = registry_->clock()->Now();
   const std::vector<int32_t>& prompt = *req.prompt;
   const int prompt_len = static_cast<int>(prompt.size());
   const std::string& model = req.model->name;
@@ -109,12 +112,29 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       auto it = cached_blocks.find(e->slot);
       return it == cached_blocks.end() ? 0 : it->second * e->info.kv_layout.block_size;
     };
+    // Prefix affinity unless it has piled requests on some workers (see PlacerConfig).
+    int least = INT_MAX, most = 0;
+    for (const WorkerEntry* e : decode) {
+      least = std::min(least, DecodeLoad(*e));
+      most = std::max(most, DecodeLoad(*e));
+    }
+    const bool balanced =
+        most - least <= config_.balance_abs || most <= config_.balance_rel * least;
+    // Whether its free blocks (as last reported) hold the uncached prompt and a token: one
+    // that cannot would queue the request until others finish.
+    auto fits = [&](const WorkerEntry* e) {
+      const int bs = e->info.kv_layout.block_size;
+      return e->load.free_blocks >= (prompt_len + 1 - cached_of(e) + bs - 1) / bs;
+    };
     WorkerEntry* best = *std::min_element(decode.begin(), decode.end(),
                                           [&](const WorkerEntry* a, const WorkerEntry* b) {
-                                            if (cached_of(a) != cached_of(b))
+                                            if (fits(a) != fits(b)) return fits(a);
+                                            if (balanced && cached_of(a) != cached_of(b))
                                               return cached_of(a) > cached_of(b);
                                             if (DecodeLoad(*a) != DecodeLoad(*b))
                                               return DecodeLoad(*a) < DecodeLoad(*b);
+                                            if (cached_of(a) != cached_of(b))
+                                              return cached_of(a) > cached_of(b);
                                             return a->load.free_blocks > b->load.free_blocks;
                                           });
     const WorkerInfo& r = best->info;
@@ -131,7 +151,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     in.decode.fingerprint = r.model_fingerprint;
     in.decode.kv_bytes_per_token = r.kv_bytes_per_token();
     in.decode.num_layers = r.kv_layout.num_layers;
-    in.decode.arrivals_per_s = best->ArrivalRate(start);
+    in.decode.arrivals_per_s = best->ArrivalRate(now);
     in.decode.streams_with_objective = static_cast<int>(best->tpot_objectives.size());
     if (!best->tpot_objectives.empty()) in.decode.tightest_tpot_ms = *best->tpot_objectives.begin();
     in.slo = req.slo;
@@ -154,7 +174,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
 
     // Count the request on its workers until their next reports do.
     ++best->dispatched_since_report;
-    best->CountArrival(start);
+    best->CountArrival(now);
     result.decode_session = best->session;
     result.fingerprint = r.model_fingerprint;
     result.num_layers = std::max(1, in.decode.num_layers);
@@ -192,7 +212,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
                            .model = model,
                            .prompt_tokens = prompt_len,
                            .placement = p,
-                           .time = absl::Now(),
+                           .time = now,
                            .decision_us = result.decision_us});
   PDS_LOG(INFO) << "placement " << req.request_id << ": " << mode << " (" << decision.reason
                 << ") decode=" << p.decode.worker_id

@@ -19,6 +19,8 @@ absl::Status RouterConfig::Validate() const {
   RETURN_IF_ERROR(SloCatalog::Parse(slo_classes, policy.slo).status());
   if (placer.max_waiting_per_worker < 1)
     return absl::InvalidArgumentError("--max_waiting_per_worker: must be >= 1");
+  if (placer.balance_abs < 0) return absl::InvalidArgumentError("--balance_abs: must be >= 0");
+  if (!(placer.balance_rel >= 1)) return absl::InvalidArgumentError("--balance_rel: must be >= 1");
   if (generation.max_in_flight < 1)
     return absl::InvalidArgumentError("--max_in_flight: must be >= 1");
   if (generation.tokenizer_threads < 1 || generation.tokenizer_threads > 256) {

@@ -111,6 +111,8 @@ class WorkerRegistry {
   // Every registered worker, decode workers first, by id.
   std::vector<WorkerStatus> Status() const;
   int size() const;
+  // The clock the registry (and the placer, for arrival rates) reads.
+  Clock* clock() const { return clock_; }
   // Decode workers registered and reporting (the router can place requests).
   int ReadyDecodeWorkers() const;
 

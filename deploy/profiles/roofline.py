@@ -20,6 +20,9 @@ an all-reduce term per layer):
     per_token          2 * params / peak
     per_token_squared  causal attention FLOPs per L^2 (2 * layers * q_dim * 2 / 2) / peak
   transfer tail = latency + one layer's bytes / NIC bandwidth (RDMA, one 400 Gb/s port)
+The "cluster" object is the shape of one worker (a model replica over `gpus_per_worker` GPUs)
+for `pdserve-sim`: its KV layout, and KV blocks from the HBM left after the weights (90 % of
+it usable); the router ignores the object.
 
 Usage: roofline.py [--check]   (--check: fail if the committed files differ from what this
 writes)
@@ -32,16 +35,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Published figures (dense, no sparsity): NVIDIA H100 SXM5 80 GB and H200 141 GB datasheets.
 GPUS = {
-    "h100": {"name": "NVIDIA H100 SXM5 80GB", "hbm_bytes_per_s": 3.35e12, "bf16_flops": 989e12},
-    "h200": {"name": "NVIDIA H200 141GB", "hbm_bytes_per_s": 4.8e12, "bf16_flops": 989e12},
+    "h100": {"name": "NVIDIA H100 SXM5 80GB", "hbm_bytes_per_s": 3.35e12, "bf16_flops": 989e12,
+             "hbm_bytes": 80e9},
+    "h200": {"name": "NVIDIA H200 141GB", "hbm_bytes_per_s": 4.8e12, "bf16_flops": 989e12,
+             "hbm_bytes": 141e9},
 }
-# Llama 3 shapes (config.json of meta-llama/Meta-Llama-3-8B and -70B), bf16 weights and KV.
+# Llama 3.1 shapes (config.json of meta-llama/Llama-3.1-8B and -70B), bf16 weights and KV.
 MODELS = {
     "llama3-8b": {"params": 8.03e9, "layers": 32, "hidden": 4096, "kv_heads": 8,
-                  "head_dim": 128, "tp": 1},
+                  "head_dim": 128, "tp": 1, "vocab": 128256, "context": 131072},
     "llama3-70b": {"params": 70.6e9, "layers": 80, "hidden": 8192, "kv_heads": 8,
-                   "head_dim": 128, "tp": 4},
+                   "head_dim": 128, "tp": 4, "vocab": 128256, "context": 131072},
 }
+HBM_USABLE = 0.9  # What the engine leaves itself for weights and KV.
+BLOCK_SIZE = 16
+MAX_NUM_BATCHED_TOKENS = 2048  # Step token budget (vLLM's chunked-prefill default).
+MAX_NUM_SEQS = 256
+PREFILL_MAX_BATCH_TOKENS = 16384
 BYTES = 2  # bf16
 STEP_FIXED_MS = 0.3  # Kernel launches and host synchronisation per step, without graphs.
 ALLREDUCE_MS_PER_LAYER = 0.02  # Two NVLink all-reduces of a decode-sized activation.
@@ -91,6 +101,32 @@ def profile(gpu_key, model_key):
         },
         "offload_overhead_ms": 2.0,
         "online": {"forgetting": 0.995, "prior_variance": 100.0},
+        "cluster": cluster(g, m),
+    }
+
+
+def cluster(g, m):
+    tp = m["tp"]
+    kv_bytes_per_token = 2 * m["layers"] * m["kv_heads"] * m["head_dim"] * BYTES
+    kv_bytes = g["hbm_bytes"] * HBM_USABLE * tp - m["params"] * BYTES
+    return {
+        "gpus_per_worker": tp,
+        "num_layers": m["layers"],
+        "num_kv_heads": m["kv_heads"],
+        "head_dim": m["head_dim"],
+        "dtype": "bf16",
+        "block_size": BLOCK_SIZE,
+        "kv_blocks": int(kv_bytes // kv_bytes_per_token // BLOCK_SIZE),
+        "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
+        "max_num_seqs": MAX_NUM_SEQS,
+        "max_context_tokens": m["context"],
+        "prefill_max_batch_tokens": PREFILL_MAX_BATCH_TOKENS,
+        "vocab_size": m["vocab"],
+        # A prefill chunk's attention is compute-bound (4 FLOPs per head dim per layer per
+        # (query, position) pair) while a decode's is memory-bound (per_attention_ms): the
+        # simulator prices them apart; the router's one-coefficient step model cannot.
+        "step_prefill_attention_ms": float(
+            f"{4 * m['layers'] * m['hidden'] / tp / g['bf16_flops'] * 1e3:.6g}"),
     }
 
 

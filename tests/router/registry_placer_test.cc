@@ -289,6 +289,41 @@ TEST_F(PlacerTest, LongestCachedPrefixWinsThenLoadThenFreeBlocks) {
   EXPECT_EQ(recent[1].placement.decode.worker_id, "a");
 }
 
+// Prefix affinity yields when it has piled requests on one worker (the busiest has more than
+// balance_abs = 8 over the idlest, and 1.5x as many), and a worker whose free blocks cannot
+// hold the uncached prompt is chosen last, whatever it caches.
+TEST_F(PlacerTest, PrefixAffinityYieldsToImbalanceAndToFullPools) {
+  const uint64_t a = Add("a", WorkerRole::kDecode, Load(9));
+  const uint64_t b = Add("b", WorkerRole::kDecode, Load(1));
+  const std::vector<int32_t> prompt = Prompt(100);
+  PrefixCacheUpdate events;
+  events.stored =
+      engine::FullBlockHashes(kFingerprint, absl::MakeConstSpan(prompt).subspan(0, 48), 16);
+  ASSERT_TRUE(registry_.ApplyPrefix(a, events));
+  // 9 vs 1: within balance_abs, so the cached prefix wins.
+  auto placed = Place(prompt);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->placement.decode.worker_id, "a");
+  // a's count now includes that dispatch: 10 vs 1 is over both thresholds, so load wins.
+  placed = Place(prompt);
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(placed->placement.decode.worker_id, "b");
+  EXPECT_EQ(placed->placement.uncached_tokens, 100);
+  // Balanced again, but a's pool has 3 free blocks for the 4 the uncached suffix needs
+  // (52 tokens + 1): b, which has room, goes first.
+  ASSERT_TRUE(registry_.Report(a, Load(1, 3)));
+  ASSERT_TRUE(registry_.Report(b, Load(1, 900)));
+  placed = Place(prompt);
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(placed->placement.decode.worker_id, "b");
+  // With 4 free it fits, and its prefix wins.
+  ASSERT_TRUE(registry_.Report(a, Load(1, 4)));
+  ASSERT_TRUE(registry_.Report(b, Load(1, 900)));
+  placed = Place(prompt);
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(placed->placement.decode.worker_id, "a");
+}
+
 // The objectives of the requests running on a decode worker reach the policy: a 1 ms TPOT
 // stream there makes any local prefill break it, so a long prompt goes to the prefill worker
 // for that reason, and only while that stream runs.

@@ -1,0 +1,229 @@
+// pdserve-sim: the cluster simulator (bench/sim/simulator.h) and the capacity planner.
+//   pdserve-sim run  --profile P (--trace F | --mix M --rate R --requests N) [--policy ...]
+//       simulates one configuration at one rate: prints the rate point and writes
+//       summary.json (and requests.csv) under --out.
+//   pdserve-sim plan --profile P --trace F --gpus N --slo_ttft X --slo_tpot Y
+//       searches prefill:decode splits x policies for the best goodput per GPU (planner.h).
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "bench/common/report.h"
+#include "bench/sim/planner.h"
+#include "bench/sim/sim_summary.h"
+#include "bench/sim/sim_workload.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "common/text_table.h"
+
+ABSL_DECLARE_FLAG(std::string, log_level);
+
+ABSL_FLAG(std::string, profile, "",
+          "Calibration (cost_model.json from `pdserve-bench interference`, or a GPU profile under "
+          "deploy/profiles/); its \"cluster\" object, if any, gives the worker shape (required).");
+ABSL_FLAG(std::string, out, "", "Directory for summary.json and the per-request CSV (or plots).");
+ABSL_FLAG(std::string, trace, "", "A production trace (bench/traces/) to replay.");
+ABSL_FLAG(double, trace_start, 0, "Trace window start, seconds of trace time.");
+ABSL_FLAG(double, trace_duration, 0, "Trace window length, seconds of trace time (0: to the end).");
+ABSL_FLAG(double, length_scale, 1, "Trace prompt and output lengths are multiplied by this.");
+ABSL_FLAG(int, max_context, 0,
+          "Trace requests are cut to this many prompt + output tokens (0: the worker's context).");
+ABSL_FLAG(bool, spread_ties, true,
+          "Spread trace requests that share a timestamp (Mooncake's ~3 s "
+          "quantization) until the next one.");
+ABSL_FLAG(std::string, mix, "mixed",
+          "Without --trace: the serve bench's mix (chat, documents, mixed).");
+ABSL_FLAG(int, requests, 200, "Without --trace: requests of the mix.");
+ABSL_FLAG(
+    double, rate, 1,
+    "run: with --trace, a multiplier of the trace's own rate; with --mix, requests per second.");
+ABSL_FLAG(std::string, policy, "cost_model",
+          "run: cost_model, always_local, always_offload or length_threshold.");
+ABSL_FLAG(int, length_threshold, 1024, "run: length_threshold's N (uncached tokens).");
+ABSL_FLAG(int, decode_workers, 1, "run: decode workers.");
+ABSL_FLAG(int, prefill_workers, 1, "run: prefill workers.");
+ABSL_FLAG(double, slo_ttft, 2000, "TTFT objective, ms (every request's, sent with it).");
+ABSL_FLAG(double, slo_tpot, 100, "TPOT objective, ms.");
+ABSL_FLAG(double, rpc_ms, 0.3, "Latency of one RPC hop, ms.");
+ABSL_FLAG(double, report_interval_ms, 100, "Workers' load report interval, ms.");
+ABSL_FLAG(bool, bulk, false, "Ship KV after the whole prefill instead of layer by layer.");
+ABSL_FLAG(double, step_jitter, 0, "Log-normal sigma of step times around the calibration.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of prompts, mixes and jitter.");
+ABSL_FLAG(int, gpus, 8, "plan: GPUs to split into prefill and decode workers.");
+ABSL_FLAG(std::vector<std::string>, policies,
+          std::vector<std::string>({"always_local", "always_offload", "length_threshold",
+                                    "cost_model"}),
+          "plan: policies to search.");
+ABSL_FLAG(std::vector<std::string>, thresholds,
+          std::vector<std::string>({"256", "512", "1024", "2048", "4096", "8192"}),
+          "plan: length_threshold's N values to try.");
+ABSL_FLAG(int, bisect_steps, 4, "plan: bisections of the rate between passing and failing.");
+ABSL_FLAG(double, target_attainment, 0.9, "plan: SLO attainment that counts as goodput.");
+
+namespace pdserve::sim {
+namespace {
+
+constexpr char kUsage[] =
+    "pdserve-sim run|plan --profile FILE [--trace FILE | --mix NAME] [flags]\n"
+    "Simulates a pdserve cluster in virtual time on the router's and schedulers' own code.";
+
+absl::StatusOr<std::vector<int>> Ints(const std::vector<std::string>& values, const char* flag) {
+  std::vector<int> out;
+  for (const std::string& v : values) {
+    int i = 0;
+    if (!absl::SimpleAtoi(v, &i) || i < 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", v, "' is not a count >= 1"));
+    out.push_back(i);
+  }
+  return out;
+}
+
+// The workload the flags name, at the trace's own rate (or --rate for a mix).
+absl::StatusOr<std::vector<SimRequest>> LoadWorkload(const SimProfile& profile,
+                                                     const router::SloConfig& slo) {
+  const int vocab = profile.shape.vocab_size;
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  std::vector<SimRequest> requests;
+  if (!absl::GetFlag(FLAGS_trace).empty()) {
+    ASSIGN_OR_RETURN(const bench::Trace trace, bench::ReadTrace(absl::GetFlag(FLAGS_trace)));
+    bench::TraceSelection sel;
+    sel.start_s = absl::GetFlag(FLAGS_trace_start);
+    sel.duration_s = absl::GetFlag(FLAGS_trace_duration);
+    sel.length_scale = absl::GetFlag(FLAGS_length_scale);
+    sel.max_context = absl::GetFlag(FLAGS_max_context) > 0 ? absl::GetFlag(FLAGS_max_context)
+                                                           : profile.shape.max_context_tokens;
+    sel.spread_ties = absl::GetFlag(FLAGS_spread_ties);
+    ASSIGN_OR_RETURN(const bench::Trace selected, bench::SelectFromTrace(trace, sel));
+    requests = TraceRequests(selected, vocab, seed);
+  } else {
+    ASSIGN_OR_RETURN(const bench::MixSpec mix,
+                     bench::Mix(absl::GetFlag(FLAGS_mix), profile.shape.max_context_tokens));
+    requests = WorkloadRequests(bench::MakeWorkload(mix, absl::GetFlag(FLAGS_rate),
+                                                    absl::GetFlag(FLAGS_requests), seed, vocab),
+                                {});
+  }
+  for (SimRequest& r : requests) r.slo = slo;
+  if (requests.empty()) return absl::InvalidArgumentError("the workload has no requests");
+  return requests;
+}
+
+absl::StatusOr<SimConfig> BaseConfig() {
+  SimConfig c;
+  if (absl::GetFlag(FLAGS_profile).empty())
+    return absl::InvalidArgumentError(
+        "--profile: required (a cost_model.json or deploy/profiles/*.json)");
+  ASSIGN_OR_RETURN(c.profile, LoadSimProfile(absl::GetFlag(FLAGS_profile)));
+  c.rpc_ms = absl::GetFlag(FLAGS_rpc_ms);
+  c.report_interval_ms = absl::GetFlag(FLAGS_report_interval_ms);
+  c.layerwise = !absl::GetFlag(FLAGS_bulk);
+  c.step_jitter = absl::GetFlag(FLAGS_step_jitter);
+  c.seed = absl::GetFlag(FLAGS_seed);
+  c.policy.slo.ttft_ms = absl::GetFlag(FLAGS_slo_ttft);
+  c.policy.slo.tpot_ms = absl::GetFlag(FLAGS_slo_tpot);
+  c.policy.length_threshold = absl::GetFlag(FLAGS_length_threshold);
+  return c;
+}
+
+absl::Status WriteCsv(const std::string& path, const SimResult& result) {
+  std::ofstream out(path);
+  out << "request,kind,ok,sent_ms,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms,offloaded,"
+         "fell_back,decode_worker,cached_tokens,error\n";
+  for (size_t i = 0; i < result.requests.size(); ++i) {
+    const SimRequestResult& r = result.requests[i];
+    out << i << ',' << r.kind << ',' << (r.ok ? 1 : 0) << ',' << r.sent_ms << ',' << r.prompt_tokens
+        << ',' << r.output_tokens << ',' << r.ttft_ms << ',' << r.tpot_ms << ',' << r.e2e_ms << ','
+        << (r.offloaded ? 1 : 0) << ',' << (r.fell_back ? 1 : 0) << ',' << r.decode_worker << ','
+        << r.cached_tokens << ",\"" << absl::StrReplaceAll(r.error, {{"\"", "'"}}) << "\"\n";
+  }
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::Status Run() {
+  ASSIGN_OR_RETURN(SimConfig config, BaseConfig());
+  config.policy.name = absl::GetFlag(FLAGS_policy);
+  config.decode_workers = absl::GetFlag(FLAGS_decode_workers);
+  config.prefill_workers = absl::GetFlag(FLAGS_prefill_workers);
+  const bool trace = !absl::GetFlag(FLAGS_trace).empty();
+  if (trace) config.rate_scale = absl::GetFlag(FLAGS_rate);
+  ASSIGN_OR_RETURN(const std::vector<SimRequest> requests,
+                   LoadWorkload(config.profile, config.policy.slo));
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(const SimResult result, Simulate(config, requests));
+  const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  const double rate = OfferedRate(requests) * config.rate_scale;
+  const PointSummary s = Summarize(result, rate, config.policy.slo);
+  Table table({"policy", "decode:prefill", "rate/s", "requests", "attainment", "TTFT p50/p90 ms",
+               "TPOT p50/p90 ms", "offloaded", "virtual s", "wall s"});
+  table.AddRow({config.policy.name,
+                absl::StrCat(config.decode_workers, ":", config.prefill_workers), Fixed(rate, 3),
+                absl::StrCat(s.requests), Fixed(s.attainment, 3),
+                absl::StrCat(Fixed(s.ttft_ms.p50, 1), " / ", Fixed(s.ttft_ms.p90, 1)),
+                absl::StrCat(Fixed(s.tpot_ms.p50, 2), " / ", Fixed(s.tpot_ms.p90, 2)),
+                absl::StrCat(s.offloaded), Fixed(result.counters.virtual_s, 1), Fixed(wall_s, 2)});
+  std::printf("%s", table.ToString().c_str());
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) return absl::OkStatus();
+  nlohmann::json summary = {{"profile", config.profile.path},
+                            {"policy", config.policy.name},
+                            {"decode_workers", config.decode_workers},
+                            {"prefill_workers", config.prefill_workers},
+                            {"point", ToJson(s)},
+                            {"counters", ToJson(result.counters)}};
+  RETURN_IF_ERROR(bench::WriteSummary(out, summary));
+  return WriteCsv(out + "/requests.csv", result);
+}
+
+absl::Status Plan() {
+  ASSIGN_OR_RETURN(const SimConfig base, BaseConfig());
+  if (absl::GetFlag(FLAGS_trace).empty())
+    return absl::InvalidArgumentError("--trace: required for plan");
+  PlanConfig plan;
+  plan.base = base;
+  plan.gpus = absl::GetFlag(FLAGS_gpus);
+  plan.policies = absl::GetFlag(FLAGS_policies);
+  ASSIGN_OR_RETURN(plan.thresholds, Ints(absl::GetFlag(FLAGS_thresholds), "thresholds"));
+  plan.bisect_steps = absl::GetFlag(FLAGS_bisect_steps);
+  plan.target_attainment = absl::GetFlag(FLAGS_target_attainment);
+  plan.out_dir = absl::GetFlag(FLAGS_out);
+  plan.trace_name = absl::GetFlag(FLAGS_trace);
+  ASSIGN_OR_RETURN(const std::vector<SimRequest> requests,
+                   LoadWorkload(base.profile, base.policy.slo));
+  ASSIGN_OR_RETURN(const PlanResult result, RunPlan(plan, requests));
+  std::printf("%s", FormatPlan(result).c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace pdserve::sim
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args = pdserve::ParseCommandLine(argc, argv, pdserve::sim::kUsage);
+  // The router logs a line per placement; a simulation makes thousands a second, so unless
+  // asked for, only warnings.
+  if (absl::GetFlag(FLAGS_log_level) == "info")
+    pdserve::SetMinLogSeverity(pdserve::LogSeverity::kWarning);
+  const std::string command = args.size() > 1 ? args[1] : "";
+  absl::Status status;
+  if (command == "run") {
+    status = pdserve::sim::Run();
+  } else if (command == "plan") {
+    status = pdserve::sim::Plan();
+  } else {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("unknown command '", command, "': one of run, plan (see --help)"));
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "pdserve-sim: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

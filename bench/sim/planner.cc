@@ -1,0 +1,255 @@
+#include "bench/sim/planner.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "bench/common/report.h"
+#include "bench/common/subprocess.h"
+#include "bench/sim/sim_workload.h"
+#include "common/status_macros.h"
+#include "common/text_table.h"
+
+namespace pdserve::sim {
+namespace {
+
+// A bar on a terminal, a line per step elsewhere (CI logs).
+class ProgressBar {
+ public:
+  ProgressBar(int total, bool enabled) : total_(total), enabled_(enabled), tty_(isatty(2) != 0) {}
+  void Step(const std::string& what) {
+    ++done_;
+    if (!enabled_) return;
+    constexpr int kWidth = 30;
+    const int filled = total_ == 0 ? kWidth : done_ * kWidth / total_;
+    const std::string bar =
+        absl::StrCat("[", std::string(filled, '#'), std::string(kWidth - filled, ' '), "] ", done_,
+                     "/", total_, " ", what);
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s%s", bar.c_str(), done_ == total_ ? "\n" : "");
+    } else {
+      std::fprintf(stderr, "%s\n", bar.c_str());
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  const int total_;
+  const bool enabled_;
+  const bool tty_;
+  int done_ = 0;
+};
+
+bool IsFixed(const std::string& policy) { return policy != "cost_model"; }
+
+absl::Status Plot(const PlanConfig& plan, const PlanResult& result) {
+  const std::string dir = plan.out_dir;
+  std::ofstream data(dir + "/plan.dat");
+  std::vector<std::string> plots;
+  int index = 0;
+  for (const auto& [policy, best] : result.best_of_policy) {
+    const PlanCandidate& c = result.candidates[best];
+    data << "\"" << c.Name() << "\"\n";
+    for (const PointSummary& p : c.points) {
+      data << p.rate / plan.gpus << " " << p.rate * p.attainment / plan.gpus << " " << p.attainment
+           << "\n";
+    }
+    data << "\n\n";
+    plots.push_back(absl::StrCat("'", dir, "/plan.dat' index ", index++,
+                                 " using 1:2 with linespoints title columnheader(1)"));
+  }
+  const std::string script = absl::StrCat(
+      "set terminal pngcairo size 900,500 noenhanced\nset output '", dir, "/plan.png'\n",
+      "set title 'goodput vs offered rate, each policy at its best split (", plan.trace_name, ", ",
+      plan.gpus, " GPUs)'\nset key top left\nset grid\nset logscale x\n",
+      "set xlabel 'offered requests/s per GPU'\nset ylabel 'requests/s per GPU meeting both "
+      "SLOs'\n",
+      "plot ", absl::StrJoin(plots, ", "), "\n");
+  {
+    std::ofstream out(dir + "/plan.gnuplot");
+    out << script;
+  }
+  auto run = bench::RunCommand({"gnuplot", dir + "/plan.gnuplot"}, {}, absl::Seconds(60));
+  return run.ok() ? absl::OkStatus() : run.status();
+}
+
+}  // namespace
+
+std::string PlanCandidate::Name() const {
+  return absl::StrCat(policy, threshold > 0 ? absl::StrCat("(N=", threshold, ")") : "", " ",
+                      prefill_workers, "P:", decode_workers, "D");
+}
+
+absl::StatusOr<double> SearchGoodput(const SimConfig& config,
+                                     const std::vector<SimRequest>& requests, double start_multiple,
+                                     const PlanConfig& plan, std::vector<PointSummary>* points,
+                                     int* simulations) {
+  const double base_rate = OfferedRate(requests);
+  auto attained = [&](double multiple) -> absl::StatusOr<bool> {
+    SimConfig c = config;
+    c.rate_scale = multiple;
+    ASSIGN_OR_RETURN(const SimResult r, Simulate(c, requests));
+    ++*simulations;
+    const PointSummary s = Summarize(r, base_rate * multiple, c.policy.slo);
+    points->push_back(s);
+    return s.attainment >= plan.target_attainment;
+  };
+  double lo = 0, hi = 0;  // Highest passing and lowest failing multiple found.
+  double m = start_multiple;
+  ASSIGN_OR_RETURN(bool pass, attained(m));
+  if (pass) {
+    lo = m;
+    for (int i = 0; i < plan.max_doublings && hi == 0; ++i) {
+      m *= 2;
+      ASSIGN_OR_RETURN(pass, attained(m));
+      (pass ? lo : hi) = m;
+    }
+    if (hi == 0) return lo;  // Passes everywhere searched.
+  } else {
+    hi = m;
+    for (int i = 0; i < plan.max_doublings && lo == 0; ++i) {
+      m /= 2;
+      ASSIGN_OR_RETURN(pass, attained(m));
+      (pass ? lo : hi) = m;
+    }
+    if (lo == 0) return 0.0;  // Fails even at the lowest rate searched.
+  }
+  for (int i = 0; i < plan.bisect_steps; ++i) {
+    m = std::sqrt(lo * hi);
+    ASSIGN_OR_RETURN(pass, attained(m));
+    (pass ? lo : hi) = m;
+  }
+  std::sort(points->begin(), points->end(),
+            [](const PointSummary& a, const PointSummary& b) { return a.rate < b.rate; });
+  return lo;
+}
+
+absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
+                                   const std::vector<SimRequest>& requests) {
+  const absl::Time start = absl::Now();
+  PlanResult result;
+  result.gpus = plan.gpus;
+  result.gpus_per_worker = plan.base.profile.shape.gpus_per_worker;
+  result.trace_rate = OfferedRate(requests);
+  result.requests = static_cast<int>(requests.size());
+  const int workers = plan.gpus / result.gpus_per_worker;
+  if (workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpus: ", plan.gpus, " is fewer than one worker's ", result.gpus_per_worker));
+  }
+  if (result.trace_rate <= 0)
+    return absl::InvalidArgumentError("the trace window needs requests at two distinct times");
+  // Every configuration: always_local on every worker; the others on each split with at
+  // least one prefill and one decode worker.
+  for (const std::string& policy : plan.policies) {
+    const bool local = policy == "always_local";
+    if (!local && workers < 2) continue;
+    for (int p = local ? 0 : 1; p <= (local ? 0 : workers - 1); ++p) {
+      const std::vector<int> thresholds =
+          policy == "length_threshold" ? plan.thresholds : std::vector<int>{0};
+      for (int n : thresholds) {
+        PlanCandidate c;
+        c.policy = policy;
+        c.prefill_workers = p;
+        c.decode_workers = workers - p;
+        c.threshold = n;
+        result.candidates.push_back(c);
+      }
+    }
+  }
+  ProgressBar bar(static_cast<int>(result.candidates.size()), plan.progress);
+  std::map<std::string, double> last_goodput;  // Where a policy's next search starts.
+  for (PlanCandidate& c : result.candidates) {
+    SimConfig config = plan.base;
+    config.policy.name = c.policy;
+    if (c.threshold > 0) config.policy.length_threshold = c.threshold;
+    config.decode_workers = c.decode_workers;
+    config.prefill_workers = c.prefill_workers;
+    const double from = last_goodput.contains(c.policy) && last_goodput[c.policy] > 0
+                            ? last_goodput[c.policy]
+                            : 1.0;
+    ASSIGN_OR_RETURN(const double multiple,
+                     SearchGoodput(config, requests, from, plan, &c.points, &result.simulations));
+    last_goodput[c.policy] = multiple;
+    c.goodput = multiple * result.trace_rate;
+    c.goodput_per_gpu = c.goodput / plan.gpus;
+    bar.Step(c.Name());
+  }
+  double best_fixed = 0, cost_model = 0;
+  for (size_t i = 0; i < result.candidates.size(); ++i) {
+    const PlanCandidate& c = result.candidates[i];
+    auto it = result.best_of_policy.find(c.policy);
+    if (it == result.best_of_policy.end() || c.goodput > result.candidates[it->second].goodput)
+      result.best_of_policy[c.policy] = static_cast<int>(i);
+    (IsFixed(c.policy) ? best_fixed : cost_model) =
+        std::max(IsFixed(c.policy) ? best_fixed : cost_model, c.goodput);
+  }
+  if (best_fixed > 0 && cost_model > 0) result.cost_model_over_best_fixed = cost_model / best_fixed;
+  result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!plan.out_dir.empty()) {
+    RETURN_IF_ERROR(bench::WriteSummary(plan.out_dir, ToJson(result)));
+    if (absl::Status s = Plot(plan, result); !s.ok()) {
+      std::fprintf(stderr, "pdserve-sim: no plot (%s); the data is in %s/plan.dat\n",
+                   std::string(s.message()).c_str(), plan.out_dir.c_str());
+    }
+  }
+  return result;
+}
+
+std::string FormatPlan(const PlanResult& r) {
+  Table table({"policy", "best split", "goodput/s", "per GPU", "vs best fixed"});
+  double best_fixed = 0;
+  for (const auto& [policy, i] : r.best_of_policy) {
+    if (IsFixed(policy)) best_fixed = std::max(best_fixed, r.candidates[i].goodput);
+  }
+  int winner = -1;
+  for (const auto& [policy, i] : r.best_of_policy) {
+    const PlanCandidate& c = r.candidates[i];
+    if (winner < 0 || c.goodput > r.candidates[winner].goodput) winner = i;
+    table.AddRow({policy, c.Name(), Fixed(c.goodput, 2), Fixed(c.goodput_per_gpu, 3),
+                  best_fixed > 0 ? absl::StrCat(Fixed(c.goodput / best_fixed, 2), "x") : "-"});
+  }
+  std::string out = absl::StrCat(table.ToString(), r.simulations, " simulations of ", r.requests,
+                                 " requests (trace rate ", Fixed(r.trace_rate, 2), "/s) in ",
+                                 Fixed(r.wall_s, 1), " s\n");
+  if (winner >= 0) {
+    const PlanCandidate& w = r.candidates[winner];
+    absl::StrAppend(&out, "best: ", w.Name(), " at ", Fixed(w.goodput_per_gpu, 3),
+                    " requests/s per GPU\n");
+  }
+  return out;
+}
+
+nlohmann::json ToJson(const PlanResult& r) {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const PlanCandidate& c : r.candidates) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const PointSummary& p : c.points) points.push_back(ToJson(p));
+    candidates.push_back({{"policy", c.policy},
+                          {"decode_workers", c.decode_workers},
+                          {"prefill_workers", c.prefill_workers},
+                          {"threshold", c.threshold},
+                          {"goodput", c.goodput},
+                          {"goodput_per_gpu", c.goodput_per_gpu},
+                          {"points", points}});
+  }
+  nlohmann::json best = nlohmann::json::object();
+  for (const auto& [policy, i] : r.best_of_policy) best[policy] = r.candidates[i].Name();
+  return {{"gpus", r.gpus},
+          {"gpus_per_worker", r.gpus_per_worker},
+          {"trace_rate", r.trace_rate},
+          {"requests", r.requests},
+          {"best", best},
+          {"goodput_cost_model_over_best_fixed", r.cost_model_over_best_fixed},
+          {"simulations", r.simulations},
+          {"wall_s", r.wall_s},
+          {"candidates", candidates}};
+}
+
+}  // namespace pdserve::sim

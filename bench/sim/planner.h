@@ -1,0 +1,75 @@
+// pdserve-sim plan: how to split N GPUs into prefill and decode workers, and which placement
+// policy to run, for a trace and its objectives (Dynamo's planner question, answered with our
+// own decision code). Every configuration (policy x prefill:decode split, and length_threshold
+// at each threshold) gets its goodput: the highest rate, as a multiple of the trace's own,
+// at which the target fraction of requests meets both objectives, found by doubling or
+// halving from a start and then bisecting. The result ranks the configurations by goodput per
+// GPU, names each policy's best, and compares cost_model with the best fixed policy.
+// Thread-safety: RunPlan runs its simulations one after another on the calling thread.
+#ifndef PDSERVE_BENCH_SIM_PLANNER_H_
+#define PDSERVE_BENCH_SIM_PLANNER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/sim/sim_summary.h"
+#include "bench/sim/simulator.h"
+#include "nlohmann/json.hpp"
+
+namespace pdserve::sim {
+
+struct PlanConfig {
+  SimConfig base;  // Profile, objectives (policy.slo), wire; workers and policy are searched.
+  int gpus = 8;
+  std::vector<std::string> policies = {"always_local", "always_offload", "length_threshold",
+                                       "cost_model"};
+  std::vector<int> thresholds = {256, 512, 1024, 2048, 4096, 8192};
+  int bisect_steps = 4;
+  double target_attainment = 0.9;
+  // Rate multipliers searched at most this far from 1 (either way), as powers of two.
+  int max_doublings = 10;
+  std::string out_dir;     // summary.json, plan.dat, plan.gnuplot, plan.png; empty: none.
+  std::string trace_name;  // For the report.
+  bool progress = true;    // A progress bar on stderr.
+};
+
+struct PlanCandidate {
+  std::string policy;
+  int decode_workers = 0;
+  int prefill_workers = 0;
+  int threshold = 0;   // length_threshold's N; 0 for the others.
+  double goodput = 0;  // Requests per second meeting the target attainment.
+  double goodput_per_gpu = 0;
+  std::vector<PointSummary> points;  // Every rate simulated, by rate.
+  std::string Name() const;
+};
+
+struct PlanResult {
+  int gpus = 0;
+  int gpus_per_worker = 1;
+  double trace_rate = 0;  // The trace window's own requests per second.
+  int requests = 0;
+  std::vector<PlanCandidate> candidates;
+  std::map<std::string, int> best_of_policy;  // Index into candidates.
+  // cost_model's best goodput over the best fixed policy's (0 without either).
+  double cost_model_over_best_fixed = 0;
+  int simulations = 0;
+  double wall_s = 0;
+};
+
+// The goodput search of one configuration (exposed for tests): `config` at rate multiples of
+// the requests' own; returns the goodput in multiples and fills `points`.
+absl::StatusOr<double> SearchGoodput(const SimConfig& config,
+                                     const std::vector<SimRequest>& requests, double start_multiple,
+                                     const PlanConfig& plan, std::vector<PointSummary>* points,
+                                     int* simulations);
+
+absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan, const std::vector<SimRequest>& requests);
+std::string FormatPlan(const PlanResult& result);
+nlohmann::json ToJson(const PlanResult& result);
+
+}  // namespace pdserve::sim
+
+#endif  // PDSERVE_BENCH_SIM_PLANNER_H_

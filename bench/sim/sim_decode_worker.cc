@@ -1,0 +1,147 @@
+#include "bench/sim/sim_decode_worker.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "common/logging.h"
+
+namespace pdserve::sim {
+namespace {
+
+// As the engine loop keeps (kMaxSamples): a report carries at most this many steps.
+constexpr size_t kMaxSteps = 512;
+
+decode::SchedulerConfig SchedulerConfigOf(const WorkerShape& shape, uint64_t fingerprint) {
+  decode::SchedulerConfig c;
+  c.block_size = shape.kv_layout.block_size;
+  c.max_num_batched_tokens = shape.max_num_batched_tokens;
+  c.max_num_seqs = shape.max_num_seqs;
+  c.model_fingerprint = fingerprint;
+  return c;
+}
+
+}  // namespace
+
+int32_t SimToken(int request, int index, int vocab_size) {
+  uint64_t x = (static_cast<uint64_t>(request) << 32) ^ static_cast<uint32_t>(index);
+  x ^= x >> 33;  // splitmix64's finaliser: distinct requests' outputs do not collide.
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return static_cast<int32_t>(x % static_cast<uint64_t>(vocab_size));
+}
+
+SimDecodeWorker::SimDecodeWorker(const WorkerShape& shape, uint64_t model_fingerprint)
+    : shape_(shape),
+      blocks_(shape.kv_layout.num_blocks),
+      scheduler_(SchedulerConfigOf(shape, model_fingerprint), &blocks_) {}
+
+decode::Sequence* SimDecodeWorker::Submit(int request, const std::vector<int32_t>& prompt,
+                                          int max_tokens) {
+  auto seq = std::make_unique<decode::Sequence>();
+  seq->order = next_order_++;
+  seq->tokens = prompt;
+  seq->prompt_len = static_cast<int>(prompt.size());
+  seq->sampling.max_tokens = max_tokens;
+  decode::Sequence* raw = seq.get();
+  meta_[raw] = Meta{.request = request, .max_tokens = max_tokens, .reserved = {}};
+  scheduler_.Add(std::move(seq));
+  return raw;
+}
+
+bool SimDecodeWorker::AdmitForTransfer(decode::Sequence* seq, int* cached_tokens) {
+  if (!scheduler_.AdmitForTransfer(seq)) return false;
+  *cached_tokens = seq->num_computed;
+  const int bs = shape_.kv_layout.block_size;
+  const int first_block = seq->num_computed / bs;
+  const int end_block = (seq->prompt_len + bs - 1) / bs;
+  Meta& m = meta_.at(seq);
+  m.reserved.assign(seq->block_table.begin() + first_block, seq->block_table.begin() + end_block);
+  blocks_.MarkReserved(m.reserved, true);
+  return true;
+}
+
+void SimDecodeWorker::KvArrived(decode::Sequence* seq, std::vector<Emission>* out) {
+  Meta& m = meta_.at(seq);
+  blocks_.MarkReserved(m.reserved, false);
+  m.reserved.clear();
+  scheduler_.TransferDone(seq, seq->prompt_len);
+  seq->tokens.push_back(SimToken(m.request, seq->generated(), shape_.vocab_size));
+  Emit(seq, out);
+}
+
+bool SimDecodeWorker::StartStep(router::StepObservation* step, int64_t* prefill_attention) {
+  PDS_CHECK(!busy_) << "a step is already running";
+  plan_ = scheduler_.PlanStep();
+  if (plan_.empty()) return false;
+  int64_t context = 0;
+  *prefill_attention = 0;
+  for (const decode::PlannedChunk& c : plan_.chunks) {
+    // As the engine loop counts it: token i of a chunk attends to start + i + 1 positions.
+    const int64_t a = static_cast<int64_t>(c.num_tokens) * c.start +
+                      static_cast<int64_t>(c.num_tokens) * (c.num_tokens + 1) / 2;
+    context += a;
+    if (!c.decode) *prefill_attention += a;
+  }
+  step_ = router::StepObservation{.num_decode = plan_.num_decode,
+                                  .num_prefill_tokens = plan_.num_prefill_tokens,
+                                  .context_tokens = context,
+                                  .duration_ms = 0};
+  *step = step_;
+  busy_ = true;
+  return true;
+}
+
+void SimDecodeWorker::FinishStep(double duration_ms, std::vector<Emission>* out) {
+  PDS_CHECK(busy_) << "no step is running";
+  busy_ = false;
+  sampled_.clear();
+  for (const decode::PlannedChunk& c : plan_.chunks) {
+    if (!c.want_logits) continue;
+    // The token after the chunk, at output index (its end - prompt).
+    sampled_.push_back(SimToken(meta_.at(c.seq).request, c.start + c.num_tokens - c.seq->prompt_len,
+                                shape_.vocab_size));
+  }
+  scheduler_.ApplyStep(plan_, sampled_);
+  for (const decode::PlannedChunk& c : plan_.chunks) {
+    if (c.want_logits) Emit(c.seq, out);  // May finish (and free) the sequence.
+  }
+  step_.duration_ms = duration_ms;
+  steps_.push_back(step_);
+  if (steps_.size() > kMaxSteps) steps_.pop_front();
+  plan_ = decode::StepPlan();
+}
+
+void SimDecodeWorker::Emit(decode::Sequence* seq, std::vector<Emission>* out) {
+  const Meta& m = meta_.at(seq);
+  Emission e{.request = m.request, .first = seq->generated() == 1, .finished = false};
+  if (seq->generated() >= m.max_tokens) {
+    e.finished = true;
+    meta_.erase(seq);
+    scheduler_.Finish(seq);  // Frees the sequence.
+  }
+  out->push_back(e);
+}
+
+router::WorkerReport SimDecodeWorker::TakeReport() {
+  router::WorkerReport r;
+  const engine::BlockCounts b = blocks_.counts();
+  r.load.running = scheduler_.num_running();
+  r.load.waiting = scheduler_.num_waiting();
+  r.load.awaiting_kv = scheduler_.num_awaiting_kv();
+  r.load.free_blocks = b.free + b.cached;
+  r.load.total_blocks = b.total;
+  r.load.pending_prefill_tokens = scheduler_.pending_prefill_tokens();
+  r.steps.assign(steps_.begin(), steps_.end());
+  steps_.clear();
+  return r;
+}
+
+router::PrefixCacheUpdate SimDecodeWorker::TakePrefixEvents() {
+  engine::PrefixCacheEvents events = blocks_.TakeEvents();
+  router::PrefixCacheUpdate u;
+  u.stored = std::move(events.stored);
+  u.evicted = std::move(events.evicted);
+  return u;
+}
+
+}  // namespace pdserve::sim

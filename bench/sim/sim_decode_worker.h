@@ -1,0 +1,86 @@
+// A decode worker in virtual time: the product's scheduler (decode::Scheduler, plan/apply)
+// and block allocator (engine::BlockManager, with its prefix cache) without a model. A step's
+// plan is what the real engine loop would run; its duration is the simulator's to decide (the
+// calibration), and its sampled tokens are SimToken()s, so that follow-up turns hit the
+// prefix cache exactly as they would.
+// Thread-safety: not thread-safe; the simulator's one thread owns it.
+#ifndef PDSERVE_BENCH_SIM_SIM_DECODE_WORKER_H_
+#define PDSERVE_BENCH_SIM_SIM_DECODE_WORKER_H_
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "bench/sim/sim_profile.h"
+#include "decode_worker/scheduler.h"
+#include "engine/block_manager.h"
+#include "router/worker_info.h"
+
+namespace pdserve::sim {
+
+// The token a simulated request generates at output index `index`.
+int32_t SimToken(int request, int index, int vocab_size);
+
+// A token given to a request's client.
+struct Emission {
+  int request = 0;
+  bool first = false;     // Its first token.
+  bool finished = false;  // Its last: the sequence is gone.
+};
+
+class SimDecodeWorker {
+ public:
+  SimDecodeWorker(const WorkerShape& shape, uint64_t model_fingerprint);
+
+  // A request's sequence joins the waiting queue.
+  decode::Sequence* Submit(int request, const std::vector<int32_t>& prompt, int max_tokens);
+  // Offload: admits a waiting sequence with its prompt's blocks reserved for the transfer
+  // (the offload coordinator's OnAdded); false: it stays waiting and prefills locally.
+  // `cached_tokens`: the prefix-cache hit the transfer skips.
+  bool AdmitForTransfer(decode::Sequence* seq, int* cached_tokens);
+  // The offloaded KV and the first token arrived (the coordinator's Complete).
+  void KvArrived(decode::Sequence* seq, std::vector<Emission>* out);
+
+  // Plans the next step when none is running; false when there is nothing to run.
+  // `step` is what the worker reports; `prefill_attention` the part of its context_tokens
+  // that prefill chunks attend (the rest is its decodes').
+  bool StartStep(router::StepObservation* step, int64_t* prefill_attention);
+  // The running step's forward pass took `duration_ms`: applies it and retires finished
+  // sequences.
+  void FinishStep(double duration_ms, std::vector<Emission>* out);
+  bool busy() const { return busy_; }
+
+  // The load report the real worker sends (steps since the previous one) and its
+  // prefix-cache events.
+  router::WorkerReport TakeReport();
+  router::PrefixCacheUpdate TakePrefixEvents();
+
+  const decode::SchedulerCounters& counters() const { return scheduler_.counters(); }
+  engine::BlockCounts block_counts() const { return blocks_.counts(); }
+  int live_sequences() const { return static_cast<int>(meta_.size()); }
+
+ private:
+  struct Meta {
+    int request = 0;
+    int max_tokens = 0;
+    std::vector<int32_t> reserved;  // Blocks held for an incoming transfer.
+  };
+  // The sequence's newest token reached its client.
+  void Emit(decode::Sequence* seq, std::vector<Emission>* out);
+
+  const WorkerShape shape_;
+  engine::BlockManager blocks_;
+  decode::Scheduler scheduler_;
+  absl::flat_hash_map<const decode::Sequence*, Meta> meta_;
+  uint64_t next_order_ = 0;
+  bool busy_ = false;
+  decode::StepPlan plan_;
+  std::vector<int32_t> sampled_;
+  std::deque<router::StepObservation> steps_;
+  router::StepObservation step_;
+};
+
+}  // namespace pdserve::sim
+
+#endif  // PDSERVE_BENCH_SIM_SIM_DECODE_WORKER_H_

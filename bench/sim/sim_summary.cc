@@ -1,0 +1,78 @@
+#include "bench/sim/sim_summary.h"
+
+#include <vector>
+
+#include "bench/common/report.h"
+
+namespace pdserve::sim {
+namespace {
+
+Percentiles Of(const std::vector<double>& v) {
+  if (v.empty()) return {};
+  return {bench::Percentile(v, 50), bench::Percentile(v, 90), bench::Percentile(v, 99)};
+}
+
+nlohmann::json ToJson(const Percentiles& p) {
+  return {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+}
+
+}  // namespace
+
+bool MeetsObjectives(const SimRequestResult& r, const router::SloConfig& default_slo) {
+  if (!r.ok) return false;
+  const router::SloConfig& slo = r.slo.value_or(default_slo);
+  return r.ttft_ms <= slo.ttft_ms && r.tpot_ms <= slo.tpot_ms;
+}
+
+PointSummary Summarize(const SimResult& result, double rate, const router::SloConfig& default_slo) {
+  PointSummary s;
+  s.rate = rate;
+  std::vector<double> ttft, tpot, e2e;
+  int attained = 0;
+  for (const SimRequestResult& r : result.requests) {
+    ++s.requests;
+    if (!r.ok) {
+      ++s.errors;
+      continue;
+    }
+    ttft.push_back(r.ttft_ms);
+    if (r.tpot_ms > 0) tpot.push_back(r.tpot_ms);
+    e2e.push_back(r.e2e_ms);
+    s.offloaded += r.offloaded ? 1 : 0;
+    s.fell_back += r.fell_back ? 1 : 0;
+    attained += MeetsObjectives(r, default_slo) ? 1 : 0;
+  }
+  s.attainment = s.requests == 0 ? 0 : static_cast<double>(attained) / s.requests;
+  s.ttft_ms = Of(ttft);
+  s.tpot_ms = Of(tpot);
+  s.e2e_ms = Of(e2e);
+  return s;
+}
+
+nlohmann::json ToJson(const PointSummary& s) {
+  return {{"rate", s.rate},
+          {"requests", s.requests},
+          {"errors", s.errors},
+          {"offloaded", s.offloaded},
+          {"fell_back", s.fell_back},
+          {"attainment", s.attainment},
+          {"ttft_ms", ToJson(s.ttft_ms)},
+          {"tpot_ms", ToJson(s.tpot_ms)},
+          {"e2e_ms", ToJson(s.e2e_ms)}};
+}
+
+nlohmann::json ToJson(const SimCounters& c) {
+  return {{"events", c.events},
+          {"steps", c.steps},
+          {"mixed_steps", c.mixed_steps},
+          {"preemptions", c.preemptions},
+          {"prefill_batches", c.prefill_batches},
+          {"offloaded", c.offloaded},
+          {"fallbacks", c.fallbacks},
+          {"rejected", c.rejected},
+          {"prefix_hit_tokens", c.prefix_hit_tokens},
+          {"prefix_queried_tokens", c.prefix_queried_tokens},
+          {"virtual_s", c.virtual_s}};
+}
+
+}  // namespace pdserve::sim

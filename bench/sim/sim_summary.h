@@ -1,0 +1,38 @@
+// What a simulated run measured, as the serve bench reports a rate point: TTFT, TPOT and
+// end-to-end percentiles over the requests that completed, and SLO attainment (the fraction of
+// all requests that met both their TTFT and TPOT objectives: their own, else the default).
+// Thread-safety: pure functions.
+#ifndef PDSERVE_BENCH_SIM_SIM_SUMMARY_H_
+#define PDSERVE_BENCH_SIM_SIM_SUMMARY_H_
+
+#include "bench/sim/simulator.h"
+#include "nlohmann/json.hpp"
+
+namespace pdserve::sim {
+
+struct Percentiles {
+  double p50 = 0;
+  double p90 = 0;
+  double p99 = 0;
+};
+
+struct PointSummary {
+  double rate = 0;  // Offered requests per second.
+  int requests = 0;
+  int errors = 0;
+  int offloaded = 0;
+  int fell_back = 0;
+  double attainment = 0;
+  Percentiles ttft_ms;
+  Percentiles tpot_ms;
+  Percentiles e2e_ms;
+};
+
+bool MeetsObjectives(const SimRequestResult& r, const router::SloConfig& default_slo);
+PointSummary Summarize(const SimResult& result, double rate, const router::SloConfig& default_slo);
+nlohmann::json ToJson(const PointSummary& s);
+nlohmann::json ToJson(const SimCounters& c);
+
+}  // namespace pdserve::sim
+
+#endif  // PDSERVE_BENCH_SIM_SIM_SUMMARY_H_

@@ -1,0 +1,34 @@
+// The simulator's workloads, from the serve bench's own generators so that a simulation and a
+// real run see the same requests: a production trace (bench/common/trace.h: its arrivals,
+// lengths and shared prefix blocks) or a seeded synthetic mix (bench/serve/workload.h).
+// Thread-safety: pure functions.
+#ifndef PDSERVE_BENCH_SIM_SIM_WORKLOAD_H_
+#define PDSERVE_BENCH_SIM_SIM_WORKLOAD_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/common/trace.h"
+#include "bench/serve/workload.h"
+#include "bench/sim/simulator.h"
+
+namespace pdserve::sim {
+
+// Every request of `trace` at its own arrival times (kind "trace"), prompts from
+// bench::PromptTokens (equal prefix block ids are equal tokens).
+std::vector<SimRequest> TraceRequests(const bench::Trace& trace, int vocab, uint64_t seed);
+
+// The serve bench's workload requests, each with its kind's objectives when `objectives` has
+// them.
+std::vector<SimRequest> WorkloadRequests(
+    const std::vector<bench::WorkloadRequest>& workload,
+    const std::map<std::string, router::SloConfig>& objectives);
+
+// Offered requests per second of `requests` (count over the span of their arrivals; 0 for
+// fewer than two).
+double OfferedRate(const std::vector<SimRequest>& requests);
+
+}  // namespace pdserve::sim
+
+#endif  // PDSERVE_BENCH_SIM_SIM_WORKLOAD_H_

@@ -1,0 +1,481 @@
+#include "bench/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <queue>
+#include <random>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "bench/sim/sim_decode_worker.h"
+#include "bench/sim/sim_prefill_worker.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "prometheus/registry.h"
+#include "router/cost_model.h"
+#include "router/decision_log.h"
+#include "router/model_catalog.h"
+#include "router/router_metrics.h"
+#include "router/worker_registry.h"
+
+namespace pdserve::sim {
+namespace {
+
+constexpr uint64_t kFingerprint = 0x5151'2026'0000'0001ULL;
+constexpr char kModelName[] = "sim";
+
+enum class EventKind : uint8_t {
+  kSend,           // The client sends request `a` (to the router).
+  kAtDecode,       // Request `a` reaches its decode worker.
+  kStepDone,       // Decode worker `a`'s step ends.
+  kAtPrefill,      // Request `a`'s prefill job reaches prefill worker `b`.
+  kBatchDone,      // Prefill worker `a`'s batch ended (its last transfer landed).
+  kKvArrived,      // Request `a`'s prefill answer reaches its decode worker.
+  kDecodeReport,   // Decode worker `a` reports to the router.
+  kPrefillReport,  // Prefill worker `a` reports.
+};
+
+struct Event {
+  double ms = 0;
+  uint64_t order = 0;  // Ties: first scheduled, first run (determinism).
+  EventKind kind = EventKind::kSend;
+  int a = 0;
+  int b = 0;
+  bool operator>(const Event& o) const { return ms != o.ms ? ms > o.ms : order > o.order; }
+};
+
+class NoopListener final : public router::WorkerListener {
+ public:
+  void WorkerRemoved(const std::string&) override {}  // Simulated workers never leave.
+};
+
+struct RequestState {
+  std::vector<int32_t> prompt;  // As sent (a follow-up's includes its earlier turn).
+  double sent_ms = -1;
+  int decode = -1;
+  uint64_t session = 0;
+  uint64_t lease = 0;
+  bool offload = false;
+  std::vector<int> prefill;  // Prefill workers the placement named (primary first).
+  decode::Sequence* seq = nullptr;
+  double first_ms = -1;
+  double last_ms = -1;
+  int tokens = 0;
+  bool done = false;
+  SimPrefillDone prefill_done;
+  std::vector<int> followers;  // Follow-ups waiting for this turn to end.
+};
+
+// What arrives at a decode worker while its step runs waits for the step's end, as the real
+// engine loop takes its inbox between steps.
+struct DecodeInbox {
+  std::vector<int> arrivals;  // Requests to submit.
+  std::vector<int> kv;        // Requests whose offloaded KV arrived.
+};
+
+class Simulation {
+ public:
+  Simulation(const SimConfig& config, const std::vector<SimRequest>& requests)
+      : config_(config),
+        requests_(requests),
+        metrics_(prometheus_),
+        cost_model_(config.router_prior.value_or(config.profile.timing)),
+        registry_(&clock_, absl::Hours(24 * 365), &cost_model_, &metrics_),
+        log_(1),
+        rng_(config.seed) {}
+
+  absl::StatusOr<SimResult> Run();
+
+ private:
+  void Schedule(double ms, EventKind kind, int a, int b = 0) {
+    queue_.push(Event{.ms = ms, .order = next_order_++, .kind = kind, .a = a, .b = b});
+  }
+  absl::Status Start();
+  void Send(int r);
+  void AtDecode(int r);
+  void Submit(int r);  // At its decode worker, between steps.
+  void KvArrived(int r);
+  void TakeKv(int r);  // Between steps.
+  void MaybeStep(int w);
+  void StepDone(int w);
+  void MaybeBatch(int p);
+  void BatchDone(int p);
+  void HandleEmissions(const std::vector<Emission>& emissions);
+  void Finish(int r, const std::string& error);
+  double StepMs(const router::StepObservation& s, int64_t prefill_attention);
+
+  const SimConfig& config_;
+  const std::vector<SimRequest>& requests_;
+  FakeClock clock_;
+  absl::Time epoch_;
+  prometheus::Registry prometheus_;
+  router::RouterMetrics metrics_;
+  router::CostModel cost_model_;
+  router::WorkerRegistry registry_;
+  router::DecisionLog log_;
+  std::unique_ptr<router::PlacementPolicy> policy_;
+  std::unique_ptr<router::Placer> placer_;
+  router::CatalogModel model_;
+  std::shared_ptr<NoopListener> listener_ = std::make_shared<NoopListener>();
+  std::mt19937_64 rng_;
+  std::normal_distribution<double> normal_;
+
+  std::vector<std::unique_ptr<SimDecodeWorker>> decode_;
+  std::vector<uint64_t> decode_session_;
+  std::vector<DecodeInbox> inbox_;
+  std::vector<double> step_ms_;  // The running step's duration, per decode worker.
+  std::vector<std::unique_ptr<SimPrefillWorker>> prefill_;
+  std::vector<uint64_t> prefill_session_;
+  absl::flat_hash_map<std::string, int> worker_index_;  // Worker id -> decode or prefill index.
+
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
+  uint64_t next_order_ = 0;
+  double now_ms_ = 0;
+  std::vector<RequestState> state_;
+  SimResult result_;
+  size_t finished_ = 0;
+  std::vector<Emission> emissions_;  // Scratch.
+};
+
+absl::Status Simulation::Start() {
+  const WorkerShape& shape = config_.profile.shape;
+  router::PolicyConfig policy = config_.policy;
+  ASSIGN_OR_RETURN(policy_, router::MakePlacementPolicy(policy));
+  placer_ = std::make_unique<router::Placer>(&registry_, &cost_model_, policy_.get(),
+                                             config_.placer, &metrics_, &log_);
+  model_.name = kModelName;
+  epoch_ = clock_.Now();
+  auto info_of = [&](router::WorkerRole role, int index) {
+    router::WorkerInfo info;
+    const bool decode = role == router::WorkerRole::kDecode;
+    info.worker_id = absl::StrCat(decode ? "decode-" : "prefill-", index);
+    info.role = role;
+    info.grpc_address = absl::StrCat("127.0.0.1:", (decode ? 20000 : 30000) + index);
+    info.model = kModelName;
+    info.model_fingerprint = kFingerprint;
+    info.kv_layout = shape.kv_layout;
+    if (!decode && shape.prefill_kv_blocks > 0) info.kv_layout.num_blocks = shape.prefill_kv_blocks;
+    info.epoch = 1;
+    info.max_num_batched_tokens = shape.max_num_batched_tokens;
+    info.max_num_seqs = shape.max_num_seqs;
+    info.max_context_tokens = shape.max_context_tokens;
+    info.vocab_size = shape.vocab_size;
+    return info;
+  };
+  const LinkModel link{.bytes_per_ms = config_.profile.timing.transfer_bytes_per_ms,
+                       .latency_ms = config_.profile.timing.transfer_latency_ms,
+                       .layerwise = config_.layerwise};
+  for (int i = 0; i < config_.decode_workers; ++i) {
+    const router::WorkerInfo info = info_of(router::WorkerRole::kDecode, i);
+    ASSIGN_OR_RETURN(const uint64_t session, registry_.Register(info));
+    decode_.push_back(std::make_unique<SimDecodeWorker>(shape, kFingerprint));
+    decode_session_.push_back(session);
+    worker_index_[info.worker_id] = i;
+    // Reports are spread over the interval, as unsynchronised processes' would be; the
+    // first one comes at once so that the router can place from the start.
+    registry_.Report(session, decode_.back()->TakeReport());
+    Schedule(config_.report_interval_ms * (i + 1.0) / config_.decode_workers,
+             EventKind::kDecodeReport, i);
+  }
+  inbox_.resize(decode_.size());
+  for (int i = 0; i < config_.prefill_workers; ++i) {
+    const router::WorkerInfo info = info_of(router::WorkerRole::kPrefill, i);
+    ASSIGN_OR_RETURN(const uint64_t session, registry_.Register(info));
+    prefill_.push_back(std::make_unique<SimPrefillWorker>(shape, config_.profile.timing, link));
+    prefill_session_.push_back(session);
+    worker_index_[info.worker_id] = i;
+    registry_.Report(session, router::WorkerReport{.load = prefill_.back()->Load(), .steps = {}});
+    Schedule(config_.report_interval_ms * (i + 0.5) / config_.prefill_workers,
+             EventKind::kPrefillReport, i);
+  }
+  state_.resize(requests_.size());
+  result_.requests.resize(requests_.size());
+  for (size_t r = 0; r < requests_.size(); ++r) {
+    const SimRequest& q = requests_[r];
+    SimRequestResult& out = result_.requests[r];
+    out.kind = q.kind;
+    out.slo = q.slo;
+    if (q.follow_up_of >= static_cast<int>(r)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", r, ": follow_up_of ", q.follow_up_of, " is not an earlier one"));
+    }
+    if (q.max_tokens < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", r, ": max_tokens must be >= 1"));
+    }
+    if (q.follow_up_of >= 0) {
+      state_[q.follow_up_of].followers.push_back(static_cast<int>(r));
+    } else {
+      Schedule(q.arrival_s * 1e3 / config_.rate_scale, EventKind::kSend, static_cast<int>(r));
+    }
+  }
+  return absl::OkStatus();
+}
+
+double Simulation::StepMs(const router::StepObservation& s, int64_t prefill_attention) {
+  const router::CostModelParams& t = config_.profile.timing;
+  const double chunk_attention_ms = config_.profile.shape.step_prefill_attention_ms >= 0
+                                        ? config_.profile.shape.step_prefill_attention_ms
+                                        : t.step_per_attention_ms;
+  double ms = t.step_intercept_ms + t.step_per_decode_ms * s.num_decode +
+              t.step_per_prefill_token_ms * s.num_prefill_tokens +
+              t.step_per_attention_ms * static_cast<double>(s.context_tokens - prefill_attention) +
+              chunk_attention_ms * static_cast<double>(prefill_attention);
+  if (config_.step_jitter > 0) {
+    const double sigma = config_.step_jitter;
+    ms *= std::exp(sigma * normal_(rng_) - sigma * sigma / 2);
+  }
+  return ms;
+}
+
+void Simulation::Send(int r) {
+  RequestState& s = state_[r];
+  const SimRequest& q = requests_[r];
+  s.sent_ms = now_ms_;
+  if (q.follow_up_of >= 0) {
+    // The earlier turn's prompt and output, then the new question.
+    const RequestState& earlier = state_[q.follow_up_of];
+    s.prompt = earlier.prompt;
+    const SimRequestResult& e = result_.requests[q.follow_up_of];
+    for (int k = 0; k < e.output_tokens; ++k)
+      s.prompt.push_back(SimToken(q.follow_up_of, k, config_.profile.shape.vocab_size));
+  }
+  s.prompt.insert(s.prompt.end(), q.prompt.begin(), q.prompt.end());
+  router::PlacementRequest place;
+  place.request_id = absl::StrCat("r", r);
+  place.model = &model_;
+  place.prompt = &s.prompt;
+  place.max_tokens = q.max_tokens;
+  place.slo = q.slo;
+  absl::StatusOr<router::PlacementResult> placed = placer_->Place(place);
+  if (!placed.ok()) {
+    ++result_.counters.rejected;
+    Finish(r, std::string(placed.status().message()));
+    return;
+  }
+  s.decode = worker_index_.at(placed->placement.decode.worker_id);
+  result_.requests[r].decode_worker = s.decode;
+  result_.requests[r].cached_tokens =
+      static_cast<int>(s.prompt.size()) - placed->placement.uncached_tokens;
+  s.session = placed->decode_session;
+  s.lease = registry_.Acquire(s.session, listener_, q.slo.has_value() ? q.slo->tpot_ms : 0);
+  s.offload = placed->placement.offload;
+  for (const router::WorkerRef& p : placed->placement.prefill)
+    s.prefill.push_back(worker_index_.at(p.worker_id));
+  Schedule(now_ms_ + config_.rpc_ms, EventKind::kAtDecode, r);
+}
+
+void Simulation::AtDecode(int r) {
+  const int w = state_[r].decode;
+  if (decode_[w]->busy()) {
+    inbox_[w].arrivals.push_back(r);
+    return;
+  }
+  Submit(r);
+  MaybeStep(w);
+}
+
+void Simulation::Submit(int r) {
+  RequestState& s = state_[r];
+  SimDecodeWorker& w = *decode_[s.decode];
+  s.seq = w.Submit(r, s.prompt, requests_[r].max_tokens);
+  if (!s.offload || s.prefill.empty()) return;
+  int cached = 0;
+  if (!w.AdmitForTransfer(s.seq, &cached)) {
+    result_.requests[r].fell_back = true;  // No KV blocks for it now: local chunks.
+    ++result_.counters.fallbacks;
+    return;
+  }
+  const int tokens = static_cast<int>(s.prompt.size());
+  s.prefill_done.job = SimPrefillJob{.request = r,
+                                     .prompt_tokens = tokens,
+                                     .transfer_tokens = tokens - cached,
+                                     .arrival_ms = now_ms_ + config_.rpc_ms};
+  Schedule(now_ms_ + config_.rpc_ms, EventKind::kAtPrefill, r, s.prefill.front());
+}
+
+void Simulation::KvArrived(int r) {
+  const int w = state_[r].decode;
+  if (decode_[w]->busy()) {
+    inbox_[w].kv.push_back(r);
+    return;
+  }
+  TakeKv(r);
+  MaybeStep(w);
+}
+
+void Simulation::TakeKv(int r) {
+  RequestState& s = state_[r];
+  emissions_.clear();
+  decode_[s.decode]->KvArrived(s.seq, &emissions_);
+  result_.requests[r].offloaded = true;
+  ++result_.counters.offloaded;
+  HandleEmissions(emissions_);
+}
+
+void Simulation::MaybeStep(int w) {
+  SimDecodeWorker& worker = *decode_[w];
+  if (worker.busy()) return;
+  router::StepObservation step;
+  int64_t prefill_attention = 0;
+  if (!worker.StartStep(&step, &prefill_attention)) return;
+  ++result_.counters.steps;
+  if (step.num_prefill_tokens > 0) ++result_.counters.mixed_steps;
+  step_ms_[w] = StepMs(step, prefill_attention);
+  Schedule(now_ms_ + step_ms_[w], EventKind::kStepDone, w);
+}
+
+void Simulation::StepDone(int w) {
+  emissions_.clear();
+  decode_[w]->FinishStep(step_ms_[w], &emissions_);
+  HandleEmissions(emissions_);
+  // The inbox, all of it, as the engine loop takes it between steps; then the next plan.
+  DecodeInbox in;
+  std::swap(in, inbox_[w]);
+  for (int r : in.arrivals) Submit(r);
+  for (int r : in.kv) TakeKv(r);
+  MaybeStep(w);
+}
+
+void Simulation::MaybeBatch(int p) {
+  const double ms = prefill_[p]->StartBatch(now_ms_);
+  if (ms < 0) return;
+  ++result_.counters.prefill_batches;
+  Schedule(now_ms_ + ms, EventKind::kBatchDone, p);
+}
+
+void Simulation::BatchDone(int p) {
+  for (const SimPrefillDone& d : prefill_[p]->FinishBatch()) {
+    state_[d.job.request].prefill_done = d;
+    // The KV has landed; the call's answer (with the first token) takes one hop.
+    Schedule(now_ms_ + config_.rpc_ms, EventKind::kKvArrived, d.job.request);
+  }
+  MaybeBatch(p);
+}
+
+void Simulation::HandleEmissions(const std::vector<Emission>& emissions) {
+  // The client sees each token one hop (worker -> router -> client) later.
+  const double seen = now_ms_ + config_.rpc_ms;
+  for (const Emission& e : emissions) {
+    RequestState& s = state_[e.request];
+    if (s.first_ms < 0) s.first_ms = seen;
+    s.last_ms = seen;
+    ++s.tokens;
+    if (e.finished) {
+      s.seq = nullptr;
+      Finish(e.request, "");
+    }
+  }
+}
+
+void Simulation::Finish(int r, const std::string& error) {
+  RequestState& s = state_[r];
+  SimRequestResult& out = result_.requests[r];
+  s.done = true;
+  ++finished_;
+  out.prompt_tokens = static_cast<int>(s.prompt.size());
+  out.sent_ms = s.sent_ms;
+  if (!error.empty()) {
+    out.error = error;
+  } else {
+    out.ok = true;
+    out.output_tokens = s.tokens;
+    out.ttft_ms = s.first_ms - s.sent_ms;
+    out.e2e_ms = s.last_ms - s.sent_ms;
+    if (s.tokens > 1) out.tpot_ms = (s.last_ms - s.first_ms) / (s.tokens - 1);
+    registry_.Release(s.session, s.lease);
+    if (out.offloaded) {
+      // What the router learns from a finished offloaded request (relay_call.cc).
+      const SimPrefillDone& d = s.prefill_done;
+      cost_model_.ObservePrefill(kFingerprint, d.job.prompt_tokens, d.compute_ms);
+      cost_model_.ObserveTransferTail(
+          d.transfer_tail_ms,
+          d.transfer_bytes / std::max(1, config_.profile.shape.kv_layout.num_layers));
+    }
+  }
+  for (int f : s.followers)
+    Schedule(std::max(now_ms_, requests_[f].arrival_s * 1e3 / config_.rate_scale), EventKind::kSend,
+             f);
+}
+
+absl::StatusOr<SimResult> Simulation::Run() {
+  RETURN_IF_ERROR(Start());
+  step_ms_.assign(decode_.size(), 0);
+  while (!queue_.empty() && finished_ < requests_.size()) {
+    const Event e = queue_.top();
+    queue_.pop();
+    now_ms_ = e.ms;
+    clock_.Set(epoch_ + absl::Microseconds(static_cast<int64_t>(std::llround(e.ms * 1e3))));
+    ++result_.counters.events;
+    switch (e.kind) {
+      case EventKind::kSend:
+        Send(e.a);
+        break;
+      case EventKind::kAtDecode:
+        AtDecode(e.a);
+        break;
+      case EventKind::kStepDone:
+        StepDone(e.a);
+        break;
+      case EventKind::kAtPrefill:
+        prefill_[e.b]->Submit(state_[e.a].prefill_done.job);
+        MaybeBatch(e.b);
+        break;
+      case EventKind::kBatchDone:
+        BatchDone(e.a);
+        break;
+      case EventKind::kKvArrived:
+        KvArrived(e.a);
+        break;
+      case EventKind::kDecodeReport:
+        registry_.Report(decode_session_[e.a], decode_[e.a]->TakeReport());
+        registry_.ApplyPrefix(decode_session_[e.a], decode_[e.a]->TakePrefixEvents());
+        Schedule(now_ms_ + config_.report_interval_ms, EventKind::kDecodeReport, e.a);
+        break;
+      case EventKind::kPrefillReport:
+        registry_.Report(prefill_session_[e.a],
+                         router::WorkerReport{.load = prefill_[e.a]->Load(), .steps = {}});
+        Schedule(now_ms_ + config_.report_interval_ms, EventKind::kPrefillReport, e.a);
+        break;
+    }
+  }
+  if (finished_ < requests_.size()) {
+    return absl::InternalError(absl::StrCat("simulation stalled: ", requests_.size() - finished_,
+                                            " requests never finished"));
+  }
+  for (const auto& w : decode_) {
+    const decode::SchedulerCounters& c = w->counters();
+    result_.counters.preemptions += c.preemptions;
+    result_.counters.prefix_hit_tokens += c.prefix_hit_tokens;
+    result_.counters.prefix_queried_tokens += c.prefix_queried_tokens;
+  }
+  result_.counters.virtual_s = now_ms_ / 1e3;
+  return std::move(result_);
+}
+
+}  // namespace
+
+absl::Status SimConfig::Validate() const {
+  RETURN_IF_ERROR(profile.shape.Validate());
+  RETURN_IF_ERROR(profile.timing.Validate());
+  RETURN_IF_ERROR(policy.Validate());
+  if (decode_workers < 1) return absl::InvalidArgumentError("--decode_workers: must be >= 1");
+  if (prefill_workers < 0) return absl::InvalidArgumentError("--prefill_workers: must be >= 0");
+  if (!(rpc_ms >= 0)) return absl::InvalidArgumentError("--rpc_ms: must be >= 0");
+  if (!(report_interval_ms > 0))
+    return absl::InvalidArgumentError("--report_interval_ms: must be > 0");
+  if (!(rate_scale > 0)) return absl::InvalidArgumentError("--rate: the scale must be > 0");
+  if (!(step_jitter >= 0 && step_jitter <= 1))
+    return absl::InvalidArgumentError("--step_jitter: must be in [0, 1]");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SimResult> Simulate(const SimConfig& config,
+                                   const std::vector<SimRequest>& requests) {
+  RETURN_IF_ERROR(config.Validate());
+  Simulation sim(config, requests);
+  return sim.Run();
+}
+
+}  // namespace pdserve::sim

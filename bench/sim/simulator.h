@@ -1,0 +1,101 @@
+// pdserve-sim's engine: a deterministic discrete-event simulation of a pdserve cluster in
+// virtual time (one thread, no sleeping; the same inputs give the same outputs, bit for bit).
+// It runs the product's own decision code: the router's worker registry, prefix index, cost
+// model (with its online refinement from the load reports), placement policy and placer, and
+// each decode worker's scheduler and block allocator (sim_decode_worker.h). Only the forward
+// pass and the wire are modelled: step and prefill times from the profile's calibration, KV
+// transfers over a link (sim_prefill_worker.h), every RPC a constant latency.
+// What it leaves out (the real cluster has them): retries after a worker fails, offload
+// attempt timeouts, clients that stop reading, and the host time between engine steps.
+// Thread-safety: Simulate() is reentrant (each call builds its own cluster).
+#ifndef PDSERVE_BENCH_SIM_SIMULATOR_H_
+#define PDSERVE_BENCH_SIM_SIMULATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/sim/sim_profile.h"
+#include "router/placement/placement_policy.h"
+#include "router/placer.h"
+
+namespace pdserve::sim {
+
+struct SimRequest {
+  double arrival_s = 0;
+  // The prompt; a follow-up's is only its new question, sent after the turn it continues
+  // ends, behind that turn's prompt and output (as the serve bench's client does).
+  std::vector<int32_t> prompt;
+  int max_tokens = 1;
+  int follow_up_of = -1;
+  std::string kind;  // For the report (e.g. chat, document, trace).
+  // Its own objectives, sent with it; unset: the policy's default.
+  std::optional<router::SloConfig> slo;
+};
+
+struct SimConfig {
+  SimProfile profile;
+  int decode_workers = 1;
+  int prefill_workers = 0;
+  router::PolicyConfig policy;
+  router::PlacerConfig placer;
+  // The router's cost model before it has learned anything; unset: the profile's timing
+  // (the router calibrated on the same machine).
+  std::optional<router::CostModelParams> router_prior;
+  // One RPC hop (client -> router -> worker, worker -> worker, worker -> client), ms.
+  double rpc_ms = 0.3;
+  double report_interval_ms = 100;
+  bool layerwise = true;
+  // Step times vary around the calibration by a log-normal factor with this sigma (0: exact).
+  double step_jitter = 0;
+  uint64_t seed = 1;
+  // Arrival times are divided by this (2: the same requests at twice the rate).
+  double rate_scale = 1;
+
+  absl::Status Validate() const;
+};
+
+struct SimRequestResult {
+  bool ok = false;
+  std::string error;
+  std::string kind;
+  double sent_ms = 0;  // When the client sent it (a follow-up: after its earlier turn).
+  double ttft_ms = 0;
+  double tpot_ms = 0;  // 0 with one output token.
+  double e2e_ms = 0;
+  bool offloaded = false;  // Its KV came from a prefill worker.
+  bool fell_back = false;  // Placed to offload, prefilled locally (no KV blocks for it).
+  int prompt_tokens = 0;
+  int output_tokens = 0;
+  int decode_worker = -1;  // Its index.
+  int cached_tokens = 0;   // The router's predicted prefix-cache hit.
+  std::optional<router::SloConfig> slo;
+};
+
+struct SimCounters {
+  uint64_t events = 0;
+  uint64_t steps = 0;
+  uint64_t mixed_steps = 0;
+  uint64_t preemptions = 0;
+  uint64_t prefill_batches = 0;
+  uint64_t offloaded = 0;
+  uint64_t fallbacks = 0;
+  uint64_t rejected = 0;
+  uint64_t prefix_hit_tokens = 0;
+  uint64_t prefix_queried_tokens = 0;
+  double virtual_s = 0;
+};
+
+struct SimResult {
+  std::vector<SimRequestResult> requests;
+  SimCounters counters;
+};
+
+absl::StatusOr<SimResult> Simulate(const SimConfig& config,
+                                   const std::vector<SimRequest>& requests);
+
+}  // namespace pdserve::sim
+
+#endif  // PDSERVE_BENCH_SIM_SIMULATOR_H_
