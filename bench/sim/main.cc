@@ -194,7 +194,8 @@ absl::Status Plan() {
   plan.bisect_steps = absl::GetFlag(FLAGS_bisect_steps);
   plan.target_attainment = absl::GetFlag(FLAGS_target_attainment);
   plan.out_dir = absl::GetFlag(FLAGS_out);
-  plan.trace_name = absl::GetFlag(FLAGS_trace);
+  const std::string trace_path = absl::GetFlag(FLAGS_trace);
+  plan.trace_name = trace_path.substr(trace_path.rfind('/') + 1);  // npos + 1: all of it.
   ASSIGN_OR_RETURN(const std::vector<SimRequest> requests,
                    LoadWorkload(base.profile, base.policy.slo));
   ASSIGN_OR_RETURN(const PlanResult result, RunPlan(plan, requests));

@@ -55,15 +55,16 @@ absl::Status Plot(const PlanConfig& plan, const PlanResult& result) {
   int index = 0;
   for (const auto& [policy, best] : result.best_of_policy) {
     const PlanCandidate& c = result.candidates[best];
-    data << "\"" << c.Name() << "\"\n";
+    data << "# " << c.Name() << "\n";
     for (const PointSummary& p : c.points) {
       data << p.rate / plan.gpus << " " << p.rate * p.attainment / plan.gpus << " " << p.attainment
            << "\n";
     }
     data << "\n\n";
     plots.push_back(absl::StrCat("'", dir, "/plan.dat' index ", index++,
-                                 " using 1:2 with linespoints title columnheader(1)"));
+                                 " using 1:2 with linespoints title '", c.Name(), "'"));
   }
+  data.close();  // gnuplot reads it next.
   const std::string script = absl::StrCat(
       "set terminal pngcairo size 900,500 noenhanced\nset output '", dir, "/plan.png'\n",
       "set title 'goodput vs offered rate, each policy at its best split (", plan.trace_name, ", ",

@@ -394,9 +394,11 @@ void Simulation::Finish(int r, const std::string& error) {
           d.transfer_bytes / std::max(1, config_.profile.shape.kv_layout.num_layers));
     }
   }
-  for (int f : s.followers)
-    Schedule(std::max(now_ms_, requests_[f].arrival_s * 1e3 / config_.rate_scale), EventKind::kSend,
-             f);
+  // Its follow-ups go once its client has the last token (or the error): one hop later.
+  for (int f : s.followers) {
+    Schedule(std::max(now_ms_ + config_.rpc_ms, requests_[f].arrival_s * 1e3 / config_.rate_scale),
+             EventKind::kSend, f);
+  }
 }
 
 absl::StatusOr<SimResult> Simulation::Run() {

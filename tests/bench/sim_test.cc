@@ -1,0 +1,305 @@
+// pdserve-sim: the simulation is deterministic, its unloaded latencies are the calibration's,
+// the offload path ships KV as the link allows, the product's scheduler limits what it admits,
+// the planner finds a goodput between a passing and a failing rate, and profiles are checked.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bench/sim/planner.h"
+#include "bench/sim/sim_prefill_worker.h"
+#include "bench/sim/sim_profile.h"
+#include "bench/sim/sim_summary.h"
+#include "bench/sim/sim_workload.h"
+#include "bench/sim/simulator.h"
+#include "gtest/gtest.h"
+
+namespace pdserve::sim {
+namespace {
+
+// A small model: 2 layers, 16 KV positions a block, fast round numbers.
+SimProfile Profile() {
+  SimProfile p;
+  p.timing.step_intercept_ms = 10;
+  p.timing.step_per_decode_ms = 1;
+  p.timing.step_per_prefill_token_ms = 0.1;
+  p.timing.step_per_attention_ms = 0;
+  p.timing.prefill_overhead_ms = 5;
+  p.timing.prefill_per_token_ms = 0.05;
+  p.timing.prefill_per_token_squared_ms = 0;
+  p.timing.transfer_latency_ms = 1;
+  p.timing.transfer_bytes_per_ms = 1e6;
+  p.shape.kv_layout.num_layers = 2;
+  p.shape.kv_layout.num_kv_heads = 2;
+  p.shape.kv_layout.head_dim = 16;
+  p.shape.kv_layout.num_blocks = 512;
+  p.shape.max_num_batched_tokens = 256;
+  p.shape.max_context_tokens = 4096;
+  return p;
+}
+
+SimConfig Config(const std::string& policy, int decode, int prefill) {
+  SimConfig c;
+  c.profile = Profile();
+  c.policy.name = policy;
+  c.decode_workers = decode;
+  c.prefill_workers = prefill;
+  c.rpc_ms = 0.5;
+  return c;
+}
+
+std::vector<int32_t> Tokens(int n, int salt) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = 16 + (i * 7 + salt * 131) % 30000;
+  return t;
+}
+
+std::vector<SimRequest> Poisson(int n, double rate, int prompt, int output) {
+  std::vector<SimRequest> out;
+  double t = 0;
+  uint64_t x = 12345;
+  for (int i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    t += -std::log((static_cast<double>(x >> 11) + 0.5) / 9007199254740992.0) / rate;
+    SimRequest r;
+    r.arrival_s = t;
+    r.prompt = Tokens(prompt + (i % 5) * 37, i);
+    r.max_tokens = output;
+    r.kind = "k";
+    out.push_back(r);
+  }
+  return out;
+}
+
+TEST(SimTest, OneUnloadedRequestTakesTheCalibratedTime) {
+  SimRequest r;
+  r.prompt = Tokens(100, 1);
+  r.max_tokens = 3;
+  auto result = Simulate(Config("always_local", 1, 0), {r});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const SimRequestResult& out = result->requests[0];
+  ASSERT_TRUE(out.ok) << out.error;
+  // Client -> decode hop, one 100-token prefill step (10 + 0.1 * 100), the hop back.
+  EXPECT_NEAR(out.ttft_ms, 0.5 + 20 + 0.5, 1e-6);
+  // Each further token: one decode step (10 + 1).
+  EXPECT_NEAR(out.tpot_ms, 11, 1e-6);
+  EXPECT_EQ(out.output_tokens, 3);
+  EXPECT_FALSE(out.offloaded);
+  EXPECT_EQ(result->counters.steps, 3u);
+}
+
+TEST(SimTest, AnOffloadedRequestWaitsForItsPrefillAndTransfer) {
+  SimRequest r;
+  r.prompt = Tokens(400, 2);
+  r.max_tokens = 2;
+  auto result = Simulate(Config("always_offload", 1, 1), {r});
+  ASSERT_TRUE(result.ok()) << result.status();
+  const SimRequestResult& out = result->requests[0];
+  ASSERT_TRUE(out.ok) << out.error;
+  EXPECT_TRUE(out.offloaded);
+  // Hops: client -> decode -> prefill, prefill (5 + 0.05 * 400 = 25 ms) with its layer-wise
+  // transfer, the answer back to decode, the first token to the client.
+  const WorkerShape& shape = Profile().shape;
+  const double bytes = 400.0 * shape.kv_bytes_per_token();
+  const double transfer_end =
+      TransferEndMs(25, bytes, 2, LinkModel{.bytes_per_ms = 1e6, .latency_ms = 1});
+  EXPECT_NEAR(out.ttft_ms, 0.5 + 0.5 + transfer_end + 0.5 + 0.5, 1e-6);
+  EXPECT_EQ(result->counters.prefill_batches, 1u);
+}
+
+TEST(SimTest, LayerwiseTransfersOverlapTheForwardAndBulkOnesFollowIt) {
+  const LinkModel fast{.bytes_per_ms = 1e6, .latency_ms = 1, .layerwise = true};
+  // 4 layers of 1 MB: 1 ms each on the link, the forward 40 ms: only the last layer follows
+  // the forward (then the latency).
+  EXPECT_DOUBLE_EQ(TransferEndMs(40, 4e6, 4, fast), 40 + 1 + 1);
+  EXPECT_DOUBLE_EQ(TransferEndMs(40, 4000, 4, fast), 40 + 1e-3 + 1);
+  // A slow link: the first layer, then every layer back to back.
+  const LinkModel slow{.bytes_per_ms = 100, .latency_ms = 0, .layerwise = true};
+  EXPECT_DOUBLE_EQ(TransferEndMs(40, 4000, 4, slow), 10 + 40);
+  LinkModel bulk = slow;
+  bulk.layerwise = false;
+  EXPECT_DOUBLE_EQ(TransferEndMs(40, 4000, 4, bulk), 40 + 40);
+}
+
+TEST(SimTest, TheSameInputsGiveTheSameOutputsAndJitterChangesThem) {
+  const std::vector<SimRequest> requests = Poisson(300, 20, 300, 20);
+  SimConfig config = Config("cost_model", 2, 1);
+  config.step_jitter = 0.2;
+  auto a = Simulate(config, requests);
+  auto b = Simulate(config, requests);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->requests.size(), b->requests.size());
+  for (size_t i = 0; i < a->requests.size(); ++i) {
+    EXPECT_EQ(a->requests[i].ttft_ms, b->requests[i].ttft_ms) << i;
+    EXPECT_EQ(a->requests[i].tpot_ms, b->requests[i].tpot_ms) << i;
+    EXPECT_EQ(a->requests[i].offloaded, b->requests[i].offloaded) << i;
+  }
+  EXPECT_EQ(a->counters.events, b->counters.events);
+  config.seed = 2;
+  auto c = Simulate(config, requests);
+  ASSERT_TRUE(c.ok());
+  int differ = 0;
+  for (size_t i = 0; i < a->requests.size(); ++i)
+    differ += a->requests[i].ttft_ms != c->requests[i].ttft_ms ? 1 : 0;
+  EXPECT_GT(differ, 100);
+}
+
+// The product's scheduler runs the worker: with a pool of 40 blocks (640 tokens), two requests
+// of 300 + 200 tokens both get in (19 blocks each for prompt + 1) but cannot both grow to 32:
+// one is preempted and recomputed, and both still end with all their tokens.
+TEST(SimTest, TheSchedulersBlockLimitPreemptsAndLosesNothing) {
+  SimConfig config = Config("always_local", 1, 0);
+  config.profile.shape.kv_layout.num_blocks = 40;
+  std::vector<SimRequest> requests(2);
+  for (int i = 0; i < 2; ++i) {
+    requests[i].prompt = Tokens(300, 10 + i);
+    requests[i].max_tokens = 200;
+  }
+  auto result = Simulate(config, requests);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_TRUE(result->requests[0].ok && result->requests[1].ok);
+  EXPECT_EQ(result->requests[0].output_tokens, 200);
+  EXPECT_EQ(result->requests[1].output_tokens, 200);
+  EXPECT_GE(result->counters.preemptions, 1u);
+  // The preempted one ends after the other: its TPOT carries the wait and the recompute.
+  EXPECT_GT(std::max(result->requests[0].tpot_ms, result->requests[1].tpot_ms),
+            1.2 * std::min(result->requests[0].tpot_ms, result->requests[1].tpot_ms));
+}
+
+// A follow-up turn is sent after its earlier turn ends, behind that turn's prompt and output,
+// and finds them in the prefix cache of the worker that served it.
+TEST(SimTest, FollowUpsReuseTheirEarlierTurnsKv) {
+  std::vector<SimRequest> requests(2);
+  requests[0].prompt = Tokens(200, 3);
+  requests[0].max_tokens = 40;
+  requests[1].arrival_s = 0.001;
+  requests[1].prompt = Tokens(20, 4);
+  requests[1].max_tokens = 4;
+  requests[1].follow_up_of = 0;
+  auto result = Simulate(Config("always_local", 2, 0), requests);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const SimRequestResult& second = result->requests[1];
+  ASSERT_TRUE(second.ok);
+  EXPECT_EQ(second.prompt_tokens, 200 + 40 + 20);
+  EXPECT_GE(second.sent_ms, result->requests[0].e2e_ms);
+  EXPECT_EQ(second.decode_worker, result->requests[0].decode_worker);
+  EXPECT_GE(second.cached_tokens, 224);  // Every full block of the earlier turn's KV.
+  EXPECT_GT(result->counters.prefix_hit_tokens, 0u);
+}
+
+TEST(SimTest, BadInputIsRefusedNamingTheField) {
+  SimRequest r;
+  r.prompt = Tokens(10, 0);
+  r.max_tokens = 0;
+  auto result = Simulate(Config("cost_model", 1, 1), {r});
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("max_tokens"), std::string::npos);
+  r.max_tokens = 1;
+  r.follow_up_of = 0;
+  EXPECT_FALSE(Simulate(Config("cost_model", 1, 1), {r}).ok());
+  SimConfig bad = Config("cost_model", 0, 1);
+  EXPECT_NE(Simulate(bad, {}).status().message().find("decode_workers"), std::string::npos);
+  bad = Config("no_such_policy", 1, 1);
+  EXPECT_FALSE(Simulate(bad, {}).ok());
+  // A request larger than any worker: an error of its own, the others unaffected.
+  SimRequest huge;
+  huge.prompt = Tokens(5000, 0);
+  huge.max_tokens = 1;
+  auto mixed = Simulate(Config("cost_model", 1, 1), {huge, SimRequest{.arrival_s = 0,
+                                                                      .prompt = Tokens(10, 1),
+                                                                      .max_tokens = 2}});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_FALSE(mixed->requests[0].ok);
+  EXPECT_NE(mixed->requests[0].error.find("prompt"), std::string::npos);
+  EXPECT_TRUE(mixed->requests[1].ok);
+  EXPECT_EQ(mixed->counters.rejected, 1u);
+}
+
+TEST(SimProfileTest, TheClusterObjectSetsTheShapeAndTyposAreErrors) {
+  const std::string base = R"({"step": {"intercept_ms": 3}, "cluster": {)";
+  auto p = ParseSimProfile(base + R"("num_layers": 8, "kv_blocks": 100, "dtype": "bf16",
+      "step_prefill_attention_ms": 1e-6}})");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->has_shape);
+  EXPECT_EQ(p->shape.kv_layout.num_layers, 8);
+  EXPECT_EQ(p->shape.kv_layout.num_blocks, 100);
+  EXPECT_EQ(p->shape.kv_layout.dtype, DType::kBF16);
+  EXPECT_DOUBLE_EQ(p->timing.step_intercept_ms, 3);
+  EXPECT_DOUBLE_EQ(p->shape.step_prefill_attention_ms, 1e-6);
+  auto typo = ParseSimProfile(base + R"("kv_blokcs": 100}})");
+  EXPECT_NE(typo.status().message().find("kv_blokcs"), std::string::npos);
+  auto bad = ParseSimProfile(base + R"("dtype": "f8"}})");
+  EXPECT_NE(bad.status().message().find("cluster.dtype"), std::string::npos);
+  EXPECT_FALSE(ParseSimProfile("[1]").ok());
+}
+
+// The GPU profiles the planner ships with load and describe a real worker.
+TEST(SimProfileTest, TheGpuProfilesHaveAWorkerShape) {
+  for (const char* name : {"h100-llama3-8b", "h100-llama3-70b", "h200-llama3-8b",
+                           "h200-llama3-70b"}) {
+    auto p = LoadSimProfile(std::string(PDSERVE_SOURCE_DIR) + "/deploy/profiles/" + name + ".json");
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_TRUE(p->has_shape) << name;
+    EXPECT_TRUE(p->shape.Validate().ok()) << name;
+    EXPECT_GT(p->shape.kv_layout.num_blocks, 10000) << name;
+  }
+}
+
+// The goodput search brackets the knee: some rate above the returned one fails, and
+// attainment falls as the rate rises.
+TEST(PlannerTest, GoodputSearchBracketsTheKnee) {
+  const std::vector<SimRequest> requests = Poisson(200, 5, 200, 16);
+  SimConfig config = Config("always_local", 1, 0);
+  config.policy.slo.ttft_ms = 200;
+  config.policy.slo.tpot_ms = 40;
+  PlanConfig plan;
+  plan.bisect_steps = 3;
+  std::vector<PointSummary> points;
+  int sims = 0;
+  auto multiple = SearchGoodput(config, requests, 1.0, plan, &points, &sims);
+  ASSERT_TRUE(multiple.ok()) << multiple.status();
+  EXPECT_GT(*multiple, 0);
+  EXPECT_EQ(sims, static_cast<int>(points.size()));
+  // Rates are offered rates: the requests' own times the multiple.
+  bool passed_at_goodput = false, failed_above = false;
+  const double goodput_rate = *multiple * OfferedRate(requests);
+  for (const PointSummary& p : points) {
+    if (std::abs(p.rate / goodput_rate - 1) < 1e-9) passed_at_goodput = p.attainment >= 0.9;
+    if (p.rate > goodput_rate * 1.001) failed_above |= p.attainment < 0.9;
+  }
+  EXPECT_TRUE(passed_at_goodput);
+  EXPECT_TRUE(failed_above);
+  EXPECT_GE(points.front().attainment, points.back().attainment);
+}
+
+TEST(PlannerTest, PlanSearchesEverySplitAndComparesWithTheBestFixedPolicy) {
+  const std::vector<SimRequest> requests = Poisson(150, 5, 600, 16);
+  PlanConfig plan;
+  plan.base = Config("cost_model", 1, 1);
+  plan.base.policy.slo.ttft_ms = 300;
+  plan.base.policy.slo.tpot_ms = 40;
+  plan.gpus = 3;
+  plan.thresholds = {256, 1024};
+  plan.bisect_steps = 2;
+  plan.progress = false;
+  auto result = RunPlan(plan, requests);
+  ASSERT_TRUE(result.ok()) << result.status();
+  // always_local 0P:3D; always_offload and cost_model at 1P:2D and 2P:1D; length_threshold
+  // at both splits and both thresholds.
+  EXPECT_EQ(result->candidates.size(), 1u + 2 + 4 + 2);
+  EXPECT_EQ(result->best_of_policy.size(), 4u);
+  double best_fixed = 0, cost_model = 0;
+  for (const PlanCandidate& c : result->candidates) {
+    EXPECT_EQ(c.decode_workers + c.prefill_workers, 3);
+    EXPECT_FALSE(c.points.empty());
+    (c.policy == "cost_model" ? cost_model : best_fixed) =
+        std::max(c.policy == "cost_model" ? cost_model : best_fixed, c.goodput);
+  }
+  ASSERT_GT(best_fixed, 0);
+  EXPECT_DOUBLE_EQ(result->cost_model_over_best_fixed, cost_model / best_fixed);
+  const std::string text = FormatPlan(*result);
+  EXPECT_NE(text.find("best: "), std::string::npos);
+  EXPECT_TRUE(ToJson(*result).contains("goodput_cost_model_over_best_fixed"));
+}
+
+}  // namespace
+}  // namespace pdserve::sim
