@@ -204,9 +204,9 @@ TEST(SimTest, BadInputIsRefusedNamingTheField) {
   SimRequest huge;
   huge.prompt = Tokens(5000, 0);
   huge.max_tokens = 1;
-  auto mixed = Simulate(Config("cost_model", 1, 1), {huge, SimRequest{.arrival_s = 0,
-                                                                      .prompt = Tokens(10, 1),
-                                                                      .max_tokens = 2}});
+  auto mixed =
+      Simulate(Config("cost_model", 1, 1),
+               {huge, SimRequest{.arrival_s = 0, .prompt = Tokens(10, 1), .max_tokens = 2}});
   ASSERT_TRUE(mixed.ok()) << mixed.status();
   EXPECT_FALSE(mixed->requests[0].ok);
   EXPECT_NE(mixed->requests[0].error.find("prompt"), std::string::npos);
@@ -234,8 +234,8 @@ TEST(SimProfileTest, TheClusterObjectSetsTheShapeAndTyposAreErrors) {
 
 // The GPU profiles the planner ships with load and describe a real worker.
 TEST(SimProfileTest, TheGpuProfilesHaveAWorkerShape) {
-  for (const char* name : {"h100-llama3-8b", "h100-llama3-70b", "h200-llama3-8b",
-                           "h200-llama3-70b"}) {
+  for (const char* name :
+       {"h100-llama3-8b", "h100-llama3-70b", "h200-llama3-8b", "h200-llama3-70b"}) {
     auto p = LoadSimProfile(std::string(PDSERVE_SOURCE_DIR) + "/deploy/profiles/" + name + ".json");
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_TRUE(p->has_shape) << name;
