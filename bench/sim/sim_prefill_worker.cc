@@ -55,7 +55,6 @@ double SimPrefillWorker::StartBatch(double now_ms) {
   }
   running_compute_ms_ = compute_ms;
   busy_ = true;
-  ++batches_;
   return end_ms;
 }
 

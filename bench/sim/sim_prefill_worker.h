@@ -55,7 +55,6 @@ class SimPrefillWorker {
   std::vector<SimPrefillDone> FinishBatch();
   bool busy() const { return busy_; }
   router::LoadSnapshot Load() const;
-  int64_t batches() const { return batches_; }
 
  private:
   const WorkerShape shape_;
@@ -68,7 +67,6 @@ class SimPrefillWorker {
   int64_t running_tokens_ = 0;
   double running_compute_ms_ = 0;
   double tokens_per_second_ = 0;
-  int64_t batches_ = 0;
 };
 
 }  // namespace pdserve::sim

@@ -72,6 +72,8 @@ nlohmann::json ToJson(const SimCounters& c) {
           {"rejected", c.rejected},
           {"prefix_hit_tokens", c.prefix_hit_tokens},
           {"prefix_queried_tokens", c.prefix_queried_tokens},
+          {"sequences_left", c.sequences_left},
+          {"blocks_held_at_end", c.blocks_held_at_end},
           {"virtual_s", c.virtual_s}};
 }
 

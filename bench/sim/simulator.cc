@@ -63,7 +63,6 @@ struct RequestState {
   double first_ms = -1;
   double last_ms = -1;
   int tokens = 0;
-  bool done = false;
   SimPrefillDone prefill_done;
   std::vector<int> followers;  // Follow-ups waiting for this turn to end.
 };
@@ -372,7 +371,6 @@ void Simulation::HandleEmissions(const std::vector<Emission>& emissions) {
 void Simulation::Finish(int r, const std::string& error) {
   RequestState& s = state_[r];
   SimRequestResult& out = result_.requests[r];
-  s.done = true;
   ++finished_;
   out.prompt_tokens = static_cast<int>(s.prompt.size());
   out.sent_ms = s.sent_ms;
@@ -451,6 +449,10 @@ absl::StatusOr<SimResult> Simulation::Run() {
     result_.counters.preemptions += c.preemptions;
     result_.counters.prefix_hit_tokens += c.prefix_hit_tokens;
     result_.counters.prefix_queried_tokens += c.prefix_queried_tokens;
+    // Every request ended: anything still held is a leak in the scheduler or the sim.
+    const engine::BlockCounts b = w->block_counts();
+    result_.counters.sequences_left += w->live_sequences();
+    result_.counters.blocks_held_at_end += b.in_use + b.reserved + b.quarantined;
   }
   result_.counters.virtual_s = now_ms_ / 1e3;
   return std::move(result_);

@@ -85,6 +85,10 @@ struct SimCounters {
   uint64_t rejected = 0;
   uint64_t prefix_hit_tokens = 0;
   uint64_t prefix_queried_tokens = 0;
+  // At the end, over the decode workers: sequences still there and KV blocks still held
+  // (in use, reserved or quarantined). Both 0 unless something leaks.
+  uint64_t sequences_left = 0;
+  uint64_t blocks_held_at_end = 0;
   double virtual_s = 0;
 };
 

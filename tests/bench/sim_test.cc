@@ -134,6 +134,8 @@ TEST(SimTest, TheSameInputsGiveTheSameOutputsAndJitterChangesThem) {
     EXPECT_EQ(a->requests[i].offloaded, b->requests[i].offloaded) << i;
   }
   EXPECT_EQ(a->counters.events, b->counters.events);
+  EXPECT_EQ(a->counters.sequences_left, 0u);
+  EXPECT_EQ(a->counters.blocks_held_at_end, 0u);
   config.seed = 2;
   auto c = Simulate(config, requests);
   ASSERT_TRUE(c.ok());
@@ -160,6 +162,7 @@ TEST(SimTest, TheSchedulersBlockLimitPreemptsAndLosesNothing) {
   EXPECT_EQ(result->requests[0].output_tokens, 200);
   EXPECT_EQ(result->requests[1].output_tokens, 200);
   EXPECT_GE(result->counters.preemptions, 1u);
+  EXPECT_EQ(result->counters.blocks_held_at_end, 0u);  // Preemption and finish free them all.
   // The preempted one ends after the other: its TPOT carries the wait and the recompute.
   EXPECT_GT(std::max(result->requests[0].tpot_ms, result->requests[1].tpot_ms),
             1.2 * std::min(result->requests[0].tpot_ms, result->requests[1].tpot_ms));
