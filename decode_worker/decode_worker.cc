@@ -86,6 +86,7 @@ void DecodeWorker::FillReport(bool reconnected, v1::LoadReport* load,
     out->set_num_decode(step.num_decode);
     out->set_num_prefill_tokens(step.num_prefill_tokens);
     out->set_context_tokens(step.context_tokens);
+    out->set_prefill_context_tokens(step.prefill_context_tokens);
     out->set_duration_ms(step.duration_ms);
   }
   events->set_reset(reset);

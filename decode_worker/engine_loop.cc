@@ -292,12 +292,12 @@ void EngineLoop::RunStep(const StepPlan& plan) {
   const absl::Time start = clock_->Now();
   batch_.Clear();
   int64_t context = 0;
+  int64_t prefill_context = 0;
   for (const PlannedChunk& c : plan.chunks) {
     batch_.Add(absl::MakeConstSpan(c.seq->tokens).subspan(c.start, c.num_tokens), c.start,
                c.seq->block_table, c.want_logits);
-    // Attention work: token i of the chunk attends to start + i + 1 positions.
-    context += static_cast<int64_t>(c.num_tokens) * c.start +
-               static_cast<int64_t>(c.num_tokens) * (c.num_tokens + 1) / 2;
+    context += c.attention_positions();
+    if (!c.decode) prefill_context += c.attention_positions();
     if (c.seq->admitted == absl::Time()) {
       c.seq->admitted = clock_->Now();
       metrics_->request_queue_time.Observe(absl::ToDoubleSeconds(c.seq->admitted - c.seq->arrival));
@@ -331,6 +331,7 @@ void EngineLoop::RunStep(const StepPlan& plan) {
   sample.num_decode = plan.num_decode;
   sample.num_prefill_tokens = plan.num_prefill_tokens;
   sample.context_tokens = context;
+  sample.prefill_context_tokens = prefill_context;
   sample.duration_ms = Ms(end - start);
   sample.host_ms = Ms((forward_start - start) + (end - forward_end));
   (plan.num_prefill_tokens > 0 ? metrics_->step_duration_mixed

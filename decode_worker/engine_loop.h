@@ -29,7 +29,8 @@ namespace pdserve::decode {
 struct StepSample {
   int num_decode = 0;
   int num_prefill_tokens = 0;
-  int64_t context_tokens = 0;  // Attention work: sum over tokens of the positions attended.
+  int64_t context_tokens = 0;          // Attention work: sum over tokens of the positions attended.
+  int64_t prefill_context_tokens = 0;  // The prefill chunks' share of it.
   double duration_ms = 0;
   double host_ms = 0;  // Outside the engine forward.
 };

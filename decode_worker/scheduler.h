@@ -62,6 +62,12 @@ struct PlannedChunk {
   int num_tokens = 0;        // Tokens computed.
   bool want_logits = false;  // The chunk reaches the end of the sequence: sample after it.
   bool decode = false;       // A single-token decode step.
+  // Attention work (the cost model's input): token i of the chunk attends to start + i + 1
+  // positions.
+  int64_t attention_positions() const {
+    return static_cast<int64_t>(num_tokens) * start +
+           static_cast<int64_t>(num_tokens) * (num_tokens + 1) / 2;
+  }
 };
 
 struct StepPlan {

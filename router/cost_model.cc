@@ -19,8 +19,9 @@ constexpr double kPromptScale = 1000.0;  // Prefill prompt tokens per unit.
 // Samples before a fit replaces its prior in PrefillMs.
 constexpr int64_t kMinPrefillSamples = 3;
 
-std::array<double, 4> StepFeatures(double decode, double prefill, double attention) {
-  return {1.0, decode, prefill / kPrefillScale, attention / kAttentionScale};
+std::array<double, 5> StepFeatures(const StepWork& w) {
+  return {1.0, w.decode, w.prefill_tokens / kPrefillScale, w.decode_attention / kAttentionScale,
+          w.prefill_attention / kAttentionScale};
 }
 std::array<double, 3> PrefillFeatures(double tokens) {
   const double l = tokens / kPromptScale;
@@ -46,6 +47,7 @@ absl::Status CostModelParams::Validate() const {
                           std::pair{"step.per_decode_ms", step_per_decode_ms},
                           std::pair{"step.per_prefill_token_ms", step_per_prefill_token_ms},
                           std::pair{"step.per_attention_ms", step_per_attention_ms},
+                          std::pair{"step.per_prefill_attention_ms", step_per_prefill_attention_ms},
                           std::pair{"prefill.overhead_ms", prefill_overhead_ms},
                           std::pair{"prefill.per_token_ms", prefill_per_token_ms},
                           std::pair{"prefill.per_token_squared_ms", prefill_per_token_squared_ms},
@@ -73,7 +75,8 @@ absl::StatusOr<CostModelParams> ParseCostModel(const std::string& text) {
        {{"intercept_ms", &p.step_intercept_ms},
         {"per_decode_ms", &p.step_per_decode_ms},
         {"per_prefill_token_ms", &p.step_per_prefill_token_ms},
-        {"per_attention_ms", &p.step_per_attention_ms}}},
+        {"per_attention_ms", &p.step_per_attention_ms},
+        {"per_prefill_attention_ms", &p.step_per_prefill_attention_ms}}},
       {"prefill",
        {{"overhead_ms", &p.prefill_overhead_ms},
         {"per_token_ms", &p.prefill_per_token_ms},
@@ -110,6 +113,10 @@ absl::StatusOr<CostModelParams> ParseCostModel(const std::string& text) {
       *field->second = f->get<double>();
     }
   }
+  // A profile written before chunk attention had its own coefficient prices it like decode
+  // attention, as it was then.
+  if (!(j.contains("step") && j["step"].contains("per_prefill_attention_ms")))
+    p.step_per_prefill_attention_ms = p.step_per_attention_ms;
   if (absl::Status s = p.Validate(); !s.ok()) return s;
   return p;
 }
@@ -166,14 +173,16 @@ CostModel::CostModel(const CostModelParams& params)
     : params_(params), transfer_latency_ms_(params.transfer_latency_ms) {
   step_prior_.theta = {params_.step_intercept_ms, params_.step_per_decode_ms,
                        params_.step_per_prefill_token_ms * kPrefillScale,
-                       params_.step_per_attention_ms * kAttentionScale};
-  for (int i = 0; i < 4; ++i) step_prior_.p[i][i] = params_.prior_variance;
+                       params_.step_per_attention_ms * kAttentionScale,
+                       params_.step_per_prefill_attention_ms * kAttentionScale};
+  for (int i = 0; i < kStepFeatures; ++i) step_prior_.p[i][i] = params_.prior_variance;
   prefill_prior_.theta = {params_.prefill_overhead_ms, params_.prefill_per_token_ms * kPromptScale,
                           params_.prefill_per_token_squared_ms * kPromptScale * kPromptScale};
   for (int i = 0; i < 3; ++i) prefill_prior_.p[i][i] = params_.prior_variance;
 }
 
-const CostModel::Fit<4>& CostModel::StepFitLocked(uint64_t fingerprint) const {
+const CostModel::Fit<CostModel::kStepFeatures>& CostModel::StepFitLocked(
+    uint64_t fingerprint) const {
   auto it = step_.find(fingerprint);
   return it != step_.end() ? it->second : step_prior_;
 }
@@ -183,11 +192,9 @@ const CostModel::Fit<3>& CostModel::PrefillFitLocked(uint64_t fingerprint) const
   return it != prefill_.end() ? it->second : prefill_prior_;
 }
 
-double CostModel::StepMs(uint64_t fingerprint, double decode, double prefill,
-                         double attention) const {
+double CostModel::StepMs(uint64_t fingerprint, const StepWork& work) const {
   absl::ReaderMutexLock lock(&mu_);
-  return std::max(0.0,
-                  StepFitLocked(fingerprint).Predict(StepFeatures(decode, prefill, attention)));
+  return std::max(0.0, StepFitLocked(fingerprint).Predict(StepFeatures(work)));
 }
 
 double CostModel::PrefillMs(uint64_t fingerprint, double tokens) const {
@@ -202,9 +209,8 @@ double CostModel::PrefillMs(uint64_t fingerprint, double tokens) const {
   // reported so far.
   auto step = step_.find(fingerprint);
   if (step != step_.end() && step->second.samples >= kMinPrefillSamples) {
-    const double base = step->second.Predict(StepFeatures(0, 0, 0));
-    return std::max(0.0, step->second.Predict(StepFeatures(0, tokens, tokens * (tokens + 1) / 2)) -
-                             base) +
+    const double base = step->second.Predict(StepFeatures(StepWork{}));
+    return std::max(0.0, step->second.Predict(StepFeatures(StepWork::Chunk(tokens, 0))) - base) +
            std::max(0.0, prefill_prior_.theta[0]);
   }
   return std::max(0.0, prefill_prior_.Predict(PrefillFeatures(tokens)));
@@ -215,11 +221,10 @@ double CostModel::TransferTailMs(double last_layer_bytes) const {
   return transfer_latency_ms_ + last_layer_bytes / params_.transfer_bytes_per_ms;
 }
 
-double CostModel::ObserveStep(uint64_t fingerprint, double decode, double prefill, double attention,
-                              double ms) {
+double CostModel::ObserveStep(uint64_t fingerprint, const StepWork& work, double ms) {
   absl::MutexLock lock(&mu_);
-  Fit<4>& fit = step_.try_emplace(fingerprint, step_prior_).first->second;
-  const auto x = StepFeatures(decode, prefill, attention);
+  Fit<kStepFeatures>& fit = step_.try_emplace(fingerprint, step_prior_).first->second;
+  const auto x = StepFeatures(work);
   const double predicted = std::max(0.0, fit.Predict(x));
   fit.Update(x, ms, params_.forgetting, params_.prior_variance);
   return predicted;
@@ -247,6 +252,7 @@ std::map<std::string, double> CostModel::Coefficients() const {
       {"step.per_decode_ms", params_.step_per_decode_ms},
       {"step.per_prefill_token_ms", params_.step_per_prefill_token_ms},
       {"step.per_attention_ms", params_.step_per_attention_ms},
+      {"step.per_prefill_attention_ms", params_.step_per_prefill_attention_ms},
       {"prefill.overhead_ms", params_.prefill_overhead_ms},
       {"prefill.per_token_ms", params_.prefill_per_token_ms},
       {"prefill.per_token_squared_ms", params_.prefill_per_token_squared_ms},
@@ -259,6 +265,7 @@ std::map<std::string, double> CostModel::Coefficients() const {
     out["step.per_decode_ms" + at] = fit.theta[1];
     out["step.per_prefill_token_ms" + at] = fit.theta[2] / kPrefillScale;
     out["step.per_attention_ms" + at] = fit.theta[3] / kAttentionScale;
+    out["step.per_prefill_attention_ms" + at] = fit.theta[4] / kAttentionScale;
     out["step.samples" + at] = static_cast<double>(fit.samples);
   }
   for (const auto& [fp, fit] : prefill_) {

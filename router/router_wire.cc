@@ -64,11 +64,13 @@ WorkerReport ReportFromProto(const v1::LoadReport& r) {
   l.sequence = r.sequence();
   out.steps.reserve(r.recent_steps_size());
   for (const v1::StepSample& s : r.recent_steps()) {
-    out.steps.push_back(
-        StepObservation{.num_decode = static_cast<int>(s.num_decode()),
-                        .num_prefill_tokens = static_cast<int>(s.num_prefill_tokens()),
-                        .context_tokens = static_cast<int64_t>(s.context_tokens()),
-                        .duration_ms = s.duration_ms()});
+    out.steps.push_back(StepObservation{
+        .num_decode = static_cast<int>(s.num_decode()),
+        .num_prefill_tokens = static_cast<int>(s.num_prefill_tokens()),
+        .context_tokens = static_cast<int64_t>(s.context_tokens()),
+        .prefill_context_tokens =
+            static_cast<int64_t>(std::min(s.prefill_context_tokens(), s.context_tokens())),
+        .duration_ms = s.duration_ms()});
   }
   return out;
 }

@@ -53,6 +53,7 @@ struct StepObservation {
   int num_decode = 0;
   int num_prefill_tokens = 0;
   int64_t context_tokens = 0;  // Sum over the step's tokens of the positions each attends to.
+  int64_t prefill_context_tokens = 0;  // The prefill chunks' share of context_tokens.
   double duration_ms = 0;
 };
 

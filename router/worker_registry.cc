@@ -83,15 +83,18 @@ void WorkerRegistry::ObserveStepsLocked(WorkerEntry* e, const std::vector<StepOb
     if (s.duration_ms <= 0) continue;
     const double decode = s.num_decode;
     const double prefill = s.num_prefill_tokens;
-    const double attention = static_cast<double>(s.context_tokens);
+    const StepWork work{
+        .decode = decode,
+        .prefill_tokens = prefill,
+        .decode_attention = static_cast<double>(s.context_tokens - s.prefill_context_tokens),
+        .prefill_attention = static_cast<double>(s.prefill_context_tokens)};
     // Decode-only baseline of this step, before learning from it.
-    const double decode_attention = decode * e->attention_per_decode;
-    const double baseline = cost_model_->StepMs(fp, decode, 0, decode_attention);
-    const double predicted =
-        cost_model_->ObserveStep(fp, decode, prefill, attention, s.duration_ms);
+    const double baseline = cost_model_->StepMs(
+        fp, {.decode = decode, .decode_attention = decode * e->attention_per_decode});
+    const double predicted = cost_model_->ObserveStep(fp, work, s.duration_ms);
     if (predicted > 0) metrics_->step_prediction_ratio.Observe(s.duration_ms / predicted);
     if (prefill == 0 && decode > 0) {
-      e->attention_per_decode = attention / decode;
+      e->attention_per_decode = work.decode_attention / decode;
     } else if (prefill > 0 && decode > 0) {
       metrics_->interference_predicted_seconds.Increment(std::max(0.0, predicted - baseline) *
                                                          decode / 1000.0);

@@ -16,9 +16,12 @@
 namespace pdserve::bench {
 namespace {
 
-// One observed step for the least-squares fit: features [1, D, P, A] and its time.
+// The step model's features (router/cost_model.h): [1, D, P, A_decode, A_prefill].
+constexpr int kFeatures = 5;
+
+// One observed step for the least-squares fit: its features and its time.
 struct Observation {
-  std::array<double, 4> x;
+  std::array<double, kFeatures> x;
   double y;
 };
 
@@ -32,51 +35,53 @@ std::vector<Observation> Observations(const std::vector<InterferenceConfigResult
     const double a_prefill = Attention(c.prefill_tokens) / chunks;
     const double a_decode = c.decode * c.decode_context;
     if (c.decode > 0) {
-      obs.push_back({{1, double(c.decode), 0, a_decode}, c.tpot_baseline_ms});
-      obs.push_back({{1, double(c.decode), p, a_decode + a_prefill}, c.tpot_during_ms});
+      obs.push_back({{1, double(c.decode), 0, a_decode, 0}, c.tpot_baseline_ms});
+      obs.push_back({{1, double(c.decode), p, a_decode, a_prefill}, c.tpot_during_ms});
     } else {
-      obs.push_back({{1, 0, p, a_prefill}, c.prefill_duration_ms / chunks});
+      obs.push_back({{1, 0, p, 0, a_prefill}, c.prefill_duration_ms / chunks});
     }
   }
   return obs;
 }
 
 // Least squares over the features not in `fixed_zero`, by the normal equations.
-std::array<double, 4> Solve(const std::vector<Observation>& obs,
-                            const std::array<bool, 4>& fixed_zero) {
+std::array<double, kFeatures> Solve(const std::vector<Observation>& obs,
+                                    const std::array<bool, kFeatures>& fixed_zero) {
+  constexpr int n = kFeatures;
   // Scale features to O(1) for conditioning.
-  std::array<double, 4> scale{1, 1, 1, 1};
+  std::array<double, n> scale;
+  scale.fill(1);
   for (const Observation& o : obs) {
-    for (int i = 0; i < 4; ++i) scale[i] = std::max(scale[i], std::abs(o.x[i]));
+    for (int i = 0; i < n; ++i) scale[i] = std::max(scale[i], std::abs(o.x[i]));
   }
-  double m[4][5] = {};
+  double m[n][n + 1] = {};
   for (const Observation& o : obs) {
-    for (int i = 0; i < 4; ++i) {
-      for (int j = 0; j < 4; ++j) m[i][j] += o.x[i] / scale[i] * o.x[j] / scale[j];
-      m[i][4] += o.x[i] / scale[i] * o.y;
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) m[i][j] += o.x[i] / scale[i] * o.x[j] / scale[j];
+      m[i][n] += o.x[i] / scale[i] * o.y;
     }
   }
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < n; ++i) {
     if (!fixed_zero[i]) continue;
-    for (int j = 0; j < 5; ++j) m[i][j] = 0;
-    for (int j = 0; j < 4; ++j) m[j][i] = 0;
+    for (int j = 0; j <= n; ++j) m[i][j] = 0;
+    for (int j = 0; j < n; ++j) m[j][i] = 0;
     m[i][i] = 1;
   }
-  for (int i = 0; i < 4; ++i) m[i][i] += 1e-9;  // Ridge: keeps a degenerate grid solvable.
-  for (int col = 0; col < 4; ++col) {
+  for (int i = 0; i < n; ++i) m[i][i] += 1e-9;  // Ridge: keeps a degenerate grid solvable.
+  for (int col = 0; col < n; ++col) {
     int pivot = col;
-    for (int r = col + 1; r < 4; ++r) {
+    for (int r = col + 1; r < n; ++r) {
       if (std::abs(m[r][col]) > std::abs(m[pivot][col])) pivot = r;
     }
-    for (int j = 0; j < 5; ++j) std::swap(m[col][j], m[pivot][j]);
-    for (int r = 0; r < 4; ++r) {
+    for (int j = 0; j <= n; ++j) std::swap(m[col][j], m[pivot][j]);
+    for (int r = 0; r < n; ++r) {
       if (r == col || m[col][col] == 0) continue;
       const double f = m[r][col] / m[col][col];
-      for (int j = col; j < 5; ++j) m[r][j] -= f * m[col][j];
+      for (int j = col; j <= n; ++j) m[r][j] -= f * m[col][j];
     }
   }
-  std::array<double, 4> theta{};
-  for (int i = 0; i < 4; ++i) theta[i] = m[i][i] == 0 ? 0 : m[i][4] / m[i][i] / scale[i];
+  std::array<double, n> theta{};
+  for (int i = 0; i < n; ++i) theta[i] = m[i][i] == 0 ? 0 : m[i][n] / m[i][i] / scale[i];
   return theta;
 }
 
@@ -205,8 +210,8 @@ std::vector<InterferenceConfigResult> Aggregate(const std::vector<InterferenceRu
 }
 
 double StepFit::TotalInterference(double decode, double prefill_tokens) const {
-  return decode *
-         (per_prefill_token_ms * prefill_tokens + per_attention_ms * Attention(prefill_tokens));
+  return decode * (per_prefill_token_ms * prefill_tokens +
+                   per_prefill_attention_ms * Attention(prefill_tokens));
 }
 
 absl::StatusOr<StepFit> FitStepModel(const std::vector<InterferenceConfigResult>& configs,
@@ -222,16 +227,16 @@ absl::StatusOr<StepFit> FitStepModel(const std::vector<InterferenceConfigResult>
     }
   }
   std::vector<Observation> obs = Observations(train);
-  if (obs.size() < 4) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the fit needs at least 4 observations, the grid gave ", obs.size()));
+  if (obs.size() < static_cast<size_t>(kFeatures)) {
+    return absl::FailedPreconditionError(absl::StrCat("the fit needs at least ", kFeatures,
+                                                      " observations, the grid gave ", obs.size()));
   }
   // Non-negative least squares by elimination: a coefficient that fits negative is fixed at 0.
-  std::array<bool, 4> zero{};
-  std::array<double, 4> theta = Solve(obs, zero);
-  for (int round = 0; round < 4; ++round) {
+  std::array<bool, kFeatures> zero{};
+  std::array<double, kFeatures> theta = Solve(obs, zero);
+  for (int round = 0; round < kFeatures; ++round) {
     bool changed = false;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kFeatures; ++i) {
       if (theta[i] < 0 && !zero[i]) {
         zero[i] = true;
         changed = true;
@@ -245,6 +250,7 @@ absl::StatusOr<StepFit> FitStepModel(const std::vector<InterferenceConfigResult>
   fit.per_decode_ms = std::max(0.0, theta[1]);
   fit.per_prefill_token_ms = std::max(0.0, theta[2]);
   fit.per_attention_ms = std::max(0.0, theta[3]);
+  fit.per_prefill_attention_ms = std::max(0.0, theta[4]);
   auto r2 = [&](const std::vector<InterferenceConfigResult>& set) {
     std::vector<double> measured;
     std::vector<double> predicted;
@@ -273,11 +279,12 @@ nlohmann::json CostModelJson(const StepFit& fit, const nlohmann::json& calibrati
   j["step"] = {{"intercept_ms", fit.intercept_ms},
                {"per_decode_ms", fit.per_decode_ms},
                {"per_prefill_token_ms", fit.per_prefill_token_ms},
-               {"per_attention_ms", fit.per_attention_ms}};
+               {"per_attention_ms", fit.per_attention_ms},
+               {"per_prefill_attention_ms", fit.per_prefill_attention_ms}};
   // A prefill worker runs the same model: the prompt as one step of the fitted model.
   j["prefill"] = {{"overhead_ms", fit.intercept_ms},
                   {"per_token_ms", fit.per_prefill_token_ms},
-                  {"per_token_squared_ms", fit.per_attention_ms / 2}};
+                  {"per_token_squared_ms", fit.per_prefill_attention_ms / 2}};
   j["transfer"] = {{"latency_ms", 0.3}, {"bytes_per_ms", 3e6}};
   j["offload_overhead_ms"] = 2.0;
   j["online"] = {{"forgetting", 0.995}, {"prior_variance", 100.0}};

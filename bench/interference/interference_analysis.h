@@ -69,20 +69,21 @@ int DisturbedRepetition(const std::vector<InterferenceRun>& runs, double max_dri
 std::vector<InterferenceConfigResult> Aggregate(const std::vector<InterferenceRun>& runs);
 
 // The linear step model the router uses (router/cost_model.h):
-//   step_ms = intercept + per_decode * D + per_prefill_token * P + per_attention * A.
+//   step_ms = intercept + per_decode * D + per_prefill_token * P
+//             + per_attention * A_decode + per_prefill_attention * A_prefill.
+// The decode attention's coefficient is only told apart from per_decode when the decodes'
+// contexts vary across the grid; otherwise the two share the work and predictions at the
+// measured context stay right.
 struct StepFit {
   double intercept_ms = 0;
   double per_decode_ms = 0;
   double per_prefill_token_ms = 0;
   double per_attention_ms = 0;
+  double per_prefill_attention_ms = 0;
   int train_configs = 0;
   int heldout_configs = 0;
   double r2_train = 0;  // Of the predicted total interference.
   double r2_heldout = 0;
-  double Step(double decode, double prefill, double attention) const {
-    return intercept_ms + per_decode_ms * decode + per_prefill_token_ms * prefill +
-           per_attention_ms * attention;
-  }
   // Total delay a P-token prefill after `cached` tokens causes D running streams.
   double TotalInterference(double decode, double prefill_tokens) const;
 };

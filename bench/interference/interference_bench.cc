@@ -499,11 +499,10 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
       "pdserve-bench interference (%s; times in ms, means over repetitions of per-run medians)\n%s",
       dir.c_str(), table.ToString().c_str());
   std::printf(
-      "fit: step = %.3f + %.4f*D + %.5f*P + %.3g*A ms; R^2 total interference: train %.3f, "
-      "held-out %.3f "
-      "(%d configs)\n",
+      "fit: step = %.3f + %.4f*D + %.5f*P + %.3g*A_decode + %.3g*A_prefill ms; R^2 total "
+      "interference: train %.3f, held-out %.3f (%d configs)\n",
       fit.intercept_ms, fit.per_decode_ms, fit.per_prefill_token_ms, fit.per_attention_ms,
-      fit.r2_train, fit.r2_heldout, fit.heldout_configs);
+      fit.per_prefill_attention_ms, fit.r2_train, fit.r2_heldout, fit.heldout_configs);
   std::printf("targets: R^2 held-out >= 0.9: %s; CV < 15%% per configuration: %s (max %.1f%%)\n",
               fit.r2_heldout >= 0.9 ? "met" : "NOT met", max_cv < 0.15 ? "met" : "NOT met",
               100 * max_cv);

@@ -69,22 +69,20 @@ void SimDecodeWorker::KvArrived(decode::Sequence* seq, std::vector<Emission>* ou
   Emit(seq, out);
 }
 
-bool SimDecodeWorker::StartStep(router::StepObservation* step, int64_t* prefill_attention) {
+bool SimDecodeWorker::StartStep(router::StepObservation* step) {
   PDS_CHECK(!busy_) << "a step is already running";
   plan_ = scheduler_.PlanStep();
   if (plan_.empty()) return false;
   int64_t context = 0;
-  *prefill_attention = 0;
+  int64_t prefill_context = 0;
   for (const decode::PlannedChunk& c : plan_.chunks) {
-    // As the engine loop counts it: token i of a chunk attends to start + i + 1 positions.
-    const int64_t a = static_cast<int64_t>(c.num_tokens) * c.start +
-                      static_cast<int64_t>(c.num_tokens) * (c.num_tokens + 1) / 2;
-    context += a;
-    if (!c.decode) *prefill_attention += a;
+    context += c.attention_positions();
+    if (!c.decode) prefill_context += c.attention_positions();
   }
   step_ = router::StepObservation{.num_decode = plan_.num_decode,
                                   .num_prefill_tokens = plan_.num_prefill_tokens,
                                   .context_tokens = context,
+                                  .prefill_context_tokens = prefill_context,
                                   .duration_ms = 0};
   *step = step_;
   busy_ = true;

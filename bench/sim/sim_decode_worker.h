@@ -43,9 +43,8 @@ class SimDecodeWorker {
   void KvArrived(decode::Sequence* seq, std::vector<Emission>* out);
 
   // Plans the next step when none is running; false when there is nothing to run.
-  // `step` is what the worker reports; `prefill_attention` the part of its context_tokens
-  // that prefill chunks attend (the rest is its decodes').
-  bool StartStep(router::StepObservation* step, int64_t* prefill_attention);
+  // `step` is what the worker reports.
+  bool StartStep(router::StepObservation* step);
   // The running step's forward pass took `duration_ms`: applies it and retires finished
   // sequences.
   void FinishStep(double duration_ms, std::vector<Emission>* out);

@@ -23,11 +23,6 @@ absl::Status ApplyCluster(const nlohmann::json& c, WorkerShape* s) {
         return Invalid(key, "must be one of f32, f16, bf16");
       continue;
     }
-    if (key == "step_prefill_attention_ms") {
-      if (!it->is_number() || it->get<double>() < 0) return Invalid(key, "must be a number >= 0");
-      s->step_prefill_attention_ms = it->get<double>();
-      continue;
-    }
     if (!it->is_number_integer()) return Invalid(key, "must be an integer");
     const int64_t v = it->get<int64_t>();
     if (v < 0 || v > (int64_t{1} << 31) - 1) return Invalid(key, "out of range");

@@ -25,12 +25,6 @@ struct WorkerShape {
   int prefill_max_batch_tokens = 8192;
   int prefill_kv_blocks = 0;  // The prefill worker's own pool; 0: as a decode worker's.
   int vocab_size = 32000;
-  // The true cost of attention in a decode worker's prefill chunks, ms per (query token,
-  // attended position) pair; negative: the calibration's step per_attention_ms, as the
-  // router's step model assumes. On a GPU a decode token's attention is memory-bound (its KV
-  // read once per token: per_attention_ms) while a chunk's is compute-bound (the KV read once
-  // per chunk), so one coefficient cannot price both (roofline.py sets this one).
-  double step_prefill_attention_ms = -1;
   int64_t kv_bytes_per_token() const {
     return static_cast<int64_t>(kv_layout.token_bytes()) * 2 * kv_layout.num_layers;
   }
@@ -48,7 +42,7 @@ struct SimProfile {
 // Reads a cost_model.json; its optional "cluster" object gives the worker shape:
 //   gpus_per_worker, num_layers, num_kv_heads, head_dim, dtype (f32|f16|bf16), block_size,
 //   kv_blocks, max_num_batched_tokens, max_num_seqs, max_context_tokens,
-//   prefill_max_batch_tokens, prefill_kv_blocks, vocab_size, step_prefill_attention_ms
+//   prefill_max_batch_tokens, prefill_kv_blocks, vocab_size
 // (all optional; unknown keys are an error naming them).
 absl::StatusOr<SimProfile> ParseSimProfile(const std::string& json_text);
 absl::StatusOr<SimProfile> LoadSimProfile(const std::string& path);

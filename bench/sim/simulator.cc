@@ -103,7 +103,7 @@ class Simulation {
   void BatchDone(int p);
   void HandleEmissions(const std::vector<Emission>& emissions);
   void Finish(int r, const std::string& error);
-  double StepMs(const router::StepObservation& s, int64_t prefill_attention);
+  double StepMs(const router::StepObservation& s);
 
   const SimConfig& config_;
   const std::vector<SimRequest>& requests_;
@@ -212,15 +212,13 @@ absl::Status Simulation::Start() {
   return absl::OkStatus();
 }
 
-double Simulation::StepMs(const router::StepObservation& s, int64_t prefill_attention) {
+double Simulation::StepMs(const router::StepObservation& s) {
   const router::CostModelParams& t = config_.profile.timing;
-  const double chunk_attention_ms = config_.profile.shape.step_prefill_attention_ms >= 0
-                                        ? config_.profile.shape.step_prefill_attention_ms
-                                        : t.step_per_attention_ms;
-  double ms = t.step_intercept_ms + t.step_per_decode_ms * s.num_decode +
-              t.step_per_prefill_token_ms * s.num_prefill_tokens +
-              t.step_per_attention_ms * static_cast<double>(s.context_tokens - prefill_attention) +
-              chunk_attention_ms * static_cast<double>(prefill_attention);
+  double ms =
+      t.step_intercept_ms + t.step_per_decode_ms * s.num_decode +
+      t.step_per_prefill_token_ms * s.num_prefill_tokens +
+      t.step_per_attention_ms * static_cast<double>(s.context_tokens - s.prefill_context_tokens) +
+      t.step_per_prefill_attention_ms * static_cast<double>(s.prefill_context_tokens);
   if (config_.step_jitter > 0) {
     const double sigma = config_.step_jitter;
     ms *= std::exp(sigma * normal_(rng_) - sigma * sigma / 2);
@@ -317,11 +315,10 @@ void Simulation::MaybeStep(int w) {
   SimDecodeWorker& worker = *decode_[w];
   if (worker.busy()) return;
   router::StepObservation step;
-  int64_t prefill_attention = 0;
-  if (!worker.StartStep(&step, &prefill_attention)) return;
+  if (!worker.StartStep(&step)) return;
   ++result_.counters.steps;
   if (step.num_prefill_tokens > 0) ++result_.counters.mixed_steps;
-  step_ms_[w] = StepMs(step, prefill_attention);
+  step_ms_[w] = StepMs(step);
   Schedule(now_ms_ + step_ms_[w], EventKind::kStepDone, w);
 }
 

@@ -89,6 +89,10 @@ def profile(gpu_key, model_key):
             "per_decode_ms": float(f"{flops_per_token / g['bf16_flops'] * ms:.6g}"),
             "per_prefill_token_ms": float(f"{flops_per_token / g['bf16_flops'] * ms:.6g}"),
             "per_attention_ms": float(f"{kv_bytes_per_position / g['hbm_bytes_per_s'] * ms:.6g}"),
+            # A prefill chunk's attention is compute-bound (4 FLOPs per head dim per layer per
+            # (query, position) pair) while a decode's is memory-bound (per_attention_ms).
+            "per_prefill_attention_ms": float(
+                f"{4 * m['layers'] * m['hidden'] / tp / g['bf16_flops'] * ms:.6g}"),
         },
         "prefill": {
             "overhead_ms": round(STEP_FIXED_MS + allreduce, 6),
@@ -122,11 +126,6 @@ def cluster(g, m):
         "max_context_tokens": m["context"],
         "prefill_max_batch_tokens": PREFILL_MAX_BATCH_TOKENS,
         "vocab_size": m["vocab"],
-        # A prefill chunk's attention is compute-bound (4 FLOPs per head dim per layer per
-        # (query, position) pair) while a decode's is memory-bound (per_attention_ms): the
-        # simulator prices them apart; the router's one-coefficient step model cannot.
-        "step_prefill_attention_ms": float(
-            f"{4 * m['layers'] * m['hidden'] / tp / g['bf16_flops'] * 1e3:.6g}"),
     }
 
 

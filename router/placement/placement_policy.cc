@@ -38,11 +38,11 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   // Decodes take one token each of the step's budget; prefill chunks get the rest.
   const double chunk = std::max(1.0, d.step_token_budget - running);
   const double chunks = std::ceil(u / chunk);
-  const double decode_attention = running * d.attention_per_decode;
-  const double step_decode = model.StepMs(fp, running, 0, decode_attention);
-  const double base = model.StepMs(fp, 0, 0, 0);
+  const double step_decode =
+      model.StepMs(fp, {.decode = running, .decode_attention = running * d.attention_per_decode});
+  const double base = model.StepMs(fp, {});
   // The model is linear, so the prefill's share of all its mixed steps is its own term.
-  const double prefill_part = std::max(0.0, model.StepMs(fp, 0, u, u * k + u * (u + 1) / 2) - base);
+  const double prefill_part = std::max(0.0, model.StepMs(fp, StepWork::Chunk(u, k)) - base);
   // Requests that arrive while the prefill runs wait behind its chunks: with arrival rate
   // lambda over its duration T, lambda*T of them, each delayed T/2 on average. This is what
   // makes an idle worker's long prefill costly when traffic keeps coming (the running-decode
@@ -55,7 +55,7 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   const double backlog = static_cast<double>(d.pending_prefill_tokens);
   const double queue_local =
       backlog > 0 ? std::ceil(backlog / chunk) * step_decode +
-                        std::max(0.0, model.StepMs(fp, 0, backlog, backlog * backlog / 2) - base)
+                        std::max(0.0, model.StepMs(fp, StepWork::Chunk(backlog, 0)) - base)
                   : 0;
   e.ttft_local_ms = queue_local + chunks * step_decode + prefill_part;
 

@@ -12,9 +12,14 @@
 namespace pdserve::bench {
 namespace {
 
-// Runs as a decode worker with step = 2 + 0.5*D + 0.01*P + 1e-5*A ms would produce them.
-std::vector<InterferenceRun> Synthetic(double noise) {
-  auto step = [](double d, double p, double a) { return 2 + 0.5 * d + 0.01 * p + 1e-5 * a; };
+// Runs as a decode worker with step = 2 + 0.5*D + 0.01*P + 1e-5*A_decode + 3e-6*A_prefill ms
+// would produce them (a chunk's attention cheaper per position than a decode's, as on a GPU).
+// The decodes' context differs between the two chunk sizes, as a grid over contexts would
+// have it, unless `one_context`.
+std::vector<InterferenceRun> Synthetic(double noise, bool one_context = false) {
+  auto step = [](double d, double p, double a_dec, double a_pre) {
+    return 2 + 0.5 * d + 0.01 * p + 1e-5 * a_dec + 3e-6 * a_pre;
+  };
   std::mt19937 rng(3);
   std::vector<InterferenceRun> runs;
   for (int chunk : {256, 1024}) {
@@ -29,12 +34,12 @@ std::vector<InterferenceRun> Synthetic(double noise) {
           r.repetition = rep;
           const int c = chunk - d;
           r.chunks_actual = r.chunks_expected = (p + c - 1) / c;
-          r.decode_context = 600;
-          const double a_dec = d * 600.0;
+          r.decode_context = chunk == 256 || one_context ? 600 : 1800;
+          const double a_dec = d * r.decode_context;
           const double a_chunk = double(p) * (p + 1) / 2 / r.chunks_actual;
-          r.tpot_baseline_p50_ms = step(d, 0, a_dec) * jitter;
+          r.tpot_baseline_p50_ms = step(d, 0, a_dec, 0) * jitter;
           r.tpot_baseline_p90_ms = r.tpot_baseline_p99_ms = r.tpot_baseline_p50_ms;
-          const double mixed = step(d, double(p) / r.chunks_actual, a_dec + a_chunk) * jitter;
+          const double mixed = step(d, double(p) / r.chunks_actual, a_dec, a_chunk) * jitter;
           r.tpot_during_p50_ms = r.tpot_during_p90_ms = r.tpot_during_mean_ms = d > 0 ? mixed : 0;
           r.window_delay_ms = d * r.chunks_actual * std::max(0.0, mixed - r.tpot_baseline_p50_ms);
           r.tpot_after_p50_ms = r.tpot_baseline_p50_ms;
@@ -70,6 +75,7 @@ TEST(InterferenceAnalysisTest, FitRecoversTheStepModelAndPredictsHeldOutConfigur
   EXPECT_NEAR(fit->per_decode_ms, 0.5, 0.05);
   EXPECT_NEAR(fit->per_prefill_token_ms, 0.01, 0.002);
   EXPECT_NEAR(fit->per_attention_ms, 1e-5, 2e-6);
+  EXPECT_NEAR(fit->per_prefill_attention_ms, 3e-6, 6e-7);
   EXPECT_GT(fit->heldout_configs, 3);
   EXPECT_GT(fit->r2_heldout, 0.95);
   // What the router loads.
@@ -77,8 +83,24 @@ TEST(InterferenceAnalysisTest, FitRecoversTheStepModelAndPredictsHeldOutConfigur
   auto params = router::ParseCostModel(j.dump());
   ASSERT_TRUE(params.ok()) << params.status();
   EXPECT_NEAR(params->step_per_prefill_token_ms, fit->per_prefill_token_ms, 1e-12);
+  EXPECT_NEAR(params->step_per_attention_ms, fit->per_attention_ms, 1e-15);
+  EXPECT_NEAR(params->step_per_prefill_attention_ms, fit->per_prefill_attention_ms, 1e-15);
+  EXPECT_NEAR(params->prefill_per_token_squared_ms, fit->per_prefill_attention_ms / 2, 1e-15);
   // Too little data is an error, not a fit.
   EXPECT_FALSE(FitStepModel({configs[0]}).ok());
+}
+
+TEST(InterferenceAnalysisTest, OneDecodeContextStillFitsChunkAttentionAndTheDecodeStep) {
+  // With every decode at one context, per-decode and decode-attention work are proportional:
+  // the fit may split them either way, but a decode step at that context and everything a
+  // prefill chunk costs are still right.
+  auto fit = FitStepModel(Aggregate(Synthetic(0.02, /*one_context=*/true)));
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const double per_stream = fit->per_decode_ms + fit->per_attention_ms * 600;
+  EXPECT_NEAR(per_stream, 0.5 + 1e-5 * 600, 0.03);
+  EXPECT_NEAR(fit->per_prefill_token_ms, 0.01, 0.002);
+  EXPECT_NEAR(fit->per_prefill_attention_ms, 3e-6, 6e-7);
+  EXPECT_GT(fit->r2_heldout, 0.95);
 }
 
 TEST(InterferenceAnalysisTest, DisturbedRepetitionIsTheBaselineFurthestFromTheMedian) {

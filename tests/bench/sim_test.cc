@@ -23,6 +23,7 @@ SimProfile Profile() {
   p.timing.step_per_decode_ms = 1;
   p.timing.step_per_prefill_token_ms = 0.1;
   p.timing.step_per_attention_ms = 0;
+  p.timing.step_per_prefill_attention_ms = 0;
   p.timing.prefill_overhead_ms = 5;
   p.timing.prefill_per_token_ms = 0.05;
   p.timing.prefill_per_token_squared_ms = 0;
@@ -218,16 +219,16 @@ TEST(SimTest, BadInputIsRefusedNamingTheField) {
 }
 
 TEST(SimProfileTest, TheClusterObjectSetsTheShapeAndTyposAreErrors) {
-  const std::string base = R"({"step": {"intercept_ms": 3}, "cluster": {)";
-  auto p = ParseSimProfile(base + R"("num_layers": 8, "kv_blocks": 100, "dtype": "bf16",
-      "step_prefill_attention_ms": 1e-6}})");
+  const std::string base =
+      R"({"step": {"intercept_ms": 3, "per_prefill_attention_ms": 1e-6}, "cluster": {)";
+  auto p = ParseSimProfile(base + R"("num_layers": 8, "kv_blocks": 100, "dtype": "bf16"}})");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_TRUE(p->has_shape);
   EXPECT_EQ(p->shape.kv_layout.num_layers, 8);
   EXPECT_EQ(p->shape.kv_layout.num_blocks, 100);
   EXPECT_EQ(p->shape.kv_layout.dtype, DType::kBF16);
   EXPECT_DOUBLE_EQ(p->timing.step_intercept_ms, 3);
-  EXPECT_DOUBLE_EQ(p->shape.step_prefill_attention_ms, 1e-6);
+  EXPECT_DOUBLE_EQ(p->timing.step_per_prefill_attention_ms, 1e-6);
   auto typo = ParseSimProfile(base + R"("kv_blokcs": 100}})");
   EXPECT_NE(typo.status().message().find("kv_blokcs"), std::string::npos);
   auto bad = ParseSimProfile(base + R"("dtype": "f8"}})");

@@ -28,6 +28,13 @@ TEST(CostModelParseTest, ReadsEverySectionAndRejectsTypos) {
   EXPECT_DOUBLE_EQ(p->transfer_bytes_per_ms, 5e6);
   EXPECT_DOUBLE_EQ(p->offload_overhead_ms, 1.25);
   EXPECT_DOUBLE_EQ(p->forgetting, 0.99);
+  // A profile without its own chunk-attention coefficient prices chunks like decodes.
+  EXPECT_DOUBLE_EQ(p->step_per_prefill_attention_ms, 1e-6);
+  auto split =
+      ParseCostModel(R"({"step": {"per_attention_ms": 4e-5, "per_prefill_attention_ms": 5e-7}})");
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_DOUBLE_EQ(split->step_per_attention_ms, 4e-5);
+  EXPECT_DOUBLE_EQ(split->step_per_prefill_attention_ms, 5e-7);
 
   struct Case {
     std::string json;
@@ -38,6 +45,7 @@ TEST(CostModelParseTest, ReadsEverySectionAndRejectsTypos) {
         Case{R"({"step": {"per_decode_ms": "fast"}})", "step.per_decode_ms"},
         Case{R"({"transfer": {"bytes_per_ms": 0}})", "transfer.bytes_per_ms"},
         Case{R"({"step": {"per_decode_ms": -1}})", "step.per_decode_ms"},
+        Case{R"({"step": {"per_prefill_attention_ms": -1}})", "step.per_prefill_attention_ms"},
         Case{R"({"online": {"forgetting": 0.2}})", "online.forgetting"},
         Case{"[1, 2]", "JSON object"}, Case{"{", "JSON object"}}) {
     auto bad = ParseCostModel(c.json);
@@ -65,7 +73,7 @@ TEST(CostModelParseTest, TheGpuRooflineProfilesParseAndOrder) {
     EXPECT_TRUE(params.ok()) << name << ": " << params.status();
     if (!params.ok()) return 0.0;
     const CostModel model(*params);
-    return model.StepMs(1, /*decode=*/1, /*prefill_tokens=*/0, /*attention=*/1000);
+    return model.StepMs(1, {.decode = 1, .decode_attention = 1000});
   };
   const double h100_8b = step_ms("h100-llama3-8b.json");
   const double h200_8b = step_ms("h200-llama3-8b.json");
@@ -76,33 +84,53 @@ TEST(CostModelParseTest, TheGpuRooflineProfilesParseAndOrder) {
   EXPECT_LT(h200_8b, h100_8b);
   EXPECT_LT(h200_70b, h100_70b);
   EXPECT_GT(h100_70b, h100_8b);
+  // On a GPU a chunk's attention is compute-bound, a decode's memory-bound: per position a
+  // chunk is far cheaper.
+  auto params =
+      LoadCostModel(std::string(PDSERVE_SOURCE_DIR) + "/deploy/profiles/h100-llama3-8b.json");
+  ASSERT_TRUE(params.ok());
+  EXPECT_LT(params->step_per_prefill_attention_ms * 20, params->step_per_attention_ms);
 }
 
 TEST(CostModelTest, StepFitConvergesToTheTrueCoefficients) {
   CostModelParams prior;  // Deliberately far from the truth below.
   CostModel model(prior);
   const uint64_t fp = 42;
-  auto truth = [](double d, double p, double a) { return 3.0 + 0.8 * d + 0.02 * p + 4e-6 * a; };
+  // Chunk attention 20x cheaper per position than decode attention, as on a GPU.
+  auto truth = [](const StepWork& w) {
+    return 3.0 + 0.8 * w.decode + 0.02 * w.prefill_tokens + 4e-5 * w.decode_attention +
+           2e-6 * w.prefill_attention;
+  };
   std::mt19937 rng(7);
   double first_error = 0;
   for (int i = 0; i < 400; ++i) {
     const double d = rng() % 32;
     const double p = rng() % 3 == 0 ? rng() % 512 : 0;
-    const double a = d * (rng() % 2048) + p * (p + 1) / 2;
+    StepWork w = StepWork::Chunk(p, rng() % 4096);
+    w.decode = d;
+    w.decode_attention = d * (rng() % 2048);
     const double noise = 1.0 + 0.02 * ((rng() % 1000) / 500.0 - 1.0);
-    const double predicted = model.ObserveStep(fp, d, p, a, truth(d, p, a) * noise);
-    if (i == 0) first_error = std::abs(predicted - truth(d, p, a));
+    const double predicted = model.ObserveStep(fp, w, truth(w) * noise);
+    if (i == 0) first_error = std::abs(predicted - truth(w));
   }
-  for (auto [d, p, a] : {std::tuple{8.0, 0.0, 8000.0}, std::tuple{4.0, 256.0, 40000.0},
-                         std::tuple{0.0, 512.0, 131328.0}}) {
-    const double want = truth(d, p, a);
-    EXPECT_NEAR(model.StepMs(fp, d, p, a), want, 0.05 * want) << d << " " << p << " " << a;
+  for (const StepWork& w : {StepWork{.decode = 8, .decode_attention = 8000},
+                            StepWork{.decode = 4,
+                            .prefill_tokens = 256,
+                            .decode_attention = 4000,
+                            .prefill_attention = 300000},
+                            StepWork::Chunk(512, 2048)}) {
+    const double want = truth(w);
+    EXPECT_NEAR(model.StepMs(fp, w), want, 0.05 * want)
+        << w.decode << " " << w.prefill_tokens << " " << w.prefill_attention;
   }
   EXPECT_GT(first_error, 1.0);  // The prior really was wrong.
   // Another model keeps the prior.
-  EXPECT_DOUBLE_EQ(model.StepMs(7, 1, 0, 0), prior.step_intercept_ms + prior.step_per_decode_ms);
+  EXPECT_DOUBLE_EQ(model.StepMs(7, {.decode = 1}),
+                   prior.step_intercept_ms + prior.step_per_decode_ms);
   const auto coefficients = model.Coefficients();
   EXPECT_NEAR(coefficients.at("step.per_decode_ms@000000000000002a"), 0.8, 0.08);
+  EXPECT_NEAR(coefficients.at("step.per_attention_ms@000000000000002a"), 4e-5, 8e-6);
+  EXPECT_NEAR(coefficients.at("step.per_prefill_attention_ms@000000000000002a"), 2e-6, 4e-7);
 }
 
 TEST(CostModelTest, PrefillUsesItsOwnFitThenTheStepFitThenThePrior) {
@@ -115,7 +143,7 @@ TEST(CostModelTest, PrefillUsesItsOwnFitThenTheStepFitThenThePrior) {
   // Decode workers report steps: prefill is predicted as one big step of the same model.
   for (int i = 0; i < 50; ++i) {
     const double p = 64 * (i % 8 + 1);
-    model.ObserveStep(fp, 0, p, p * (p + 1) / 2, 1.0 + 0.01 * p + 2e-6 * p * (p + 1) / 2);
+    model.ObserveStep(fp, StepWork::Chunk(p, 0), 1.0 + 0.01 * p + 2e-6 * p * (p + 1) / 2);
   }
   // Extrapolated from steps of at most 512 tokens: close, not exact (the prior predicts 1 s).
   const double from_steps = model.PrefillMs(fp, 2048);

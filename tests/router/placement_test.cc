@@ -16,6 +16,7 @@ CostModelParams Params() {
   p.step_per_decode_ms = 1;
   p.step_per_prefill_token_ms = 0.1;
   p.step_per_attention_ms = 0;
+  p.step_per_prefill_attention_ms = 0;
   p.prefill_overhead_ms = 0;
   p.prefill_per_token_ms = 0.08;
   p.prefill_per_token_squared_ms = 0;

@@ -198,22 +198,31 @@ TEST_F(RegistryTest, ASecondLiveWorkerWithATakenIdIsRefused) {
 TEST_F(RegistryTest, StepSamplesTrainTheCostModel) {
   auto a = registry_.Register(Registration("a", WorkerRole::kDecode));
   ASSERT_TRUE(a.ok());
-  const double before = cost_model_.StepMs(kFingerprint, 4, 0, 4000);
+  const StepWork decode_step{.decode = 4, .decode_attention = 4000};
+  const double before = cost_model_.StepMs(kFingerprint, decode_step);
+  // Chunks after cached prefixes of varying length: their attention costs 1e-4 ms per
+  // position, which the registry must report apart from the decodes' (free here).
   for (int r = 0; r < 40; ++r) {
     WorkerReport load = Load(3);
     for (int i = 0; i < 10; ++i) {
       const int d = 1 + (r + i) % 8;
       const int p = (r + i) % 3 == 0 ? 128 : 0;
-      load.steps.push_back(StepObservation{.num_decode = d,
-                                           .num_prefill_tokens = p,
-                                           .context_tokens = int64_t{d} * 1000 + p * (p + 1) / 2,
-                                           .duration_ms = 1.0 + 0.5 * d + 0.01 * p});
+      const int64_t chunk_attention = p * int64_t{(r * 37 + i * 101) % 2048} + p * (p + 1) / 2;
+      load.steps.push_back(
+          StepObservation{.num_decode = d,
+                          .num_prefill_tokens = p,
+                          .context_tokens = int64_t{d} * 1000 + chunk_attention,
+                          .prefill_context_tokens = chunk_attention,
+                          .duration_ms = 1.0 + 0.5 * d + 0.01 * p + 1e-4 * chunk_attention});
     }
     ASSERT_TRUE(registry_.Report(*a, load));
   }
-  const double after = cost_model_.StepMs(kFingerprint, 4, 0, 4000);
+  const double after = cost_model_.StepMs(kFingerprint, decode_step);
   EXPECT_NE(before, after);
   EXPECT_NEAR(after, 1.0 + 0.5 * 4, 0.3);
+  const StepWork chunk = StepWork::Chunk(128, 1024);
+  EXPECT_NEAR(cost_model_.StepMs(kFingerprint, chunk) - cost_model_.StepMs(kFingerprint, {}),
+              0.01 * 128 + 1e-4 * chunk.prefill_attention, 2.0);
   // The status shows the latest load.
   const std::vector<WorkerStatus> status = registry_.Status();
   ASSERT_EQ(status.size(), 1u);

@@ -83,15 +83,22 @@ TEST(RouterWireTest, ReportsCarryTheirStepsAndPrefixEvents) {
   s->set_num_decode(4);
   s->set_num_prefill_tokens(128);
   s->set_context_tokens(9000);
+  s->set_prefill_context_tokens(8256);
   s->set_duration_ms(12.5);
+  // A forged share larger than the whole is clamped to it.
+  v1::StepSample* forged = r.add_recent_steps();
+  forged->set_context_tokens(100);
+  forged->set_prefill_context_tokens(1000);
   const WorkerReport report = ReportFromProto(r);
   EXPECT_EQ(report.load.running, 3);
   EXPECT_EQ(report.load.waiting, 2);
   EXPECT_EQ(report.load.free_blocks, 77);
   EXPECT_EQ(report.load.pending_prefill_tokens, 1234);
-  ASSERT_EQ(report.steps.size(), 1u);
+  ASSERT_EQ(report.steps.size(), 2u);
   EXPECT_EQ(report.steps[0].num_prefill_tokens, 128);
   EXPECT_EQ(report.steps[0].context_tokens, 9000);
+  EXPECT_EQ(report.steps[0].prefill_context_tokens, 8256);
+  EXPECT_EQ(report.steps[1].prefill_context_tokens, 100);
   EXPECT_DOUBLE_EQ(report.steps[0].duration_ms, 12.5);
 
   v1::PrefixCacheEvents e;
