@@ -1,10 +1,11 @@
 // cost_model: offload iff the interference a local prefill would cause exceeds what the
 // offload costs (transfer tail plus any TTFT it adds over local), within the SLOs
 // (docs/architecture.md; the break-even rule of seed 002). The SLOs are checked first:
-// a long prompt whose local chunks would push running or arriving streams past the TPOT
-// objective always moves away, to a prefill worker with a long queue if need be (it harms
-// many requests; a short prompt moves when the offload costs it less than it saves them); an
-// offload that alone would miss the TTFT objective stays local (it harms one).
+// a long prompt whose local prefills would push the mean TPOT of the running or arriving
+// streams past the objective (EstimateCosts' tpot_local_ms: prefills like it arriving at the
+// worker's rate) always moves away, to a prefill worker with a long queue if need be (it
+// harms many requests; a short prompt moves when the offload costs it less than it saves
+// them); an offload that alone would miss the TTFT objective stays local (it harms one).
 // Objectives are per request: the TTFT is the request's own; the TPOT is the tightest among
 // the streams beside the prefill (the running ones this router knows, the default for those
 // it does not and for streams expected to arrive meanwhile).
@@ -25,18 +26,19 @@ class CostModelPolicy final : public PlacementPolicy {
     CostEstimate e = EstimateCosts(in, model);
     if (e.prefill.empty()) return Local(e, "no_prefill_worker");
     const SloConfig slo = in.slo.value_or(config_.slo);
-    // Local chunks slower than a TPOT objective break it for the streams that decode beside
-    // them: the running ones and those expected to start meanwhile.
+    // Local prefills that stretch the decode steps past a TPOT objective on average break it
+    // for the streams that decode beside them: the running ones and those expected to start
+    // meanwhile.
     double tpot_beside = HUGE_VAL;
     if (in.decode.running > 0 && in.decode.streams_with_objective > 0)
       tpot_beside = in.decode.tightest_tpot_ms;
     if (in.decode.running > in.decode.streams_with_objective || e.expected_arrivals >= 1)
       tpot_beside = std::min(tpot_beside, config_.slo.tpot_ms);
     const bool breaks_tpot =
-        e.mixed_step_ms > tpot_beside && in.uncached_tokens() >= config_.min_tpot_offload_tokens;
+        e.tpot_local_ms > tpot_beside && in.uncached_tokens() >= config_.min_tpot_offload_tokens;
     if (in.uncached_tokens() < config_.min_offload_tokens) {
-      // A short prompt is one slow step for the streams beside it: it moves only when that
-      // step breaks the objective and the offload costs it less than the delay it saves them
+      // A short prompt is one slow step for the streams beside it: it moves only when such
+      // prompts break the objective and the offload costs it less than the delay it saves them
       // (a prefill worker busy with a long prompt would cost it its TTFT; below
       // --min_tpot_offload_tokens an offload's fixed costs never pay).
       const double cost = e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms);
@@ -45,7 +47,7 @@ class CostModelPolicy final : public PlacementPolicy {
       const bool warm = in.cached_tokens > 0 && in.prompt_tokens >= config_.min_offload_tokens;
       return Local(e, warm ? "warm_prefix" : "short_prompt");
     }
-    // A long prompt's chunks break the objective step after step, for many requests: it
+    // A long prompt's chunks break the objective for many requests: it
     // moves to the best prefill worker even when its queue is long (a long queue costs this
     // request alone its TTFT).
     if (breaks_tpot) return Offload(e, config_.alternates, "local_exceeds_tpot_slo");

@@ -51,6 +51,14 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   e.expected_arrivals = d.arrivals_per_s * local_duration_ms / 1e3;
   e.interference_ms = running * prefill_part + e.expected_arrivals * local_duration_ms / 2;
   e.mixed_step_ms = step_decode + prefill_part / chunks;
+  // A stream's TPOT is its mean time per token, not its slowest step: one slow step among
+  // hundreds barely moves it. What does is the share of the worker's time that local
+  // prefills take: if prefills like this one keep arriving at the worker's rate lambda, they
+  // take rho = lambda * prefill_part of each second and stretch every decode step by
+  // 1 / (1 - rho). (Judging by the slowest step instead offloaded every prompt whose one chunk
+  // outlasted the objective and queued them at the prefill workers until TTFT broke.)
+  const double busy_share = std::min(0.95, d.arrivals_per_s * prefill_part / 1e3);
+  e.tpot_local_ms = step_decode / (1 - busy_share);
   // Local backlog ahead of it, then its own chunks.
   const double backlog = static_cast<double>(d.pending_prefill_tokens);
   const double queue_local =

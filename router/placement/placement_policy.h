@@ -82,7 +82,10 @@ struct CostEstimate {
   // Requests expected to arrive at the decode worker while a local prefill runs.
   double expected_arrivals = 0;
   double ttft_local_ms = 0;
-  double mixed_step_ms = 0;    // Step time while its chunks run (vs the TPOT SLO).
+  // Mean TPOT of the streams beside it if prefills like it keep arriving locally at the
+  // worker's rate (vs the TPOT SLO).
+  double tpot_local_ms = 0;
+  double mixed_step_ms = 0;    // Step time while its chunks run.
   double ttft_offload_ms = 0;  // Best prefill worker.
   double offload_cost_ms = 0;  // Transfer tail + extra TTFT over local.
   double transfer_tail_ms = 0;

@@ -43,6 +43,12 @@ PlacementInputs Inputs(int prompt, int cached, int running,
   return in;
 }
 
+// The same, with requests arriving at the decode worker at `per_s`.
+PlacementInputs Arriving(PlacementInputs in, double per_s) {
+  in.decode.arrivals_per_s = per_s;
+  return in;
+}
+
 TEST(EstimateCostsTest, MatchesHandComputation) {
   CostModel model(Params());
   // 2000 uncached tokens next to 12 decodes: chunks of 500, 4 chunks.
@@ -52,6 +58,14 @@ TEST(EstimateCostsTest, MatchesHandComputation) {
   EXPECT_NEAR(e.interference_ms, 12 * prefill_part, 1e-6);
   EXPECT_NEAR(e.ttft_local_ms, 4 * step_decode + prefill_part, 1e-6);
   EXPECT_NEAR(e.mixed_step_ms, step_decode + prefill_part / 4, 1e-6);
+  // Nothing arriving: the streams' mean TPOT is the decode step's.
+  EXPECT_NEAR(e.tpot_local_ms, step_decode, 1e-6);
+  // Prefills like this one arriving twice a second take 40 % of the worker's time.
+  EXPECT_NEAR(EstimateCosts(Arriving(Inputs(2000, 0, 12), 2), model).tpot_local_ms,
+              step_decode / (1 - 2 * prefill_part / 1e3), 1e-6);
+  // Saturated: capped rather than infinite or negative.
+  EXPECT_NEAR(EstimateCosts(Arriving(Inputs(2000, 0, 12), 50), model).tpot_local_ms,
+              step_decode / 0.05, 1e-6);
   const double tail = 0.5 + 2000 * 4000.0 / 4 / 1e6;
   EXPECT_NEAR(e.transfer_tail_ms, tail, 1e-6);
   EXPECT_NEAR(e.ttft_offload_ms, 2 + 0.08 * 2000 + tail, 1e-6);
@@ -168,21 +182,22 @@ TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
   PlacementDecision d = (*policy)->Decide(Inputs(2000, 0, 8, {900 * 10}), model);  // 900 ms queue.
   EXPECT_FALSE(d.offload);
   EXPECT_EQ(d.reason, "slo_infeasible_offload");
-  // TPOT: mixed steps slower than the objective move the prefill away even when the
-  // interference alone would not.
+  // TPOT: local prefills that stretch the decode steps past the objective on average move
+  // the prefill away even when the interference alone would not (11 ms decode steps, 30 ms
+  // of prefill 20 times a second: 27.5 ms mean TPOT).
   config.slo.ttft_ms = 100000;
   config.slo.tpot_ms = 20;
   config.min_offload_tokens = 256;
   policy = MakePlacementPolicy(config);
   ASSERT_TRUE(policy.ok());
-  d = (*policy)->Decide(Inputs(300, 0, 1), model);
+  d = (*policy)->Decide(Arriving(Inputs(300, 0, 1), 20), model);
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
   // Both objectives at stake: the running streams' TPOT wins over this request's TTFT.
   config.slo.ttft_ms = 300;
   policy = MakePlacementPolicy(config);
   ASSERT_TRUE(policy.ok());
-  d = (*policy)->Decide(Inputs(2000, 0, 8, {900 * 10}), model);
+  d = (*policy)->Decide(Arriving(Inputs(2000, 0, 8, {900 * 10}), 5), model);
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
   // A prefill queue past --max_prefill_queue does not bring the prefill back next to running
@@ -191,7 +206,7 @@ TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
   config.max_prefill_queue_ms = 500;
   policy = MakePlacementPolicy(config);
   ASSERT_TRUE(policy.ok());
-  d = (*policy)->Decide(Inputs(4000, 0, 8, {20000, 30000}), model);
+  d = (*policy)->Decide(Arriving(Inputs(4000, 0, 8, {20000, 30000}), 1), model);
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
   EXPECT_EQ(d.prefill, (std::vector<int>{0, 1}));
@@ -225,18 +240,19 @@ TEST(PlacementPolicyTest, PerRequestObjectivesDecide) {
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "interference_exceeds_transfer");
 
-  // TPOT beside: 300 uncached tokens next to one stream make 40 ms mixed steps.
+  // TPOT beside: 300-token prompts arriving 20 times a second next to one stream make its
+  // mean TPOT 27.5 ms.
   policy = CostModelWithSlo(100000, 20);
   ASSERT_NE(policy, nullptr);
-  PlacementInputs beside = Inputs(300, 0, 1);
+  PlacementInputs beside = Arriving(Inputs(300, 0, 1), 20);
   EXPECT_EQ(policy->Decide(beside, model).reason, "local_exceeds_tpot_slo");
   // The one running stream is known to allow 1 s per token: the default does not apply, and
-  // the decision is the cost comparison's.
+  // the decision is the cost comparison's (no arrival expected during its 41 ms).
   beside.decode.streams_with_objective = 1;
   beside.decode.tightest_tpot_ms = 1000;
   EXPECT_EQ(policy->Decide(beside, model).reason, "interference_exceeds_transfer");
-  // Known to need 30 ms: broken again.
-  beside.decode.tightest_tpot_ms = 30;
+  // Known to need 25 ms: broken again.
+  beside.decode.tightest_tpot_ms = 25;
   EXPECT_EQ(policy->Decide(beside, model).reason, "local_exceeds_tpot_slo");
   // A second running stream the router does not know is held to the default.
   beside.decode.tightest_tpot_ms = 1000;
@@ -248,33 +264,41 @@ TEST(PlacementPolicyTest, PerRequestObjectivesDecide) {
   EXPECT_EQ(policy->Decide(beside, model).reason, "interference_exceeds_transfer");
 }
 
-TEST(PlacementPolicyTest, ShortPromptsMoveOnlyWhenTheirChunkBreaksTheTpotObjective) {
+TEST(PlacementPolicyTest, ShortPromptsMoveOnlyWhenTheyBreakTheMeanTpot) {
   CostModel model(Params());
   PolicyConfig config;
   config.min_offload_tokens = 256;
   config.min_tpot_offload_tokens = 32;
   config.slo.ttft_ms = 100000;
-  config.slo.tpot_ms = 25;  // 8 decodes step in 18 ms; a 100-token chunk makes it 28 ms.
+  // 8 decodes step in 18 ms; 100-token prompts (10 ms each) arriving 40 times a second take
+  // 40 % of the worker and make the mean TPOT 30 ms.
+  config.slo.tpot_ms = 25;
   auto policy = MakePlacementPolicy(config);
   ASSERT_TRUE(policy.ok());
-  PlacementDecision d = (*policy)->Decide(Inputs(100, 0, 8), model);
-  EXPECT_NEAR(d.estimate.mixed_step_ms, 28, 1e-6);
+  PlacementDecision d = (*policy)->Decide(Arriving(Inputs(100, 0, 8), 40), model);
+  EXPECT_NEAR(d.estimate.tpot_local_ms, 30, 1e-6);
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
-  // A prefill worker busy for longer than the delay the local step causes (8 x 10 ms): the
-  // short prompt stays.
-  d = (*policy)->Decide(Inputs(100, 0, 8, {1000}), model);  // 100 ms queue.
+  // A prefill worker busy for longer than the delay the local step causes (8 x 10 ms plus
+  // the arrivals'): the short prompt stays.
+  d = (*policy)->Decide(Arriving(Inputs(100, 0, 8, {3000}), 40), model);  // 300 ms queue.
   EXPECT_FALSE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "short_prompt");
-  // A 50-token chunk (23 ms) fits the objective: local, as any short prompt.
-  d = (*policy)->Decide(Inputs(50, 0, 8), model);
+  // 50-token prompts (22.5 ms mean TPOT) fit the objective: local, as any short prompt.
+  d = (*policy)->Decide(Arriving(Inputs(50, 0, 8), 40), model);
+  EXPECT_FALSE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "short_prompt");
+  // So do 100-token prompts arriving rarely: their one 28 ms step is slower than the
+  // objective, but a stream's TPOT is its mean, which they barely move.
+  d = (*policy)->Decide(Arriving(Inputs(100, 0, 8), 1), model);
+  EXPECT_NEAR(d.estimate.mixed_step_ms, 28, 1e-6);
   EXPECT_FALSE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "short_prompt");
   // Below the floor an offload never pays, whatever the objective.
   config.slo.tpot_ms = 1;
   policy = MakePlacementPolicy(config);
   ASSERT_TRUE(policy.ok());
-  d = (*policy)->Decide(Inputs(31, 0, 8), model);
+  d = (*policy)->Decide(Arriving(Inputs(31, 0, 8), 40), model);
   EXPECT_FALSE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "short_prompt");
   // Nothing running beside it: nobody's TPOT is at stake.
