@@ -590,6 +590,8 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
                     [&](size_t a, size_t b) { return attainments[a] < attainments[b]; });
           point = runs[order[order.size() / 2]];
           point["attainment_runs"] = attainments;
+          // Its requests can be generated again from this (pdserve-sim validate does).
+          point["seed"] = seed + 7919 * order[order.size() / 2];
           // A process of the cluster that died under load is a finding, not noise: record
           // how it ended and where its log is, and start a fresh cluster for what follows.
           nlohmann::json exited = nlohmann::json::object();

@@ -4,6 +4,9 @@
 //       summary.json (and requests.csv) under --out.
 //   pdserve-sim plan --profile P --trace F --gpus N --slo_ttft X --slo_tpot Y
 //       searches prefill:decode splits x policies for the best goodput per GPU (planner.h).
+//   pdserve-sim validate --profile P --serve_dir DIR
+//       simulates every rate point `pdserve-bench serve --out DIR` measured and prints the
+//       errors (validate.h).
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -18,6 +21,7 @@
 #include "bench/sim/planner.h"
 #include "bench/sim/sim_summary.h"
 #include "bench/sim/sim_workload.h"
+#include "bench/sim/validate.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -65,13 +69,19 @@ ABSL_FLAG(std::vector<std::string>, thresholds,
           std::vector<std::string>({"256", "512", "1024", "2048", "4096", "8192"}),
           "plan: length_threshold's N values to try.");
 ABSL_FLAG(int, bisect_steps, 4, "plan: bisections of the rate between passing and failing.");
-ABSL_FLAG(double, target_attainment, 0.9, "plan: SLO attainment that counts as goodput.");
+ABSL_FLAG(double, target_attainment, 0.9, "plan, validate: SLO attainment that counts as goodput.");
+ABSL_FLAG(std::string, serve_dir, "", "validate: the output directory of `pdserve-bench serve`.");
+ABSL_FLAG(std::string, model, "",
+          "validate: the model the serve bench ran (empty: the one its summary.json names).");
+ABSL_FLAG(uint64_t, serve_seed, 2026,
+          "validate: the serve bench's --seed, for rate points that do not record theirs.");
 
 namespace pdserve::sim {
 namespace {
 
 constexpr char kUsage[] =
-    "pdserve-sim run|plan --profile FILE [--trace FILE | --mix NAME] [flags]\n"
+    "pdserve-sim run|plan|validate --profile FILE [--trace FILE | --mix NAME | --serve_dir DIR] "
+    "[flags]\n"
     "Simulates a pdserve cluster in virtual time on the router's and schedulers' own code.";
 
 absl::StatusOr<std::vector<int>> Ints(const std::vector<std::string>& values, const char* flag) {
@@ -203,6 +213,29 @@ absl::Status Plan() {
   return absl::OkStatus();
 }
 
+absl::Status ValidateCommand() {
+  ASSIGN_OR_RETURN(const SimConfig base, BaseConfig());
+  ValidateConfig config;
+  config.serve_dir = absl::GetFlag(FLAGS_serve_dir);
+  if (config.serve_dir.empty())
+    return absl::InvalidArgumentError("--serve_dir: required for validate");
+  config.model_dir = absl::GetFlag(FLAGS_model);
+  config.profile = base.profile;
+  config.serve_seed = absl::GetFlag(FLAGS_serve_seed);
+  config.length_threshold = absl::GetFlag(FLAGS_length_threshold);
+  config.rpc_ms = base.rpc_ms;
+  config.report_interval_ms = base.report_interval_ms;
+  config.target_attainment = absl::GetFlag(FLAGS_target_attainment);
+  ASSIGN_OR_RETURN(const ValidationResult result, Validate(config));
+  std::printf("%s", FormatValidation(result).c_str());
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) return absl::OkStatus();
+  nlohmann::json summary = ValidationJson(result);
+  summary["profile"] = base.profile.path;
+  summary["serve_dir"] = config.serve_dir;
+  return bench::WriteSummary(out, summary);
+}
+
 }  // namespace
 }  // namespace pdserve::sim
 
@@ -218,9 +251,11 @@ int main(int argc, char** argv) {
     status = pdserve::sim::Run();
   } else if (command == "plan") {
     status = pdserve::sim::Plan();
+  } else if (command == "validate") {
+    status = pdserve::sim::ValidateCommand();
   } else {
     status = absl::InvalidArgumentError(
-        absl::StrCat("unknown command '", command, "': one of run, plan (see --help)"));
+        absl::StrCat("unknown command '", command, "': one of run, plan, validate (see --help)"));
   }
   if (!status.ok()) {
     std::fprintf(stderr, "pdserve-sim: %s\n", std::string(status.message()).c_str());

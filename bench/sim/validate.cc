@@ -1,0 +1,262 @@
+#include "bench/sim/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/common/report.h"
+#include "bench/serve/workload.h"
+#include "bench/sim/sim_summary.h"
+#include "bench/sim/sim_workload.h"
+#include "common/status_macros.h"
+#include "common/text_table.h"
+#include "engine/kv_pool.h"
+#include "engine/model_config.h"
+
+namespace pdserve::sim {
+namespace {
+
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not JSON"));
+  return j;
+}
+
+// The seed the serve bench gave a point: recorded in it, else from its file name (rate_K:
+// seed + K; bisect_B: seed + 1000 + B; its first repeat).
+std::optional<uint64_t> PointSeed(const nlohmann::json& point, const std::string& stem,
+                                  uint64_t serve_seed) {
+  if (point.contains("seed") && point["seed"].is_number_unsigned())
+    return point["seed"].get<uint64_t>();
+  int index = 0;
+  if (stem.rfind("rate_", 0) == 0 && absl::SimpleAtoi(stem.substr(5), &index))
+    return serve_seed + index;
+  if (stem.rfind("bisect_", 0) == 0 && absl::SimpleAtoi(stem.substr(7), &index))
+    return serve_seed + 1000 + index;
+  return std::nullopt;
+}
+
+double Get(const nlohmann::json& point, const char* metric, const char* p) {
+  if (!point.contains(metric) || !point[metric].contains(p)) return 0;
+  return point[metric][p].get<double>();
+}
+
+double MedianRelativeError(const std::vector<ValidationRow>& rows,
+                           MetricPair ValidationRow::*metric) {
+  std::vector<double> errors;
+  for (const ValidationRow& r : rows) {
+    const MetricPair& m = r.*metric;
+    if (r.below_knee && m.measured > 0) errors.push_back(std::abs(m.simulated / m.measured - 1));
+  }
+  return errors.empty() ? -1 : bench::Median(errors);
+}
+
+}  // namespace
+
+absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir) {
+  std::ifstream in(model_dir + "/config.json");
+  if (!in) return absl::NotFoundError(absl::StrCat("--model: no config.json in '", model_dir, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSIGN_OR_RETURN(const engine::ModelConfig model, engine::ModelConfig::FromJson(text.str()));
+  WorkerShape s;
+  // The workers' flag defaults (common/worker_flags.cc, decode_worker/main.cc,
+  // prefill_worker/main.cc).
+  s.kv_layout.num_layers = model.num_layers;
+  s.kv_layout.num_kv_heads = model.num_kv_heads;
+  s.kv_layout.head_dim = model.head_dim;
+  s.kv_layout.block_size = 16;
+  s.kv_layout.dtype = DType::kF32;
+  s.kv_layout.num_blocks = engine::KvPool::BlocksForBytes(s.kv_layout, size_t{512} << 20);
+  s.max_num_batched_tokens = 512;
+  s.max_num_seqs = 256;
+  s.max_context_tokens = model.max_position_embeddings;
+  s.prefill_max_batch_tokens = 8192;
+  s.vocab_size = model.vocab_size;
+  RETURN_IF_ERROR(s.Validate());
+  return s;
+}
+
+absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
+  ASSIGN_OR_RETURN(const nlohmann::json summary, ReadJsonFile(config.serve_dir + "/summary.json"));
+  std::string model_dir = config.model_dir;
+  if (model_dir.empty()) {
+    if (!summary.contains("model") || !summary["model"].is_string())
+      return absl::InvalidArgumentError(
+          "--serve_dir: its summary.json names no model; pass --model");
+    model_dir = summary["model"].get<std::string>();
+  }
+  ASSIGN_OR_RETURN(const WorkerShape shape, DefaultWorkerShape(model_dir));
+  ValidationResult result;
+  for (auto mix_it = summary.begin(); mix_it != summary.end(); ++mix_it) {
+    const nlohmann::json& m = mix_it.value();
+    if (!m.is_object() || !m.contains("slo_ttft_ms") || !m.contains("slo_tpot_ms")) continue;
+    const std::string& mix_name = mix_it.key();
+    auto mix = bench::Mix(mix_name, shape.max_context_tokens);
+    if (!mix.ok()) continue;  // A trace replay: not a synthetic mix.
+    // Every request is held to its kind's objectives; the router's defaults are the loosest
+    // TTFT and the tightest TPOT, its prefill queue bound the TTFT (as the serve bench ran it).
+    std::map<std::string, router::SloConfig> objectives;
+    router::SloConfig router_slo{.ttft_ms = 0, .tpot_ms = HUGE_VAL};
+    for (auto k = m["slo_ttft_ms"].begin(); k != m["slo_ttft_ms"].end(); ++k) {
+      if (!m["slo_tpot_ms"].contains(k.key())) continue;
+      const router::SloConfig slo{.ttft_ms = k->get<double>(),
+                                  .tpot_ms = m["slo_tpot_ms"][k.key()].get<double>()};
+      objectives[k.key()] = slo;
+      router_slo.ttft_ms = std::max(router_slo.ttft_ms, slo.ttft_ms);
+      router_slo.tpot_ms = std::min(router_slo.tpot_ms, slo.tpot_ms);
+    }
+    if (objectives.empty()) continue;
+    const std::string mix_dir = absl::StrCat(config.serve_dir, "/runs/", mix_name);
+    std::error_code ec;
+    for (const auto& policy_dir : std::filesystem::directory_iterator(mix_dir, ec)) {
+      if (!policy_dir.is_directory()) continue;
+      const std::string policy = policy_dir.path().filename().string();
+      std::vector<ValidationRow> sweep;
+      std::vector<std::filesystem::path> files;
+      for (const auto& f : std::filesystem::directory_iterator(policy_dir.path()))
+        if (f.path().extension() == ".json") files.push_back(f.path());
+      std::sort(files.begin(), files.end());
+      for (const auto& file : files) {
+        ASSIGN_OR_RETURN(const nlohmann::json point, ReadJsonFile(file.string()));
+        const std::optional<uint64_t> seed =
+            PointSeed(point, file.stem().string(), config.serve_seed);
+        if (!seed || !point.contains("rate") || !point.contains("requests")) continue;
+        ValidationRow row;
+        row.mix = mix_name;
+        row.policy = policy;
+        row.rate = point["rate"].get<double>();
+        row.seed = *seed;
+        row.requests = point["requests"].get<int>();
+        row.ttft_p50.measured = Get(point, "ttft_ms", "p50");
+        row.ttft_p90.measured = Get(point, "ttft_ms", "p90");
+        row.tpot_p50.measured = Get(point, "tpot_ms", "p50");
+        row.tpot_p90.measured = Get(point, "tpot_ms", "p90");
+        row.attainment.measured = point.value("attainment", 0.0);
+        row.offloaded.measured =
+            row.requests > 0 ? point.value("offloaded", 0) / static_cast<double>(row.requests) : 0;
+
+        SimConfig sim;
+        sim.profile = config.profile;
+        sim.profile.shape = shape;
+        sim.decode_workers = policy == "always_local" ? 2 : 1;
+        sim.prefill_workers = policy == "always_local" ? 0 : 1;
+        sim.policy.name = policy;
+        sim.policy.length_threshold = config.length_threshold;
+        sim.policy.slo = router_slo;
+        sim.policy.max_prefill_queue_ms = router_slo.ttft_ms;
+        sim.rpc_ms = config.rpc_ms;
+        sim.report_interval_ms = config.report_interval_ms;
+        sim.seed = row.seed;
+        const std::vector<SimRequest> requests = WorkloadRequests(
+            bench::MakeWorkload(*mix, row.rate, row.requests, row.seed, shape.vocab_size),
+            objectives);
+        ASSIGN_OR_RETURN(const SimResult simulated, Simulate(sim, requests));
+        const PointSummary s = Summarize(simulated, row.rate, router_slo);
+        row.ttft_p50.simulated = s.ttft_ms.p50;
+        row.ttft_p90.simulated = s.ttft_ms.p90;
+        row.tpot_p50.simulated = s.tpot_ms.p50;
+        row.tpot_p90.simulated = s.tpot_ms.p90;
+        row.attainment.simulated = s.attainment;
+        row.offloaded.simulated =
+            s.requests > 0 ? s.offloaded / static_cast<double>(s.requests) : 0;
+        sweep.push_back(row);
+      }
+      std::sort(sweep.begin(), sweep.end(),
+                [](const ValidationRow& a, const ValidationRow& b) { return a.rate < b.rate; });
+      bool passing = true;
+      for (ValidationRow& row : sweep) {
+        passing = passing && row.attainment.measured >= config.target_attainment;
+        row.below_knee = passing;
+        result.below_knee += passing ? 1 : 0;
+        result.rows.push_back(row);
+      }
+    }
+  }
+  if (result.rows.empty()) {
+    return absl::NotFoundError(absl::StrCat("--serve_dir: no rate points of a synthetic mix under ",
+                                            config.serve_dir, "/runs"));
+  }
+  result.error_ttft_p50 = MedianRelativeError(result.rows, &ValidationRow::ttft_p50);
+  result.error_ttft_p90 = MedianRelativeError(result.rows, &ValidationRow::ttft_p90);
+  result.error_tpot_p50 = MedianRelativeError(result.rows, &ValidationRow::tpot_p50);
+  result.error_tpot_p90 = MedianRelativeError(result.rows, &ValidationRow::tpot_p90);
+  std::vector<double> attainment;
+  for (const ValidationRow& r : result.rows)
+    if (r.below_knee)
+      attainment.push_back(std::abs(r.attainment.simulated - r.attainment.measured));
+  result.error_attainment = attainment.empty() ? -1 : bench::Median(attainment);
+  return result;
+}
+
+std::string FormatValidation(const ValidationResult& result) {
+  Table table({"mix", "policy", "rate/s", "TTFT p50 real/sim", "TTFT p90 real/sim",
+               "TPOT p50 real/sim", "TPOT p90 real/sim", "attain real/sim", "offload real/sim",
+               "knee"});
+  auto pair = [](const MetricPair& m, int digits) {
+    return absl::StrCat(absl::StrFormat("%.*f", digits, m.measured), " / ",
+                        absl::StrFormat("%.*f", digits, m.simulated));
+  };
+  for (const ValidationRow& r : result.rows) {
+    table.AddRow({r.mix, r.policy, absl::StrFormat("%.2f", r.rate), pair(r.ttft_p50, 1),
+                  pair(r.ttft_p90, 1), pair(r.tpot_p50, 2), pair(r.tpot_p90, 2),
+                  pair(r.attainment, 2), pair(r.offloaded, 2), r.below_knee ? "below" : "above"});
+  }
+  auto pct = [](double e) {
+    return e < 0 ? std::string("-") : absl::StrFormat("%.1f %%", 100 * e);
+  };
+  return absl::StrCat(
+      table.ToString(),
+      absl::StrFormat("median error over %d points below the knee: TTFT p50 %s, p90 %s; TPOT "
+                      "p50 %s, p90 %s; attainment %s (targets: <= 10 %%, <= 0.05)\n",
+                      result.below_knee, pct(result.error_ttft_p50), pct(result.error_ttft_p90),
+                      pct(result.error_tpot_p50), pct(result.error_tpot_p90),
+                      result.error_attainment < 0
+                          ? std::string("-")
+                          : absl::StrFormat("%.3f", result.error_attainment)));
+}
+
+nlohmann::json ValidationJson(const ValidationResult& result) {
+  nlohmann::json j;
+  j["sim_error_ttft_p50"] = result.error_ttft_p50;
+  j["sim_error_ttft_p90"] = result.error_ttft_p90;
+  j["sim_error_tpot_p50"] = result.error_tpot_p50;
+  j["sim_error_tpot_p90"] = result.error_tpot_p90;
+  j["sim_error_attainment"] = result.error_attainment;
+  j["points_below_knee"] = result.below_knee;
+  const bool latency_met = result.error_ttft_p50 >= 0 && result.error_ttft_p50 <= 0.1 &&
+                           result.error_ttft_p90 <= 0.1 && result.error_tpot_p50 <= 0.1 &&
+                           result.error_tpot_p90 <= 0.1;
+  j["sim_error_latency_met"] = latency_met;
+  j["sim_error_attainment_met"] = result.error_attainment >= 0 && result.error_attainment <= 0.05;
+  auto pair = [](const MetricPair& m) {
+    return nlohmann::json{{"measured", m.measured}, {"simulated", m.simulated}};
+  };
+  for (const ValidationRow& r : result.rows) {
+    j["points"].push_back({{"mix", r.mix},
+                           {"policy", r.policy},
+                           {"rate", r.rate},
+                           {"seed", r.seed},
+                           {"requests", r.requests},
+                           {"below_knee", r.below_knee},
+                           {"ttft_p50_ms", pair(r.ttft_p50)},
+                           {"ttft_p90_ms", pair(r.ttft_p90)},
+                           {"tpot_p50_ms", pair(r.tpot_p50)},
+                           {"tpot_p90_ms", pair(r.tpot_p90)},
+                           {"attainment", pair(r.attainment)},
+                           {"offloaded_share", pair(r.offloaded)}});
+  }
+  return j;
+}
+
+}  // namespace pdserve::sim

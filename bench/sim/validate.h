@@ -1,0 +1,74 @@
+// pdserve-sim validate: the simulator against real runs. It reads what `pdserve-bench serve`
+// measured (its output directory: each rate point of each mix and policy, with the seed of
+// the run that stands for it, and the objectives it held requests to), regenerates the very
+// same requests with the serve bench's own generator, simulates the cluster the serve bench
+// ran (always_local: two decode workers; the others: one prefill and one decode worker; the
+// workers' default flags) with the calibration the interference bench wrote for the same
+// model, and compares TTFT and TPOT p50/p90 and SLO attainment point by point.
+// Thread-safety: pure functions.
+#ifndef PDSERVE_BENCH_SIM_VALIDATE_H_
+#define PDSERVE_BENCH_SIM_VALIDATE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/sim/sim_profile.h"
+#include "nlohmann/json.hpp"
+
+namespace pdserve::sim {
+
+struct ValidateConfig {
+  std::string serve_dir;  // `pdserve-bench serve --out`.
+  std::string model_dir;  // The model it served; empty: the one its summary names.
+  // Timing from the interference bench's cost_model.json for that model; the worker shape
+  // comes from the model and the workers' defaults, not from the profile.
+  SimProfile profile;
+  uint64_t serve_seed = 2026;   // The serve bench's --seed (for points that do not record it).
+  int length_threshold = 1024;  // The serve bench's --length_threshold.
+  double rpc_ms = 0.3;
+  double report_interval_ms = 100;
+  double target_attainment = 0.9;
+};
+
+struct MetricPair {
+  double measured = 0;
+  double simulated = 0;
+};
+
+struct ValidationRow {
+  std::string mix;
+  std::string policy;
+  double rate = 0;
+  uint64_t seed = 0;
+  int requests = 0;
+  MetricPair ttft_p50, ttft_p90, tpot_p50, tpot_p90, attainment;
+  MetricPair offloaded;  // Share of requests.
+  // Measured attainment met the target here and at every lower rate of its sweep.
+  bool below_knee = false;
+};
+
+struct ValidationResult {
+  std::vector<ValidationRow> rows;
+  int below_knee = 0;
+  // Over the rows below the knee: median |simulated / measured - 1| of each latency, median
+  // |simulated - measured| of attainment (-1: no row below the knee).
+  double error_ttft_p50 = -1, error_ttft_p90 = -1, error_tpot_p50 = -1, error_tpot_p90 = -1;
+  double error_attainment = -1;
+};
+
+// Reads the serve bench's output and simulates every rate point of every synthetic mix
+// (trace replays are skipped: a ValidationRow needs the serve bench's generator).
+absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config);
+
+// The worker shape a decode or prefill worker started with default flags has for the model
+// in `model_dir` (f32 KV, 16-token blocks, a 512 MiB pool, 512-token steps, 256 sequences,
+// 8192-token prefill batches).
+absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir);
+
+std::string FormatValidation(const ValidationResult& result);
+nlohmann::json ValidationJson(const ValidationResult& result);
+
+}  // namespace pdserve::sim
+
+#endif  // PDSERVE_BENCH_SIM_VALIDATE_H_

@@ -1,0 +1,131 @@
+// pdserve-sim validate on a serve bench output directory written here: the requests of each
+// rate point are regenerated from its seed (so a "measurement" equal to the simulation of the
+// same requests validates with zero error, and one 20 % off with 20 %), the knee is where
+// measured attainment first misses the target, and bad input names what is wrong.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "bench/sim/validate.h"
+#include "gtest/gtest.h"
+
+namespace pdserve::sim {
+namespace {
+
+class ValidateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("validate-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ / "runs/mixed/cost_model");
+    nlohmann::json summary = {
+        {"model", std::string(PDSERVE_SOURCE_DIR) + "/models/tiny"},
+        {"mixed",
+         {{"slo_ttft_ms", {{"chat", 200.0}, {"document", 2000.0}, {"follow_up", 200.0}}},
+          {"slo_tpot_ms", {{"chat", 20.0}, {"document", 20.0}, {"follow_up", 20.0}}}}}};
+    Write("summary.json", summary);
+    // Timing of a small CPU worker: every step 2 ms + 0.05 ms per prefill token.
+    config_.serve_dir = dir_.string();
+    config_.profile.timing.step_intercept_ms = 2;
+    config_.profile.timing.step_per_decode_ms = 0.05;
+    config_.profile.timing.step_per_prefill_token_ms = 0.05;
+    config_.profile.timing.step_per_attention_ms = 0;
+    config_.profile.timing.step_per_prefill_attention_ms = 0;
+    config_.profile.timing.prefill_overhead_ms = 2;
+    config_.profile.timing.prefill_per_token_ms = 0.05;
+    config_.profile.timing.prefill_per_token_squared_ms = 0;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void Write(const std::string& name, const nlohmann::json& j) {
+    std::ofstream(dir_ / name) << j.dump(2);
+  }
+  // A rate point as the serve bench writes it, with these measured figures.
+  void WritePoint(const std::string& stem, double rate, const nlohmann::json& measured) {
+    nlohmann::json p = measured;
+    p["rate"] = rate;
+    p["requests"] = 24;
+    Write("runs/mixed/cost_model/" + stem + ".json", p);
+  }
+  static nlohmann::json Measured(const ValidationRow& row, double scale, double attainment) {
+    return {{"attainment", attainment},
+            {"offloaded", 0},
+            {"ttft_ms",
+             {{"p50", row.ttft_p50.simulated * scale}, {"p90", row.ttft_p90.simulated * scale}}},
+            {"tpot_ms",
+             {{"p50", row.tpot_p50.simulated * scale}, {"p90", row.tpot_p90.simulated * scale}}}};
+  }
+
+  std::filesystem::path dir_;
+  ValidateConfig config_;
+};
+
+TEST_F(ValidateTest, RegeneratesEachPointsRequestsAndMeasuresTheError) {
+  // First pass: placeholders, to learn what the simulation of each point's requests gives.
+  const nlohmann::json placeholder = Measured(ValidationRow{}, 1, 1.0);
+  WritePoint("rate_0", 2, placeholder);
+  WritePoint("rate_1", 8, placeholder);
+  WritePoint("bisect_0", 5, placeholder);
+  auto first = Validate(config_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->rows.size(), 3u);
+  EXPECT_EQ(first->rows[0].seed, 2026u);         // rate_0: the serve seed.
+  EXPECT_EQ(first->rows[1].seed, 2026u + 1000);  // bisect_0 (rate 5) sorts between.
+  EXPECT_EQ(first->rows[2].seed, 2026u + 1);
+  for (const ValidationRow& r : first->rows) EXPECT_GT(r.ttft_p50.simulated, 0) << r.rate;
+
+  // Measured exactly as simulated at 2/s and 5/s; at 8/s 20 % slower and below the target.
+  WritePoint("rate_0", 2, Measured(first->rows[0], 1.0, first->rows[0].attainment.simulated));
+  WritePoint("bisect_0", 5, Measured(first->rows[1], 1.0, first->rows[1].attainment.simulated));
+  WritePoint("rate_1", 8, Measured(first->rows[2], 1.2, 0.5));
+  auto exact = Validate(config_);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  ASSERT_GE(first->rows[0].attainment.simulated, 0.9);
+  ASSERT_GE(first->rows[1].attainment.simulated, 0.9);
+  EXPECT_EQ(exact->below_knee, 2);
+  EXPECT_FALSE(exact->rows[2].below_knee);
+  EXPECT_NEAR(exact->error_ttft_p50, 0, 1e-9);
+  EXPECT_NEAR(exact->error_tpot_p90, 0, 1e-9);
+  EXPECT_NEAR(exact->error_attainment, 0, 1e-9);
+
+  // Every point 20 % slower than simulated: a 1/1.2 - 1 error below the knee.
+  WritePoint("rate_0", 2, Measured(first->rows[0], 1.2, first->rows[0].attainment.simulated));
+  WritePoint("bisect_0", 5, Measured(first->rows[1], 1.2, first->rows[1].attainment.simulated));
+  auto off = Validate(config_);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_NEAR(off->error_ttft_p50, 1 - 1 / 1.2, 1e-9);
+  EXPECT_NEAR(off->error_tpot_p50, 1 - 1 / 1.2, 1e-9);
+  const nlohmann::json j = ValidationJson(*off);
+  EXPECT_NEAR(j["sim_error_ttft_p90"].get<double>(), 1 - 1 / 1.2, 1e-9);
+  EXPECT_FALSE(j["sim_error_latency_met"].get<bool>());
+  EXPECT_EQ(j["points"].size(), 3u);
+
+  // A recorded seed wins over the file name's.
+  nlohmann::json seeded = Measured(first->rows[0], 1.0, 1.0);
+  seeded["seed"] = 99;
+  WritePoint("rate_0", 2, seeded);
+  auto reseeded = Validate(config_);
+  ASSERT_TRUE(reseeded.ok());
+  EXPECT_EQ(reseeded->rows[0].seed, 99u);
+}
+
+TEST_F(ValidateTest, BadInputIsAnErrorNamingIt) {
+  config_.serve_dir = (dir_ / "missing").string();
+  auto missing = Validate(config_);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("summary.json"), std::string::npos);
+  // No rate points at all.
+  config_.serve_dir = dir_.string();
+  auto empty = Validate(config_);
+  EXPECT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("no rate points"), std::string::npos);
+  // A model directory without config.json.
+  config_.model_dir = dir_.string();
+  auto no_model = Validate(config_);
+  EXPECT_NE(no_model.status().message().find("config.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pdserve::sim
