@@ -73,6 +73,9 @@ ABSL_FLAG(double, target_attainment, 0.9, "plan, validate: SLO attainment that c
 ABSL_FLAG(std::string, serve_dir, "", "validate: the output directory of `pdserve-bench serve`.");
 ABSL_FLAG(std::string, model, "",
           "validate: the model the serve bench ran (empty: the one its summary.json names).");
+ABSL_FLAG(double, validate_rpc_ms, -1,
+          "validate: one RPC hop, ms (negative: calibrated so that the simulated unloaded TTFT "
+          "matches the serve bench's unloaded pass).");
 ABSL_FLAG(uint64_t, serve_seed, 2026,
           "validate: the serve bench's --seed, for rate points that do not record theirs.");
 
@@ -223,7 +226,7 @@ absl::Status ValidateCommand() {
   config.profile = base.profile;
   config.serve_seed = absl::GetFlag(FLAGS_serve_seed);
   config.length_threshold = absl::GetFlag(FLAGS_length_threshold);
-  config.rpc_ms = base.rpc_ms;
+  config.rpc_ms = absl::GetFlag(FLAGS_validate_rpc_ms);
   config.report_interval_ms = base.report_interval_ms;
   config.target_attainment = absl::GetFlag(FLAGS_target_attainment);
   ASSIGN_OR_RETURN(const ValidationResult result, Validate(config));

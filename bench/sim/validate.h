@@ -9,6 +9,7 @@
 #ifndef PDSERVE_BENCH_SIM_VALIDATE_H_
 #define PDSERVE_BENCH_SIM_VALIDATE_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ struct ValidateConfig {
   SimProfile profile;
   uint64_t serve_seed = 2026;   // The serve bench's --seed (for points that do not record it).
   int length_threshold = 1024;  // The serve bench's --length_threshold.
-  double rpc_ms = 0.3;
+  // One RPC hop, ms; negative: calibrated from the serve bench's unloaded pass (below).
+  double rpc_ms = -1;
   double report_interval_ms = 100;
   double target_attainment = 0.9;
 };
@@ -50,6 +52,11 @@ struct ValidationRow {
 
 struct ValidationResult {
   std::vector<ValidationRow> rows;
+  // The RPC hop used, per mix: given, or calibrated so that the simulated unloaded TTFT of
+  // each request kind matches what the serve bench measured one request at a time before
+  // its sweep (runs/<mix>/unloaded.json; the median over kinds). That pass is not one of
+  // the points validated.
+  std::map<std::string, double> rpc_ms;
   int below_knee = 0;
   // Over the rows below the knee: median |simulated / measured - 1| of each latency, median
   // |simulated - measured| of attainment (-1: no row below the knee).

@@ -28,6 +28,7 @@ class ValidateTest : public ::testing::Test {
     Write("summary.json", summary);
     // Timing of a small CPU worker: every step 2 ms + 0.05 ms per prefill token.
     config_.serve_dir = dir_.string();
+    config_.rpc_ms = 0.3;
     config_.profile.timing.step_intercept_ms = 2;
     config_.profile.timing.step_per_decode_ms = 0.05;
     config_.profile.timing.step_per_prefill_token_ms = 0.05;
@@ -109,6 +110,37 @@ TEST_F(ValidateTest, RegeneratesEachPointsRequestsAndMeasuresTheError) {
   auto reseeded = Validate(config_);
   ASSERT_TRUE(reseeded.ok());
   EXPECT_EQ(reseeded->rows[0].seed, 99u);
+}
+
+// The RPC hop is calibrated on the serve bench's unloaded pass: measured TTFTs 10 ms longer
+// per kind give a hop longer by 10 ms over the hops a request takes; TTFTs shorter than the
+// simulation's without any hop give 0.
+TEST_F(ValidateTest, TheRpcHopIsCalibratedOnTheUnloadedPass) {
+  WritePoint("rate_0", 2, Measured(ValidationRow{}, 1, 1.0));
+  config_.rpc_ms = -1;
+  EXPECT_EQ(Validate(config_).status().code(), absl::StatusCode::kNotFound);  // No unloaded.json.
+  auto unloaded = [&](double ttft_ms) {
+    Write("runs/mixed/unloaded.json",
+          {{"kinds",
+            {{"chat", {{"ttft_ms", ttft_ms}, {"tpot_ms", 1.0}}},
+             {"document", {{"ttft_ms", ttft_ms + 2000}, {"tpot_ms", 1.0}}}}}});
+  };
+  unloaded(200);
+  auto a = Validate(config_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  unloaded(210);
+  auto b = Validate(config_);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const double ra = a->rpc_ms.at("mixed"), rb = b->rpc_ms.at("mixed");
+  EXPECT_GT(ra, 0);
+  // A request crosses 2 to 6 hops before its first token (client, router, workers).
+  EXPECT_GE(rb - ra, 10.0 / 6 - 1e-9);
+  EXPECT_LE(rb - ra, 10.0 / 2 + 1e-9);
+  unloaded(-2000);
+  auto c = Validate(config_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rpc_ms.at("mixed"), 0);
+  EXPECT_EQ(ValidationJson(*b)["rpc_ms"]["mixed"].get<double>(), rb);
 }
 
 TEST_F(ValidateTest, BadInputIsAnErrorNamingIt) {
