@@ -82,4 +82,12 @@ nlohmann::json MachineInfo() {
           {"date", absl::FormatTime("%Y-%m-%d %H:%M:%S %Z", absl::Now(), absl::LocalTimeZone())}};
 }
 
+absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::DataLossError(absl::StrCat(path, ": not JSON"));
+  return j;
+}
+
 }  // namespace pdserve::bench

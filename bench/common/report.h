@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/text_table.h"
 #include "nlohmann/json.hpp"
 
@@ -26,6 +27,9 @@ void Progress(const std::string& bench, const std::string& message);
 // Creates `dir` and writes `summary` to dir/summary.json (pretty-printed).
 absl::Status WriteSummary(const std::string& dir, const nlohmann::json& summary);
 absl::Status WriteJson(const std::string& path, const nlohmann::json& value);
+// Reads a JSON file: NOT_FOUND naming the path when it cannot be opened, DATA_LOSS when it
+// is not JSON.
+absl::StatusOr<nlohmann::json> ReadJson(const std::string& path);
 
 // A description of the machine for reports: CPU model, cores, memory.
 nlohmann::json MachineInfo();

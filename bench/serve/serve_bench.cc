@@ -364,14 +364,6 @@ absl::StatusOr<double> TpotInflationProbe(const std::shared_ptr<grpc::Channel>& 
   return worst;
 }
 
-absl::StatusOr<nlohmann::json> ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(path);
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded()) return absl::DataLossError(path);
-  return j;
-}
-
 double CpuSeconds() {
   rusage u;
   getrusage(RUSAGE_SELF, &u);

@@ -22,16 +22,6 @@
 namespace pdserve::sim {
 namespace {
 
-absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not JSON"));
-  return j;
-}
-
 // The seed the serve bench gave a point: recorded in it, else from its file name (rate_K:
 // seed + K; bisect_B: seed + 1000 + B; its first repeat).
 std::optional<uint64_t> PointSeed(const nlohmann::json& point, const std::string& stem,
@@ -129,7 +119,8 @@ absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir) {
 }
 
 absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
-  ASSIGN_OR_RETURN(const nlohmann::json summary, ReadJsonFile(config.serve_dir + "/summary.json"));
+  ASSIGN_OR_RETURN(const nlohmann::json summary,
+                   bench::ReadJson(config.serve_dir + "/summary.json"));
   std::string model_dir = config.model_dir;
   if (model_dir.empty()) {
     if (!summary.contains("model") || !summary["model"].is_string())
@@ -161,7 +152,7 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
     const std::string mix_dir = absl::StrCat(config.serve_dir, "/runs/", mix_name);
     double rpc_ms = config.rpc_ms;
     if (rpc_ms < 0) {
-      ASSIGN_OR_RETURN(const nlohmann::json unloaded, ReadJsonFile(mix_dir + "/unloaded.json"));
+      ASSIGN_OR_RETURN(const nlohmann::json unloaded, bench::ReadJson(mix_dir + "/unloaded.json"));
       SimConfig base;
       base.profile = config.profile;
       base.profile.shape = shape;
@@ -182,7 +173,7 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
         if (f.path().extension() == ".json") files.push_back(f.path());
       std::sort(files.begin(), files.end());
       for (const auto& file : files) {
-        ASSIGN_OR_RETURN(const nlohmann::json point, ReadJsonFile(file.string()));
+        ASSIGN_OR_RETURN(const nlohmann::json point, bench::ReadJson(file.string()));
         const std::optional<uint64_t> seed =
             PointSeed(point, file.stem().string(), config.serve_seed);
         if (!seed || !point.contains("rate") || !point.contains("requests")) continue;
