@@ -40,8 +40,8 @@ endfunction()
 #              [DATA_DEPS targets that must be built first, e.g. binaries the test starts]
 #              [FIXTURE ctest fixture every test of the binary requires])
 # Registers every TEST() with CTest through gtest_discover_tests. Test binaries land in
-# build/bin/ with the rest. Labels: "unit" (runs under the sanitizer build in CI) or
-# "integration" (multi-process).
+# build/bin/ with the rest. Labels: "unit" (runs under the sanitizer build in CI),
+# "integration" (multi-process) or "gpu" (needs a GPU; reported skipped without one).
 function(pdserve_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT;FIXTURE" "SOURCES;DEPS;LABELS;DATA_DEPS" ${ARGN})
   if(NOT ARG_LABELS)
@@ -63,6 +63,11 @@ function(pdserve_test name)
     add_dependencies(${name} ${ARG_DATA_DEPS})
   endif()
   set(_props LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  # A test that needs a GPU skips itself without one (GTEST_SKIP); CTest must count that as
+  # skipped, not passed.
+  if("gpu" IN_LIST ARG_LABELS)
+    list(APPEND _props SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  endif()
   if(ARG_FIXTURE)
     list(APPEND _props FIXTURES_REQUIRED ${ARG_FIXTURE})
   endif()

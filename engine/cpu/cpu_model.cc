@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numbers>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +10,7 @@
 #include "common/status_macros.h"
 #include "engine/cpu/kernels.h"
 #include "engine/half.h"
+#include "engine/llama_weights.h"
 
 namespace pdserve::engine {
 namespace {
@@ -19,10 +19,6 @@ namespace {
 constexpr int kMinParallelRows = 4;
 // Tokens of one sequence per attention work unit (with all query heads of one KV head).
 constexpr int kAttentionTokenTile = 64;
-
-std::string LayerName(int layer, absl::string_view suffix) {
-  return absl::StrCat("model.layers.", layer, ".", suffix);
-}
 
 }  // namespace
 
@@ -61,7 +57,7 @@ absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(Checkpoint& checkpoint,
                      model->config_.architecture, ": ", absl::StrJoin(shown, ", "),
                      unread.size() > shown.size() ? ", ..." : ""));
   }
-  model->ComputeInvFreq();
+  model->inv_freq_ = RopeInverseFrequencies(model->config_);
   return model;
 }
 
@@ -71,15 +67,10 @@ absl::Status CpuModel::LoadWeights(Checkpoint& ckpt) {
   const int64_t q_dim = c.q_dim();
   const int64_t kv_dim = c.kv_dim();
   const int64_t inter = c.intermediate_size;
-  auto read_vector = [&](const std::string& name, int64_t n, std::vector<float>* out) {
-    out->resize(n);
-    return ckpt.ReadF32(name, {n}, out->data());
-  };
-
   const WeightType type = weight_type_;
-  const size_t embed_elements = static_cast<size_t>(c.vocab_size) * h;
-  std::vector<float> embed(embed_elements);
-  RETURN_IF_ERROR(ckpt.ReadF32("model.embed_tokens.weight", {c.vocab_size, h}, embed.data()));
+  std::vector<float> embed, lm_head;
+  RETURN_IF_ERROR(ReadLlamaEmbeddings(ckpt, &embed, &final_norm_, &lm_head));
+  const size_t embed_elements = embed.size();
   embed_.Resize(embed_elements * WeightTypeBytes(type));
   switch (type) {
     case WeightType::kF32:
@@ -92,74 +83,25 @@ absl::Status CpuModel::LoadWeights(Checkpoint& ckpt) {
       FloatToHalf(embed.data(), reinterpret_cast<uint16_t*>(embed_.data()), embed_elements);
       break;
   }
-  RETURN_IF_ERROR(read_vector("model.norm.weight", h, &final_norm_));
-  std::vector<float> buffer;
-  if (c.tie_word_embeddings) {
-    if (ckpt.Has("lm_head.weight")) {  // Some exports include the tied copy; it is ignored.
-      buffer.resize(embed.size());
-      RETURN_IF_ERROR(ckpt.ReadF32("lm_head.weight", {c.vocab_size, h}, buffer.data()));
-    }
-    lm_head_ = PackedMatrix::Pack(embed.data(), c.vocab_size, h, h, type);
-  } else {
-    buffer.resize(embed.size());
-    RETURN_IF_ERROR(ckpt.ReadF32("lm_head.weight", {c.vocab_size, h}, buffer.data()));
-    lm_head_ = PackedMatrix::Pack(buffer.data(), c.vocab_size, h, h, type);
-  }
+  lm_head_ = PackedMatrix::Pack(lm_head.data(), c.vocab_size, h, h, type);
   weight_bytes_ = lm_head_.bytes();
-
   layers_.resize(c.num_layers);
+  LlamaLayerWeights w;
   for (int l = 0; l < c.num_layers; ++l) {
     Layer& layer = layers_[l];
-    RETURN_IF_ERROR(read_vector(LayerName(l, "input_layernorm.weight"), h, &layer.input_norm));
-    RETURN_IF_ERROR(
-        read_vector(LayerName(l, "post_attention_layernorm.weight"), h, &layer.post_norm));
-
-    buffer.assign((q_dim + 2 * kv_dim) * h, 0.f);
-    RETURN_IF_ERROR(
-        ckpt.ReadF32(LayerName(l, "self_attn.q_proj.weight"), {q_dim, h}, buffer.data()));
-    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.k_proj.weight"), {kv_dim, h},
-                                 buffer.data() + q_dim * h));
-    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.v_proj.weight"), {kv_dim, h},
-                                 buffer.data() + (q_dim + kv_dim) * h));
-    layer.qkv = PackedMatrix::Pack(buffer.data(), static_cast<int>(q_dim + 2 * kv_dim), h, h, type);
-    if (c.qkv_bias) {
-      layer.qkv_bias.resize(q_dim + 2 * kv_dim);
-      RETURN_IF_ERROR(
-          ckpt.ReadF32(LayerName(l, "self_attn.q_proj.bias"), {q_dim}, layer.qkv_bias.data()));
-      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.k_proj.bias"), {kv_dim},
-                                   layer.qkv_bias.data() + q_dim));
-      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "self_attn.v_proj.bias"), {kv_dim},
-                                   layer.qkv_bias.data() + q_dim + kv_dim));
-    }
-    if (c.qk_norm) {
-      RETURN_IF_ERROR(
-          read_vector(LayerName(l, "self_attn.q_norm.weight"), c.head_dim, &layer.q_norm));
-      RETURN_IF_ERROR(
-          read_vector(LayerName(l, "self_attn.k_norm.weight"), c.head_dim, &layer.k_norm));
-    }
-    buffer.assign(h * q_dim, 0.f);
-    RETURN_IF_ERROR(
-        ckpt.ReadF32(LayerName(l, "self_attn.o_proj.weight"), {h, q_dim}, buffer.data()));
-    layer.o = PackedMatrix::Pack(buffer.data(), h, q_dim, q_dim, type);
-    if (c.o_bias)
-      RETURN_IF_ERROR(read_vector(LayerName(l, "self_attn.o_proj.bias"), h, &layer.o_bias));
-
-    buffer.assign(2 * inter * h, 0.f);
-    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.gate_proj.weight"), {inter, h}, buffer.data()));
-    RETURN_IF_ERROR(
-        ckpt.ReadF32(LayerName(l, "mlp.up_proj.weight"), {inter, h}, buffer.data() + inter * h));
-    layer.gate_up = PackedMatrix::Pack(buffer.data(), static_cast<int>(2 * inter), h, h, type);
-    buffer.assign(h * inter, 0.f);
-    RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.down_proj.weight"), {h, inter}, buffer.data()));
-    layer.down = PackedMatrix::Pack(buffer.data(), h, inter, inter, type);
-    if (c.mlp_bias) {
-      layer.gate_up_bias.resize(2 * inter);
-      RETURN_IF_ERROR(
-          ckpt.ReadF32(LayerName(l, "mlp.gate_proj.bias"), {inter}, layer.gate_up_bias.data()));
-      RETURN_IF_ERROR(ckpt.ReadF32(LayerName(l, "mlp.up_proj.bias"), {inter},
-                                   layer.gate_up_bias.data() + inter));
-      RETURN_IF_ERROR(read_vector(LayerName(l, "mlp.down_proj.bias"), h, &layer.down_bias));
-    }
+    RETURN_IF_ERROR(ReadLlamaLayer(ckpt, l, &w));
+    layer.input_norm = std::move(w.input_norm);
+    layer.post_norm = std::move(w.post_norm);
+    layer.q_norm = std::move(w.q_norm);
+    layer.k_norm = std::move(w.k_norm);
+    layer.qkv_bias = std::move(w.qkv_bias);
+    layer.o_bias = std::move(w.o_bias);
+    layer.gate_up_bias = std::move(w.gate_up_bias);
+    layer.down_bias = std::move(w.down_bias);
+    layer.qkv = PackedMatrix::Pack(w.qkv.data(), static_cast<int>(q_dim + 2 * kv_dim), h, h, type);
+    layer.o = PackedMatrix::Pack(w.o.data(), h, q_dim, q_dim, type);
+    layer.gate_up = PackedMatrix::Pack(w.gate_up.data(), static_cast<int>(2 * inter), h, h, type);
+    layer.down = PackedMatrix::Pack(w.down.data(), h, inter, inter, type);
     weight_bytes_ +=
         layer.qkv.bytes() + layer.o.bytes() + layer.gate_up.bytes() + layer.down.bytes();
   }
@@ -173,31 +115,6 @@ absl::Status CpuModel::LoadWeights(Checkpoint& ckpt) {
   }
   memory_bytes_ = weight_bytes_ + embed_.size() + vectors * sizeof(float);
   return absl::OkStatus();
-}
-
-void CpuModel::ComputeInvFreq() {
-  const int half = config_.head_dim / 2;
-  inv_freq_.resize(half);
-  const RopeScaling& s = config_.rope_scaling;
-  for (int i = 0; i < half; ++i) {
-    double freq = 1.0 / std::pow(config_.rope_theta, 2.0 * i / config_.head_dim);
-    if (s.type == RopeScalingType::kLinear) {
-      freq /= s.factor;
-    } else if (s.type == RopeScalingType::kLlama3) {
-      // Llama 3.1: keep high frequencies, divide low ones by `factor`, blend in between.
-      const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
-      const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
-      const double wavelen = 2 * std::numbers::pi / freq;
-      if (wavelen > low_wavelen) {
-        freq /= s.factor;
-      } else if (wavelen >= high_wavelen) {
-        const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
-                              (s.high_freq_factor - s.low_freq_factor);
-        freq = (1 - smooth) * freq / s.factor + smooth * freq;
-      }
-    }
-    inv_freq_[i] = freq;
-  }
 }
 
 void CpuModel::ForRows(int n, const std::function<void(int)>& fn) {

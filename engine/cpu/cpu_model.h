@@ -58,7 +58,6 @@ class CpuModel final : public Model {
   };
   CpuModel() = default;
   absl::Status LoadWeights(Checkpoint& checkpoint);
-  void ComputeInvFreq();
   // Runs fn(row) for rows [0, n), in parallel when there are enough rows.
   void ForRows(int n, const std::function<void(int)>& fn);
   void WriteKv(KvPool& pool, int layer, const float* k, const float* v, const BatchSequence& seq,
