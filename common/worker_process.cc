@@ -99,6 +99,14 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
                                                    " holds fewer than 2 KV blocks of ", block_bytes,
                                                    " bytes"));
   }
+  if (config.kv_transport && model.kv_pool_on_device()) {
+    // UCX here cannot register GPU memory, and staging device KV through pinned host buffers
+    // (the GPU data path) is not built yet.
+    return absl::FailedPreconditionError(
+        absl::StrCat("--backend=", model.backend_name(),
+                     ": the KV pool is in device memory, which the KV transport cannot ship "
+                     "yet; a decode worker can run with --kv_transport=none (no offloads)"));
+  }
   if (config.kv_transport) {
     kvtransfer::KvTransportConfig transport = config.transport;
     ASSIGN_OR_RETURN(transport.ucx.net_devices, KvNetDevices(config));
@@ -107,11 +115,14 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
     ASSIGN_OR_RETURN(p->pool_, engine::KvPool::Wrap(layout, p->transport_pool_->base(),
                                                     p->transport_pool_->bytes()));
   } else {
-    ASSIGN_OR_RETURN(p->pool_, engine::KvPool::Allocate(layout));
+    ASSIGN_OR_RETURN(p->pool_, model.AllocateKvPool(layout));
   }
   PDS_LOG(INFO) << config.role << " kv pool: " << layout.DebugString() << " ("
                 << layout.pool_bytes() / (1 << 20) << " MiB, "
-                << (p->transport_ ? "UCX-registered" : "local") << ")";
+                << (p->transport_               ? "UCX-registered"
+                    : model.kv_pool_on_device() ? "device"
+                                                : "local")
+                << ")";
   p->metrics_registry_ = std::make_shared<prometheus::Registry>();
   p->registered_routers_ = &prometheus::BuildGauge()
                                 .Name("pdserve_registered_routers")

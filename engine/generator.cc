@@ -23,8 +23,8 @@ absl::StatusOr<GeneratedSequence> GenerateSingle(
                      ") exceeds the model's context of ", config.max_position_embeddings));
   }
   const int blocks = static_cast<int>((total + options.block_size - 1) / options.block_size);
-  ASSIGN_OR_RETURN(auto pool, KvPool::Allocate(model.MakeKvLayout(blocks, options.block_size,
-                                                                  options.kv_dtype)));
+  ASSIGN_OR_RETURN(auto pool, model.AllocateKvPool(model.MakeKvLayout(blocks, options.block_size,
+                                                                      options.kv_dtype)));
   std::vector<int32_t> block_table(blocks);
   std::iota(block_table.begin(), block_table.end(), 0);
 

@@ -24,7 +24,7 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Allocate(const KvLayout& layout)
 }
 
 absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Wrap(const KvLayout& layout, void* base,
-                                                     size_t size) {
+                                                     size_t size, std::shared_ptr<void> owner) {
   RETURN_IF_ERROR(layout.Validate());
   if (base == nullptr || size < layout.pool_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat("kv pool: supplied memory of ", size,
@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Wrap(const KvLayout& layout, voi
   std::unique_ptr<KvPool> pool(new KvPool());
   pool->layout_ = layout;
   pool->base_ = static_cast<uint8_t*>(base);
+  pool->owner_ = std::move(owner);
   return pool;
 }
 

@@ -21,9 +21,12 @@ class KvPool {
   // Allocates and zeroes layout.pool_bytes().
   static absl::StatusOr<std::unique_ptr<KvPool>> Allocate(const KvLayout& layout);
   // Uses caller-owned memory of `size` bytes (>= layout.pool_bytes()), which must outlive
-  // the pool and be at least 16-byte aligned.
+  // the pool (or be kept alive by `owner`, released with the pool: device memory, say) and
+  // be at least 16-byte aligned. The memory may be a GPU's: only the backend that made it
+  // reads it.
   static absl::StatusOr<std::unique_ptr<KvPool>> Wrap(const KvLayout& layout, void* base,
-                                                      size_t size);
+                                                      size_t size,
+                                                      std::shared_ptr<void> owner = nullptr);
   // How many blocks fit in `bytes` with `layout`'s geometry (num_blocks ignored).
   static int BlocksForBytes(const KvLayout& layout, size_t bytes);
   ~KvPool();
@@ -45,6 +48,7 @@ class KvPool {
   KvLayout layout_;
   uint8_t* base_ = nullptr;
   bool owned_ = false;
+  std::shared_ptr<void> owner_;
 };
 
 }  // namespace pdserve::engine

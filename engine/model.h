@@ -47,6 +47,14 @@ class Model {
   virtual absl::Status Forward(const PackedBatch& batch, KvPool& pool,
                                const ForwardOptions& options, Logits* logits) = 0;
 
+  // A KV pool this model can read and write, zeroed: host memory for the CPU backend, device
+  // memory for the CUDA one.
+  virtual absl::StatusOr<std::unique_ptr<KvPool>> AllocateKvPool(const KvLayout& layout) const {
+    return KvPool::Allocate(layout);
+  }
+  // Whether AllocateKvPool's memory is on a device (host code must not touch it).
+  virtual bool kv_pool_on_device() const { return false; }
+
   // The KV geometry this model reads and writes.
   KvLayout MakeKvLayout(int num_blocks, int block_size, DType dtype) const {
     KvLayout layout;

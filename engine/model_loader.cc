@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "engine/checkpoint.h"
 #include "engine/cpu/cpu_model.h"
+#include "engine/cuda/cuda_model.h"
 #include "engine/cuda/device.h"
 #include "nlohmann/json.hpp"
 
@@ -37,19 +38,23 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOption
       return absl::FailedPreconditionError(
           absl::StrCat("backend cuda: no usable GPU (", devices.reason, "); use --backend=cpu"));
     }
-    return absl::UnimplementedError(
-        absl::StrCat("backend cuda: found ", devices.name,
-                     " but the CUDA forward pass is not implemented yet; "
-                     "use --backend=cpu"));
+    if (options.weight_dtype != "auto" && options.weight_dtype != "f32") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--weight_dtype: backend cuda keeps weights in f32 for now, not ", options.weight_dtype));
+    }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
   LoadedModel loaded;
-  CpuModelOptions cpu;
-  cpu.num_threads = options.num_threads;
-  if (options.weight_dtype == "f32") cpu.weight_type = WeightType::kF32;
-  if (options.weight_dtype == "bf16") cpu.weight_type = WeightType::kBF16;
-  if (options.weight_dtype == "f16") cpu.weight_type = WeightType::kF16;
-  ASSIGN_OR_RETURN(loaded.model, CpuModel::Load(*checkpoint, cpu));
+  if (options.backend == "cuda") {
+    ASSIGN_OR_RETURN(loaded.model, cuda::LoadCudaModel(*checkpoint, cuda::CudaModelOptions{}));
+  } else {
+    CpuModelOptions cpu;
+    cpu.num_threads = options.num_threads;
+    if (options.weight_dtype == "f32") cpu.weight_type = WeightType::kF32;
+    if (options.weight_dtype == "bf16") cpu.weight_type = WeightType::kBF16;
+    if (options.weight_dtype == "f16") cpu.weight_type = WeightType::kF16;
+    ASSIGN_OR_RETURN(loaded.model, CpuModel::Load(*checkpoint, cpu));
+  }
   const ModelConfig& config = loaded.model->config();
   loaded.name = std::filesystem::path(dir).lexically_normal().filename().string();
   if (loaded.name.empty())

@@ -1,0 +1,613 @@
+#include <cublas_api.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "engine/cuda/cuda_model.h"
+#include "engine/cuda/kernels.h"
+#include "engine/llama_weights.h"
+
+namespace pdserve::engine::cuda {
+namespace {
+
+absl::Status CudaOk(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("cuda ", what, ": ", cudaGetErrorString(err)));
+}
+
+absl::Status CublasOk(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("cublas ", what, ": status ", static_cast<int>(s)));
+}
+
+double GiB(size_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
+
+// cuBLAS, opened at run time by the one process that loads a CUDA model. Linked into every
+// binary, its libraries' static thread-local storage came out of every thread's stack and
+// made small-stack threads (the metrics server's) fail to start, in processes that never
+// touch a GPU.
+struct Cublas {
+  void* library = nullptr;
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetMathMode) set_math_mode = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+
+  static absl::StatusOr<Cublas> Open() {
+    Cublas b;
+    for (const char* name : {"libcublas.so", "libcublas.so.13", "libcublas.so.12"}) {
+      b.library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (b.library != nullptr) break;
+    }
+    if (b.library == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("backend cuda: cannot load cuBLAS (libcublas.so): ", dlerror()));
+    }
+    auto get = [&](auto& fn, const char* symbol) -> absl::Status {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(b.library, symbol));
+      if (fn == nullptr)
+        return absl::FailedPreconditionError(absl::StrCat("backend cuda: cuBLAS has no ", symbol));
+      return absl::OkStatus();
+    };
+    RETURN_IF_ERROR(get(b.create, "cublasCreate_v2"));
+    RETURN_IF_ERROR(get(b.destroy, "cublasDestroy_v2"));
+    RETURN_IF_ERROR(get(b.set_stream, "cublasSetStream_v2"));
+    RETURN_IF_ERROR(get(b.set_math_mode, "cublasSetMathMode"));
+    RETURN_IF_ERROR(get(b.sgemm, "cublasSgemm_v2"));
+    return b;
+  }
+};
+
+// Device memory of T, freed with it; grown (contents discarded) by Reserve.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+
+  absl::Status Reserve(size_t n) {
+    if (n <= size_) return absl::OkStatus();
+    cudaFree(data_);
+    data_ = nullptr;
+    size_ = 0;
+    RETURN_IF_ERROR(CudaOk(cudaMalloc(&data_, n * sizeof(T)), "cudaMalloc"));
+    size_ = n;
+    return absl::OkStatus();
+  }
+  absl::Status Upload(const std::vector<T>& host) {
+    RETURN_IF_ERROR(Reserve(host.size()));
+    if (host.empty()) return absl::OkStatus();
+    return CudaOk(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+                  "upload");
+  }
+  T* get() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Where the paged kernels find the pool: [layer][K|V][block][block_size][kv_heads][head_dim].
+struct PoolGeometry {
+  int num_blocks;
+  int block_size;
+  int kv_heads;
+  int head_dim;
+  __host__ __device__ size_t Region(int layer, int kv, int block) const {
+    return ((static_cast<size_t>(layer) * 2 + kv) * num_blocks + block) *
+           static_cast<size_t>(block_size) * kv_heads * head_dim;
+  }
+};
+
+__device__ inline float Load(const float* p) { return *p; }
+__device__ inline float Load(const __half* p) { return __half2float(*p); }
+__device__ inline float Load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ inline void Store(float* p, float v) { *p = v; }
+__device__ inline void Store(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ inline void Store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// The batch as the kernels read it (device arrays).
+struct BatchView {
+  const int32_t* token_seq;     // [T] sequence of each token
+  const int32_t* token_pos;     // [T] position of each token
+  const int32_t* table_offset;  // [S] start of the sequence's block table in `tables`
+  const int32_t* tables;        // concatenated block tables
+};
+
+// One thread per (token, kv head, dim): the token's K and V into its block.
+template <typename KV>
+__global__ void WriteKvKernel(const float* qkv, int qkv_stride, int q_dim, int kv_dim, int layer,
+                              PoolGeometry g, BatchView b, int tokens, KV* pool) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(tokens) * kv_dim) return;
+  const int t = static_cast<int>(i / kv_dim);
+  const int e = static_cast<int>(i % kv_dim);  // kv_head * head_dim + d
+  const int pos = b.token_pos[t];
+  const int block = b.tables[b.table_offset[b.token_seq[t]] + pos / g.block_size];
+  const size_t in_block = static_cast<size_t>(pos % g.block_size) * kv_dim + e;
+  const float* row = qkv + static_cast<int64_t>(t) * qkv_stride;
+  Store(pool + g.Region(layer, 0, block) + in_block, row[q_dim + e]);
+  Store(pool + g.Region(layer, 1, block) + in_block, row[q_dim + kv_dim + e]);
+}
+
+constexpr int kAttentionThreads = 128;
+constexpr int kAttentionTile = 256;   // Positions scored per pass.
+constexpr int kMaxDimsPerThread = 4;  // head_dim <= 512.
+
+__device__ float BlockReduce(float v, bool take_max, float* scratch) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = take_max ? fmaxf(v, other) : v + other;
+  }
+  const int warp = threadIdx.x / 32;
+  __syncthreads();  // scratch may still be read from the previous reduction.
+  if (threadIdx.x % 32 == 0) scratch[warp] = v;
+  __syncthreads();
+  float r = scratch[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
+    r = take_max ? fmaxf(r, scratch[w]) : r + scratch[w];
+  return r;
+}
+
+// One block per (query token, head): causal attention over the positions <= the token's,
+// read through the sequence's block table, in tiles with an online softmax.
+template <typename KV>
+__global__ void PagedAttentionKernel(const float* qkv, int qkv_stride, int num_heads, int group,
+                                     int layer, PoolGeometry g, BatchView b, const KV* pool,
+                                     float scale, float* out) {
+  const int t = blockIdx.x;
+  const int head = blockIdx.y;
+  const int kv_head = head / group;
+  const int hd = g.head_dim;
+  const int pos = b.token_pos[t];
+  const int32_t* table = b.tables + b.table_offset[b.token_seq[t]];
+  extern __shared__ float shared[];
+  float* q = shared;                         // [head_dim]
+  float* scores = shared + hd;               // [kAttentionTile]
+  float* scratch = scores + kAttentionTile;  // [warps]
+  for (int d = threadIdx.x; d < hd; d += blockDim.x)
+    q[d] = qkv[static_cast<int64_t>(t) * qkv_stride + head * hd + d] * scale;
+  __syncthreads();
+  float acc[kMaxDimsPerThread] = {0, 0, 0, 0};
+  float running_max = -INFINITY;
+  float running_sum = 0;
+  const size_t head_offset = static_cast<size_t>(kv_head) * hd;
+  for (int start = 0; start <= pos; start += kAttentionTile) {
+    const int n = min(kAttentionTile, pos + 1 - start);
+    float tile_max = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+      const int p = start + j;
+      const int block = table[p / g.block_size];
+      const KV* k = pool + g.Region(layer, 0, block) +
+                    static_cast<size_t>(p % g.block_size) * g.kv_heads * hd + head_offset;
+      float s = 0;
+      for (int d = 0; d < hd; ++d) s += q[d] * Load(k + d);
+      scores[j] = s;
+      tile_max = fmaxf(tile_max, s);
+    }
+    tile_max = BlockReduce(tile_max, /*take_max=*/true, scratch);
+    const float new_max = fmaxf(running_max, tile_max);
+    const float correction = expf(running_max - new_max);  // 0 on the first tile.
+    float tile_sum = 0;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+      scores[j] = expf(scores[j] - new_max);
+      tile_sum += scores[j];
+    }
+    tile_sum = BlockReduce(tile_sum, /*take_max=*/false, scratch);  // Also orders the writes.
+    running_sum = running_sum * correction + tile_sum;
+    for (int k = 0; k < kMaxDimsPerThread; ++k) {
+      const int d = threadIdx.x + k * blockDim.x;
+      if (d >= hd) break;
+      float a = acc[k] * correction;
+      for (int j = 0; j < n; ++j) {
+        const int p = start + j;
+        const int block = table[p / g.block_size];
+        const KV* v = pool + g.Region(layer, 1, block) +
+                      static_cast<size_t>(p % g.block_size) * g.kv_heads * hd + head_offset;
+        a += scores[j] * Load(v + d);
+      }
+      acc[k] = a;
+    }
+    running_max = new_max;
+    __syncthreads();  // scores are rewritten by the next tile.
+  }
+  for (int k = 0; k < kMaxDimsPerThread; ++k) {
+    const int d = threadIdx.x + k * blockDim.x;
+    if (d >= hd) break;
+    out[static_cast<int64_t>(t) * num_heads * hd + head * hd + d] = acc[k] / running_sum;
+  }
+}
+
+class CudaModel final : public Model {
+ public:
+  ~CudaModel() override {
+    if (cublas_ != nullptr) blas_.destroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (host_staging_ != nullptr) cudaFreeHost(host_staging_);
+  }
+
+  static absl::StatusOr<std::unique_ptr<Model>> Load(Checkpoint& ckpt,
+                                                     const CudaModelOptions& options) {
+    std::unique_ptr<CudaModel> m(new CudaModel());
+    m->config_ = ckpt.config();
+    m->fingerprint_ = ckpt.fingerprint();
+    const ModelConfig& c = m->config_;
+    if (c.head_dim > kAttentionThreads * kMaxDimsPerThread || c.head_dim % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("backend cuda: head_dim ", c.head_dim,
+                                                     " is not supported (even, at most ",
+                                                     kAttentionThreads * kMaxDimsPerThread, ")"));
+    }
+    RETURN_IF_ERROR(CudaOk(cudaSetDevice(options.device), "cudaSetDevice"));
+    size_t free_bytes = 0, total_bytes = 0;
+    RETURN_IF_ERROR(CudaOk(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+    const size_t need = CudaWeightBytes(c);
+    if (need > free_bytes) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "backend cuda: the model's float32 weights need %.2f GiB of device memory; device %d "
+          "has %.2f GiB free of %.2f GiB",
+          GiB(need), options.device, GiB(free_bytes), GiB(total_bytes)));
+    }
+    ASSIGN_OR_RETURN(m->blas_, Cublas::Open());
+    RETURN_IF_ERROR(CudaOk(cudaStreamCreate(&m->stream_), "cudaStreamCreate"));
+    RETURN_IF_ERROR(CublasOk(m->blas_.create(&m->cublas_), "cublasCreate"));
+    RETURN_IF_ERROR(CublasOk(m->blas_.set_stream(m->cublas_, m->stream_), "cublasSetStream"));
+    // Strict FP32: the CPU engine is the reference, and TF32 would be 1e-3 off per product.
+    RETURN_IF_ERROR(
+        CublasOk(m->blas_.set_math_mode(m->cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
+    RETURN_IF_ERROR(m->LoadWeights(ckpt));
+    const std::vector<std::string> unread = ckpt.Unread();
+    if (!unread.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ckpt.dir(), ": ", unread.size(), " unexpected tensor(s), e.g. ", unread[0]));
+    }
+    m->inv_freq_ = RopeInverseFrequencies(c);
+    return std::unique_ptr<Model>(std::move(m));
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  uint64_t fingerprint() const override { return fingerprint_; }
+  size_t weight_bytes() const override { return weight_bytes_; }
+  size_t memory_bytes() const override { return memory_bytes_; }
+  std::string backend_name() const override { return "cuda"; }
+  bool kv_pool_on_device() const override { return true; }
+
+  absl::StatusOr<std::unique_ptr<KvPool>> AllocateKvPool(const KvLayout& layout) const override {
+    RETURN_IF_ERROR(layout.Validate());
+    void* base = nullptr;
+    const size_t bytes = layout.pool_bytes();
+    if (cudaMalloc(&base, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "backend cuda: the KV pool (%d blocks) needs %.2f GiB of device memory; %.2f GiB is "
+          "free (lower --num_blocks or --kv_cache_bytes)",
+          layout.num_blocks, GiB(bytes), GiB(free_bytes)));
+    }
+    std::shared_ptr<void> owner(base, [](void* p) { cudaFree(p); });
+    RETURN_IF_ERROR(CudaOk(cudaMemset(base, 0, bytes), "cudaMemset"));
+    return KvPool::Wrap(layout, base, bytes, std::move(owner));
+  }
+
+  absl::Status Forward(const PackedBatch& batch, KvPool& pool, const ForwardOptions& options,
+                       Logits* logits) override;
+
+ private:
+  struct Layer {
+    DeviceArray<float> input_norm, post_norm, q_norm, k_norm;
+    DeviceArray<float> qkv, qkv_bias, o, o_bias, gate_up, gate_up_bias, down, down_bias;
+  };
+
+  CudaModel() = default;
+  absl::Status LoadWeights(Checkpoint& ckpt);
+  // out[rows, n] = in[rows, k] x w[n, k]^T (row-major), on the stream.
+  absl::Status Linear(const float* in, int rows, int k, const DeviceArray<float>& w, int n,
+                      float* out);
+  absl::Status Stage(const PackedBatch& batch, const KvLayout& layout);
+
+  ModelConfig config_;
+  uint64_t fingerprint_ = 0;
+  size_t weight_bytes_ = 0;
+  size_t memory_bytes_ = 0;
+  std::vector<double> inv_freq_;
+  Cublas blas_;  // The library stays loaded for the process (it is never dlclosed).
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceArray<float> embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+  // Scratch, grown to the largest batch seen.
+  DeviceArray<float> x_, h_, qkv_, attn_, tmp_, gate_up_, act_, rope_cos_, rope_sin_, logits_;
+  DeviceArray<int32_t> tokens_, token_seq_, token_pos_, table_offset_, tables_, logit_rows_;
+  void* host_staging_ = nullptr;  // Pinned: the batch's index arrays on their way up.
+  size_t host_staging_bytes_ = 0;
+  int logit_row_count_ = 0;
+};
+
+absl::Status CudaModel::LoadWeights(Checkpoint& ckpt) {
+  std::vector<float> embed, final_norm, lm_head;
+  RETURN_IF_ERROR(ReadLlamaEmbeddings(ckpt, &embed, &final_norm, &lm_head));
+  RETURN_IF_ERROR(embed_.Upload(embed));
+  RETURN_IF_ERROR(final_norm_.Upload(final_norm));
+  RETURN_IF_ERROR(lm_head_.Upload(lm_head));
+  weight_bytes_ = lm_head.size() * sizeof(float);
+  memory_bytes_ = (embed.size() + final_norm.size() + lm_head.size()) * sizeof(float);
+  layers_.resize(config_.num_layers);
+  LlamaLayerWeights w;
+  for (int l = 0; l < config_.num_layers; ++l) {
+    RETURN_IF_ERROR(ReadLlamaLayer(ckpt, l, &w));
+    Layer& d = layers_[l];
+    const std::pair<DeviceArray<float>*, const std::vector<float>*> parts[] = {
+        {&d.input_norm, &w.input_norm},
+        {&d.post_norm, &w.post_norm},
+        {&d.q_norm, &w.q_norm},
+        {&d.k_norm, &w.k_norm},
+        {&d.qkv, &w.qkv},
+        {&d.qkv_bias, &w.qkv_bias},
+        {&d.o, &w.o},
+        {&d.o_bias, &w.o_bias},
+        {&d.gate_up, &w.gate_up},
+        {&d.gate_up_bias, &w.gate_up_bias},
+        {&d.down, &w.down},
+        {&d.down_bias, &w.down_bias}};
+    for (const auto& [device, host] : parts) {
+      RETURN_IF_ERROR(device->Upload(*host));
+      memory_bytes_ += host->size() * sizeof(float);
+    }
+    weight_bytes_ += (w.qkv.size() + w.o.size() + w.gate_up.size() + w.down.size()) * sizeof(float);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::Linear(const float* in, int rows, int k, const DeviceArray<float>& w, int n,
+                               float* out) {
+  // Row-major out[rows, n] is column-major out^T[n, rows] = W x in^T, with row-major W[n, k]
+  // read as column-major W^T[k, n] and transposed, and row-major in[rows, k] as column-major
+  // in^T[k, rows].
+  const float one = 1.0f, zero = 0.0f;
+  return CublasOk(blas_.sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, w.get(), k, in,
+                              k, &zero, out, n),
+                  "sgemm");
+}
+
+// Uploads the batch's tokens, positions, block tables, logit rows and rotary tables.
+absl::Status CudaModel::Stage(const PackedBatch& batch, const KvLayout& layout) {
+  const int T = batch.num_tokens();
+  const int S = batch.num_sequences();
+  const int half = config_.head_dim / 2;
+  // The pinned buffer below may still feed copies of a forward that failed midway.
+  RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "synchronize"));
+  std::vector<int32_t> seq(T), pos(T), offset(S), tables, rows;
+  std::vector<float> cos(static_cast<size_t>(T) * half), sin(cos.size());
+  for (int s = 0; s < S; ++s) {
+    const BatchSequence& b = batch.sequences[s];
+    offset[s] = static_cast<int32_t>(tables.size());
+    const int needed =
+        (b.start_position + b.num_tokens + layout.block_size - 1) / layout.block_size;
+    tables.insert(tables.end(), b.block_table.begin(), b.block_table.begin() + needed);
+    for (int i = 0; i < b.num_tokens; ++i) {
+      const int t = batch.cu_seqlens[s] + i;
+      seq[t] = s;
+      pos[t] = b.start_position + i;
+      for (int k = 0; k < half; ++k) {
+        const double angle = pos[t] * inv_freq_[k];
+        cos[static_cast<size_t>(t) * half + k] = static_cast<float>(std::cos(angle));
+        sin[static_cast<size_t>(t) * half + k] = static_cast<float>(std::sin(angle));
+      }
+    }
+    if (b.want_logits) rows.push_back(batch.cu_seqlens[s + 1] - 1);
+  }
+  logit_row_count_ = static_cast<int>(rows.size());
+  // Through one pinned buffer, in order; the copies are asynchronous on the stream, and the
+  // buffer is only rewritten by the next Forward after this one synchronised.
+  const std::pair<DeviceArray<int32_t>*, const std::vector<int32_t>*> ints[] = {
+      {&tokens_, &batch.tokens}, {&token_seq_, &seq}, {&token_pos_, &pos},
+      {&table_offset_, &offset}, {&tables_, &tables}, {&logit_rows_, &rows}};
+  const std::pair<DeviceArray<float>*, const std::vector<float>*> floats[] = {{&rope_cos_, &cos},
+                                                                              {&rope_sin_, &sin}};
+  size_t bytes = 0;
+  for (const auto& [d, h] : ints) bytes += h->size() * sizeof(int32_t);
+  for (const auto& [d, h] : floats) bytes += h->size() * sizeof(float);
+  if (bytes > host_staging_bytes_) {
+    if (host_staging_ != nullptr) cudaFreeHost(host_staging_);
+    host_staging_ = nullptr;
+    host_staging_bytes_ = 0;
+    RETURN_IF_ERROR(CudaOk(cudaMallocHost(&host_staging_, bytes), "cudaMallocHost"));
+    host_staging_bytes_ = bytes;
+  }
+  uint8_t* at = static_cast<uint8_t*>(host_staging_);
+  auto up = [&](void* device, const void* host, size_t n) -> absl::Status {
+    if (n == 0) return absl::OkStatus();
+    std::memcpy(at, host, n);
+    RETURN_IF_ERROR(
+        CudaOk(cudaMemcpyAsync(device, at, n, cudaMemcpyHostToDevice, stream_), "upload"));
+    at += n;
+    return absl::OkStatus();
+  };
+  for (const auto& [d, h] : ints) {
+    RETURN_IF_ERROR(d->Reserve(std::max<size_t>(1, h->size())));
+    RETURN_IF_ERROR(up(d->get(), h->data(), h->size() * sizeof(int32_t)));
+  }
+  for (const auto& [d, h] : floats) {
+    RETURN_IF_ERROR(d->Reserve(std::max<size_t>(1, h->size())));
+    RETURN_IF_ERROR(up(d->get(), h->data(), h->size() * sizeof(float)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
+                                const ForwardOptions& options, Logits* logits) {
+  const ModelConfig& c = config_;
+  const KvLayout& layout = pool.layout();
+  if (layout.num_layers != c.num_layers || layout.num_kv_heads != c.num_kv_heads ||
+      layout.head_dim != c.head_dim) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kv pool geometry (", layout.DebugString(), ") does not match the model"));
+  }
+  RETURN_IF_ERROR(batch.Validate(layout, c.vocab_size, c.max_position_embeddings));
+  const int T = batch.num_tokens();
+  logits->vocab = c.vocab_size;
+  if (T == 0) {
+    logits->rows = 0;
+    logits->data.clear();
+    return absl::OkStatus();
+  }
+  const int hidden = c.hidden_size;
+  const int q_dim = c.q_dim();
+  const int kv_dim = c.kv_dim();
+  const int qkv_dim = q_dim + 2 * kv_dim;
+  const int inter = c.intermediate_size;
+  const int group = c.num_heads / c.num_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const size_t rows = T;
+  for (auto [buffer, width] :
+       {std::pair{&x_, hidden}, std::pair{&h_, hidden}, std::pair{&tmp_, hidden},
+        std::pair{&qkv_, qkv_dim}, std::pair{&attn_, q_dim}, std::pair{&gate_up_, 2 * inter},
+        std::pair{&act_, inter}}) {
+    RETURN_IF_ERROR(buffer->Reserve(rows * width));
+  }
+  RETURN_IF_ERROR(Stage(batch, layout));
+  const BatchView view{token_seq_.get(), token_pos_.get(), table_offset_.get(), tables_.get()};
+  const PoolGeometry geometry{layout.num_blocks, layout.block_size, layout.num_kv_heads,
+                              layout.head_dim};
+
+  RETURN_IF_ERROR(
+      EmbeddingGather(embed_.get(), DType::kF32, tokens_.get(), T, hidden, x_.get(), stream_));
+  for (int l = 0; l < c.num_layers; ++l) {
+    Layer& w = layers_[l];
+    RETURN_IF_ERROR(RmsNorm(x_.get(), hidden, w.input_norm.get(), c.rms_norm_eps, T, hidden,
+                            h_.get(), hidden, stream_));
+    RETURN_IF_ERROR(Linear(h_.get(), T, hidden, w.qkv, qkv_dim, qkv_.get()));
+    if (c.qkv_bias)
+      RETURN_IF_ERROR(AddBias(qkv_.get(), w.qkv_bias.get(), T, qkv_dim, qkv_dim, stream_));
+    if (c.qk_norm) {
+      for (int hq = 0; hq < c.num_heads; ++hq) {
+        float* q = qkv_.get() + hq * c.head_dim;
+        RETURN_IF_ERROR(RmsNorm(q, qkv_dim, w.q_norm.get(), c.rms_norm_eps, T, c.head_dim, q,
+                                qkv_dim, stream_));
+      }
+      for (int hk = 0; hk < c.num_kv_heads; ++hk) {
+        float* k = qkv_.get() + q_dim + hk * c.head_dim;
+        RETURN_IF_ERROR(RmsNorm(k, qkv_dim, w.k_norm.get(), c.rms_norm_eps, T, c.head_dim, k,
+                                qkv_dim, stream_));
+      }
+    }
+    RETURN_IF_ERROR(Rope(qkv_.get(), T, qkv_dim, 0, c.num_heads, c.head_dim, rope_cos_.get(),
+                         rope_sin_.get(), stream_));
+    RETURN_IF_ERROR(Rope(qkv_.get(), T, qkv_dim, q_dim, c.num_kv_heads, c.head_dim, rope_cos_.get(),
+                         rope_sin_.get(), stream_));
+    const int64_t kv_elements = static_cast<int64_t>(T) * kv_dim;
+    const int kv_blocks = static_cast<int>((kv_elements + 255) / 256);
+    switch (layout.dtype) {
+      case DType::kF32:
+        WriteKvKernel<<<kv_blocks, 256, 0, stream_>>>(qkv_.get(), qkv_dim, q_dim, kv_dim, l,
+                                                      geometry, view, T,
+                                                      reinterpret_cast<float*>(pool.base()));
+        break;
+      case DType::kF16:
+        WriteKvKernel<<<kv_blocks, 256, 0, stream_>>>(qkv_.get(), qkv_dim, q_dim, kv_dim, l,
+                                                      geometry, view, T,
+                                                      reinterpret_cast<__half*>(pool.base()));
+        break;
+      case DType::kBF16:
+        WriteKvKernel<<<kv_blocks, 256, 0, stream_>>>(
+            qkv_.get(), qkv_dim, q_dim, kv_dim, l, geometry, view, T,
+            reinterpret_cast<__nv_bfloat16*>(pool.base()));
+        break;
+    }
+    RETURN_IF_ERROR(CudaOk(cudaGetLastError(), "WriteKv"));
+    if (options.layer_hook) {
+      // The hook's contract: the layer's K/V is in the pool when it fires.
+      RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "synchronize"));
+      if (!options.layer_hook(l))
+        return absl::CancelledError(absl::StrCat("forward cancelled after layer ", l));
+    }
+    const dim3 grid(T, c.num_heads);
+    const size_t shared = (c.head_dim + kAttentionTile + kAttentionThreads / 32) * sizeof(float);
+    switch (layout.dtype) {
+      case DType::kF32:
+        PagedAttentionKernel<<<grid, kAttentionThreads, shared, stream_>>>(
+            qkv_.get(), qkv_dim, c.num_heads, group, l, geometry, view,
+            reinterpret_cast<const float*>(pool.base()), scale, attn_.get());
+        break;
+      case DType::kF16:
+        PagedAttentionKernel<<<grid, kAttentionThreads, shared, stream_>>>(
+            qkv_.get(), qkv_dim, c.num_heads, group, l, geometry, view,
+            reinterpret_cast<const __half*>(pool.base()), scale, attn_.get());
+        break;
+      case DType::kBF16:
+        PagedAttentionKernel<<<grid, kAttentionThreads, shared, stream_>>>(
+            qkv_.get(), qkv_dim, c.num_heads, group, l, geometry, view,
+            reinterpret_cast<const __nv_bfloat16*>(pool.base()), scale, attn_.get());
+        break;
+    }
+    RETURN_IF_ERROR(CudaOk(cudaGetLastError(), "PagedAttention"));
+    RETURN_IF_ERROR(Linear(attn_.get(), T, q_dim, w.o, hidden, tmp_.get()));
+    if (c.o_bias) RETURN_IF_ERROR(AddBias(tmp_.get(), w.o_bias.get(), T, hidden, hidden, stream_));
+    RETURN_IF_ERROR(AddInPlace(x_.get(), tmp_.get(), static_cast<int64_t>(T) * hidden, stream_));
+    RETURN_IF_ERROR(RmsNorm(x_.get(), hidden, w.post_norm.get(), c.rms_norm_eps, T, hidden,
+                            h_.get(), hidden, stream_));
+    RETURN_IF_ERROR(Linear(h_.get(), T, hidden, w.gate_up, 2 * inter, gate_up_.get()));
+    if (c.mlp_bias)
+      RETURN_IF_ERROR(
+          AddBias(gate_up_.get(), w.gate_up_bias.get(), T, 2 * inter, 2 * inter, stream_));
+    RETURN_IF_ERROR(SiluMul(gate_up_.get(), T, inter, act_.get(), stream_));
+    RETURN_IF_ERROR(Linear(act_.get(), T, inter, w.down, hidden, tmp_.get()));
+    if (c.mlp_bias)
+      RETURN_IF_ERROR(AddBias(tmp_.get(), w.down_bias.get(), T, hidden, hidden, stream_));
+    RETURN_IF_ERROR(AddInPlace(x_.get(), tmp_.get(), static_cast<int64_t>(T) * hidden, stream_));
+  }
+
+  // Final norm and LM head for the last token of each sequence that wants logits.
+  const int R = logit_row_count_;
+  logits->rows = R;
+  logits->data.resize(static_cast<size_t>(R) * c.vocab_size);
+  if (R > 0) {
+    RETURN_IF_ERROR(
+        EmbeddingGather(x_.get(), DType::kF32, logit_rows_.get(), R, hidden, h_.get(), stream_));
+    RETURN_IF_ERROR(RmsNorm(h_.get(), hidden, final_norm_.get(), c.rms_norm_eps, R, hidden,
+                            h_.get(), hidden, stream_));
+    RETURN_IF_ERROR(logits_.Reserve(static_cast<size_t>(R) * c.vocab_size));
+    RETURN_IF_ERROR(Linear(h_.get(), R, hidden, lm_head_, c.vocab_size, logits_.get()));
+    RETURN_IF_ERROR(CudaOk(
+        cudaMemcpyAsync(logits->data.data(), logits_.get(), logits->data.size() * sizeof(float),
+                        cudaMemcpyDeviceToHost, stream_),
+        "logits"));
+  }
+  return CudaOk(cudaStreamSynchronize(stream_), "forward");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(Checkpoint& checkpoint,
+                                                     const CudaModelOptions& options) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError("backend cuda: no usable GPU; use --backend=cpu");
+  }
+  if (options.device < 0 || options.device >= count) {
+    return absl::InvalidArgumentError(absl::StrCat("backend cuda: device ", options.device,
+                                                   " does not exist (", count, " found)"));
+  }
+  return CudaModel::Load(checkpoint, options);
+}
+
+}  // namespace pdserve::engine::cuda

@@ -1,0 +1,40 @@
+// The CUDA backend: the Llama-family decoder of the CPU engine (same checkpoints, same fused
+// q/k/v and gate/up layout, same KV pool layout and block tables) on one GPU. Weights live in
+// device memory as float32 (bf16/f16 checkpoints are widened at load for now); projections
+// run through cuBLAS (strict FP32, no TF32; the library is opened at run time); the row kernels are
+// engine/cuda/kernels.h; attention is one paged kernel over the whole packed batch (prefill chunks
+// and decode tokens together: one block per query token and head, walking the sequence's block
+// table in tiles with an online softmax). The KV pool is in device memory (AllocateKvPool); the
+// layer hook fires after the layer's K/V writes have completed on the device. Logits are copied
+// back to the host, where the engine's sampler runs. Not yet: bf16/f16 weights on the device, CUDA
+// graphs, split-K decode attention, device sampling, the pinned-host staging a KV transport needs
+// (the GPU data path). Thread-safety: Forward() is called by one thread at a time (one stream,
+// reused scratch).
+#ifndef PDSERVE_ENGINE_CUDA_CUDA_MODEL_H_
+#define PDSERVE_ENGINE_CUDA_CUDA_MODEL_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/checkpoint.h"
+#include "engine/model.h"
+
+namespace pdserve::engine::cuda {
+
+struct CudaModelOptions {
+  int device = 0;
+};
+
+// FAILED_PRECONDITION when built without CUDA or without a usable device;
+// RESOURCE_EXHAUSTED (saying how much is needed and how much is free) when the weights do not
+// fit in device memory.
+absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(Checkpoint& checkpoint,
+                                                     const CudaModelOptions& options);
+
+// Device bytes the model's float32 weights take (what LoadCudaModel checks against the free
+// memory), from the config alone.
+size_t CudaWeightBytes(const ModelConfig& config);
+
+}  // namespace pdserve::engine::cuda
+
+#endif  // PDSERVE_ENGINE_CUDA_CUDA_MODEL_H_

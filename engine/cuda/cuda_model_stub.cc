@@ -1,0 +1,10 @@
+#include "engine/cuda/cuda_model.h"
+
+namespace pdserve::engine::cuda {
+
+absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(Checkpoint&, const CudaModelOptions&) {
+  return absl::FailedPreconditionError(
+      "backend cuda: built without CUDA (PDSERVE_CUDA=OFF); use --backend=cpu");
+}
+
+}  // namespace pdserve::engine::cuda

@@ -1,0 +1,200 @@
+// The CUDA model against the CPU engine on the same checkpoints (the test models: Llama,
+// Qwen2 biases, Qwen3 q/k norms, tied bf16 with Llama 3 rope scaling): logits of a prompt
+// (relative error <= 1e-3 in f32), greedy tokens identical for 32 steps, a packed batch of
+// prefill chunks and decode tokens equal to each sequence run alone, a KV pool in bf16, and
+// the independent NumPy reference forward. Clear errors: a model too large for the device.
+// Needs a GPU: without one every test is skipped (CTest label gpu), never passed.
+#include "engine/cuda/cuda_model.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "engine/cuda/device.h"
+#include "engine/model_loader.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_models.h"
+
+namespace pdserve::engine {
+namespace {
+
+using pdserve::testing::MaxRelativeError;
+using pdserve::testing::TestModelDir;
+
+std::vector<int32_t> Prompt(int n, int vocab, int seed) {
+  std::vector<int32_t> p(n);
+  for (int i = 0; i < n; ++i) p[i] = (i * 7919 + seed * 104729 + 13) % vocab;
+  return p;
+}
+
+std::vector<int32_t> Blocks(int first, int count) {
+  std::vector<int32_t> b(count);
+  std::iota(b.begin(), b.end(), first);
+  return b;
+}
+
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<double> ref(b.begin(), b.end());
+  return MaxRelativeError(a, ref);
+}
+
+class CudaModelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const cuda::DeviceInfo info = cuda::ProbeDevices();
+    if (info.count == 0) GTEST_SKIP() << "no GPU: " << info.reason;
+    auto gpu = LoadModel(TestModelDir(GetParam()), EngineOptions{.backend = "cuda"});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    auto cpu =
+        LoadModel(TestModelDir(GetParam()), EngineOptions{.num_threads = 2, .weight_dtype = "f32"});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    gpu_ = std::move(gpu->model);
+    cpu_ = std::move(cpu->model);
+    ASSERT_EQ(gpu_->backend_name(), "cuda");
+    ASSERT_TRUE(gpu_->kv_pool_on_device());
+  }
+  std::unique_ptr<KvPool> Pool(const Model& m, int blocks, DType dtype = DType::kF32) {
+    auto pool = m.AllocateKvPool(m.MakeKvLayout(blocks, 16, dtype));
+    EXPECT_TRUE(pool.ok()) << pool.status();
+    return pool.ok() ? *std::move(pool) : nullptr;
+  }
+  // Prefills `prompt` in chunks of `chunk`, then decodes `steps` greedy tokens; returns the
+  // tokens and the first logits.
+  static std::pair<std::vector<int32_t>, std::vector<float>> Generate(Model& m, KvPool& pool,
+                                                                      std::vector<int32_t> tokens,
+                                                                      int chunk, int steps) {
+    const std::vector<int32_t> blocks = Blocks(0, pool.layout().num_blocks);
+    Logits logits;
+    std::vector<float> first;
+    const int prompt = static_cast<int>(tokens.size());
+    for (int pos = 0; pos < prompt; pos += chunk) {
+      const int n = std::min(chunk, prompt - pos);
+      PackedBatch batch;
+      batch.Add(absl::MakeConstSpan(tokens).subspan(pos, n), pos, blocks, pos + n == prompt);
+      EXPECT_TRUE(m.Forward(batch, pool, {}, &logits).ok());
+    }
+    first.assign(logits.data.begin(), logits.data.end());
+    for (int s = 0; s < steps; ++s) {
+      const auto row = logits.Row(0);
+      tokens.push_back(
+          static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+      PackedBatch batch;
+      batch.Add(absl::MakeConstSpan(tokens).subspan(tokens.size() - 1, 1), tokens.size() - 1,
+                blocks, true);
+      EXPECT_TRUE(m.Forward(batch, pool, {}, &logits).ok());
+    }
+    return {std::vector<int32_t>(tokens.begin() + prompt, tokens.end()), first};
+  }
+
+  std::unique_ptr<Model> gpu_, cpu_;
+};
+
+TEST_P(CudaModelTest, LogitsAndGreedyTokensMatchTheCpuEngine) {
+  const int vocab = gpu_->config().vocab_size;
+  auto gpu_pool = Pool(*gpu_, 64);
+  auto cpu_pool = Pool(*cpu_, 64);
+  ASSERT_TRUE(gpu_pool && cpu_pool);
+  const auto [gpu_tokens, gpu_logits] = Generate(*gpu_, *gpu_pool, Prompt(300, vocab, 1), 128, 32);
+  const auto [cpu_tokens, cpu_logits] = Generate(*cpu_, *cpu_pool, Prompt(300, vocab, 1), 128, 32);
+  EXPECT_LE(RelativeError(gpu_logits, cpu_logits), 1e-3);
+  EXPECT_EQ(gpu_tokens, cpu_tokens);
+}
+
+TEST_P(CudaModelTest, APackedBatchEqualsEachSequenceAlone) {
+  const int vocab = gpu_->config().vocab_size;
+  auto pool = Pool(*gpu_, 96);
+  ASSERT_TRUE(pool);
+  // Sequence A: 200 tokens cached; sequence B: 40 cached. The packed step runs A's decode
+  // token, a 100-token chunk of C (fresh) and B's next 20-token chunk together.
+  const std::vector<int32_t> a = Prompt(201, vocab, 2), b = Prompt(60, vocab, 3),
+                             c = Prompt(100, vocab, 4);
+  const std::vector<int32_t> blocks_a = Blocks(0, 32), blocks_b = Blocks(32, 32),
+                             blocks_c = Blocks(64, 32);
+  Logits logits;
+  PackedBatch warm;
+  warm.Add(absl::MakeConstSpan(a).subspan(0, 200), 0, blocks_a, false);
+  warm.Add(absl::MakeConstSpan(b).subspan(0, 40), 0, blocks_b, false);
+  ASSERT_TRUE(gpu_->Forward(warm, *pool, {}, &logits).ok());
+  PackedBatch mixed;
+  mixed.Add(absl::MakeConstSpan(a).subspan(200, 1), 200, blocks_a, true);
+  mixed.Add(absl::MakeConstSpan(c), 0, blocks_c, true);
+  mixed.Add(absl::MakeConstSpan(b).subspan(40, 20), 40, blocks_b, true);
+  ASSERT_TRUE(gpu_->Forward(mixed, *pool, {}, &logits).ok());
+  ASSERT_EQ(logits.rows, 3);
+  // Each alone, on a fresh pool, in one prefill.
+  for (auto [tokens, row] : {std::pair{&a, 0}, std::pair{&c, 1}, std::pair{&b, 2}}) {
+    auto alone_pool = Pool(*gpu_, 32);
+    Logits alone;
+    PackedBatch batch;
+    batch.Add(*tokens, 0, Blocks(0, 32), true);
+    ASSERT_TRUE(gpu_->Forward(batch, *alone_pool, {}, &alone).ok());
+    const auto got = logits.Row(row);
+    EXPECT_LE(RelativeError(std::vector<float>(got.begin(), got.end()), alone.data), 1e-4) << row;
+  }
+}
+
+TEST_P(CudaModelTest, ABf16KvPoolStaysCloseToF32) {
+  const int vocab = gpu_->config().vocab_size;
+  auto f32 = Pool(*gpu_, 32);
+  auto bf16 = Pool(*gpu_, 32, DType::kBF16);
+  ASSERT_TRUE(f32 && bf16);
+  const auto [t32, l32] = Generate(*gpu_, *f32, Prompt(120, vocab, 5), 64, 0);
+  const auto [t16, l16] = Generate(*gpu_, *bf16, Prompt(120, vocab, 5), 64, 0);
+  // bf16 keeps 8 bits of mantissa: logits within a few percent of their range.
+  EXPECT_LE(RelativeError(l16, l32), 3e-2);
+}
+
+TEST_P(CudaModelTest, TheLayerHookFiresOncePerLayerInOrder) {
+  auto pool = Pool(*gpu_, 16);
+  ASSERT_TRUE(pool);
+  std::vector<int> fired;
+  ForwardOptions options{.layer_hook = [&](int layer) {
+    fired.push_back(layer);
+    return layer < 1;  // Cancel after layer 1.
+  }};
+  PackedBatch batch;
+  batch.Add(Prompt(20, gpu_->config().vocab_size, 6), 0, Blocks(0, 16), true);
+  Logits logits;
+  EXPECT_EQ(gpu_->Forward(batch, *pool, options, &logits).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(fired, (std::vector<int>{0, 1}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, CudaModelTest,
+                         ::testing::Values("tiny", "tiny-qwen2", "tiny-qwen3", "tiny-tied-bf16"));
+
+// Against the independent NumPy forward (float64), where numpy is installed.
+TEST(CudaModelReferenceTest, MatchesTheNumpyReference) {
+  if (cuda::ProbeDevices().count == 0) GTEST_SKIP() << "no GPU";
+  const std::string dir = TestModelDir("tiny");
+  auto gpu = LoadModel(dir, EngineOptions{.backend = "cuda"});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const std::vector<int32_t> prompt = Prompt(64, gpu->model->config().vocab_size, 7);
+  auto ref = pdserve::testing::ReferenceLastLogits(dir, {prompt});
+  if (!ref.ok()) GTEST_SKIP() << "no reference: " << ref.status();
+  auto pool = gpu->model->AllocateKvPool(gpu->model->MakeKvLayout(8, 16, DType::kF32));
+  ASSERT_TRUE(pool.ok());
+  PackedBatch batch;
+  batch.Add(prompt, 0, Blocks(0, 8), true);
+  Logits logits;
+  ASSERT_TRUE(gpu->model->Forward(batch, **pool, {}, &logits).ok());
+  EXPECT_LE(MaxRelativeError(logits.data, (*ref)[0]), 1e-3);
+}
+
+// The weights' device footprint is known before loading, and a device too small says so.
+TEST(CudaModelMemoryTest, WeightBytesFollowTheConfig) {
+  ModelConfig c;
+  c.vocab_size = 1000;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  // Embedding + LM head + final norm; per layer: 2 norms, qkv (64+2*32 rows), o, gate_up, down.
+  const size_t per_layer = 2 * 64 + 128 * 64 + 64 * 64 + 2 * 128 * 64 + 64 * 128;
+  EXPECT_EQ(cuda::CudaWeightBytes(c), (2 * 1000 * 64 + 64 + 2 * per_layer) * sizeof(float));
+  c.qkv_bias = true;
+  EXPECT_EQ(cuda::CudaWeightBytes(c), (2 * 1000 * 64 + 64 + 2 * (per_layer + 128)) * sizeof(float));
+}
+
+}  // namespace
+}  // namespace pdserve::engine
