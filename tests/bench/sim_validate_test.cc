@@ -8,6 +8,7 @@
 
 #include "bench/sim/validate.h"
 #include "gtest/gtest.h"
+#include "tests/testing/test_models.h"
 
 namespace pdserve::sim {
 namespace {
@@ -21,7 +22,7 @@ class ValidateTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_ / "runs/mixed/cost_model");
     nlohmann::json summary = {
-        {"model", std::string(PDSERVE_SOURCE_DIR) + "/models/tiny"},
+        {"model", pdserve::testing::TestModelDir("tiny")},
         {"mixed",
          {{"slo_ttft_ms", {{"chat", 200.0}, {"document", 2000.0}, {"follow_up", 200.0}}},
           {"slo_tpot_ms", {{"chat", 20.0}, {"document", 20.0}, {"follow_up", 20.0}}}}}};
