@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "common/kv_layout.h"
 #include "engine/batch.h"
 #include "engine/kv_pool.h"
@@ -54,6 +55,20 @@ class Model {
   }
   // Whether AllocateKvPool's memory is on a device (host code must not touch it).
   virtual bool kv_pool_on_device() const { return false; }
+
+  // What every backend's Forward checks first: the pool's geometry is this model's, and the
+  // batch is well formed for it (PackedBatch::Validate).
+  absl::Status CheckForwardInputs(const PackedBatch& batch, const KvPool& pool) const {
+    const ModelConfig& c = config();
+    const KvLayout& layout = pool.layout();
+    if (layout.num_layers != c.num_layers || layout.num_kv_heads != c.num_kv_heads ||
+        layout.head_dim != c.head_dim) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kv pool geometry (", layout.DebugString(), ") does not match the model (layers=",
+          c.num_layers, " kv_heads=", c.num_kv_heads, " head_dim=", c.head_dim, ")"));
+    }
+    return batch.Validate(layout, c.vocab_size, c.max_position_embeddings);
+  }
 
   // The KV geometry this model reads and writes.
   KvLayout MakeKvLayout(int num_blocks, int block_size, DType dtype) const {

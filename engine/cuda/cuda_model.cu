@@ -456,12 +456,7 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
                                 const ForwardOptions& options, Logits* logits) {
   const ModelConfig& c = config_;
   const KvLayout& layout = pool.layout();
-  if (layout.num_layers != c.num_layers || layout.num_kv_heads != c.num_kv_heads ||
-      layout.head_dim != c.head_dim) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("kv pool geometry (", layout.DebugString(), ") does not match the model"));
-  }
-  RETURN_IF_ERROR(batch.Validate(layout, c.vocab_size, c.max_position_embeddings));
+  RETURN_IF_ERROR(CheckForwardInputs(batch, pool));
   const int T = batch.num_tokens();
   logits->vocab = c.vocab_size;
   if (T == 0) {
