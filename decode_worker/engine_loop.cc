@@ -296,8 +296,9 @@ void EngineLoop::RunStep(const StepPlan& plan) {
   for (const PlannedChunk& c : plan.chunks) {
     batch_.Add(absl::MakeConstSpan(c.seq->tokens).subspan(c.start, c.num_tokens), c.start,
                c.seq->block_table, c.want_logits);
-    context += c.attention_positions();
-    if (!c.decode) prefill_context += c.attention_positions();
+    const int64_t positions = c.attention_positions();
+    context += positions;
+    if (!c.decode) prefill_context += positions;
     if (c.seq->admitted == absl::Time()) {
       c.seq->admitted = clock_->Now();
       metrics_->request_queue_time.Observe(absl::ToDoubleSeconds(c.seq->admitted - c.seq->arrival));

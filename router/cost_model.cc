@@ -64,6 +64,12 @@ absl::Status CostModelParams::Validate() const {
   return absl::OkStatus();
 }
 
+double CostModelParams::StepMs(const StepWork& w) const {
+  return step_intercept_ms + step_per_decode_ms * w.decode +
+         step_per_prefill_token_ms * w.prefill_tokens + step_per_attention_ms * w.decode_attention +
+         step_per_prefill_attention_ms * w.prefill_attention;
+}
+
 absl::StatusOr<CostModelParams> ParseCostModel(const std::string& text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())

@@ -34,8 +34,29 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "router/worker_info.h"
 
 namespace pdserve::router {
+
+// What one engine step computes (see the step formula above).
+struct StepWork {
+  double decode = 0;             // D: decode tokens.
+  double prefill_tokens = 0;     // P: prefill-chunk tokens.
+  double decode_attention = 0;   // A_decode: KV positions the decodes attend to, summed.
+  double prefill_attention = 0;  // A_prefill: KV positions the chunks' tokens attend to.
+  // A chunk of `tokens` after `cached` ones: its P and A_prefill.
+  static StepWork Chunk(double tokens, double cached) {
+    return {.prefill_tokens = tokens,
+            .prefill_attention = tokens * cached + tokens * (tokens + 1) / 2};
+  }
+  // What a step a decode worker reported computed.
+  static StepWork Of(const StepObservation& s) {
+    return {.decode = static_cast<double>(s.num_decode),
+            .prefill_tokens = static_cast<double>(s.num_prefill_tokens),
+            .decode_attention = static_cast<double>(s.context_tokens - s.prefill_context_tokens),
+            .prefill_attention = static_cast<double>(s.prefill_context_tokens)};
+  }
+};
 
 struct CostModelParams {
   // Decode worker step, ms.
@@ -59,25 +80,15 @@ struct CostModelParams {
   double prior_variance = 100.0;
 
   absl::Status Validate() const;
+  // The step formula with these coefficients (the prior; CostModel::StepMs predicts with the
+  // refined fit).
+  double StepMs(const StepWork& work) const;
 };
 
 // Parses cost_model.json (see deploy/cost_model.json for the format). Unknown keys are an
 // error so that a typo does not silently keep a default.
 absl::StatusOr<CostModelParams> ParseCostModel(const std::string& json_text);
 absl::StatusOr<CostModelParams> LoadCostModel(const std::string& path);
-
-// What one engine step computes (see the step formula above).
-struct StepWork {
-  double decode = 0;             // D: decode tokens.
-  double prefill_tokens = 0;     // P: prefill-chunk tokens.
-  double decode_attention = 0;   // A_decode: KV positions the decodes attend to, summed.
-  double prefill_attention = 0;  // A_prefill: KV positions the chunks' tokens attend to.
-  // A chunk of `tokens` after `cached` ones: its P and A_prefill.
-  static StepWork Chunk(double tokens, double cached) {
-    return {.prefill_tokens = tokens,
-            .prefill_attention = tokens * cached + tokens * (tokens + 1) / 2};
-  }
-};
 
 class CostModel {
  public:

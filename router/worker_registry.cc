@@ -81,13 +81,9 @@ void WorkerRegistry::ObserveStepsLocked(WorkerEntry* e, const std::vector<StepOb
   const uint64_t fp = e->info.model_fingerprint;
   for (const StepObservation& s : steps) {
     if (s.duration_ms <= 0) continue;
-    const double decode = s.num_decode;
-    const double prefill = s.num_prefill_tokens;
-    const StepWork work{
-        .decode = decode,
-        .prefill_tokens = prefill,
-        .decode_attention = static_cast<double>(s.context_tokens - s.prefill_context_tokens),
-        .prefill_attention = static_cast<double>(s.prefill_context_tokens)};
+    const StepWork work = StepWork::Of(s);
+    const double decode = work.decode;
+    const double prefill = work.prefill_tokens;
     // Decode-only baseline of this step, before learning from it.
     const double baseline = cost_model_->StepMs(
         fp, {.decode = decode, .decode_attention = decode * e->attention_per_decode});

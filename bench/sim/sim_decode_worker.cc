@@ -76,8 +76,9 @@ bool SimDecodeWorker::StartStep(router::StepObservation* step) {
   int64_t context = 0;
   int64_t prefill_context = 0;
   for (const decode::PlannedChunk& c : plan_.chunks) {
-    context += c.attention_positions();
-    if (!c.decode) prefill_context += c.attention_positions();
+    const int64_t positions = c.attention_positions();
+    context += positions;
+    if (!c.decode) prefill_context += positions;
   }
   step_ = router::StepObservation{.num_decode = plan_.num_decode,
                                   .num_prefill_tokens = plan_.num_prefill_tokens,

@@ -213,12 +213,7 @@ absl::Status Simulation::Start() {
 }
 
 double Simulation::StepMs(const router::StepObservation& s) {
-  const router::CostModelParams& t = config_.profile.timing;
-  double ms =
-      t.step_intercept_ms + t.step_per_decode_ms * s.num_decode +
-      t.step_per_prefill_token_ms * s.num_prefill_tokens +
-      t.step_per_attention_ms * static_cast<double>(s.context_tokens - s.prefill_context_tokens) +
-      t.step_per_prefill_attention_ms * static_cast<double>(s.prefill_context_tokens);
+  double ms = config_.profile.timing.StepMs(router::StepWork::Of(s));
   if (config_.step_jitter > 0) {
     const double sigma = config_.step_jitter;
     ms *= std::exp(sigma * normal_(rng_) - sigma * sigma / 2);

@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/common/bench_model.h"
 #include "bench/common/report.h"
 #include "bench/serve/workload.h"
 #include "bench/sim/sim_summary.h"
@@ -95,11 +94,10 @@ absl::StatusOr<double> CalibrateRpc(SimConfig base, const bench::MixSpec& mix,
 }  // namespace
 
 absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir) {
-  std::ifstream in(model_dir + "/config.json");
-  if (!in) return absl::NotFoundError(absl::StrCat("--model: no config.json in '", model_dir, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  ASSIGN_OR_RETURN(const engine::ModelConfig model, engine::ModelConfig::FromJson(text.str()));
+  if (model_dir.empty()) return absl::InvalidArgumentError("--model: empty");
+  ASSIGN_OR_RETURN(const bench::BenchModel loaded,
+                   bench::LoadBenchModel(model_dir, "", "validate"));
+  const engine::ModelConfig& model = loaded.config;
   WorkerShape s;
   // The workers' flag defaults (common/worker_flags.cc, decode_worker/main.cc,
   // prefill_worker/main.cc).

@@ -1,3 +1,5 @@
+// The CUDA model in a build without nvcc (PDSERVE_CUDA=OFF, e.g. the sanitizer builds): the
+// backend exists and says why it cannot run. The real one is cuda_model.cu.
 #include "engine/cuda/cuda_model.h"
 
 namespace pdserve::engine::cuda {
