@@ -38,15 +38,20 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOption
       return absl::FailedPreconditionError(
           absl::StrCat("backend cuda: no usable GPU (", devices.reason, "); use --backend=cpu"));
     }
-    if (options.weight_dtype != "auto" && options.weight_dtype != "f32") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--weight_dtype: backend cuda keeps weights in f32 for now, not ", options.weight_dtype));
-    }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
   LoadedModel loaded;
   if (options.backend == "cuda") {
-    ASSIGN_OR_RETURN(loaded.model, cuda::LoadCudaModel(*checkpoint, cuda::CudaModelOptions{}));
+    cuda::CudaModelOptions gpu;
+    if (options.weight_dtype == "auto") {
+      // The checkpoint's own type, as the CPU engine: bf16 and f16 stay half on the device.
+      const TensorDType stored = checkpoint->DTypeOf("model.embed_tokens.weight");
+      if (stored == TensorDType::kBF16) gpu.weight_dtype = DType::kBF16;
+      if (stored == TensorDType::kF16) gpu.weight_dtype = DType::kF16;
+    }
+    if (options.weight_dtype == "bf16") gpu.weight_dtype = DType::kBF16;
+    if (options.weight_dtype == "f16") gpu.weight_dtype = DType::kF16;
+    ASSIGN_OR_RETURN(loaded.model, cuda::LoadCudaModel(*checkpoint, gpu));
   } else {
     CpuModelOptions cpu;
     cpu.num_threads = options.num_threads;

@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/kernels.h"
+#include "engine/half.h"
 #include "engine/llama_weights.h"
 
 namespace pdserve::engine::cuda {
@@ -43,6 +44,13 @@ struct Cublas {
   decltype(&cublasSetStream_v2) set_stream = nullptr;
   decltype(&cublasSetMathMode) set_math_mode = nullptr;
   decltype(&cublasSgemm_v2) sgemm = nullptr;
+  // cublasGemmEx is overloaded in C++ (a legacy cudaDataType compute type): the C symbol's type.
+  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                    int, const void*, const void*, cudaDataType, int, const void*,
+                                    cudaDataType, int, const void*, void*, cudaDataType, int,
+                                    cublasComputeType_t, cublasGemmAlgo_t);
+  GemmEx gemm_ex = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
 
   static absl::StatusOr<Cublas> Open() {
     Cublas b;
@@ -65,6 +73,8 @@ struct Cublas {
     RETURN_IF_ERROR(get(b.set_stream, "cublasSetStream_v2"));
     RETURN_IF_ERROR(get(b.set_math_mode, "cublasSetMathMode"));
     RETURN_IF_ERROR(get(b.sgemm, "cublasSgemm_v2"));
+    RETURN_IF_ERROR(get(b.gemm_ex, "cublasGemmEx"));
+    RETURN_IF_ERROR(get(b.set_workspace, "cublasSetWorkspace_v2"));
     return b;
   }
 };
@@ -91,11 +101,11 @@ class DeviceArray {
     size_ = n;
     return absl::OkStatus();
   }
-  absl::Status Upload(const std::vector<T>& host) {
-    RETURN_IF_ERROR(Reserve(host.size()));
-    if (host.empty()) return absl::OkStatus();
-    return CudaOk(cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-                  "upload");
+  absl::Status Upload(const std::vector<T>& host) { return Upload(host.data(), host.size()); }
+  absl::Status Upload(const T* host, size_t n) {
+    RETURN_IF_ERROR(Reserve(n));
+    if (n == 0) return absl::OkStatus();
+    return CudaOk(cudaMemcpy(data_, host, n * sizeof(T), cudaMemcpyHostToDevice), "upload");
   }
   T* get() const { return data_; }
   size_t size() const { return size_; }
@@ -104,6 +114,43 @@ class DeviceArray {
   T* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// A weight matrix in device memory in the model's weight type: f32, or f16/bf16 bits.
+struct DeviceWeight {
+  DType dtype = DType::kF32;
+  DeviceArray<float> f32;
+  DeviceArray<uint16_t> half;
+
+  absl::Status Upload(const std::vector<float>& host, DType type) {
+    dtype = type;
+    if (type == DType::kF32) return f32.Upload(host);
+    std::vector<uint16_t> narrow(host.size());
+    if (type == DType::kBF16) {
+      FloatToBf16(host.data(), narrow.data(), host.size());
+    } else {
+      FloatToHalf(host.data(), narrow.data(), host.size());
+    }
+    return half.Upload(narrow);
+  }
+  const void* data() const {
+    return dtype == DType::kF32 ? static_cast<const void*>(f32.get()) : half.get();
+  }
+  size_t bytes() const {
+    return dtype == DType::kF32 ? f32.size() * sizeof(float) : half.size() * sizeof(uint16_t);
+  }
+};
+
+cudaDataType_t CudaType(DType type) {
+  switch (type) {
+    case DType::kF16:
+      return CUDA_R_16F;
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    case DType::kF32:
+      break;
+  }
+  return CUDA_R_32F;
+}
 
 // Where the paged kernels find the pool: [layer][K|V][block][block_size][kv_heads][head_dim].
 struct PoolGeometry {
@@ -258,20 +305,25 @@ class CudaModel final : public Model {
     RETURN_IF_ERROR(CudaOk(cudaSetDevice(options.device), "cudaSetDevice"));
     size_t free_bytes = 0, total_bytes = 0;
     RETURN_IF_ERROR(CudaOk(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-    const size_t need = CudaWeightBytes(c);
+    m->weight_dtype_ = options.weight_dtype;
+    const size_t need = CudaWeightBytes(c, options.weight_dtype);
     if (need > free_bytes) {
       return absl::ResourceExhaustedError(absl::StrFormat(
-          "backend cuda: the model's float32 weights need %.2f GiB of device memory; device %d "
+          "backend cuda: the model's %s weights need %.2f GiB of device memory; device %d "
           "has %.2f GiB free of %.2f GiB",
-          GiB(need), options.device, GiB(free_bytes), GiB(total_bytes)));
+          DTypeName(options.weight_dtype), GiB(need), options.device, GiB(free_bytes),
+          GiB(total_bytes)));
     }
     ASSIGN_OR_RETURN(m->blas_, Cublas::Open());
     RETURN_IF_ERROR(CudaOk(cudaStreamCreate(&m->stream_), "cudaStreamCreate"));
     RETURN_IF_ERROR(CublasOk(m->blas_.create(&m->cublas_), "cublasCreate"));
     RETURN_IF_ERROR(CublasOk(m->blas_.set_stream(m->cublas_, m->stream_), "cublasSetStream"));
-    // Strict FP32: the CPU engine is the reference, and TF32 would be 1e-3 off per product.
-    RETURN_IF_ERROR(
-        CublasOk(m->blas_.set_math_mode(m->cublas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
+    // f32 is the checking mode: strict FP32, as the CPU engine (TF32 would be 1e-3 off per
+    // product). Half weights run on tensor cores with f32 accumulation.
+    RETURN_IF_ERROR(CublasOk(m->blas_.set_math_mode(m->cublas_, options.weight_dtype == DType::kF32
+                                                                    ? CUBLAS_PEDANTIC_MATH
+                                                                    : CUBLAS_DEFAULT_MATH),
+                             "cublasSetMathMode"));
     RETURN_IF_ERROR(m->LoadWeights(ckpt));
     const std::vector<std::string> unread = ckpt.Unread();
     if (!unread.empty()) {
@@ -313,14 +365,14 @@ class CudaModel final : public Model {
  private:
   struct Layer {
     DeviceArray<float> input_norm, post_norm, q_norm, k_norm;
-    DeviceArray<float> qkv, qkv_bias, o, o_bias, gate_up, gate_up_bias, down, down_bias;
+    DeviceArray<float> qkv_bias, o_bias, gate_up_bias, down_bias;
+    DeviceWeight qkv, o, gate_up, down;
   };
 
   CudaModel() = default;
   absl::Status LoadWeights(Checkpoint& ckpt);
   // out[rows, n] = in[rows, k] x w[n, k]^T (row-major), on the stream.
-  absl::Status Linear(const float* in, int rows, int k, const DeviceArray<float>& w, int n,
-                      float* out);
+  absl::Status Linear(const float* in, int rows, int k, const DeviceWeight& w, int n, float* out);
   absl::Status Stage(const PackedBatch& batch, const KvLayout& layout);
 
   ModelConfig config_;
@@ -331,7 +383,10 @@ class CudaModel final : public Model {
   Cublas blas_;  // The library stays loaded for the process (it is never dlclosed).
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  DeviceArray<float> embed_, final_norm_, lm_head_;
+  DType weight_dtype_ = DType::kF32;
+  DeviceWeight embed_, lm_head_;
+  DeviceArray<float> final_norm_;
+  DeviceArray<uint16_t> narrow_;  // Activations rounded to the weight type for a half GEMM.
   std::vector<Layer> layers_;
   // Scratch, grown to the largest batch seen.
   DeviceArray<float> x_, h_, qkv_, attn_, tmp_, gate_up_, act_, rope_cos_, rope_sin_, logits_;
@@ -344,11 +399,11 @@ class CudaModel final : public Model {
 absl::Status CudaModel::LoadWeights(Checkpoint& ckpt) {
   std::vector<float> embed, final_norm, lm_head;
   RETURN_IF_ERROR(ReadLlamaEmbeddings(ckpt, &embed, &final_norm, &lm_head));
-  RETURN_IF_ERROR(embed_.Upload(embed));
+  RETURN_IF_ERROR(embed_.Upload(embed, weight_dtype_));
   RETURN_IF_ERROR(final_norm_.Upload(final_norm));
-  RETURN_IF_ERROR(lm_head_.Upload(lm_head));
-  weight_bytes_ = lm_head.size() * sizeof(float);
-  memory_bytes_ = (embed.size() + final_norm.size() + lm_head.size()) * sizeof(float);
+  RETURN_IF_ERROR(lm_head_.Upload(lm_head, weight_dtype_));
+  weight_bytes_ = lm_head_.bytes();
+  memory_bytes_ = embed_.bytes() + lm_head_.bytes() + final_norm.size() * sizeof(float);
   layers_.resize(config_.num_layers);
   LlamaLayerWeights w;
   for (int l = 0; l < config_.num_layers; ++l) {
@@ -359,32 +414,45 @@ absl::Status CudaModel::LoadWeights(Checkpoint& ckpt) {
         {&d.post_norm, &w.post_norm},
         {&d.q_norm, &w.q_norm},
         {&d.k_norm, &w.k_norm},
-        {&d.qkv, &w.qkv},
         {&d.qkv_bias, &w.qkv_bias},
-        {&d.o, &w.o},
         {&d.o_bias, &w.o_bias},
-        {&d.gate_up, &w.gate_up},
         {&d.gate_up_bias, &w.gate_up_bias},
-        {&d.down, &w.down},
         {&d.down_bias, &w.down_bias}};
     for (const auto& [device, host] : parts) {
       RETURN_IF_ERROR(device->Upload(*host));
       memory_bytes_ += host->size() * sizeof(float);
     }
-    weight_bytes_ += (w.qkv.size() + w.o.size() + w.gate_up.size() + w.down.size()) * sizeof(float);
+    const std::pair<DeviceWeight*, const std::vector<float>*> matrices[] = {
+        {&d.qkv, &w.qkv}, {&d.o, &w.o}, {&d.gate_up, &w.gate_up}, {&d.down, &w.down}};
+    for (const auto& [device, host] : matrices) {
+      RETURN_IF_ERROR(device->Upload(*host, weight_dtype_));
+      weight_bytes_ += device->bytes();
+      memory_bytes_ += device->bytes();
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaModel::Linear(const float* in, int rows, int k, const DeviceArray<float>& w, int n,
+absl::Status CudaModel::Linear(const float* in, int rows, int k, const DeviceWeight& w, int n,
                                float* out) {
   // Row-major out[rows, n] is column-major out^T[n, rows] = W x in^T, with row-major W[n, k]
   // read as column-major W^T[k, n] and transposed, and row-major in[rows, k] as column-major
   // in^T[k, rows].
   const float one = 1.0f, zero = 0.0f;
-  return CublasOk(blas_.sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, w.get(), k, in,
-                              k, &zero, out, n),
-                  "sgemm");
+  if (w.dtype == DType::kF32) {
+    return CublasOk(blas_.sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, w.f32.get(), k,
+                                in, k, &zero, out, n),
+                    "sgemm");
+  }
+  // Half weights: the activations rounded to the same type, f32 accumulation and output.
+  const int64_t elements = static_cast<int64_t>(rows) * k;
+  RETURN_IF_ERROR(narrow_.Reserve(elements));
+  RETURN_IF_ERROR(Narrow(in, elements, w.dtype, narrow_.get(), stream_));
+  const cudaDataType_t type = CudaType(w.dtype);
+  return CublasOk(blas_.gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, w.data(), type,
+                                k, narrow_.get(), type, k, &zero, out, CUDA_R_32F, n,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                  "gemmEx");
 }
 
 // Uploads the batch's tokens, positions, block tables, logit rows and rotary tables.
@@ -484,7 +552,7 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
                               layout.head_dim};
 
   RETURN_IF_ERROR(
-      EmbeddingGather(embed_.get(), DType::kF32, tokens_.get(), T, hidden, x_.get(), stream_));
+      EmbeddingGather(embed_.data(), embed_.dtype, tokens_.get(), T, hidden, x_.get(), stream_));
   for (int l = 0; l < c.num_layers; ++l) {
     Layer& w = layers_[l];
     RETURN_IF_ERROR(RmsNorm(x_.get(), hidden, w.input_norm.get(), c.rms_norm_eps, T, hidden,
@@ -493,16 +561,10 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
     if (c.qkv_bias)
       RETURN_IF_ERROR(AddBias(qkv_.get(), w.qkv_bias.get(), T, qkv_dim, qkv_dim, stream_));
     if (c.qk_norm) {
-      for (int hq = 0; hq < c.num_heads; ++hq) {
-        float* q = qkv_.get() + hq * c.head_dim;
-        RETURN_IF_ERROR(RmsNorm(q, qkv_dim, w.q_norm.get(), c.rms_norm_eps, T, c.head_dim, q,
-                                qkv_dim, stream_));
-      }
-      for (int hk = 0; hk < c.num_kv_heads; ++hk) {
-        float* k = qkv_.get() + q_dim + hk * c.head_dim;
-        RETURN_IF_ERROR(RmsNorm(k, qkv_dim, w.k_norm.get(), c.rms_norm_eps, T, c.head_dim, k,
-                                qkv_dim, stream_));
-      }
+      RETURN_IF_ERROR(RmsNormHeads(qkv_.get(), T, qkv_dim, 0, c.num_heads, c.head_dim,
+                                   w.q_norm.get(), c.rms_norm_eps, stream_));
+      RETURN_IF_ERROR(RmsNormHeads(qkv_.get(), T, qkv_dim, q_dim, c.num_kv_heads, c.head_dim,
+                                   w.k_norm.get(), c.rms_norm_eps, stream_));
     }
     RETURN_IF_ERROR(Rope(qkv_.get(), T, qkv_dim, 0, c.num_heads, c.head_dim, rope_cos_.get(),
                          rope_sin_.get(), stream_));

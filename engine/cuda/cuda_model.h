@@ -1,12 +1,13 @@
 // The CUDA backend: the Llama-family decoder of the CPU engine (same checkpoints, same fused
 // q/k/v and gate/up layout, same KV pool layout and block tables) on one GPU. Weights live in
-// device memory as float32 (bf16/f16 checkpoints are widened at load for now); projections
-// run through cuBLAS (strict FP32, no TF32; the library is opened at run time); the row kernels are
+// device memory as f32, bf16 or f16 (CudaModelOptions::weight_dtype); projections run through
+// cuBLAS (f32: strict FP32, no TF32; half: tensor cores, f32 accumulation; the library is opened
+// at run time); the row kernels are
 // engine/cuda/kernels.h; attention is one paged kernel over the whole packed batch (prefill chunks
 // and decode tokens together: one block per query token and head, walking the sequence's block
 // table in tiles with an online softmax). The KV pool is in device memory (AllocateKvPool); the
 // layer hook fires after the layer's K/V writes have completed on the device. Logits are copied
-// back to the host, where the engine's sampler runs. Not yet: bf16/f16 weights on the device, CUDA
+// back to the host, where the engine's sampler runs. Not yet: CUDA
 // graphs, split-K decode attention, device sampling, the pinned-host staging a KV transport needs
 // (the GPU data path). Thread-safety: Forward() is called by one thread at a time (one stream,
 // reused scratch).
@@ -23,6 +24,11 @@ namespace pdserve::engine::cuda {
 
 struct CudaModelOptions {
   int device = 0;
+  // The projection matrices' and embedding tables' element type on the device. f32 runs strict
+  // FP32 GEMMs (the checking mode, equal to the CPU engine within 1e-3); bf16 and f16 halve the
+  // bytes a decode step streams and run cuBLAS GEMMs on tensor cores with f32 accumulation
+  // (activations are rounded to the weight type before each GEMM). Norms and biases stay f32.
+  DType weight_dtype = DType::kF32;
 };
 
 // FAILED_PRECONDITION when built without CUDA or without a usable device;
@@ -31,9 +37,9 @@ struct CudaModelOptions {
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(Checkpoint& checkpoint,
                                                      const CudaModelOptions& options);
 
-// Device bytes the model's float32 weights take (what LoadCudaModel checks against the free
-// memory), from the config alone.
-size_t CudaWeightBytes(const ModelConfig& config);
+// Device bytes the model's weights take with matrices of `weight_dtype` (what LoadCudaModel
+// checks against the free memory), from the config alone.
+size_t CudaWeightBytes(const ModelConfig& config, DType weight_dtype = DType::kF32);
 
 }  // namespace pdserve::engine::cuda
 

@@ -33,10 +33,11 @@ __global__ void EmbeddingGatherKernel(const T* table, const int32_t* tokens, int
 
 // One block per row: a block-wide sum of squares (warp shuffles, then one value per warp
 // through shared memory), then every thread scales its elements.
+// blockIdx.y picks one of several `dim`-wide segments of the row (the heads of a q/k norm).
 __global__ void RmsNormKernel(const float* x, int x_stride, const float* weight, float eps, int dim,
                               float* y, int y_stride) {
-  const float* xr = x + static_cast<int64_t>(blockIdx.x) * x_stride;
-  float* yr = y + static_cast<int64_t>(blockIdx.x) * y_stride;
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * x_stride + blockIdx.y * dim;
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * y_stride + blockIdx.y * dim;
   float ss = 0;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
   for (int offset = 16; offset > 0; offset /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, offset);
@@ -57,6 +58,19 @@ __global__ void AddBiasKernel(float* y, const float* b, int rows, int dim, int s
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(rows) * dim) return;
   y[(i / dim) * stride + i % dim] += b[i % dim];
+}
+
+template <typename T>
+__global__ void NarrowKernel(const float* in, int64_t n, T* out);
+template <>
+__global__ void NarrowKernel(const float* in, int64_t n, __half* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(in[i]);
+}
+template <>
+__global__ void NarrowKernel(const float* in, int64_t n, __nv_bfloat16* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2bfloat16_rn(in[i]);
 }
 
 __global__ void AddInPlaceKernel(float* y, const float* x, int64_t n) {
@@ -120,6 +134,30 @@ absl::Status RmsNorm(const float* x, int x_stride, const float* weight, float ep
   if (rows <= 0) return absl::OkStatus();
   RmsNormKernel<<<rows, kThreads, 0, stream>>>(x, x_stride, weight, eps, dim, y, y_stride);
   return Launched("RmsNorm");
+}
+
+absl::Status RmsNormHeads(float* x, int rows, int stride, int offset, int num_heads, int head_dim,
+                          const float* weight, float eps, cudaStream_t stream) {
+  if (rows <= 0 || num_heads <= 0) return absl::OkStatus();
+  const dim3 grid(rows, num_heads);
+  RmsNormKernel<<<grid, kThreads, 0, stream>>>(x + offset, stride, weight, eps, head_dim,
+                                               x + offset, stride);
+  return Launched("RmsNormHeads");
+}
+
+absl::Status Narrow(const float* in, int64_t n, DType type, void* out, cudaStream_t stream) {
+  if (n <= 0) return absl::OkStatus();
+  switch (type) {
+    case DType::kF16:
+      NarrowKernel<<<Blocks(n), kThreads, 0, stream>>>(in, n, static_cast<__half*>(out));
+      break;
+    case DType::kBF16:
+      NarrowKernel<<<Blocks(n), kThreads, 0, stream>>>(in, n, static_cast<__nv_bfloat16*>(out));
+      break;
+    case DType::kF32:
+      return absl::InvalidArgumentError("Narrow: the target type must be f16 or bf16");
+  }
+  return Launched("Narrow");
 }
 
 absl::Status AddBias(float* y, const float* b, int rows, int dim, int stride, cudaStream_t stream) {

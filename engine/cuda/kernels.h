@@ -27,6 +27,16 @@ absl::Status EmbeddingGather(const void* table, DType type, const int32_t* token
 absl::Status RmsNorm(const float* x, int x_stride, const float* weight, float eps, int rows,
                      int dim, float* y, int y_stride, cudaStream_t stream);
 
+// The per-head RMSNorm of Qwen3's q/k norms in one launch: for every row and each of
+// `num_heads` heads of `head_dim` starting at column `offset` (row stride `stride`), in place,
+// with one `weight` of head_dim shared by the heads.
+absl::Status RmsNormHeads(float* x, int rows, int stride, int offset, int num_heads, int head_dim,
+                          const float* weight, float eps, cudaStream_t stream);
+
+// out[i] = in[i] rounded to nearest-even in `type` (f16 or bf16): the activations a half-
+// precision GEMM reads.
+absl::Status Narrow(const float* in, int64_t n, DType type, void* out, cudaStream_t stream);
+
 // y[r, i] += b[i] for `rows` rows of `dim` with row stride `stride`.
 absl::Status AddBias(float* y, const float* b, int rows, int dim, int stride, cudaStream_t stream);
 

@@ -42,7 +42,9 @@ class CudaModelTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     const cuda::DeviceInfo info = cuda::ProbeDevices();
     if (info.count == 0) GTEST_SKIP() << "no GPU: " << info.reason;
-    auto gpu = LoadModel(TestModelDir(GetParam()), EngineOptions{.backend = "cuda"});
+    // f32 on both: the checking mode (a bf16 checkpoint is widened on both).
+    auto gpu = LoadModel(TestModelDir(GetParam()),
+                         EngineOptions{.backend = "cuda", .weight_dtype = "f32"});
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     auto cpu =
         LoadModel(TestModelDir(GetParam()), EngineOptions{.num_threads = 2, .weight_dtype = "f32"});
@@ -158,6 +160,29 @@ TEST_P(CudaModelTest, TheLayerHookFiresOncePerLayerInOrder) {
   EXPECT_EQ(fired, (std::vector<int>{0, 1}));
 }
 
+// bf16 weights on both engines: the GPU also rounds the activations to bf16 before each GEMM
+// (tensor cores), the CPU engine keeps them in f32; the documented tolerance is 5 % of the
+// logits' range, with the first greedy token equal.
+TEST_P(CudaModelTest, Bf16WeightsStayWithinTheDocumentedTolerance) {
+  auto gpu =
+      LoadModel(TestModelDir(GetParam()), EngineOptions{.backend = "cuda", .weight_dtype = "bf16"});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu =
+      LoadModel(TestModelDir(GetParam()), EngineOptions{.num_threads = 2, .weight_dtype = "bf16"});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_LT(gpu->model->weight_bytes(), gpu_->weight_bytes() * 6 / 10);
+  const int vocab = gpu_->config().vocab_size;
+  auto gpu_pool = Pool(*gpu->model, 32);
+  auto cpu_pool = Pool(*cpu->model, 32);
+  ASSERT_TRUE(gpu_pool && cpu_pool);
+  const auto [gpu_tokens, gpu_logits] =
+      Generate(*gpu->model, *gpu_pool, Prompt(100, vocab, 8), 64, 1);
+  const auto [cpu_tokens, cpu_logits] =
+      Generate(*cpu->model, *cpu_pool, Prompt(100, vocab, 8), 64, 1);
+  EXPECT_LE(RelativeError(gpu_logits, cpu_logits), 5e-2);
+  EXPECT_EQ(gpu_tokens, cpu_tokens);
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, CudaModelTest,
                          ::testing::Values("tiny", "tiny-qwen2", "tiny-qwen3", "tiny-tied-bf16"));
 
@@ -165,7 +190,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, CudaModelTest,
 TEST(CudaModelReferenceTest, MatchesTheNumpyReference) {
   if (cuda::ProbeDevices().count == 0) GTEST_SKIP() << "no GPU";
   const std::string dir = TestModelDir("tiny");
-  auto gpu = LoadModel(dir, EngineOptions{.backend = "cuda"});
+  auto gpu = LoadModel(dir, EngineOptions{.backend = "cuda", .weight_dtype = "f32"});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const std::vector<int32_t> prompt = Prompt(64, gpu->model->config().vocab_size, 7);
   auto ref = pdserve::testing::ReferenceLastLogits(dir, {prompt});
@@ -194,6 +219,11 @@ TEST(CudaModelMemoryTest, WeightBytesFollowTheConfig) {
   EXPECT_EQ(cuda::CudaWeightBytes(c), (2 * 1000 * 64 + 64 + 2 * per_layer) * sizeof(float));
   c.qkv_bias = true;
   EXPECT_EQ(cuda::CudaWeightBytes(c), (2 * 1000 * 64 + 64 + 2 * (per_layer + 128)) * sizeof(float));
+  // Half weights: the matrices take two bytes an element, norms and biases stay f32.
+  const size_t matrices = 2 * 1000 * 64 + 2 * (128 * 64 + 64 * 64 + 2 * 128 * 64 + 64 * 128);
+  const size_t vectors = 64 + 2 * (2 * 64 + 128);
+  EXPECT_EQ(cuda::CudaWeightBytes(c, DType::kBF16), matrices * 2 + vectors * sizeof(float));
+  EXPECT_EQ(cuda::CudaWeightBytes(c, DType::kF16), cuda::CudaWeightBytes(c, DType::kBF16));
 }
 
 }  // namespace
