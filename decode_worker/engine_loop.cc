@@ -304,8 +304,15 @@ void EngineLoop::RunStep(const StepPlan& plan) {
       metrics_->request_queue_time.Observe(absl::ToDoubleSeconds(c.seq->admitted - c.seq->arrival));
     }
   }
+  sample_rows_.clear();
+  for (const PlannedChunk& c : plan.chunks) {
+    if (c.want_logits) {
+      sample_rows_.push_back({&c.seq->sampling, static_cast<uint64_t>(c.start + c.num_tokens)});
+    }
+  }
   const absl::Time forward_start = clock_->Now();
-  const absl::Status status = model_->Forward(batch_, *pool_, {}, &logits_);
+  const absl::Status status = engine::ForwardAndSample(*model_, batch_, *pool_, {}, sample_rows_,
+                                                       &logits_, &sampler_scratch_);
   const absl::Time forward_end = clock_->Now();
   if (!status.ok()) {
     PDS_LOG(ERROR) << "engine step failed: " << status;
@@ -315,15 +322,7 @@ void EngineLoop::RunStep(const StepPlan& plan) {
     }
     return;
   }
-  sampled_.clear();
-  int row = 0;
-  for (const PlannedChunk& c : plan.chunks) {
-    if (!c.want_logits) continue;
-    sampled_.push_back(engine::SampleToken(logits_.Row(row++), c.seq->sampling,
-                                           static_cast<uint64_t>(c.start + c.num_tokens),
-                                           &sampler_scratch_));
-  }
-  scheduler_.ApplyStep(plan, sampled_);
+  scheduler_.ApplyStep(plan, logits_.sampled);
   for (const PlannedChunk& c : plan.chunks) {
     if (c.want_logits) EmitToken(c.seq);  // May finish and free the sequence.
   }

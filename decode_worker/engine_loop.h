@@ -122,7 +122,7 @@ class EngineLoop {
   engine::PackedBatch batch_;
   engine::Logits logits_;
   engine::SamplerScratch sampler_scratch_;
-  std::vector<int32_t> sampled_;
+  std::vector<engine::RowSampling> sample_rows_;  // The step's logits rows, in batch order.
   SchedulerCounters published_counters_;
 
   std::thread thread_;

@@ -45,9 +45,12 @@ struct PackedBatch {
   absl::Status Validate(const KvLayout& layout, int vocab_size, int max_positions) const;
 };
 
-// Logits of the sequences that asked for them, in batch order: rows x vocab floats.
+// Logits of the sequences that asked for them, in batch order: rows x vocab floats. When the
+// forward pass was asked to sample (ForwardOptions::sample_rows), `sampled` holds each row's
+// next token, and a backend that samples on the device leaves `data` empty.
 struct Logits {
   std::vector<float> data;
+  std::vector<int32_t> sampled;
   int rows = 0;
   int vocab = 0;
   absl::Span<const float> Row(int r) const {

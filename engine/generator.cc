@@ -38,14 +38,17 @@ absl::StatusOr<GeneratedSequence> GenerateSingle(
   // Prefill in chunks; only the last chunk asks for logits.
   while (position < static_cast<int>(prompt.size())) {
     const int n = std::min<int>(options.prefill_chunk, static_cast<int>(prompt.size()) - position);
+    const bool last = position + n == static_cast<int>(prompt.size());
     batch.Clear();
-    batch.Add(absl::MakeConstSpan(prompt).subspan(position, n), position, block_table,
-              position + n == static_cast<int>(prompt.size()));
-    RETURN_IF_ERROR(model.Forward(batch, *pool, {}, &logits));
+    batch.Add(absl::MakeConstSpan(prompt).subspan(position, n), position, block_table, last);
+    const RowSampling row{&sampling, static_cast<uint64_t>(position + n)};
+    RETURN_IF_ERROR(ForwardAndSample(
+        model, batch, *pool, {},
+        last ? absl::MakeConstSpan(&row, 1) : absl::Span<const RowSampling>(), &logits, &scratch));
     position += n;
   }
   while (true) {
-    const int32_t token = SampleToken(logits.Row(0), sampling, position, &scratch);
+    const int32_t token = logits.sampled[0];
     if (out.tokens.empty()) out.time_to_first_token = absl::Now() - start;
     out.tokens.push_back(token);
     ASSIGN_OR_RETURN(GenerationStream::Update update, stream.Push(token));
@@ -59,8 +62,10 @@ absl::StatusOr<GeneratedSequence> GenerateSingle(
     batch.Clear();
     const int32_t next[1] = {token};
     batch.Add(next, position, block_table, true);
-    RETURN_IF_ERROR(model.Forward(batch, *pool, {}, &logits));
     ++position;
+    const RowSampling row{&sampling, static_cast<uint64_t>(position)};
+    RETURN_IF_ERROR(
+        ForwardAndSample(model, batch, *pool, {}, absl::MakeConstSpan(&row, 1), &logits, &scratch));
   }
   out.total_time = absl::Now() - start;
   return out;

@@ -13,12 +13,20 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "common/kv_layout.h"
 #include "engine/batch.h"
 #include "engine/kv_pool.h"
 #include "engine/model_config.h"
+#include "engine/sampling.h"
 
 namespace pdserve::engine {
+
+// How to sample one logits row: SampleToken's config and the position the token will take.
+struct RowSampling {
+  const SamplingConfig* config = nullptr;
+  uint64_t position = 0;
+};
 
 struct ForwardOptions {
   // Called as soon as layer `layer`'s K/V for every token of the batch is in the pool
@@ -26,6 +34,10 @@ struct ForwardOptions {
   // here while the next layers compute. Returning false cancels the forward pass (the call
   // returns CANCELLED); the hook should only enqueue work, it runs on the forward thread.
   std::function<bool(int layer)> layer_hook;
+  // One entry per logits row (the sequences that want logits, in batch order). A backend that
+  // samples on the device fills Logits::sampled from these and skips copying the logits out;
+  // one that does not ignores them (ForwardAndSample samples on the host).
+  absl::Span<const RowSampling> sample_rows;
 };
 
 class Model {
@@ -82,6 +94,13 @@ class Model {
     return layout;
   }
 };
+
+// Runs the batch and samples each logits row's next token into logits->sampled: on the
+// device where the backend does, else here with SampleToken (the same rule and random stream).
+// `rows` must have one entry per sequence that wants logits.
+absl::Status ForwardAndSample(Model& model, const PackedBatch& batch, KvPool& pool,
+                              ForwardOptions options, absl::Span<const RowSampling> rows,
+                              Logits* logits, SamplerScratch* scratch);
 
 }  // namespace pdserve::engine
 

@@ -8,16 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/kernels.h"
+#include "engine/sample_select.h"
 
 namespace pdserve::engine {
 namespace {
-
-uint64_t SplitMix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 // The first index of the maximum (ties go to the lowest id). Vectorised: a max pass, then
 // a search for the first lane equal to it.
@@ -90,8 +84,7 @@ absl::Status SamplingConfig::Validate(int vocab_size) const {
 }
 
 double UniformForPosition(uint64_t seed, uint64_t position) {
-  const uint64_t z = SplitMix64(SplitMix64(seed) ^ (position * 0xD6E8FEB86659FD93ULL));
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
+  return select::UniformForPosition(seed, position);
 }
 
 int32_t SampleToken(absl::Span<const float> logits, const SamplingConfig& config, uint64_t position,

@@ -270,8 +270,11 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
                            e.table.begin() + first + e.job->target.block_ids.size());
     e.computing = true;
   }
+  std::vector<engine::RowSampling> sample_rows;  // The first token of each, in batch order.
   for (Entry& e : entries) {
-    if (e.computing) batch.Add(e.job->prompt, 0, e.table, true);
+    if (!e.computing) continue;
+    batch.Add(e.job->prompt, 0, e.table, true);
+    sample_rows.push_back({&e.job->sampling, static_cast<uint64_t>(e.job->prompt.size())});
   }
   const bool layerwise = config_.transfer_mode == "layerwise";
   auto write_layer = [&](int layer) {
@@ -325,8 +328,11 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
     return live > 0;
   };
   engine::Logits logits;
-  absl::Status forward =
-      batch.num_tokens() > 0 ? model_->Forward(batch, *pool_, options, &logits) : absl::OkStatus();
+  engine::SamplerScratch scratch;
+  absl::Status forward = batch.num_tokens() > 0
+                             ? engine::ForwardAndSample(*model_, batch, *pool_, options,
+                                                        sample_rows, &logits, &scratch)
+                             : absl::OkStatus();
   const absl::Time forward_end = absl::Now();
   const double compute_ms = Ms(forward_end - batch_start);
   if (!layerwise && forward.ok()) {
@@ -355,10 +361,7 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
       e.result.transfer_ms = Ms(finished - e.first_write);
       e.result.transfer_bytes = e.transfer->bytes_written();
       if (e.error.ok()) {
-        engine::SamplerScratch scratch;
-        e.result.first_token =
-            engine::SampleToken(logits.Row(my_row), e.job->sampling,
-                                static_cast<uint64_t>(e.job->prompt.size()), &scratch);
+        e.result.first_token = logits.sampled[my_row];
         e.result.computed_tokens = static_cast<int>(e.job->prompt.size());
         batch_bytes += e.result.transfer_bytes;
         transfer_seconds += e.result.transfer_ms / 1e3;

@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/sampler.h"
 #include "engine/half.h"
 #include "engine/llama_weights.h"
 
@@ -373,7 +374,8 @@ class CudaModel final : public Model {
   absl::Status LoadWeights(Checkpoint& ckpt);
   // out[rows, n] = in[rows, k] x w[n, k]^T (row-major), on the stream.
   absl::Status Linear(const float* in, int rows, int k, const DeviceWeight& w, int n, float* out);
-  absl::Status Stage(const PackedBatch& batch, const KvLayout& layout);
+  absl::Status Stage(const PackedBatch& batch, const KvLayout& layout,
+                     absl::Span<const RowSampling> sample_rows);
 
   ModelConfig config_;
   uint64_t fingerprint_ = 0;
@@ -391,6 +393,8 @@ class CudaModel final : public Model {
   // Scratch, grown to the largest batch seen.
   DeviceArray<float> x_, h_, qkv_, attn_, tmp_, gate_up_, act_, rope_cos_, rope_sin_, logits_;
   DeviceArray<int32_t> tokens_, token_seq_, token_pos_, table_offset_, tables_, logit_rows_;
+  DeviceArray<DeviceRowSampling> sample_params_;
+  DeviceArray<int32_t> sampled_;
   void* host_staging_ = nullptr;  // Pinned: the batch's index arrays on their way up.
   size_t host_staging_bytes_ = 0;
   int logit_row_count_ = 0;
@@ -455,8 +459,10 @@ absl::Status CudaModel::Linear(const float* in, int rows, int k, const DeviceWei
                   "gemmEx");
 }
 
-// Uploads the batch's tokens, positions, block tables, logit rows and rotary tables.
-absl::Status CudaModel::Stage(const PackedBatch& batch, const KvLayout& layout) {
+// Uploads the batch's tokens, positions, block tables, logit rows, rotary tables and the rows'
+// sampling parameters.
+absl::Status CudaModel::Stage(const PackedBatch& batch, const KvLayout& layout,
+                              absl::Span<const RowSampling> sample_rows) {
   const int T = batch.num_tokens();
   const int S = batch.num_sequences();
   const int half = config_.head_dim / 2;
@@ -483,6 +489,13 @@ absl::Status CudaModel::Stage(const PackedBatch& batch, const KvLayout& layout) 
     if (b.want_logits) rows.push_back(batch.cu_seqlens[s + 1] - 1);
   }
   logit_row_count_ = static_cast<int>(rows.size());
+  std::vector<DeviceRowSampling> sampling(sample_rows.size());
+  for (size_t r = 0; r < sample_rows.size(); ++r) {
+    const SamplingConfig& c = *sample_rows[r].config;
+    sampling[r].params =
+        select::RowSamplingParams{c.temperature, c.top_p, c.top_k, c.seed, sample_rows[r].position};
+    sampling[r].greedy = c.greedy() ? 1 : 0;
+  }
   // Through one pinned buffer, in order; the copies are asynchronous on the stream, and the
   // buffer is only rewritten by the next Forward after this one synchronised.
   const std::pair<DeviceArray<int32_t>*, const std::vector<int32_t>*> ints[] = {
@@ -490,7 +503,8 @@ absl::Status CudaModel::Stage(const PackedBatch& batch, const KvLayout& layout) 
       {&table_offset_, &offset}, {&tables_, &tables}, {&logit_rows_, &rows}};
   const std::pair<DeviceArray<float>*, const std::vector<float>*> floats[] = {{&rope_cos_, &cos},
                                                                               {&rope_sin_, &sin}};
-  size_t bytes = 0;
+  // The sampling parameters first: they hold 8-byte fields, the buffer's start is aligned.
+  size_t bytes = sampling.size() * sizeof(DeviceRowSampling);
   for (const auto& [d, h] : ints) bytes += h->size() * sizeof(int32_t);
   for (const auto& [d, h] : floats) bytes += h->size() * sizeof(float);
   if (bytes > host_staging_bytes_) {
@@ -509,6 +523,9 @@ absl::Status CudaModel::Stage(const PackedBatch& batch, const KvLayout& layout) 
     at += n;
     return absl::OkStatus();
   };
+  RETURN_IF_ERROR(sample_params_.Reserve(std::max<size_t>(1, sampling.size())));
+  RETURN_IF_ERROR(
+      up(sample_params_.get(), sampling.data(), sampling.size() * sizeof(DeviceRowSampling)));
   for (const auto& [d, h] : ints) {
     RETURN_IF_ERROR(d->Reserve(std::max<size_t>(1, h->size())));
     RETURN_IF_ERROR(up(d->get(), h->data(), h->size() * sizeof(int32_t)));
@@ -546,7 +563,13 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
         std::pair{&act_, inter}}) {
     RETURN_IF_ERROR(buffer->Reserve(rows * width));
   }
-  RETURN_IF_ERROR(Stage(batch, layout));
+  logits->sampled.clear();
+  const int want_rows = batch.num_logit_rows();
+  if (!options.sample_rows.empty() && static_cast<int>(options.sample_rows.size()) != want_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("sample_rows: ", options.sample_rows.size(),
+                                                   " entries for ", want_rows, " logits rows"));
+  }
+  RETURN_IF_ERROR(Stage(batch, layout, options.sample_rows));
   const BatchView view{token_seq_.get(), token_pos_.get(), table_offset_.get(), tables_.get()};
   const PoolGeometry geometry{layout.num_blocks, layout.block_size, layout.num_kv_heads,
                               layout.head_dim};
@@ -635,7 +658,11 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
   // Final norm and LM head for the last token of each sequence that wants logits.
   const int R = logit_row_count_;
   logits->rows = R;
-  logits->data.resize(static_cast<size_t>(R) * c.vocab_size);
+  if (options.sample_rows.empty()) {
+    logits->data.resize(static_cast<size_t>(R) * c.vocab_size);
+  } else {
+    logits->data.clear();
+  }
   if (R > 0) {
     RETURN_IF_ERROR(
         EmbeddingGather(x_.get(), DType::kF32, logit_rows_.get(), R, hidden, h_.get(), stream_));
@@ -643,10 +670,21 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
                             h_.get(), hidden, stream_));
     RETURN_IF_ERROR(logits_.Reserve(static_cast<size_t>(R) * c.vocab_size));
     RETURN_IF_ERROR(Linear(h_.get(), R, hidden, lm_head_, c.vocab_size, logits_.get()));
-    RETURN_IF_ERROR(CudaOk(
-        cudaMemcpyAsync(logits->data.data(), logits_.get(), logits->data.size() * sizeof(float),
-                        cudaMemcpyDeviceToHost, stream_),
-        "logits"));
+    if (!options.sample_rows.empty()) {
+      // Sampled here: only R token ids cross to the host, not R x vocab logits.
+      RETURN_IF_ERROR(sampled_.Reserve(R));
+      RETURN_IF_ERROR(SampleRowsOnDevice(logits_.get(), R, c.vocab_size, sample_params_.get(),
+                                         logits_.get(), sampled_.get(), stream_));
+      logits->sampled.resize(R);
+      RETURN_IF_ERROR(CudaOk(cudaMemcpyAsync(logits->sampled.data(), sampled_.get(),
+                                             R * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_),
+                             "sampled"));
+    } else {
+      RETURN_IF_ERROR(CudaOk(
+          cudaMemcpyAsync(logits->data.data(), logits_.get(), logits->data.size() * sizeof(float),
+                          cudaMemcpyDeviceToHost, stream_),
+          "logits"));
+    }
   }
   return CudaOk(cudaStreamSynchronize(stream_), "forward");
 }

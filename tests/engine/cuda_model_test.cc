@@ -183,6 +183,53 @@ TEST_P(CudaModelTest, Bf16WeightsStayWithinTheDocumentedTolerance) {
   EXPECT_EQ(gpu_tokens, cpu_tokens);
 }
 
+// Sampling on the device picks the CPU engine's tokens (same rule, same random stream) from the
+// GPU's logits, and returns no logits rows. Draws that land within rounding of a boundary may
+// differ (the two engines' logits agree to 1e-3): at most 1 in 50.
+TEST_P(CudaModelTest, DeviceSamplingPicksTheHostSamplersTokens) {
+  const int vocab = gpu_->config().vocab_size;
+  auto pool = Pool(*gpu_, 64);
+  ASSERT_TRUE(pool);
+  std::vector<SamplingConfig> configs(6);
+  configs[0].temperature = 0;
+  configs[1].temperature = 0.8f;
+  configs[2].temperature = 1.0f;
+  configs[2].top_k = 20;
+  configs[3].temperature = 1.2f;
+  configs[3].top_p = 0.7f;
+  configs[4].temperature = 0.5f;
+  configs[4].top_k = 50;
+  configs[4].top_p = 0.9f;
+  configs[5].top_k = 1;
+  int draws = 0, same = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    PackedBatch batch;
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<RowSampling> rows;
+    for (int s = 0; s < 6; ++s) prompts.push_back(Prompt(20 + 7 * s, vocab, 100 + trial * 6 + s));
+    for (int s = 0; s < 6; ++s) {
+      configs[s].seed = 1000 + trial;
+      batch.Add(prompts[s], 0, Blocks(s * 8, 8), true);
+      rows.push_back({&configs[s], prompts[s].size()});
+    }
+    Logits device, host;
+    SamplerScratch scratch;
+    ASSERT_TRUE(ForwardAndSample(*gpu_, batch, *pool, {}, rows, &device, &scratch).ok());
+    EXPECT_TRUE(device.data.empty());
+    ASSERT_EQ(device.sampled.size(), 6u);
+    ASSERT_TRUE(gpu_->Forward(batch, *pool, {}, &host).ok());  // The same logits, on the host.
+    for (int s = 0; s < 6; ++s) {
+      const int32_t want = SampleToken(host.Row(s), configs[s], rows[s].position, &scratch);
+      ++draws;
+      same += device.sampled[s] == want;
+      if (configs[s].greedy()) {
+        EXPECT_EQ(device.sampled[s], want) << trial << " " << s;
+      }
+    }
+  }
+  EXPECT_GE(same * 50, draws * 49) << same << " of " << draws;
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, CudaModelTest,
                          ::testing::Values("tiny", "tiny-qwen2", "tiny-qwen3", "tiny-tied-bf16"));
 

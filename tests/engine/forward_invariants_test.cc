@@ -220,6 +220,39 @@ TEST_P(ForwardInvariantsTest, MalformedBatchesAreRejectedWithClearErrors) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// ForwardAndSample samples each logits row in batch order with its own config and position,
+// exactly as SampleToken on the logits (the CPU backend samples on the host), and rejects a
+// row count that does not match the batch.
+TEST_P(ForwardInvariantsTest, ForwardAndSampleSamplesEachRowInBatchOrder) {
+  const int vocab = model_->config().vocab_size;
+  auto pool = NewPool(24);
+  const std::vector<int32_t> a = RandomTokens(30, vocab, 21), b = RandomTokens(12, vocab, 22),
+                             c = RandomTokens(9, vocab, 23);
+  std::vector<int32_t> blocks(24);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  PackedBatch batch;
+  batch.Add(a, 0, absl::MakeConstSpan(blocks).subspan(0, 8), true);
+  batch.Add(b, 0, absl::MakeConstSpan(blocks).subspan(8, 8), false);
+  batch.Add(c, 0, absl::MakeConstSpan(blocks).subspan(16, 8), true);
+  SamplingConfig greedy, hot;
+  greedy.temperature = 0;
+  hot.temperature = 1.3f;
+  hot.top_p = 0.9f;
+  hot.seed = 5;
+  const RowSampling rows[] = {{&greedy, 30}, {&hot, 9}};
+  Logits logits;
+  SamplerScratch scratch;
+  ASSERT_TRUE(ForwardAndSample(*model_, batch, *pool, {}, rows, &logits, &scratch).ok());
+  ASSERT_EQ(logits.sampled.size(), 2u);
+  EXPECT_EQ(logits.sampled[0], SampleToken(logits.Row(0), greedy, 30, &scratch));
+  EXPECT_EQ(logits.sampled[1], SampleToken(logits.Row(1), hot, 9, &scratch));
+  const auto status =
+      ForwardAndSample(*model_, batch, *pool, {}, absl::MakeConstSpan(rows, 1), &logits, &scratch);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("sample_rows: 1 entries for 2 logits rows"), std::string::npos)
+      << status;
+}
+
 INSTANTIATE_TEST_SUITE_P(WeightDtypes, ForwardInvariantsTest,
                          ::testing::Values("f32", "bf16", "f16"));
 
