@@ -215,12 +215,19 @@ __device__ float BlockReduce(float v, bool take_max, float* scratch) {
   return r;
 }
 
-// One block per (query token, head): causal attention over the positions <= the token's,
-// read through the sequence's block table, in tiles with an online softmax.
+// Split-K: a block's partial result over its range of positions, merged by
+// CombinePartitionsKernel: the running max, the running sum, then head_dim unnormalised sums.
+__host__ __device__ inline size_t PartialStride(int head_dim) { return 2 + head_dim; }
+
+// One block per (query token, head, partition): causal attention over the positions <= the
+// token's, read through the sequence's block table, in tiles with an online softmax. With
+// `partials` null there is one partition (all positions) and the block writes the output;
+// otherwise partition blockIdx.z covers positions [z * partition, (z + 1) * partition) and
+// writes its partial state (split-K: long contexts spread over more blocks than T x heads).
 template <typename KV>
 __global__ void PagedAttentionKernel(const float* qkv, int qkv_stride, int num_heads, int group,
                                      int layer, PoolGeometry g, BatchView b, const KV* pool,
-                                     float scale, float* out) {
+                                     float scale, float* out, int partition, float* partials) {
   const int t = blockIdx.x;
   const int head = blockIdx.y;
   const int kv_head = head / group;
@@ -238,8 +245,10 @@ __global__ void PagedAttentionKernel(const float* qkv, int qkv_stride, int num_h
   float running_max = -INFINITY;
   float running_sum = 0;
   const size_t head_offset = static_cast<size_t>(kv_head) * hd;
-  for (int start = 0; start <= pos; start += kAttentionTile) {
-    const int n = min(kAttentionTile, pos + 1 - start);
+  const int first = partials == nullptr ? 0 : blockIdx.z * partition;
+  const int end = partials == nullptr ? pos + 1 : min(pos + 1, first + partition);
+  for (int start = first; start < end; start += kAttentionTile) {
+    const int n = min(kAttentionTile, end - start);
     float tile_max = -INFINITY;
     for (int j = threadIdx.x; j < n; j += blockDim.x) {
       const int p = start + j;
@@ -277,10 +286,50 @@ __global__ void PagedAttentionKernel(const float* qkv, int qkv_stride, int num_h
     running_max = new_max;
     __syncthreads();  // scores are rewritten by the next tile.
   }
+  if (partials != nullptr) {
+    // An empty partition (past the token's position) leaves max -inf and sum 0.
+    float* state =
+        partials +
+        ((static_cast<size_t>(t) * num_heads + head) * gridDim.z + blockIdx.z) * PartialStride(hd);
+    if (threadIdx.x == 0) {
+      state[0] = running_max;
+      state[1] = running_sum;
+    }
+    for (int k = 0; k < kMaxDimsPerThread; ++k) {
+      const int d = threadIdx.x + k * blockDim.x;
+      if (d >= hd) break;
+      state[2 + d] = acc[k];
+    }
+    return;
+  }
   for (int k = 0; k < kMaxDimsPerThread; ++k) {
     const int d = threadIdx.x + k * blockDim.x;
     if (d >= hd) break;
     out[static_cast<int64_t>(t) * num_heads * hd + head * hd + d] = acc[k] / running_sum;
+  }
+}
+
+// One block per (query token, head): merges the partitions' online-softmax states.
+__global__ void CombinePartitionsKernel(const float* partials, int num_heads, int head_dim,
+                                        int partitions, float* out) {
+  const int t = blockIdx.x;
+  const int head = blockIdx.y;
+  const float* states =
+      partials + (static_cast<size_t>(t) * num_heads + head) * partitions * PartialStride(head_dim);
+  float max = -INFINITY;
+  for (int z = 0; z < partitions; ++z) max = fmaxf(max, states[z * PartialStride(head_dim)]);
+  float sum = 0;
+  for (int z = 0; z < partitions; ++z) {
+    const float* s = states + z * PartialStride(head_dim);
+    if (s[1] > 0) sum += s[1] * expf(s[0] - max);
+  }
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float v = 0;
+    for (int z = 0; z < partitions; ++z) {
+      const float* s = states + z * PartialStride(head_dim);
+      if (s[1] > 0) v += s[2 + d] * expf(s[0] - max);
+    }
+    out[static_cast<int64_t>(t) * num_heads * head_dim + head * head_dim + d] = v / sum;
   }
 }
 
@@ -307,6 +356,10 @@ class CudaModel final : public Model {
     size_t free_bytes = 0, total_bytes = 0;
     RETURN_IF_ERROR(CudaOk(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
     m->weight_dtype_ = options.weight_dtype;
+    m->split_k_partition_ = options.split_k_partition;
+    RETURN_IF_ERROR(CudaOk(
+        cudaDeviceGetAttribute(&m->sm_count_, cudaDevAttrMultiProcessorCount, options.device),
+        "cudaDeviceGetAttribute"));
     const size_t need = CudaWeightBytes(c, options.weight_dtype);
     if (need > free_bytes) {
       return absl::ResourceExhaustedError(absl::StrFormat(
@@ -394,6 +447,9 @@ class CudaModel final : public Model {
   DeviceArray<float> x_, h_, qkv_, attn_, tmp_, gate_up_, act_, rope_cos_, rope_sin_, logits_;
   DeviceArray<int32_t> tokens_, token_seq_, token_pos_, table_offset_, tables_, logit_rows_;
   DeviceArray<DeviceRowSampling> sample_params_;
+  DeviceArray<float> partials_;  // Split-K attention states.
+  int split_k_partition_ = 0;
+  int sm_count_ = 1;
   DeviceArray<int32_t> sampled_;
   void* host_staging_ = nullptr;  // Pinned: the batch's index arrays on their way up.
   size_t host_staging_bytes_ = 0;
@@ -570,6 +626,14 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
                                                    " entries for ", want_rows, " logits rows"));
   }
   RETURN_IF_ERROR(Stage(batch, layout, options.sample_rows));
+  int max_positions = 0;
+  for (const BatchSequence& b : batch.sequences)
+    max_positions = std::max(max_positions, b.start_position + b.num_tokens);
+  const SplitK split = PlanSplitK(T, c.num_heads, max_positions, split_k_partition_, sm_count_);
+  if (split.partitions > 1) {
+    RETURN_IF_ERROR(partials_.Reserve(static_cast<size_t>(T) * c.num_heads * split.partitions *
+                                      PartialStride(c.head_dim)));
+  }
   const BatchView view{token_seq_.get(), token_pos_.get(), table_offset_.get(), tables_.get()};
   const PoolGeometry geometry{layout.num_blocks, layout.block_size, layout.num_kv_heads,
                               layout.head_dim};
@@ -619,26 +683,35 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
       if (!options.layer_hook(l))
         return absl::CancelledError(absl::StrCat("forward cancelled after layer ", l));
     }
-    const dim3 grid(T, c.num_heads);
+    const dim3 grid(T, c.num_heads, split.partitions);
     const size_t shared = (c.head_dim + kAttentionTile + kAttentionThreads / 32) * sizeof(float);
+    float* partials = split.partitions > 1 ? partials_.get() : nullptr;
     switch (layout.dtype) {
       case DType::kF32:
         PagedAttentionKernel<<<grid, kAttentionThreads, shared, stream_>>>(
             qkv_.get(), qkv_dim, c.num_heads, group, l, geometry, view,
-            reinterpret_cast<const float*>(pool.base()), scale, attn_.get());
+            reinterpret_cast<const float*>(pool.base()), scale, attn_.get(), split.partition,
+            partials);
         break;
       case DType::kF16:
         PagedAttentionKernel<<<grid, kAttentionThreads, shared, stream_>>>(
             qkv_.get(), qkv_dim, c.num_heads, group, l, geometry, view,
-            reinterpret_cast<const __half*>(pool.base()), scale, attn_.get());
+            reinterpret_cast<const __half*>(pool.base()), scale, attn_.get(), split.partition,
+            partials);
         break;
       case DType::kBF16:
         PagedAttentionKernel<<<grid, kAttentionThreads, shared, stream_>>>(
             qkv_.get(), qkv_dim, c.num_heads, group, l, geometry, view,
-            reinterpret_cast<const __nv_bfloat16*>(pool.base()), scale, attn_.get());
+            reinterpret_cast<const __nv_bfloat16*>(pool.base()), scale, attn_.get(),
+            split.partition, partials);
         break;
     }
     RETURN_IF_ERROR(CudaOk(cudaGetLastError(), "PagedAttention"));
+    if (partials != nullptr) {
+      CombinePartitionsKernel<<<dim3(T, c.num_heads), kAttentionThreads, 0, stream_>>>(
+          partials, c.num_heads, c.head_dim, split.partitions, attn_.get());
+      RETURN_IF_ERROR(CudaOk(cudaGetLastError(), "CombinePartitions"));
+    }
     RETURN_IF_ERROR(Linear(attn_.get(), T, q_dim, w.o, hidden, tmp_.get()));
     if (c.o_bias) RETURN_IF_ERROR(AddBias(tmp_.get(), w.o_bias.get(), T, hidden, hidden, stream_));
     RETURN_IF_ERROR(AddInPlace(x_.get(), tmp_.get(), static_cast<int64_t>(T) * hidden, stream_));

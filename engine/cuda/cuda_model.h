@@ -7,10 +7,10 @@
 // and decode tokens together: one block per query token and head, walking the sequence's block
 // table in tiles with an online softmax). The KV pool is in device memory (AllocateKvPool); the
 // layer hook fires after the layer's K/V writes have completed on the device. Logits are copied
-// back to the host, where the engine's sampler runs. Not yet: CUDA
-// graphs, split-K decode attention, device sampling, the pinned-host staging a KV transport needs
-// (the GPU data path). Thread-safety: Forward() is called by one thread at a time (one stream,
-// reused scratch).
+// back to the host, or sampled on the device (ForwardOptions::sample_rows). Long contexts in
+// small batches split attention over partitions (split-K). Not yet: the pinned-host staging a
+// KV transport needs (the GPU data path). Thread-safety: Forward() is called by one thread at a
+// time (one stream, reused scratch).
 #ifndef PDSERVE_ENGINE_CUDA_CUDA_MODEL_H_
 #define PDSERVE_ENGINE_CUDA_CUDA_MODEL_H_
 
@@ -29,7 +29,24 @@ struct CudaModelOptions {
   // bytes a decode step streams and run cuBLAS GEMMs on tensor cores with f32 accumulation
   // (activations are rounded to the weight type before each GEMM). Norms and biases stay f32.
   DType weight_dtype = DType::kF32;
+  // Split-K attention: when a step has too few (token, head) pairs to fill the device (fewer
+  // than two blocks per multiprocessor: small decode batches) and a context longer than this
+  // many positions, each pair's positions are spread over partitions of this size whose
+  // softmax states are merged after. 0 never splits. Default 512.
+  int split_k_partition = 512;
 };
+
+// How one attention launch is split (PlanSplitK).
+struct SplitK {
+  int partitions = 1;  // 1: no split.
+  int partition = 0;   // Positions per partition when split.
+};
+
+// The split for `tokens` query tokens of `heads` heads whose longest context is
+// `max_positions`, on a device of `multiprocessors`: at most kMaxPartitions partitions, each
+// at least `partition` positions (0 disables).
+SplitK PlanSplitK(int tokens, int heads, int max_positions, int partition, int multiprocessors);
+inline constexpr int kMaxSplitKPartitions = 64;
 
 // FAILED_PRECONDITION when built without CUDA or without a usable device;
 // RESOURCE_EXHAUSTED (saying how much is needed and how much is free) when the weights do not

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "engine/cuda/cuda_model.h"
 
 namespace pdserve::engine::cuda {
@@ -17,6 +19,19 @@ size_t CudaWeightBytes(const ModelConfig& c, DType weight_dtype) {
   if (c.mlp_bias) per_layer += 2 * static_cast<size_t>(c.intermediate_size) + h;
   vectors += per_layer * c.num_layers;
   return matrix * DTypeSize(weight_dtype) + vectors * sizeof(float);
+}
+
+SplitK PlanSplitK(int tokens, int heads, int max_positions, int partition, int multiprocessors) {
+  SplitK split;
+  if (partition <= 0 || max_positions <= partition) return split;
+  // Enough (token, head) blocks already: splitting only adds the merge.
+  if (static_cast<int64_t>(tokens) * heads >= 2 * static_cast<int64_t>(multiprocessors))
+    return split;
+  split.partition =
+      std::max(partition, (max_positions + kMaxSplitKPartitions - 1) / kMaxSplitKPartitions);
+  split.partitions = (max_positions + split.partition - 1) / split.partition;
+  if (split.partitions < 2) split = SplitK{};
+  return split;
 }
 
 }  // namespace pdserve::engine::cuda

@@ -230,6 +230,37 @@ TEST_P(CudaModelTest, DeviceSamplingPicksTheHostSamplersTokens) {
   EXPECT_GE(same * 50, draws * 49) << same << " of " << draws;
 }
 
+// Split-K attention (a decode token over a long context spread over partitions, merged
+// after) equals the one-block-per-head kernel.
+TEST_P(CudaModelTest, SplitKAttentionEqualsTheUnsplitKernel) {
+  auto checkpoint = Checkpoint::Open(TestModelDir(GetParam()));
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  auto split = cuda::LoadCudaModel(**checkpoint, {.split_k_partition = 64});
+  ASSERT_TRUE(split.ok()) << split.status();
+  auto unsplit_checkpoint = Checkpoint::Open(TestModelDir(GetParam()));
+  ASSERT_TRUE(unsplit_checkpoint.ok());
+  auto unsplit = cuda::LoadCudaModel(**unsplit_checkpoint, {.split_k_partition = 0});
+  ASSERT_TRUE(unsplit.ok()) << unsplit.status();
+  Model& plain_model = **unsplit;
+  const int vocab = gpu_->config().vocab_size;
+  auto plain_pool = Pool(plain_model, 64);
+  auto split_pool = Pool(**split, 64);
+  ASSERT_TRUE(plain_pool && split_pool);
+  // 600 cached positions, then 4 decode steps: each splits into ~10 partitions of 64.
+  const auto [plain_tokens, plain_first] =
+      Generate(plain_model, *plain_pool, Prompt(600, vocab, 9), 300, 4);
+  const auto [split_tokens, split_first] =
+      Generate(**split, *split_pool, Prompt(600, vocab, 9), 300, 4);
+  EXPECT_EQ(split_tokens, plain_tokens);
+  Logits plain, parted;
+  PackedBatch step;
+  const std::vector<int32_t> next = {plain_tokens.back()};
+  step.Add(next, 604, Blocks(0, 64), true);
+  ASSERT_TRUE(plain_model.Forward(step, *plain_pool, {}, &plain).ok());
+  ASSERT_TRUE((*split)->Forward(step, *split_pool, {}, &parted).ok());
+  EXPECT_LE(RelativeError(parted.data, plain.data), 1e-5);
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, CudaModelTest,
                          ::testing::Values("tiny", "tiny-qwen2", "tiny-qwen3", "tiny-tied-bf16"));
 
@@ -271,6 +302,20 @@ TEST(CudaModelMemoryTest, WeightBytesFollowTheConfig) {
   const size_t vectors = 64 + 2 * (2 * 64 + 128);
   EXPECT_EQ(cuda::CudaWeightBytes(c, DType::kBF16), matrices * 2 + vectors * sizeof(float));
   EXPECT_EQ(cuda::CudaWeightBytes(c, DType::kF16), cuda::CudaWeightBytes(c, DType::kBF16));
+}
+
+// The split-K plan: only small launches over long contexts split, at most 64 partitions.
+TEST(CudaModelSplitKTest, SplitsOnlySmallLaunchesOverLongContexts) {
+  EXPECT_EQ(cuda::PlanSplitK(1, 32, 4096, 0, 132).partitions, 1);     // Disabled.
+  EXPECT_EQ(cuda::PlanSplitK(1, 32, 512, 512, 132).partitions, 1);    // Short context.
+  EXPECT_EQ(cuda::PlanSplitK(64, 32, 4096, 512, 132).partitions, 1);  // The grid is full.
+  const cuda::SplitK decode = cuda::PlanSplitK(1, 32, 4096, 512, 132);
+  EXPECT_EQ(decode.partitions, 8);
+  EXPECT_EQ(decode.partition, 512);
+  const cuda::SplitK very_long = cuda::PlanSplitK(2, 32, 100000, 512, 132);
+  EXPECT_EQ(very_long.partition, 1563);
+  EXPECT_EQ(very_long.partitions, 64);
+  EXPECT_LE(very_long.partitions, cuda::kMaxSplitKPartitions);
 }
 
 }  // namespace
