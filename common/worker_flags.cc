@@ -2,9 +2,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/net_address.h"
+#include "common/status_macros.h"
 #include "common/tls_flags.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json, *.safetensors, tokenizer.json).");
@@ -27,6 +29,12 @@ ABSL_FLAG(int, threads, 0, "Forward-pass threads; 0 = all hardware threads.");
 ABSL_FLAG(std::string, backend, "cpu", "Engine backend: cpu or cuda.");
 ABSL_FLAG(std::string, weight_dtype, "auto",
           "How weights are kept: auto (the checkpoint's dtype), f32, bf16 or f16.");
+ABSL_FLAG(std::vector<std::string>, cuda_graph_batch_sizes, {},
+          "Backend cuda: decode batch sizes that replay CUDA graphs, e.g. 1,2,4,8 (measure with "
+          "pdserve-bench engine --backend=cuda; keep the sizes where replay wins). Default none.");
+ABSL_FLAG(int, cuda_split_k_partition, 512,
+          "Backend cuda: positions per split-K attention partition for small decode batches over "
+          "long contexts; 0 never splits.");
 ABSL_FLAG(int, block_size, 16,
           "Tokens per KV block (equal on the prefill and decode workers of a model).");
 ABSL_FLAG(std::string, kv_dtype, "f32",
@@ -64,6 +72,16 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
   c.engine.backend = absl::GetFlag(FLAGS_backend);
   c.engine.num_threads = absl::GetFlag(FLAGS_threads);
   c.engine.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
+  for (const std::string& size : absl::GetFlag(FLAGS_cuda_graph_batch_sizes)) {
+    int value = 0;
+    if (!absl::SimpleAtoi(size, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cuda_graph_batch_sizes: '", size, "' is not an integer"));
+    }
+    c.engine.cuda_graph_batch_sizes.push_back(value);
+  }
+  c.engine.cuda_split_k_partition = absl::GetFlag(FLAGS_cuda_split_k_partition);
+  RETURN_IF_ERROR(c.engine.Validate());
   c.block_size = absl::GetFlag(FLAGS_block_size);
   c.num_blocks = absl::GetFlag(FLAGS_num_blocks);
   c.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);

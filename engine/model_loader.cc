@@ -27,6 +27,16 @@ absl::Status EngineOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("--weight_dtype: '", weight_dtype, "' is not one of auto, f32, bf16, f16"));
   }
+  for (int size : cuda_graph_batch_sizes) {
+    if (size < 1 || size > 1024) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cuda_graph_batch_sizes: ", size, " is outside [1, 1024]"));
+    }
+  }
+  if (cuda_split_k_partition < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cuda_split_k_partition: ", cuda_split_k_partition, " must be >= 0"));
+  }
   return absl::OkStatus();
 }
 
@@ -43,6 +53,8 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOption
   LoadedModel loaded;
   if (options.backend == "cuda") {
     cuda::CudaModelOptions gpu;
+    gpu.graph_batch_sizes = options.cuda_graph_batch_sizes;
+    gpu.split_k_partition = options.cuda_split_k_partition;
     if (options.weight_dtype == "auto") {
       // The checkpoint's own type, as the CPU engine: bf16 and f16 stay half on the device.
       const TensorDType stored = checkpoint->DTypeOf("model.embed_tokens.weight");

@@ -21,6 +21,11 @@ struct EngineOptions {
   int num_threads = 0;
   // How weights are kept: "auto" (the checkpoint's dtype), "f32", "bf16" or "f16". Default auto.
   std::string weight_dtype = "auto";
+  // Backend cuda: decode batch sizes that replay CUDA graphs (cuda::CudaModelOptions::
+  // graph_batch_sizes; each in [1, 1024]). Default none.
+  std::vector<int> cuda_graph_batch_sizes;
+  // Backend cuda: positions per split-K attention partition; 0 never splits. Default 512.
+  int cuda_split_k_partition = 512;
 
   absl::Status Validate() const;
 };

@@ -4,8 +4,11 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <type_traits>
 #include <vector>
 
@@ -79,6 +82,12 @@ struct Cublas {
     return b;
   }
 };
+
+size_t RoundUpToPowerOfTwo(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
 
 // Device memory of T, freed with it; grown (contents discarded) by Reserve.
 template <typename T>
@@ -336,6 +345,9 @@ __global__ void CombinePartitionsKernel(const float* partials, int num_heads, in
 class CudaModel final : public Model {
  public:
   ~CudaModel() override {
+    for (auto& [key, step] : graphs_) {
+      if (step.exec != nullptr) cudaGraphExecDestroy(step.exec);
+    }
     if (cublas_ != nullptr) blas_.destroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (host_staging_ != nullptr) cudaFreeHost(host_staging_);
@@ -357,6 +369,7 @@ class CudaModel final : public Model {
     RETURN_IF_ERROR(CudaOk(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
     m->weight_dtype_ = options.weight_dtype;
     m->split_k_partition_ = options.split_k_partition;
+    m->graph_batch_sizes_ = options.graph_batch_sizes;
     RETURN_IF_ERROR(CudaOk(
         cudaDeviceGetAttribute(&m->sm_count_, cudaDevAttrMultiProcessorCount, options.device),
         "cudaDeviceGetAttribute"));
@@ -372,6 +385,11 @@ class CudaModel final : public Model {
     RETURN_IF_ERROR(CudaOk(cudaStreamCreate(&m->stream_), "cudaStreamCreate"));
     RETURN_IF_ERROR(CublasOk(m->blas_.create(&m->cublas_), "cublasCreate"));
     RETURN_IF_ERROR(CublasOk(m->blas_.set_stream(m->cublas_, m->stream_), "cublasSetStream"));
+    constexpr size_t kCublasWorkspace = 32 << 20;
+    RETURN_IF_ERROR(m->cublas_workspace_.Reserve(kCublasWorkspace));
+    RETURN_IF_ERROR(
+        CublasOk(m->blas_.set_workspace(m->cublas_, m->cublas_workspace_.get(), kCublasWorkspace),
+                 "cublasSetWorkspace"));
     // f32 is the checking mode: strict FP32, as the CPU engine (TF32 would be 1e-3 off per
     // product). Half weights run on tensor cores with f32 accumulation.
     RETURN_IF_ERROR(CublasOk(m->blas_.set_math_mode(m->cublas_, options.weight_dtype == DType::kF32
@@ -394,6 +412,7 @@ class CudaModel final : public Model {
   size_t memory_bytes() const override { return memory_bytes_; }
   std::string backend_name() const override { return "cuda"; }
   bool kv_pool_on_device() const override { return true; }
+  CudaGraphStats graph_stats() const { return {graphs_captured_, graph_replays_}; }
 
   absl::StatusOr<std::unique_ptr<KvPool>> AllocateKvPool(const KvLayout& layout) const override {
     RETURN_IF_ERROR(layout.Validate());
@@ -429,6 +448,17 @@ class CudaModel final : public Model {
   absl::Status Linear(const float* in, int rows, int k, const DeviceWeight& w, int n, float* out);
   absl::Status Stage(const PackedBatch& batch, const KvLayout& layout,
                      absl::Span<const RowSampling> sample_rows);
+  absl::Status EnqueueModel(int T, int R, const SplitK& split, KvPool& pool,
+                            const std::function<bool(int)>* layer_hook);
+  absl::Status RunModel(const PackedBatch& batch, int T, int R, const SplitK& split, KvPool& pool);
+  // What a captured graph has baked in: every buffer's address and the pool's geometry.
+  std::vector<uintptr_t> GraphInputs(const KvPool& pool) const;
+
+  struct CapturedStep {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<uintptr_t> inputs;
+    int eager_runs = 0;
+  };
 
   ModelConfig config_;
   uint64_t fingerprint_ = 0;
@@ -450,6 +480,11 @@ class CudaModel final : public Model {
   DeviceArray<float> partials_;  // Split-K attention states.
   int split_k_partition_ = 0;
   int sm_count_ = 1;
+  std::vector<int> graph_batch_sizes_;
+  std::map<std::pair<int, int>, CapturedStep> graphs_;  // By (batch size, partitions).
+  int64_t graphs_captured_ = 0;
+  int64_t graph_replays_ = 0;
+  DeviceArray<uint8_t> cublas_workspace_;  // Fixed, so cuBLAS never allocates in a capture.
   DeviceArray<int32_t> sampled_;
   void* host_staging_ = nullptr;  // Pinned: the batch's index arrays on their way up.
   size_t host_staging_bytes_ = 0;
@@ -583,7 +618,8 @@ absl::Status CudaModel::Stage(const PackedBatch& batch, const KvLayout& layout,
   RETURN_IF_ERROR(
       up(sample_params_.get(), sampling.data(), sampling.size() * sizeof(DeviceRowSampling)));
   for (const auto& [d, h] : ints) {
-    RETURN_IF_ERROR(d->Reserve(std::max<size_t>(1, h->size())));
+    // Powers of two: a growing block table keeps its address (and a captured graph) longer.
+    RETURN_IF_ERROR(d->Reserve(RoundUpToPowerOfTwo(h->size())));
     RETURN_IF_ERROR(up(d->get(), h->data(), h->size() * sizeof(int32_t)));
   }
   for (const auto& [d, h] : floats) {
@@ -593,18 +629,13 @@ absl::Status CudaModel::Stage(const PackedBatch& batch, const KvLayout& layout,
   return absl::OkStatus();
 }
 
-absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
-                                const ForwardOptions& options, Logits* logits) {
+// Enqueues the model from the embedding to the LM head's logits (logits_) for the staged
+// batch: no host synchronisation unless a layer hook is given, so a decode step can be
+// captured into a CUDA graph.
+absl::Status CudaModel::EnqueueModel(int T, int R, const SplitK& split, KvPool& pool,
+                                     const std::function<bool(int)>* layer_hook) {
   const ModelConfig& c = config_;
   const KvLayout& layout = pool.layout();
-  RETURN_IF_ERROR(CheckForwardInputs(batch, pool));
-  const int T = batch.num_tokens();
-  logits->vocab = c.vocab_size;
-  if (T == 0) {
-    logits->rows = 0;
-    logits->data.clear();
-    return absl::OkStatus();
-  }
   const int hidden = c.hidden_size;
   const int q_dim = c.q_dim();
   const int kv_dim = c.kv_dim();
@@ -612,28 +643,6 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
   const int inter = c.intermediate_size;
   const int group = c.num_heads / c.num_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const size_t rows = T;
-  for (auto [buffer, width] :
-       {std::pair{&x_, hidden}, std::pair{&h_, hidden}, std::pair{&tmp_, hidden},
-        std::pair{&qkv_, qkv_dim}, std::pair{&attn_, q_dim}, std::pair{&gate_up_, 2 * inter},
-        std::pair{&act_, inter}}) {
-    RETURN_IF_ERROR(buffer->Reserve(rows * width));
-  }
-  logits->sampled.clear();
-  const int want_rows = batch.num_logit_rows();
-  if (!options.sample_rows.empty() && static_cast<int>(options.sample_rows.size()) != want_rows) {
-    return absl::InvalidArgumentError(absl::StrCat("sample_rows: ", options.sample_rows.size(),
-                                                   " entries for ", want_rows, " logits rows"));
-  }
-  RETURN_IF_ERROR(Stage(batch, layout, options.sample_rows));
-  int max_positions = 0;
-  for (const BatchSequence& b : batch.sequences)
-    max_positions = std::max(max_positions, b.start_position + b.num_tokens);
-  const SplitK split = PlanSplitK(T, c.num_heads, max_positions, split_k_partition_, sm_count_);
-  if (split.partitions > 1) {
-    RETURN_IF_ERROR(partials_.Reserve(static_cast<size_t>(T) * c.num_heads * split.partitions *
-                                      PartialStride(c.head_dim)));
-  }
   const BatchView view{token_seq_.get(), token_pos_.get(), table_offset_.get(), tables_.get()};
   const PoolGeometry geometry{layout.num_blocks, layout.block_size, layout.num_kv_heads,
                               layout.head_dim};
@@ -677,10 +686,10 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
         break;
     }
     RETURN_IF_ERROR(CudaOk(cudaGetLastError(), "WriteKv"));
-    if (options.layer_hook) {
+    if (layer_hook != nullptr) {
       // The hook's contract: the layer's K/V is in the pool when it fires.
       RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "synchronize"));
-      if (!options.layer_hook(l))
+      if (!(*layer_hook)(l))
         return absl::CancelledError(absl::StrCat("forward cancelled after layer ", l));
     }
     const dim3 grid(T, c.num_heads, split.partitions);
@@ -728,8 +737,115 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
     RETURN_IF_ERROR(AddInPlace(x_.get(), tmp_.get(), static_cast<int64_t>(T) * hidden, stream_));
   }
 
-  // Final norm and LM head for the last token of each sequence that wants logits.
+  if (R > 0) {
+    RETURN_IF_ERROR(
+        EmbeddingGather(x_.get(), DType::kF32, logit_rows_.get(), R, hidden, h_.get(), stream_));
+    RETURN_IF_ERROR(RmsNorm(h_.get(), hidden, final_norm_.get(), c.rms_norm_eps, R, hidden,
+                            h_.get(), hidden, stream_));
+    RETURN_IF_ERROR(Linear(h_.get(), R, hidden, lm_head_, c.vocab_size, logits_.get()));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<uintptr_t> CudaModel::GraphInputs(const KvPool& pool) const {
+  std::vector<uintptr_t> in;
+  for (const DeviceArray<float>* a : {&x_, &h_, &tmp_, &qkv_, &attn_, &gate_up_, &act_, &logits_,
+                                      &partials_, &rope_cos_, &rope_sin_})
+    in.push_back(reinterpret_cast<uintptr_t>(a->get()));
+  for (const DeviceArray<int32_t>* a :
+       {&tokens_, &token_seq_, &token_pos_, &table_offset_, &tables_, &logit_rows_})
+    in.push_back(reinterpret_cast<uintptr_t>(a->get()));
+  in.push_back(reinterpret_cast<uintptr_t>(narrow_.get()));
+  in.push_back(reinterpret_cast<uintptr_t>(pool.base()));
+  in.push_back(static_cast<uintptr_t>(pool.layout().num_blocks));
+  in.push_back(static_cast<uintptr_t>(pool.layout().block_size));
+  in.push_back(static_cast<uintptr_t>(pool.layout().dtype));
+  return in;
+}
+
+// Decode steps of a captured batch size replay a CUDA graph (captured on the second step of
+// that shape: the first, eager, grows every scratch buffer to its size); anything else, and a
+// graph whose buffers have moved since, runs eagerly.
+absl::Status CudaModel::RunModel(const PackedBatch& batch, int T, int R, const SplitK& split,
+                                 KvPool& pool) {
+  bool decode = R == T;
+  for (const BatchSequence& b : batch.sequences) decode &= b.num_tokens == 1 && b.want_logits;
+  const bool graphable = decode && std::find(graph_batch_sizes_.begin(), graph_batch_sizes_.end(),
+                                             T) != graph_batch_sizes_.end();
+  if (!graphable) return EnqueueModel(T, R, split, pool, nullptr);
+  const std::pair<int, int> key{T, split.partitions};
+  CapturedStep& step = graphs_[key];
+  const std::vector<uintptr_t> inputs = GraphInputs(pool);
+  if (step.exec != nullptr && step.inputs != inputs) {
+    cudaGraphExecDestroy(step.exec);
+    step.exec = nullptr;
+    step.eager_runs = 0;
+  }
+  if (step.exec == nullptr) {
+    if (step.eager_runs++ == 0) return EnqueueModel(T, R, split, pool, nullptr);
+    cudaGraph_t graph = nullptr;
+    RETURN_IF_ERROR(CudaOk(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                           "cudaStreamBeginCapture"));
+    const absl::Status enqueued = EnqueueModel(T, R, split, pool, nullptr);
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    RETURN_IF_ERROR(enqueued);
+    RETURN_IF_ERROR(CudaOk(ended, "cudaStreamEndCapture"));
+    const cudaError_t made = cudaGraphInstantiate(&step.exec, graph, 0);
+    cudaGraphDestroy(graph);
+    RETURN_IF_ERROR(CudaOk(made, "cudaGraphInstantiate"));
+    step.inputs = inputs;
+    ++graphs_captured_;
+  }
+  ++graph_replays_;
+  return CudaOk(cudaGraphLaunch(step.exec, stream_), "cudaGraphLaunch");
+}
+
+absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
+                                const ForwardOptions& options, Logits* logits) {
+  const ModelConfig& c = config_;
+  const KvLayout& layout = pool.layout();
+  RETURN_IF_ERROR(CheckForwardInputs(batch, pool));
+  const int T = batch.num_tokens();
+  logits->vocab = c.vocab_size;
+  if (T == 0) {
+    logits->rows = 0;
+    logits->data.clear();
+    return absl::OkStatus();
+  }
+  const int hidden = c.hidden_size;
+  const int q_dim = c.q_dim();
+  const int qkv_dim = q_dim + 2 * c.kv_dim();
+  const int inter = c.intermediate_size;
+  const size_t rows = T;
+  for (auto [buffer, width] :
+       {std::pair{&x_, hidden}, std::pair{&h_, hidden}, std::pair{&tmp_, hidden},
+        std::pair{&qkv_, qkv_dim}, std::pair{&attn_, q_dim}, std::pair{&gate_up_, 2 * inter},
+        std::pair{&act_, inter}}) {
+    RETURN_IF_ERROR(buffer->Reserve(rows * width));
+  }
+  logits->sampled.clear();
+  const int want_rows = batch.num_logit_rows();
+  if (!options.sample_rows.empty() && static_cast<int>(options.sample_rows.size()) != want_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("sample_rows: ", options.sample_rows.size(),
+                                                   " entries for ", want_rows, " logits rows"));
+  }
+  RETURN_IF_ERROR(Stage(batch, layout, options.sample_rows));
+  int max_positions = 0;
+  for (const BatchSequence& b : batch.sequences)
+    max_positions = std::max(max_positions, b.start_position + b.num_tokens);
+  const SplitK split = PlanSplitK(T, c.num_heads, max_positions, split_k_partition_, sm_count_);
+  if (split.partitions > 1) {
+    RETURN_IF_ERROR(partials_.Reserve(static_cast<size_t>(T) * c.num_heads * split.partitions *
+                                      PartialStride(c.head_dim)));
+  }
   const int R = logit_row_count_;
+  if (R > 0) RETURN_IF_ERROR(logits_.Reserve(static_cast<size_t>(R) * c.vocab_size));
+  if (options.layer_hook) {
+    RETURN_IF_ERROR(EnqueueModel(T, R, split, pool, &options.layer_hook));
+  } else {
+    RETURN_IF_ERROR(RunModel(batch, T, R, split, pool));
+  }
+  // The logits rows: sampled on the device, or copied out.
   logits->rows = R;
   if (options.sample_rows.empty()) {
     logits->data.resize(static_cast<size_t>(R) * c.vocab_size);
@@ -737,12 +853,6 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
     logits->data.clear();
   }
   if (R > 0) {
-    RETURN_IF_ERROR(
-        EmbeddingGather(x_.get(), DType::kF32, logit_rows_.get(), R, hidden, h_.get(), stream_));
-    RETURN_IF_ERROR(RmsNorm(h_.get(), hidden, final_norm_.get(), c.rms_norm_eps, R, hidden,
-                            h_.get(), hidden, stream_));
-    RETURN_IF_ERROR(logits_.Reserve(static_cast<size_t>(R) * c.vocab_size));
-    RETURN_IF_ERROR(Linear(h_.get(), R, hidden, lm_head_, c.vocab_size, logits_.get()));
     if (!options.sample_rows.empty()) {
       // Sampled here: only R token ids cross to the host, not R x vocab logits.
       RETURN_IF_ERROR(sampled_.Reserve(R));
@@ -763,6 +873,11 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
 }
 
 }  // namespace
+
+CudaGraphStats GetCudaGraphStats(const Model& model) {
+  const auto* cuda = dynamic_cast<const CudaModel*>(&model);
+  return cuda == nullptr ? CudaGraphStats{} : cuda->graph_stats();
+}
 
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(Checkpoint& checkpoint,
                                                      const CudaModelOptions& options) {

@@ -8,13 +8,15 @@
 // table in tiles with an online softmax). The KV pool is in device memory (AllocateKvPool); the
 // layer hook fires after the layer's K/V writes have completed on the device. Logits are copied
 // back to the host, or sampled on the device (ForwardOptions::sample_rows). Long contexts in
-// small batches split attention over partitions (split-K). Not yet: the pinned-host staging a
+// small batches split attention over partitions (split-K); decode steps of chosen batch sizes
+// replay CUDA graphs. Not yet: the pinned-host staging a
 // KV transport needs (the GPU data path). Thread-safety: Forward() is called by one thread at a
 // time (one stream, reused scratch).
 #ifndef PDSERVE_ENGINE_CUDA_CUDA_MODEL_H_
 #define PDSERVE_ENGINE_CUDA_CUDA_MODEL_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/checkpoint.h"
@@ -34,7 +36,20 @@ struct CudaModelOptions {
   // many positions, each pair's positions are spread over partitions of this size whose
   // softmax states are merged after. 0 never splits. Default 512.
   int split_k_partition = 512;
+  // Decode steps (every sequence one token, all wanting logits, no layer hook) of these batch
+  // sizes replay a CUDA graph instead of launching ~15 kernels per layer. Empty by default:
+  // `pdserve-bench engine --backend=cuda` measures replay against eager per batch size, and
+  // only the sizes where replay wins belong here (launch overhead matters at small batches;
+  // at large ones the GEMMs dominate and a graph only costs memory).
+  std::vector<int> graph_batch_sizes;
 };
+
+struct CudaGraphStats {
+  int64_t captured = 0;  // Graphs captured (a batch size's second decode step, or recaptures).
+  int64_t replays = 0;   // Decode steps that replayed one.
+};
+// The CUDA model's graph counters; zeros for any other model.
+CudaGraphStats GetCudaGraphStats(const Model& model);
 
 // How one attention launch is split (PlanSplitK).
 struct SplitK {

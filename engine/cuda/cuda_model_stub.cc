@@ -9,4 +9,6 @@ absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(Checkpoint&, const CudaMode
       "backend cuda: built without CUDA (PDSERVE_CUDA=OFF); use --backend=cpu");
 }
 
+CudaGraphStats GetCudaGraphStats(const Model&) { return {}; }
+
 }  // namespace pdserve::engine::cuda

@@ -261,6 +261,44 @@ TEST_P(CudaModelTest, SplitKAttentionEqualsTheUnsplitKernel) {
   EXPECT_LE(RelativeError(parted.data, plain.data), 1e-5);
 }
 
+// Decode steps of a captured batch size replay a CUDA graph (from the second step on) and give
+// the eager steps' logits bit for bit; other shapes run eagerly.
+TEST_P(CudaModelTest, GraphReplayEqualsEagerDecodeSteps) {
+  auto checkpoint = Checkpoint::Open(TestModelDir(GetParam()));
+  ASSERT_TRUE(checkpoint.ok());
+  auto graphed = cuda::LoadCudaModel(**checkpoint, {.graph_batch_sizes = {3}});
+  ASSERT_TRUE(graphed.ok()) << graphed.status();
+  const int vocab = gpu_->config().vocab_size;
+  auto eager_pool = Pool(*gpu_, 48);
+  auto graph_pool = Pool(**graphed, 48);
+  ASSERT_TRUE(eager_pool && graph_pool);
+  std::vector<std::vector<int32_t>> seqs = {Prompt(40, vocab, 31), Prompt(17, vocab, 32),
+                                            Prompt(90, vocab, 33)};
+  for (Model* m : {gpu_.get(), graphed->get()}) {
+    PackedBatch prefill;
+    for (int s = 0; s < 3; ++s) prefill.Add(seqs[s], 0, Blocks(s * 16, 16), true);
+    Logits ignored;
+    ASSERT_TRUE(
+        m->Forward(prefill, m == gpu_.get() ? *eager_pool : *graph_pool, {}, &ignored).ok());
+  }
+  for (int step = 0; step < 6; ++step) {
+    PackedBatch batch;
+    std::vector<int32_t> next(3);
+    for (int s = 0; s < 3; ++s) {
+      next[s] = (step * 7 + s * 13) % vocab;
+      batch.Add(absl::MakeConstSpan(&next[s], 1), seqs[s].size() + step, Blocks(s * 16, 16), true);
+    }
+    Logits eager, replayed;
+    ASSERT_TRUE(gpu_->Forward(batch, *eager_pool, {}, &eager).ok());
+    ASSERT_TRUE((*graphed)->Forward(batch, *graph_pool, {}, &replayed).ok());
+    EXPECT_EQ(replayed.data, eager.data) << "step " << step;
+  }
+  const cuda::CudaGraphStats stats = cuda::GetCudaGraphStats(**graphed);
+  EXPECT_EQ(stats.captured, 1);
+  EXPECT_EQ(stats.replays, 5);  // The first step of the shape runs eagerly.
+  EXPECT_EQ(cuda::GetCudaGraphStats(*cpu_).replays, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, CudaModelTest,
                          ::testing::Values("tiny", "tiny-qwen2", "tiny-qwen3", "tiny-tied-bf16"));
 

@@ -136,5 +136,19 @@ TEST(WeightDtypeLoadTest, AutoKeepsTheCheckpointsDtypeAndTheBytesFollow) {
       absl::string_view::npos);
 }
 
+// The CUDA engine options are checked before any model loads, naming the flag and the limit.
+TEST(EngineOptionsTest, CudaOptionsNameTheFlagAndTheLimit) {
+  EXPECT_TRUE((EngineOptions{.cuda_graph_batch_sizes = {1, 2, 64}}).Validate().ok());
+  const absl::Status zero = EngineOptions{.cuda_graph_batch_sizes = {1, 0}}.Validate();
+  EXPECT_EQ(zero.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.message().find("--cuda_graph_batch_sizes: 0 is outside [1, 1024]"),
+            absl::string_view::npos)
+      << zero;
+  const absl::Status split = EngineOptions{.cuda_split_k_partition = -1}.Validate();
+  EXPECT_NE(split.message().find("--cuda_split_k_partition: -1 must be >= 0"),
+            absl::string_view::npos)
+      << split;
+}
+
 }  // namespace
 }  // namespace pdserve::engine
