@@ -32,6 +32,9 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, kv_dtype, "f32",
           "engine: the KV cache's element type (f32, f16, bf16), as the workers' --kv_dtype.");
 ABSL_FLAG(int, prefill_repetitions, 3, "engine: repetitions per prefill length.");
+ABSL_FLAG(std::string, backend, "cpu",
+          "engine: cpu, or cuda (GPU 0: decode eager vs CUDA graphs per batch size, the HBM "
+          "floor, prefill vs cuBLAS).");
 ABSL_FLAG(std::vector<std::string>, transports, std::vector<std::string>({"shm", "tcp"}),
           "transfer-raw: UCX transports to measure (UCX_TLS values); transfer: the first is used.");
 ABSL_FLAG(bool, perftest, true, "transfer-raw: also run ucx_perftest as the baseline.");
@@ -160,6 +163,7 @@ int main(int argc, char** argv) {
     config.out_dir = absl::GetFlag(FLAGS_out);
     config.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
     config.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+    config.backend = absl::GetFlag(FLAGS_backend);
     for (const std::string& t : absl::GetFlag(FLAGS_threads)) {
       int n;
       if (!absl::SimpleAtoi(t, &n) || n < 1) {

@@ -7,12 +7,15 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "bench/common/report.h"
 #include "common/status_macros.h"
 #include "engine/cpu/aligned_buffer.h"
 #include "engine/cpu/cpu_model.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cuda/cuda_model.h"
+#include "engine/cuda/roofline.h"
 #include "engine/model_loader.h"
 #include "tools/make_model/model_maker.h"
 
@@ -71,9 +74,7 @@ double ReadBandwidth(int threads) {
   return best + 0 * sinks[0];
 }
 
-struct GemmShape {
-  int m, n, k;
-};
+using GemmShape = engine::cuda::GemmShape;
 
 // The GEMMs of one prefill of `tokens` tokens (every layer, plus lm_head for one row).
 std::vector<GemmShape> PrefillGemms(const engine::ModelConfig& c, int tokens) {
@@ -118,6 +119,84 @@ double OpenBlasFlops(const std::vector<GemmShape>& shapes, int threads) {
   return best;
 }
 
+// Median step time of single-token decode steps per batch size (cfg.decode_batches), each
+// sequence holding cfg.decode_context tokens, sampling greedily as the decode worker does (on
+// the device where the backend samples there).
+absl::StatusOr<std::vector<std::pair<int, double>>> TimeDecodeSteps(engine::Model& model,
+                                                                    const EngineBenchConfig& cfg,
+                                                                    DType kv_dtype) {
+  const engine::ModelConfig& c = model.config();
+  const int max_batch = *std::max_element(cfg.decode_batches.begin(), cfg.decode_batches.end());
+  const int blocks_per_seq = (cfg.decode_context + cfg.decode_steps + 2 + 15) / 16;
+  ASSIGN_OR_RETURN(auto pool, model.AllocateKvPool(
+                                  model.MakeKvLayout(max_batch * blocks_per_seq, 16, kv_dtype)));
+  std::vector<std::vector<int32_t>> tables(max_batch);
+  for (int s = 0; s < max_batch; ++s) {
+    tables[s].resize(blocks_per_seq);
+    std::iota(tables[s].begin(), tables[s].end(), s * blocks_per_seq);
+  }
+  engine::Logits logits;
+  for (int s0 = 0; s0 < max_batch; s0 += 8) {  // Prefill contexts 8 sequences at a time.
+    engine::PackedBatch batch;
+    std::vector<std::vector<int32_t>> prompts;
+    for (int s = s0; s < std::min(max_batch, s0 + 8); ++s) {
+      prompts.emplace_back(cfg.decode_context);
+      for (int i = 0; i < cfg.decode_context; ++i)
+        prompts.back()[i] = (s * 131 + i * 7) % c.vocab_size;
+    }
+    for (int s = s0; s < std::min(max_batch, s0 + 8); ++s)
+      batch.Add(prompts[s - s0], 0, tables[s], false);
+    RETURN_IF_ERROR(model.Forward(batch, *pool, {}, &logits));
+  }
+  engine::SamplingConfig greedy;
+  greedy.temperature = 0;
+  engine::SamplerScratch scratch;
+  std::vector<std::pair<int, double>> out;
+  for (int b : cfg.decode_batches) {
+    std::vector<double> times;
+    // Two warm-up steps: the first of a shape may allocate, the second may capture a graph.
+    for (int step = 0; step < cfg.decode_steps + 2; ++step) {
+      engine::PackedBatch batch;
+      std::vector<int32_t> token(b);
+      std::vector<engine::RowSampling> rows(b);
+      for (int s = 0; s < b; ++s) {
+        token[s] = (step * 17 + s) % c.vocab_size;
+        rows[s] = {&greedy, static_cast<uint64_t>(cfg.decode_context + (step % 2) + 1)};
+      }
+      for (int s = 0; s < b; ++s) {
+        batch.Add(absl::MakeConstSpan(&token[s], 1), cfg.decode_context + (step % 2), tables[s],
+                  true);
+      }
+      const absl::Time start = absl::Now();
+      RETURN_IF_ERROR(engine::ForwardAndSample(model, batch, *pool, {}, rows, &logits, &scratch));
+      if (step > 1) times.push_back(Seconds(start) * 1e3);
+    }
+    out.emplace_back(b, Median(times));
+    Progress("engine", absl::StrCat("decode batch ", b, ": ", Fixed(Median(times)), " ms/step"));
+  }
+  return out;
+}
+
+// Median seconds of a fresh `tokens`-token prefill (cfg.prefill_repetitions runs).
+absl::StatusOr<double> TimePrefill(engine::Model& model, const EngineBenchConfig& cfg,
+                                   DType kv_dtype, int tokens) {
+  const int blocks = (tokens + 15) / 16;
+  ASSIGN_OR_RETURN(auto pool, model.AllocateKvPool(model.MakeKvLayout(blocks, 16, kv_dtype)));
+  std::vector<int32_t> table(blocks), prompt(tokens);
+  std::iota(table.begin(), table.end(), 0);
+  for (int i = 0; i < tokens; ++i) prompt[i] = (i * 31 + 7) % model.config().vocab_size;
+  engine::Logits logits;
+  std::vector<double> times;
+  for (int rep = 0; rep < cfg.prefill_repetitions + 1; ++rep) {
+    engine::PackedBatch batch;
+    batch.Add(prompt, 0, table, true);
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(model.Forward(batch, *pool, {}, &logits));
+    if (rep > 0) times.push_back(Seconds(start));  // The first warms up.
+  }
+  return Median(times);
+}
+
 struct ThreadResult {
   int threads = 0;
   std::string weight_type = "f32";  // How the model kept its weights.
@@ -158,66 +237,11 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
                         Fixed(r.decode_read_floor_ms), " ms (read) for ",
                         model.weight_bytes() >> 20, " MiB of ", r.weight_type, " weights"));
 
-  // Decode: B sequences with `decode_context` tokens each, then timed single-token steps.
-  const int max_batch = *std::max_element(cfg.decode_batches.begin(), cfg.decode_batches.end());
-  const int blocks_per_seq = (cfg.decode_context + cfg.decode_steps + 2 + 15) / 16;
-  ASSIGN_OR_RETURN(auto pool, engine::KvPool::Allocate(
-                                  model.MakeKvLayout(max_batch * blocks_per_seq, 16, kv_dtype)));
-  std::vector<std::vector<int32_t>> tables(max_batch);
-  for (int s = 0; s < max_batch; ++s) {
-    tables[s].resize(blocks_per_seq);
-    std::iota(tables[s].begin(), tables[s].end(), s * blocks_per_seq);
-  }
-  engine::Logits logits;
-  for (int s0 = 0; s0 < max_batch; s0 += 8) {  // Prefill contexts 8 sequences at a time.
-    engine::PackedBatch batch;
-    std::vector<std::vector<int32_t>> prompts;
-    for (int s = s0; s < std::min(max_batch, s0 + 8); ++s) {
-      prompts.emplace_back(cfg.decode_context);
-      for (int i = 0; i < cfg.decode_context; ++i)
-        prompts.back()[i] = (s * 131 + i * 7) % c.vocab_size;
-    }
-    for (int s = s0; s < std::min(max_batch, s0 + 8); ++s)
-      batch.Add(prompts[s - s0], 0, tables[s], false);
-    RETURN_IF_ERROR(model.Forward(batch, *pool, {}, &logits));
-  }
-  for (int b : cfg.decode_batches) {
-    std::vector<double> times;
-    for (int step = 0; step < cfg.decode_steps + 1; ++step) {
-      engine::PackedBatch batch;
-      std::vector<int32_t> token(b);
-      for (int s = 0; s < b; ++s) {
-        token[s] = (step * 17 + s) % c.vocab_size;
-      }
-      for (int s = 0; s < b; ++s) {
-        batch.Add(absl::MakeConstSpan(&token[s], 1), cfg.decode_context + (step % 2), tables[s],
-                  true);
-      }
-      const absl::Time start = absl::Now();
-      RETURN_IF_ERROR(model.Forward(batch, *pool, {}, &logits));
-      if (step > 0) times.push_back(Seconds(start) * 1e3);  // The first step warms up.
-    }
-    r.decode_ms.emplace_back(b, Median(times));
-    Progress("engine", absl::StrCat("decode batch ", b, ": ", Fixed(Median(times)), " ms/step"));
-  }
+  ASSIGN_OR_RETURN(r.decode_ms, TimeDecodeSteps(model, cfg, kv_dtype));
 
   // Prefill: one fresh sequence of P tokens per forward.
   for (int p : cfg.prefill_lengths) {
-    const int blocks = (p + 15) / 16;
-    ASSIGN_OR_RETURN(auto prefill_pool,
-                     engine::KvPool::Allocate(model.MakeKvLayout(blocks, 16, kv_dtype)));
-    std::vector<int32_t> table(blocks), prompt(p);
-    std::iota(table.begin(), table.end(), 0);
-    for (int i = 0; i < p; ++i) prompt[i] = (i * 31 + 7) % c.vocab_size;
-    std::vector<double> times;
-    for (int rep = 0; rep < cfg.prefill_repetitions; ++rep) {
-      engine::PackedBatch batch;
-      batch.Add(prompt, 0, table, true);
-      const absl::Time start = absl::Now();
-      RETURN_IF_ERROR(model.Forward(batch, *prefill_pool, {}, &logits));
-      times.push_back(Seconds(start));
-    }
-    const double seconds = Median(times);
+    ASSIGN_OR_RETURN(const double seconds, TimePrefill(model, cfg, kv_dtype, p));
     const auto shapes = PrefillGemms(c, p);
     const double sgemm = OpenBlasFlops(shapes, threads);
     const double ours = Flops(shapes) / seconds;
@@ -228,6 +252,111 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
                                     Fixed(sgemm / 1e9, 1)));
   }
   return r;
+}
+
+// --backend=cuda: the same decode and prefill measurements on GPU 0, beside the device's
+// ceilings measured in the same run (copy bandwidth, cuBLAS on the same GEMMs), and each
+// decode batch size eager and replaying a CUDA graph (two loads of the model, one at a time).
+absl::Status MeasureCuda(const std::string& dir, const EngineBenchConfig& cfg) {
+  DType kv_dtype;
+  if (!ParseDType(cfg.kv_dtype, &kv_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_dtype: '", cfg.kv_dtype, "' is not one of f32, f16, bf16"));
+  }
+  engine::EngineOptions options{.backend = "cuda", .weight_dtype = cfg.weight_dtype};
+  std::vector<std::pair<int, double>> eager, graphed;
+  std::vector<std::tuple<int, double, double, double>> prefill;  // (P, ms, tok/s, of cuBLAS)
+  size_t weight_bytes = 0;
+  double copy_gbps = 0;
+  std::string weight_type;
+  {
+    Progress("engine", "loading " + dir + " on the GPU (eager)");
+    ASSIGN_OR_RETURN(engine::LoadedModel loaded, engine::LoadModel(dir, options));
+    engine::Model& model = *loaded.model;
+    weight_bytes = model.weight_bytes();
+    const engine::ModelConfig& c = model.config();
+    ASSIGN_OR_RETURN(const double copy, engine::cuda::DeviceCopyBandwidth(0));
+    copy_gbps = copy / 1e9;
+    Progress("engine", absl::StrCat("device copy ", Fixed(copy_gbps, 0), " GB/s; decode floor ",
+                                    Fixed(weight_bytes / copy * 1e3), " ms for ",
+                                    weight_bytes >> 20, " MiB of weights"));
+    ASSIGN_OR_RETURN(eager, TimeDecodeSteps(model, cfg, kv_dtype));
+    // The GEMM type the model runs: half when its weights take 2 bytes an element.
+    const size_t f32_bytes = engine::cuda::CudaWeightBytes(c, DType::kF32);
+    const bool half = model.memory_bytes() < f32_bytes * 3 / 4;
+    weight_type = half ? "half (bf16/f16)" : "f32";
+    for (int p : cfg.prefill_lengths) {
+      ASSIGN_OR_RETURN(const double seconds, TimePrefill(model, cfg, kv_dtype, p));
+      const auto shapes = PrefillGemms(c, p);
+      ASSIGN_OR_RETURN(const double cublas,
+                       engine::cuda::CublasGemmFlops(shapes, half ? DType::kBF16 : DType::kF32, 0));
+      const double ours = Flops(shapes) / seconds;
+      prefill.emplace_back(p, seconds * 1e3, p / seconds, ours / cublas);
+      Progress("engine",
+               absl::StrCat("prefill ", p, ": ", Fixed(seconds * 1e3, 2), " ms, ",
+                            Fixed(ours / 1e12, 1), " TFLOP/s vs cuBLAS ", Fixed(cublas / 1e12, 1)));
+    }
+  }
+  {
+    Progress("engine", "loading " + dir + " on the GPU (CUDA graphs for every decode batch)");
+    options.cuda_graph_batch_sizes = cfg.decode_batches;
+    ASSIGN_OR_RETURN(engine::LoadedModel loaded, engine::LoadModel(dir, options));
+    ASSIGN_OR_RETURN(graphed, TimeDecodeSteps(*loaded.model, cfg, kv_dtype));
+    const engine::cuda::CudaGraphStats stats = engine::cuda::GetCudaGraphStats(*loaded.model);
+    Progress("engine",
+             absl::StrCat(stats.captured, " graphs captured, ", stats.replays, " replays"));
+  }
+
+  const double floor_ms = weight_bytes / (copy_gbps * 1e9) * 1e3;
+  Table table({"metric", "eager", "CUDA graph", "graph / eager", "floor / baseline", "ratio"});
+  nlohmann::json decode = nlohmann::json::object();
+  std::vector<int> graphs_win;
+  double b1 = 0;
+  for (size_t i = 0; i < eager.size(); ++i) {
+    const auto [b, ms] = eager[i];
+    const double graph_ms = graphed[i].second;
+    if (b == 1) b1 = std::min(ms, graph_ms);
+    if (graph_ms < ms) graphs_win.push_back(b);
+    table.AddRow({absl::StrCat("decode step, batch ", b), Fixed(ms, 3) + " ms",
+                  Fixed(graph_ms, 3) + " ms", Fixed(graph_ms / ms),
+                  b == 1 ? Fixed(floor_ms, 3) + " ms HBM floor" : "",
+                  b == 1 ? Fixed(std::min(ms, graph_ms) / floor_ms) + "x floor"
+                         : Fixed(b / std::min(ms, graph_ms) * 1e3, 0) + " tok/s"});
+    decode[absl::StrCat(b)] = {{"eager_ms", ms},
+                               {"graph_ms", graph_ms},
+                               {"graph_over_eager", graph_ms / ms},
+                               {"tokens_per_s", b / std::min(ms, graph_ms) * 1e3}};
+  }
+  nlohmann::json prefill_json = nlohmann::json::object();
+  double fraction_2048 = 0;
+  for (auto [p, ms, tps, fraction] : prefill) {
+    table.AddRow({absl::StrCat("prefill ", p, " tokens"), Fixed(tps, 0) + " tok/s", "", "",
+                  "cuBLAS, same GEMMs", Fixed(fraction) + " of cuBLAS"});
+    prefill_json[absl::StrCat(p)] = {
+        {"ms", ms}, {"tokens_per_s", tps}, {"fraction_of_cublas", fraction}};
+    if (p == 2048) fraction_2048 = fraction;
+  }
+  std::printf("%s", table.ToString().c_str());
+  std::printf("CUDA graphs win at batch sizes: %s (--cuda_graph_batch_sizes)\n",
+              absl::StrJoin(graphs_win, ",").c_str());
+  nlohmann::json summary = {
+      {"bench", "engine"},
+      {"backend", "cuda"},
+      {"model", dir},
+      {"weight_dtype", weight_type},
+      {"kv_dtype", cfg.kv_dtype},
+      {"machine", MachineInfo()},
+      {"device_copy_gbps", copy_gbps},
+      {"decode_floor_ms", floor_ms},
+      {"decode_b1_over_floor", b1 > 0 ? b1 / floor_ms : 0},
+      {"prefill_2048_fraction_of_cublas", fraction_2048},
+      {"decode", decode},
+      {"prefill", prefill_json},
+      {"cuda_graphs_win_at", graphs_win},
+  };
+  RETURN_IF_ERROR(WriteSummary(cfg.out_dir, summary));
+  std::printf("summary: %s/summary.json\n", cfg.out_dir.c_str());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -241,6 +370,11 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
     Progress("engine", "no --model: using the small preset at " + dir);
     ASSIGN_OR_RETURN(tools::ModelSpec spec, tools::ModelSpec::Preset("small"));
     RETURN_IF_ERROR(tools::EnsureModel(spec, dir));
+  }
+  if (cfg.backend == "cuda") return MeasureCuda(dir, cfg);
+  if (cfg.backend != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend: '", cfg.backend, "' is not one of cpu, cuda"));
   }
   if (cfg.thread_counts.empty()) {
     const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -30,6 +30,9 @@ struct EngineBenchConfig {
   std::string weight_dtype = "auto";
   // The KV cache's element type (f32, f16, bf16), as the workers' --kv_dtype.
   std::string kv_dtype = "f32";
+  // "cpu" or "cuda" (GPU 0: decode eager and with CUDA graphs per batch size, the HBM floor
+  // from device copy bandwidth, prefill against cuBLAS on the same GEMMs).
+  std::string backend = "cpu";
 };
 
 absl::Status RunEngineBench(const EngineBenchConfig& config);

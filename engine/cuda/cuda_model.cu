@@ -2,7 +2,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "engine/cuda/cuda_model.h"
+#include "engine/cuda/cuda_util.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/sampler.h"
 #include "engine/half.h"
@@ -25,63 +25,7 @@
 namespace pdserve::engine::cuda {
 namespace {
 
-absl::Status CudaOk(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("cuda ", what, ": ", cudaGetErrorString(err)));
-}
-
-absl::Status CublasOk(cublasStatus_t s, const char* what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("cublas ", what, ": status ", static_cast<int>(s)));
-}
-
 double GiB(size_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
-
-// cuBLAS, opened at run time by the one process that loads a CUDA model. Linked into every
-// binary, its libraries' static thread-local storage came out of every thread's stack and
-// made small-stack threads (the metrics server's) fail to start, in processes that never
-// touch a GPU.
-struct Cublas {
-  void* library = nullptr;
-  decltype(&cublasCreate_v2) create = nullptr;
-  decltype(&cublasDestroy_v2) destroy = nullptr;
-  decltype(&cublasSetStream_v2) set_stream = nullptr;
-  decltype(&cublasSetMathMode) set_math_mode = nullptr;
-  decltype(&cublasSgemm_v2) sgemm = nullptr;
-  // cublasGemmEx is overloaded in C++ (a legacy cudaDataType compute type): the C symbol's type.
-  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                    int, const void*, const void*, cudaDataType, int, const void*,
-                                    cudaDataType, int, const void*, void*, cudaDataType, int,
-                                    cublasComputeType_t, cublasGemmAlgo_t);
-  GemmEx gemm_ex = nullptr;
-  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
-
-  static absl::StatusOr<Cublas> Open() {
-    Cublas b;
-    for (const char* name : {"libcublas.so", "libcublas.so.13", "libcublas.so.12"}) {
-      b.library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (b.library != nullptr) break;
-    }
-    if (b.library == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("backend cuda: cannot load cuBLAS (libcublas.so): ", dlerror()));
-    }
-    auto get = [&](auto& fn, const char* symbol) -> absl::Status {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(b.library, symbol));
-      if (fn == nullptr)
-        return absl::FailedPreconditionError(absl::StrCat("backend cuda: cuBLAS has no ", symbol));
-      return absl::OkStatus();
-    };
-    RETURN_IF_ERROR(get(b.create, "cublasCreate_v2"));
-    RETURN_IF_ERROR(get(b.destroy, "cublasDestroy_v2"));
-    RETURN_IF_ERROR(get(b.set_stream, "cublasSetStream_v2"));
-    RETURN_IF_ERROR(get(b.set_math_mode, "cublasSetMathMode"));
-    RETURN_IF_ERROR(get(b.sgemm, "cublasSgemm_v2"));
-    RETURN_IF_ERROR(get(b.gemm_ex, "cublasGemmEx"));
-    RETURN_IF_ERROR(get(b.set_workspace, "cublasSetWorkspace_v2"));
-    return b;
-  }
-};
 
 size_t RoundUpToPowerOfTwo(size_t n) {
   size_t p = 1;
@@ -381,7 +325,7 @@ class CudaModel final : public Model {
           DTypeName(options.weight_dtype), GiB(need), options.device, GiB(free_bytes),
           GiB(total_bytes)));
     }
-    ASSIGN_OR_RETURN(m->blas_, Cublas::Open());
+    ASSIGN_OR_RETURN(m->blas_, CublasLibrary::Open());
     RETURN_IF_ERROR(CudaOk(cudaStreamCreate(&m->stream_), "cudaStreamCreate"));
     RETURN_IF_ERROR(CublasOk(m->blas_.create(&m->cublas_), "cublasCreate"));
     RETURN_IF_ERROR(CublasOk(m->blas_.set_stream(m->cublas_, m->stream_), "cublasSetStream"));
@@ -465,7 +409,7 @@ class CudaModel final : public Model {
   size_t weight_bytes_ = 0;
   size_t memory_bytes_ = 0;
   std::vector<double> inv_freq_;
-  Cublas blas_;  // The library stays loaded for the process (it is never dlclosed).
+  CublasLibrary blas_;  // The library stays loaded for the process (it is never dlclosed).
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DType weight_dtype_ = DType::kF32;

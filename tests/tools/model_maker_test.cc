@@ -64,6 +64,31 @@ TEST(ModelMakerTest, WritesALoadableModelOfTheRequestedShape) {
   std::filesystem::remove_all(dir);
 }
 
+// A padded vocabulary: config.json and the embedding rows take the padded size, the
+// tokenizer keeps its trained one, and the model loads and runs.
+TEST(ModelMakerTest, PadsTheVocabularyBeyondTheTokenizer) {
+  ModelSpec spec;
+  spec.hidden_size = 32;
+  spec.num_layers = 1;
+  spec.num_heads = 2;
+  spec.num_kv_heads = 1;
+  spec.head_dim = 16;
+  spec.intermediate_size = 64;
+  spec.vocab_size = 300;
+  spec.padded_vocab_size = 1000;
+  spec.corpus_bytes = 20000;
+  const std::string dir = ::testing::TempDir() + "/padded-model";
+  auto made = WriteModel(spec, dir);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->vocab_size, 1000);
+  auto loaded = engine::LoadModel(dir, engine::EngineOptions{.num_threads = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->model->config().vocab_size, 1000);
+  ASSERT_NE(loaded->tokenizer, nullptr);
+  EXPECT_LE(loaded->tokenizer->vocab_size(), 300);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ModelMakerTest, SpecValidationNamesTheField) {
   ModelSpec spec;
   spec.num_kv_heads = 3;
@@ -72,6 +97,17 @@ TEST(ModelMakerTest, SpecValidationNamesTheField) {
   spec.architecture = "gpt2";
   EXPECT_NE(spec.Validate().message().find("architecture"), absl::string_view::npos);
   EXPECT_FALSE(ModelSpec::Preset("huge").ok());
+  auto eight = ModelSpec::Preset("8b");
+  ASSERT_TRUE(eight.ok());
+  EXPECT_EQ(eight->hidden_size, 4096);
+  EXPECT_EQ(eight->intermediate_size, 14336);
+  EXPECT_EQ(eight->padded_vocab_size, 128256);
+  EXPECT_TRUE(eight->Validate().ok());
+  spec = ModelSpec();
+  spec.padded_vocab_size = 100;  // Below the tokenizer's vocabulary.
+  EXPECT_NE(spec.Validate().message().find("padded_vocab_size: 100 is outside [1024"),
+            absl::string_view::npos)
+      << spec.Validate();
   auto small = ModelSpec::Preset("small");
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(small->hidden_size, 768);

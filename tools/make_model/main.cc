@@ -9,7 +9,9 @@
 #include "tools/make_model/model_maker.h"
 
 ABSL_FLAG(std::string, out, "", "Directory to write the model into (required).");
-ABSL_FLAG(std::string, preset, "tiny", "Size preset: tiny (a few M parameters) or small (~100M).");
+ABSL_FLAG(std::string, preset, "tiny",
+          "Size preset: tiny (a few M parameters), small (~100M) or 8b (Llama-3-8B's shape, bf16, "
+          "8 shards, 16 GB).");
 ABSL_FLAG(std::string, architecture, "llama", "llama, qwen2 (q/k/v biases) or qwen3 (q/k norm).");
 ABSL_FLAG(int, hidden_size, 0, "Override the preset's hidden size.");
 ABSL_FLAG(int, num_layers, 0, "Override the preset's layer count.");
@@ -19,17 +21,21 @@ ABSL_FLAG(int, head_dim, 0, "Override the preset's head dimension.");
 ABSL_FLAG(int, intermediate_size, 0, "Override the preset's MLP width.");
 ABSL_FLAG(int, vocab_size, 0, "Override the preset's vocabulary size (target).");
 ABSL_FLAG(int, max_position_embeddings, 0, "Override the preset's context length.");
+ABSL_FLAG(int, padded_vocab_size, 0,
+          "Pad config.json's vocab_size and the embedding rows to this (0: the preset's).");
 ABSL_FLAG(bool, tie_word_embeddings, false, "Share the embedding matrix with lm_head.");
 ABSL_FLAG(bool, llama3_rope_scaling, false, "Write a Llama-3.1-style rope_scaling block.");
-ABSL_FLAG(std::string, dtype, "f32", "Weight dtype on disk: f32, f16 or bf16.");
-ABSL_FLAG(int, shards, 1, "Number of safetensors shards (> 1 writes an index file).");
+ABSL_FLAG(std::string, dtype, "",
+          "Weight dtype on disk: f32, f16 or bf16 (default: the preset's).");
+ABSL_FLAG(int, shards, 0,
+          "Number of safetensors shards (> 1 writes an index file; 0: the preset's).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the weights and the tokenizer corpus.");
 
 int main(int argc, char** argv) {
   pdserve::ParseCommandLine(
       argc, argv,
       "pdserve-make-model: write a random-weight Llama-family model in Hugging Face format.\n"
-      "Usage: pdserve-make-model --out=DIR [--preset=tiny|small] [overrides]");
+      "Usage: pdserve-make-model --out=DIR [--preset=tiny|small|8b] [overrides]");
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) {
     std::fprintf(stderr, "--out: required (directory to write the model into)\n");
@@ -52,19 +58,21 @@ int main(int argc, char** argv) {
   override_int(absl::GetFlag(FLAGS_intermediate_size), &spec->intermediate_size);
   override_int(absl::GetFlag(FLAGS_vocab_size), &spec->vocab_size);
   override_int(absl::GetFlag(FLAGS_max_position_embeddings), &spec->max_position_embeddings);
-  spec->tie_word_embeddings = absl::GetFlag(FLAGS_tie_word_embeddings);
-  spec->llama3_rope_scaling = absl::GetFlag(FLAGS_llama3_rope_scaling);
-  spec->shards = absl::GetFlag(FLAGS_shards);
+  override_int(absl::GetFlag(FLAGS_padded_vocab_size), &spec->padded_vocab_size);
+  override_int(absl::GetFlag(FLAGS_shards), &spec->shards);
+  spec->tie_word_embeddings |= absl::GetFlag(FLAGS_tie_word_embeddings);
+  spec->llama3_rope_scaling |= absl::GetFlag(FLAGS_llama3_rope_scaling);
   spec->seed = absl::GetFlag(FLAGS_seed);
-  pdserve::DType dtype;
-  if (!pdserve::ParseDType(absl::GetFlag(FLAGS_dtype), &dtype)) {
-    std::fprintf(stderr, "--dtype: '%s' is not one of f32, f16, bf16\n",
-                 absl::GetFlag(FLAGS_dtype).c_str());
-    return 2;
+  if (const std::string name = absl::GetFlag(FLAGS_dtype); !name.empty()) {
+    pdserve::DType dtype;
+    if (!pdserve::ParseDType(name, &dtype)) {
+      std::fprintf(stderr, "--dtype: '%s' is not one of f32, f16, bf16\n", name.c_str());
+      return 2;
+    }
+    spec->dtype = dtype == pdserve::DType::kF16    ? pdserve::engine::TensorDType::kF16
+                  : dtype == pdserve::DType::kBF16 ? pdserve::engine::TensorDType::kBF16
+                                                   : pdserve::engine::TensorDType::kF32;
   }
-  spec->dtype = dtype == pdserve::DType::kF16    ? pdserve::engine::TensorDType::kF16
-                : dtype == pdserve::DType::kBF16 ? pdserve::engine::TensorDType::kBF16
-                                                 : pdserve::engine::TensorDType::kF32;
   auto made = pdserve::tools::WriteModel(*spec, out);
   if (!made.ok()) {
     std::fprintf(stderr, "%s\n", std::string(made.status().message()).c_str());

@@ -67,7 +67,24 @@ absl::StatusOr<ModelSpec> ModelSpec::Preset(const std::string& name) {
     spec.corpus_bytes = 1500000;
     return spec;
   }
-  return absl::InvalidArgumentError(absl::StrCat("preset: '", name, "' is not one of tiny, small"));
+  if (name == "8b") {
+    spec.hidden_size = 4096;
+    spec.num_layers = 32;
+    spec.num_heads = 32;
+    spec.num_kv_heads = 8;
+    spec.head_dim = 128;
+    spec.intermediate_size = 14336;
+    spec.vocab_size = 4096;
+    spec.padded_vocab_size = 128256;
+    spec.max_position_embeddings = 8192;
+    spec.llama3_rope_scaling = true;
+    spec.dtype = engine::TensorDType::kBF16;
+    spec.shards = 8;
+    spec.corpus_bytes = 1500000;
+    return spec;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("preset: '", name, "' is not one of tiny, small, 8b"));
 }
 
 absl::Status ModelSpec::Validate() const {
@@ -91,6 +108,8 @@ absl::Status ModelSpec::Validate() const {
   RETURN_IF_ERROR(in_range("vocab_size", vocab_size, 256 + kNumSpecial, 1 << 20));
   RETURN_IF_ERROR(in_range("max_position_embeddings", max_position_embeddings, 16, 1 << 20));
   RETURN_IF_ERROR(in_range("shards", shards, 1, 64));
+  if (padded_vocab_size != 0)
+    RETURN_IF_ERROR(in_range("padded_vocab_size", padded_vocab_size, vocab_size, 1 << 20));
   if (num_heads % num_kv_heads != 0) {
     return absl::InvalidArgumentError("num_kv_heads must divide num_heads");
   }
@@ -108,7 +127,8 @@ absl::StatusOr<MadeModel> WriteModel(const ModelSpec& spec, const std::string& d
   const std::string corpus = GenerateCorpus(spec.seed, spec.corpus_bytes);
   ASSIGN_OR_RETURN(TrainedBpe bpe, TrainBpe(corpus, kLlama3Pattern, spec.vocab_size - kNumSpecial));
   const int base = static_cast<int>(bpe.tokens.size());
-  const int vocab = base + kNumSpecial;
+  const int tokenizer_vocab = base + kNumSpecial;
+  const int vocab = std::max(tokenizer_vocab, spec.padded_vocab_size);
   const int bos = base, eos = base + 1, eot = base + 2;
   json vocab_json = json::object();
   for (int i = 0; i < base; ++i) vocab_json[bpe.tokens[i]] = i;

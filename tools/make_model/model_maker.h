@@ -26,6 +26,10 @@ struct ModelSpec {
   // Target vocabulary including the 4 special tokens; the trained vocabulary may come out
   // smaller if the corpus runs out of pairs, and vocab_size in config.json is the real size.
   int vocab_size = 1024;
+  // When larger than the trained vocabulary, config.json's vocab_size and the embedding and
+  // LM-head rows are padded to it (as released models pad theirs): the shape of a large
+  // vocabulary without training a tokenizer that big. 0: no padding.
+  int padded_vocab_size = 0;
   int max_position_embeddings = 4096;
   double rope_theta = 500000.0;
   bool llama3_rope_scaling = false;
@@ -37,7 +41,9 @@ struct ModelSpec {
   // Bytes of synthetic corpus used to train the tokenizer.
   size_t corpus_bytes = 400000;
 
-  // "tiny" (a few million parameters, tests) or "small" (about 100M, benchmarks).
+  // "tiny" (a few million parameters, tests), "small" (about 100M, CPU benchmarks) or "8b"
+  // (Llama-3-8B's shape, bf16, 128256-row vocabulary padded from a 4096-token tokenizer: GPU
+  // benchmarks; 16 GB on disk).
   static absl::StatusOr<ModelSpec> Preset(const std::string& name);
   absl::Status Validate() const;
 };
