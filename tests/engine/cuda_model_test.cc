@@ -320,6 +320,35 @@ TEST(CudaModelReferenceTest, MatchesTheNumpyReference) {
   EXPECT_LE(MaxRelativeError(logits.data, (*ref)[0]), 1e-3);
 }
 
+// Against Hugging Face transformers (LlamaForCausalLM / Qwen2 / Qwen3 on the same safetensors,
+// float32), where torch and transformers are installed: an independent implementation.
+TEST(CudaModelReferenceTest, MatchesHuggingFaceTransformers) {
+  if (cuda::ProbeDevices().count == 0) GTEST_SKIP() << "no GPU";
+  for (const std::string variant : {"tiny", "tiny-qwen2", "tiny-qwen3", "tiny-tied-bf16"}) {
+    const std::string dir = TestModelDir(variant);
+    auto gpu = LoadModel(dir, EngineOptions{.backend = "cuda", .weight_dtype = "f32"});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const int vocab = gpu->model->config().vocab_size;
+    const std::vector<std::vector<int32_t>> prompts = {Prompt(48, vocab, 41),
+                                                       Prompt(130, vocab, 42)};
+    auto ref = pdserve::testing::HuggingFaceLastLogits(dir, prompts);
+    if (absl::IsUnavailable(ref.status())) GTEST_SKIP() << ref.status();
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    auto pool = gpu->model->AllocateKvPool(gpu->model->MakeKvLayout(32, 16, DType::kF32));
+    ASSERT_TRUE(pool.ok());
+    PackedBatch batch;
+    batch.Add(prompts[0], 0, Blocks(0, 16), true);
+    batch.Add(prompts[1], 0, Blocks(16, 16), true);
+    Logits logits;
+    ASSERT_TRUE(gpu->model->Forward(batch, **pool, {}, &logits).ok());
+    for (int r = 0; r < 2; ++r) {
+      const auto row = logits.Row(r);
+      EXPECT_LE(MaxRelativeError(std::vector<float>(row.begin(), row.end()), (*ref)[r]), 1e-3)
+          << variant << " row " << r;
+    }
+  }
+}
+
 // The weights' device footprint is known before loading, and a device too small says so.
 TEST(CudaModelMemoryTest, WeightBytesFollowTheConfig) {
   ModelConfig c;

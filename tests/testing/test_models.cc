@@ -42,8 +42,13 @@ tools::ModelSpec TestModelSpec(const std::string& variant) {
 }
 
 std::string TestModelDir(const std::string& variant) {
-  const std::string dir = absl::StrCat(PDSERVE_BUILD_DIR, "/test-models/", variant);
-  std::filesystem::create_directories(absl::StrCat(PDSERVE_BUILD_DIR, "/test-models"));
+  // $PDSERVE_TEST_MODELS_DIR where set (a carried test binary), else the build tree's.
+  const char* root_env = std::getenv("PDSERVE_TEST_MODELS_DIR");
+  const std::string root = root_env != nullptr && *root_env != '\0'
+                               ? std::string(root_env)
+                               : absl::StrCat(PDSERVE_BUILD_DIR, "/test-models");
+  const std::string dir = absl::StrCat(root, "/", variant);
+  std::filesystem::create_directories(root);
   const absl::Status status = tools::EnsureModel(TestModelSpec(variant), dir);
   if (!status.ok()) {
     std::fprintf(stderr, "cannot create test model %s: %s\n", dir.c_str(),
@@ -53,38 +58,65 @@ std::string TestModelDir(const std::string& variant) {
   return dir;
 }
 
-absl::StatusOr<std::vector<std::vector<double>>> ReferenceLastLogits(
-    const std::string& model_dir, const std::vector<std::vector<int32_t>>& sequences,
-    const std::string& weight_dtype) {
+namespace {
+
+// The source tree the test scripts are read from: $PDSERVE_SOURCE_DIR where set (a test binary
+// carried to another machine, scripts/gpu_validate.sh), else where it was built from.
+std::string SourceDir() {
+  const char* dir = std::getenv("PDSERVE_SOURCE_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : PDSERVE_SOURCE_DIR;
+}
+
+// Runs `python script request.json output.json` and reads output.json's "logits". Exit status
+// 3 (the script's "not installed") is UNAVAILABLE.
+absl::StatusOr<std::vector<std::vector<double>>> RunLogitsScript(const std::string& python,
+                                                                 const std::string& script,
+                                                                 const nlohmann::json& request) {
   char dir_template[] = "/tmp/pdserve-ref-XXXXXX";
   if (mkdtemp(dir_template) == nullptr) return absl::InternalError("mkdtemp failed");
   const std::string dir = dir_template;
-  const std::string request = dir + "/request.json";
+  const std::string request_path = dir + "/request.json";
   const std::string output = dir + "/output.json";
   {
-    std::ofstream out(request);
-    out << nlohmann::json(
-               {{"model_dir", model_dir}, {"sequences", sequences}, {"weight_dtype", weight_dtype}})
-               .dump();
+    std::ofstream out(request_path);
+    out << request.dump();
   }
-  const std::string script = absl::StrCat(PDSERVE_SOURCE_DIR, "/tests/engine/reference_forward.py");
   const pid_t pid = fork();
   if (pid == 0) {
-    execl(PDSERVE_PYTHON3, PDSERVE_PYTHON3, script.c_str(), request.c_str(), output.c_str(),
-          static_cast<char*>(nullptr));
+    execlp(python.c_str(), python.c_str(), script.c_str(), request_path.c_str(), output.c_str(),
+           static_cast<char*>(nullptr));
     _exit(127);
   }
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::filesystem::remove_all(dir);
-    return absl::InternalError(
-        absl::StrCat(PDSERVE_PYTHON3, " ", script, " failed (status ", status, ")"));
+    const std::string what = absl::StrCat(python, " ", script, " failed (status ", status, ")");
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) return absl::UnavailableError(what);
+    return absl::InternalError(what);
   }
   ASSIGN_OR_RETURN(std::string text, engine::ReadFileToString(output));
   std::filesystem::remove_all(dir);
   const auto json = nlohmann::json::parse(text);
   return json["logits"].get<std::vector<std::vector<double>>>();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<double>>> ReferenceLastLogits(
+    const std::string& model_dir, const std::vector<std::vector<int32_t>>& sequences,
+    const std::string& weight_dtype) {
+  return RunLogitsScript(
+      PDSERVE_PYTHON3, absl::StrCat(SourceDir(), "/tests/engine/reference_forward.py"),
+      {{"model_dir", model_dir}, {"sequences", sequences}, {"weight_dtype", weight_dtype}});
+}
+
+absl::StatusOr<std::vector<std::vector<double>>> HuggingFaceLastLogits(
+    const std::string& model_dir, const std::vector<std::vector<int32_t>>& sequences) {
+  const char* python = std::getenv("PDSERVE_TORCH_PYTHON");
+  return RunLogitsScript(python != nullptr && *python != '\0' ? python : "python3",
+                         absl::StrCat(SourceDir(), "/tests/engine/hf_reference.py"),
+                         {{"model_dir", model_dir}, {"sequences", sequences}});
 }
 
 double MaxRelativeError(const std::vector<float>& ours, const std::vector<double>& reference) {

@@ -26,6 +26,12 @@ absl::StatusOr<std::vector<std::vector<double>>> ReferenceLastLogits(
     const std::string& model_dir, const std::vector<std::vector<int32_t>>& sequences,
     const std::string& weight_dtype = "");
 
+// Runs tests/engine/hf_reference.py (Hugging Face transformers, float32, on the GPU when torch
+// sees one) with $PDSERVE_TORCH_PYTHON or the python3 on PATH: the last token's logits of each
+// sequence. UNAVAILABLE when torch or transformers is not installed.
+absl::StatusOr<std::vector<std::vector<double>>> HuggingFaceLastLogits(
+    const std::string& model_dir, const std::vector<std::vector<int32_t>>& sequences);
+
 // max |a - b| / max |b|: the relative error of a logits row against its reference.
 double MaxRelativeError(const std::vector<float>& ours, const std::vector<double>& reference);
 
