@@ -82,6 +82,27 @@ class RecordingTransfer final : public OutboundTransfer {
   std::vector<bool> complete_when_posted_ ABSL_GUARDED_BY(mu_);
 };
 
+// One sender over a 16-block "device" pool and a 4-block staging pool.
+class StagedSenderTest : public ::testing::Test {
+ protected:
+  StagedSenderTest() : copier_(device_.view(), staging_.view()) {}
+  // A staged transfer over `blocks` leased staging blocks, recording what it posts.
+  std::unique_ptr<StagedOutboundTransfer> Start(int blocks) {
+    auto lease = slots_->Acquire(blocks);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    auto recording = std::make_unique<RecordingTransfer>(staging_.bytes.data(), staging_.layout,
+                                                         lease->blocks());
+    record_ = recording.get();
+    return std::make_unique<StagedOutboundTransfer>(std::move(recording), &copier_,
+                                                    *std::move(lease));
+  }
+
+  FakeDevicePool device_{16}, staging_{4};
+  HostBlockCopier copier_;
+  std::shared_ptr<StagingPool> slots_ = StagingPool::Create(4, "--kv_staging_blocks");
+  RecordingTransfer* record_ = nullptr;
+};
+
 // End to end over the loopback transport: the decode side's device blocks end up holding the
 // prefill side's device blocks, every layer, and both staging leases are returned.
 TEST(StagedTransferTest, MovesEveryLayerDeviceToDeviceThroughStaging) {
@@ -135,76 +156,52 @@ TEST(StagedTransferTest, MovesEveryLayerDeviceToDeviceThroughStaging) {
 
 // A layer is put only after its device -> staging copy completed, in layer order, and
 // WriteLayer does not wait for the copy (it returns while copies are still running).
-TEST(StagedTransferTest, PutsEachLayerOnlyAfterItsCopyCompleted) {
-  FakeDevicePool device(16), staging(4);
-  HostBlockCopier copier(device.view(), staging.view());
-  copier.set_delay(absl::Milliseconds(50));
+TEST_F(StagedSenderTest, PutsEachLayerOnlyAfterItsCopyCompleted) {
+  copier_.set_delay(absl::Milliseconds(50));
   const std::vector<int32_t> source = {5, 6, 11};
-  FillSource(device.bytes.data(), device.layout, source, 4, kSeed);
-  auto slots = StagingPool::Create(4, "--kv_staging_blocks");
-  auto lease = slots->Acquire(3);
-  ASSERT_TRUE(lease.ok());
-  auto recording =
-      std::make_unique<RecordingTransfer>(staging.bytes.data(), staging.layout, lease->blocks());
-  RecordingTransfer* record = recording.get();
-  StagedOutboundTransfer out(std::move(recording), &copier, *std::move(lease));
-  for (int layer = 0; layer < 4; ++layer) ASSERT_TRUE(out.WriteLayer(layer, source).ok());
-  EXPECT_LT(copier.completed(), 4u);  // 4 x 50 ms of copies are still running.
-  ASSERT_TRUE(out.Finish(absl::Seconds(10)).ok());
-  EXPECT_TRUE(record->finished_);
-  EXPECT_EQ(record->posted(), (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(record->complete_when_posted(), (std::vector<bool>{true, true, true, true}));
+  FillSource(device_.bytes.data(), device_.layout, source, 4, kSeed);
+  auto out = Start(3);
+  for (int layer = 0; layer < 4; ++layer) ASSERT_TRUE(out->WriteLayer(layer, source).ok());
+  EXPECT_LT(copier_.completed(), 4u);  // 4 x 50 ms of copies are still running.
+  ASSERT_TRUE(out->Finish(absl::Seconds(10)).ok());
+  EXPECT_TRUE(record_->finished_);
+  EXPECT_EQ(record_->posted(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(record_->complete_when_posted(), (std::vector<bool>{true, true, true, true}));
 }
 
 // Aborting mid-transfer: layers still queued are never put, the inner transfer is aborted,
 // writes after the abort are refused, and the staging blocks go back once the copies stopped.
-TEST(StagedTransferTest, AbortDropsQueuedLayersAndReturnsTheStagingBlocks) {
-  FakeDevicePool device(16), staging(4);
-  HostBlockCopier copier(device.view(), staging.view());
-  copier.set_delay(absl::Milliseconds(30));
-  auto slots = StagingPool::Create(4, "--kv_staging_blocks");
+TEST_F(StagedSenderTest, AbortDropsQueuedLayersAndReturnsTheStagingBlocks) {
+  copier_.set_delay(absl::Milliseconds(30));
   {
-    auto lease = slots->Acquire(2);
-    ASSERT_TRUE(lease.ok());
-    auto recording =
-        std::make_unique<RecordingTransfer>(staging.bytes.data(), staging.layout, lease->blocks());
-    RecordingTransfer* record = recording.get();
-    StagedOutboundTransfer out(std::move(recording), &copier, *std::move(lease));
+    auto out = Start(2);
     const std::vector<int32_t> source = {1, 2};
-    for (int layer = 0; layer < 4; ++layer) ASSERT_TRUE(out.WriteLayer(layer, source).ok());
-    ASSERT_TRUE(out.Abort(absl::Seconds(10)).ok());
-    EXPECT_TRUE(record->aborted_);
-    EXPECT_LT(record->posted().size(), 4u);
-    const size_t posted_at_abort = record->posted().size();
-    EXPECT_EQ(out.WriteLayer(0, source).code(), absl::StatusCode::kFailedPrecondition);
+    for (int layer = 0; layer < 4; ++layer) ASSERT_TRUE(out->WriteLayer(layer, source).ok());
+    ASSERT_TRUE(out->Abort(absl::Seconds(10)).ok());
+    EXPECT_TRUE(record_->aborted_);
+    EXPECT_LT(record_->posted().size(), 4u);
+    const size_t posted_at_abort = record_->posted().size();
+    EXPECT_EQ(out->WriteLayer(0, source).code(), absl::StatusCode::kFailedPrecondition);
     absl::SleepFor(absl::Milliseconds(150));  // Copies in the queue finish; nothing more is put.
-    EXPECT_EQ(record->posted().size(), posted_at_abort);
-    EXPECT_EQ(slots->free_blocks(), 2);
+    EXPECT_EQ(record_->posted().size(), posted_at_abort);
+    EXPECT_EQ(slots_->free_blocks(), 2);
   }
-  EXPECT_EQ(slots->free_blocks(), 4);
+  EXPECT_EQ(slots_->free_blocks(), 4);
 }
 
 // A failed copy fails the transfer (Finish reports it) and stops later layers.
-TEST(StagedTransferTest, AFailedCopyFailsTheTransfer) {
-  FakeDevicePool device(16), staging(4);
-  HostBlockCopier copier(device.view(), staging.view());
-  auto slots = StagingPool::Create(4, "--kv_staging_blocks");
-  auto lease = slots->Acquire(1);
-  ASSERT_TRUE(lease.ok());
-  auto recording =
-      std::make_unique<RecordingTransfer>(staging.bytes.data(), staging.layout, lease->blocks());
-  RecordingTransfer* record = recording.get();
-  StagedOutboundTransfer out(std::move(recording), &copier, *std::move(lease));
+TEST_F(StagedSenderTest, AFailedCopyFailsTheTransfer) {
+  auto out = Start(1);
   const std::vector<int32_t> source = {3};
-  ASSERT_TRUE(out.WriteLayer(0, source).ok());
-  copier.FailNextCopy(absl::InternalError("cuda copy: an illegal memory access"));
-  ASSERT_TRUE(out.WriteLayer(1, source).ok());
-  const absl::Status finished = out.Finish(absl::Seconds(10));
+  ASSERT_TRUE(out->WriteLayer(0, source).ok());
+  copier_.FailNextCopy(absl::InternalError("cuda copy: an illegal memory access"));
+  ASSERT_TRUE(out->WriteLayer(1, source).ok());
+  const absl::Status finished = out->Finish(absl::Seconds(10));
   EXPECT_EQ(finished.code(), absl::StatusCode::kInternal);
   EXPECT_NE(finished.message().find("illegal memory access"), std::string::npos) << finished;
-  EXPECT_EQ(record->posted(), (std::vector<int>{0}));
-  EXPECT_FALSE(record->finished_);
-  EXPECT_EQ(out.WriteLayer(2, source).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(record_->posted(), (std::vector<int>{0}));
+  EXPECT_FALSE(record_->finished_);
+  EXPECT_EQ(out->WriteLayer(2, source).code(), absl::StatusCode::kInternal);
 }
 
 // Bad inputs are refused with the field and the limit, and nothing leaks.

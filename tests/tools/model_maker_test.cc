@@ -33,9 +33,9 @@ TEST(CorpusTest, IsSeededAndMixed) {
   EXPECT_TRUE(non_ascii);
 }
 
-TEST(ModelMakerTest, WritesALoadableModelOfTheRequestedShape) {
+// A one-layer model that writes in milliseconds.
+ModelSpec MiniSpec() {
   ModelSpec spec;
-  spec.architecture = "qwen3";
   spec.hidden_size = 32;
   spec.num_layers = 1;
   spec.num_heads = 2;
@@ -44,6 +44,12 @@ TEST(ModelMakerTest, WritesALoadableModelOfTheRequestedShape) {
   spec.intermediate_size = 64;
   spec.vocab_size = 300;
   spec.corpus_bytes = 20000;
+  return spec;
+}
+
+TEST(ModelMakerTest, WritesALoadableModelOfTheRequestedShape) {
+  ModelSpec spec = MiniSpec();
+  spec.architecture = "qwen3";
   spec.shards = 2;
   const std::string dir = ::testing::TempDir() + "/made-model";
   std::filesystem::remove_all(dir);
@@ -67,16 +73,8 @@ TEST(ModelMakerTest, WritesALoadableModelOfTheRequestedShape) {
 // A padded vocabulary: config.json and the embedding rows take the padded size, the
 // tokenizer keeps its trained one, and the model loads and runs.
 TEST(ModelMakerTest, PadsTheVocabularyBeyondTheTokenizer) {
-  ModelSpec spec;
-  spec.hidden_size = 32;
-  spec.num_layers = 1;
-  spec.num_heads = 2;
-  spec.num_kv_heads = 1;
-  spec.head_dim = 16;
-  spec.intermediate_size = 64;
-  spec.vocab_size = 300;
+  ModelSpec spec = MiniSpec();
   spec.padded_vocab_size = 1000;
-  spec.corpus_bytes = 20000;
   const std::string dir = ::testing::TempDir() + "/padded-model";
   auto made = WriteModel(spec, dir);
   ASSERT_TRUE(made.ok()) << made.status();
