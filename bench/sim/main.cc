@@ -69,6 +69,9 @@ ABSL_FLAG(std::vector<std::string>, thresholds,
           std::vector<std::string>({"256", "512", "1024", "2048", "4096", "8192"}),
           "plan: length_threshold's N values to try.");
 ABSL_FLAG(int, bisect_steps, 4, "plan: bisections of the rate between passing and failing.");
+ABSL_FLAG(double, min_window_objectives, 5,
+          "plan: judge a rate only while the window's arrivals span this many TTFT objectives "
+          "(higher rates are not simulated; 0: no limit).");
 ABSL_FLAG(double, target_attainment, 0.9, "plan, validate: SLO attainment that counts as goodput.");
 ABSL_FLAG(std::string, serve_dir, "", "validate: the output directory of `pdserve-bench serve`.");
 ABSL_FLAG(std::string, model, "",
@@ -205,6 +208,7 @@ absl::Status Plan() {
   plan.policies = absl::GetFlag(FLAGS_policies);
   ASSIGN_OR_RETURN(plan.thresholds, Ints(absl::GetFlag(FLAGS_thresholds), "thresholds"));
   plan.bisect_steps = absl::GetFlag(FLAGS_bisect_steps);
+  plan.min_window_objectives = absl::GetFlag(FLAGS_min_window_objectives);
   plan.target_attainment = absl::GetFlag(FLAGS_target_attainment);
   plan.out_dir = absl::GetFlag(FLAGS_out);
   const std::string trace_path = absl::GetFlag(FLAGS_trace);

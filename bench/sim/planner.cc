@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -87,11 +88,26 @@ std::string PlanCandidate::Name() const {
                       prefill_workers, "P:", decode_workers, "D");
 }
 
+double MaxJudgedMultiple(const std::vector<SimRequest>& requests, const PlanConfig& plan,
+                         double ttft_objective_ms) {
+  if (plan.min_window_objectives <= 0 || ttft_objective_ms <= 0 || requests.size() < 2)
+    return std::numeric_limits<double>::infinity();
+  double first = requests.front().arrival_s, last = first;
+  for (const SimRequest& r : requests) {
+    first = std::min(first, r.arrival_s);
+    last = std::max(last, r.arrival_s);
+  }
+  // At multiple m the arrivals span (last - first) / m seconds.
+  return (last - first) * 1e3 / (plan.min_window_objectives * ttft_objective_ms);
+}
+
 absl::StatusOr<double> SearchGoodput(const SimConfig& config,
                                      const std::vector<SimRequest>& requests, double start_multiple,
                                      const PlanConfig& plan, std::vector<PointSummary>* points,
-                                     int* simulations) {
+                                     int* simulations, bool* window_limited) {
   const double base_rate = OfferedRate(requests);
+  const double cap = MaxJudgedMultiple(requests, plan, config.policy.slo.ttft_ms);
+  if (window_limited != nullptr) *window_limited = false;
   auto attained = [&](double multiple) -> absl::StatusOr<bool> {
     SimConfig c = config;
     c.rate_scale = multiple;
@@ -102,16 +118,21 @@ absl::StatusOr<double> SearchGoodput(const SimConfig& config,
     return s.attainment >= plan.target_attainment;
   };
   double lo = 0, hi = 0;  // Highest passing and lowest failing multiple found.
-  double m = start_multiple;
+  double m = std::min(start_multiple, cap);
   ASSIGN_OR_RETURN(bool pass, attained(m));
   if (pass) {
     lo = m;
-    for (int i = 0; i < plan.max_doublings && hi == 0; ++i) {
-      m *= 2;
+    for (int i = 0; i < plan.max_doublings && hi == 0 && lo < cap; ++i) {
+      m = std::min(m * 2, cap);
       ASSIGN_OR_RETURN(pass, attained(m));
       (pass ? lo : hi) = m;
     }
-    if (hi == 0) return lo;  // Passes everywhere searched.
+    if (hi == 0) {  // Passes everywhere searched.
+      if (window_limited != nullptr) *window_limited = lo >= cap;
+      std::sort(points->begin(), points->end(),
+                [](const PointSummary& a, const PointSummary& b) { return a.rate < b.rate; });
+      return lo;
+    }
   } else {
     hi = m;
     for (int i = 0; i < plan.max_doublings && lo == 0; ++i) {
@@ -175,8 +196,9 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
     const double from = last_goodput.contains(c.policy) && last_goodput[c.policy] > 0
                             ? last_goodput[c.policy]
                             : 1.0;
-    ASSIGN_OR_RETURN(const double multiple,
-                     SearchGoodput(config, requests, from, plan, &c.points, &result.simulations));
+    ASSIGN_OR_RETURN(const double multiple, SearchGoodput(config, requests, from, plan, &c.points,
+                                                          &result.simulations, &c.window_limited));
+    result.window_limited += c.window_limited ? 1 : 0;
     last_goodput[c.policy] = multiple;
     c.goodput = multiple * result.trace_rate;
     c.goodput_per_gpu = c.goodput / plan.gpus;
@@ -192,6 +214,8 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
         std::max(IsFixed(c.policy) ? best_fixed : cost_model, c.goodput);
   }
   if (best_fixed > 0 && cost_model > 0) result.cost_model_over_best_fixed = cost_model / best_fixed;
+  for (const auto& [policy, i] : result.best_of_policy)
+    result.comparison_window_limited |= result.candidates[i].window_limited;
   result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   if (!plan.out_dir.empty()) {
     RETURN_IF_ERROR(bench::WriteSummary(plan.out_dir, ToJson(result)));
@@ -213,12 +237,22 @@ std::string FormatPlan(const PlanResult& r) {
   for (const auto& [policy, i] : r.best_of_policy) {
     const PlanCandidate& c = r.candidates[i];
     if (winner < 0 || c.goodput > r.candidates[winner].goodput) winner = i;
-    table.AddRow({policy, c.Name(), Fixed(c.goodput, 2), Fixed(c.goodput_per_gpu, 3),
+    table.AddRow({policy, c.Name(), (c.window_limited ? ">= " : "") + Fixed(c.goodput, 2),
+                  Fixed(c.goodput_per_gpu, 3),
                   best_fixed > 0 ? absl::StrCat(Fixed(c.goodput / best_fixed, 2), "x") : "-"});
   }
   std::string out = absl::StrCat(table.ToString(), r.simulations, " simulations of ", r.requests,
                                  " requests (trace rate ", Fixed(r.trace_rate, 2), "/s) in ",
                                  Fixed(r.wall_s, 1), " s\n");
+  if (r.window_limited > 0) {
+    absl::StrAppend(
+        &out, "warning: ", r.window_limited,
+        " configuration(s) still met the objectives at the highest rate this window "
+        "can judge (its arrivals must span --min_window_objectives TTFT objectives); "
+        "their goodput is a lower bound",
+        r.comparison_window_limited ? ", and so is the comparison between policies" : "",
+        ": use a longer --trace_duration\n");
+  }
   if (winner >= 0) {
     const PlanCandidate& w = r.candidates[winner];
     absl::StrAppend(&out, "best: ", w.Name(), " at ", Fixed(w.goodput_per_gpu, 3),
@@ -238,6 +272,7 @@ nlohmann::json ToJson(const PlanResult& r) {
                           {"threshold", c.threshold},
                           {"goodput", c.goodput},
                           {"goodput_per_gpu", c.goodput_per_gpu},
+                          {"window_limited", c.window_limited},
                           {"points", points}});
   }
   nlohmann::json best = nlohmann::json::object();
@@ -248,6 +283,8 @@ nlohmann::json ToJson(const PlanResult& r) {
           {"requests", r.requests},
           {"best", best},
           {"goodput_cost_model_over_best_fixed", r.cost_model_over_best_fixed},
+          {"window_limited_candidates", r.window_limited},
+          {"comparison_window_limited", r.comparison_window_limited},
           {"simulations", r.simulations},
           {"wall_s", r.wall_s},
           {"candidates", candidates}};

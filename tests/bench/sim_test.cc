@@ -275,6 +275,36 @@ TEST(PlannerTest, GoodputSearchBracketsTheKnee) {
   EXPECT_GE(points.front().attainment, points.back().attainment);
 }
 
+// A window too short for the rates a configuration sustains: the search stops at the highest
+// rate whose arrivals still span min_window_objectives TTFT objectives, simulates nothing above
+// it, and says the goodput is a lower bound.
+TEST(PlannerTest, StopsAtTheHighestRateTheWindowCanJudge) {
+  const std::vector<SimRequest> requests = Poisson(60, 0.5, 200, 4);  // Light, ~2 minutes.
+  SimConfig config = Config("always_local", 2, 0);
+  config.policy.slo.ttft_ms = 2000;
+  config.policy.slo.tpot_ms = 100;
+  PlanConfig plan;
+  plan.min_window_objectives = 20;
+  const double cap = MaxJudgedMultiple(requests, plan, config.policy.slo.ttft_ms);
+  ASSERT_GT(cap, 1.0);
+  std::vector<PointSummary> points;
+  int sims = 0;
+  bool limited = false;
+  auto multiple = SearchGoodput(config, requests, 1.0, plan, &points, &sims, &limited);
+  ASSERT_TRUE(multiple.ok()) << multiple.status();
+  EXPECT_TRUE(limited);
+  EXPECT_DOUBLE_EQ(*multiple, cap);
+  const double base = OfferedRate(requests);
+  for (const PointSummary& p : points) EXPECT_LE(p.rate, base * cap * (1 + 1e-9));
+  // Without the limit the same search goes past it.
+  plan.min_window_objectives = 0;
+  points.clear();
+  auto unlimited = SearchGoodput(config, requests, 1.0, plan, &points, &sims, &limited);
+  ASSERT_TRUE(unlimited.ok());
+  EXPECT_FALSE(limited && *unlimited <= cap);
+  EXPECT_GT(*unlimited, cap);
+}
+
 TEST(PlannerTest, PlanSearchesEverySplitAndComparesWithTheBestFixedPolicy) {
   const std::vector<SimRequest> requests = Poisson(150, 5, 600, 16);
   PlanConfig plan;
