@@ -45,6 +45,12 @@ ABSL_FLAG(int64_t, kv_cache_bytes, int64_t{512} << 20,
 ABSL_FLAG(int64_t, memory_bytes, 0,
           "Bytes for the weights and the KV pool together (0: off). When set and --num_blocks is "
           "0, the KV pool gets what the weights as stored (--weight_dtype) leave.");
+ABSL_FLAG(std::string, kv_staging, "auto",
+          "How KV reaches the KV transport: auto (register the pool; stage through registered host "
+          "memory when the pool is on a GPU) or always (stage a host pool too).");
+ABSL_FLAG(int, kv_staging_blocks, 0,
+          "Staging pool blocks (host memory registered with the transport, beside the KV pool); "
+          "0: a quarter of the pool's blocks. A transfer needs as many as it writes.");
 ABSL_FLAG(std::string, ucx_transports, "",
           "UCX transports (as UCX_TLS), e.g. shm, tcp; empty: UCX default.");
 ABSL_FLAG(std::string, ucx_net_devices, "", "UCX network devices (as UCX_NET_DEVICES).");
@@ -89,6 +95,8 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
   c.transport.ucx.transports = absl::GetFlag(FLAGS_ucx_transports);
   c.transport.ucx.net_devices = absl::GetFlag(FLAGS_ucx_net_devices);
   c.transport.ucx.data_path = absl::GetFlag(FLAGS_ucx_data_path);
+  c.kv_staging = absl::GetFlag(FLAGS_kv_staging);
+  c.kv_staging_blocks = absl::GetFlag(FLAGS_kv_staging_blocks);
   c.tls = TlsConfigFromFlags();
   const std::string dtype = absl::GetFlag(FLAGS_kv_dtype);
   if (!ParseDType(dtype, &c.kv_dtype)) {

@@ -8,6 +8,8 @@
 #include "common/logging.h"
 #include "common/net_address.h"
 #include "common/status_macros.h"
+#include "kvtransfer/staging/cuda_block_copier.h"
+#include "kvtransfer/staging/memcpy_block_copier.h"
 #include "prometheus/gauge.h"
 #include "proto/bridge/request_bridge.h"
 
@@ -34,6 +36,14 @@ absl::Status WorkerProcessConfig::Validate() const {
         absl::StrCat("--kv_cache_bytes: ", kv_cache_bytes, " is below 1 MiB"));
   }
   if (kv_transport) RETURN_IF_ERROR(transport.Validate());
+  if (kv_staging != "auto" && kv_staging != "always") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_staging: '", kv_staging, "' is not one of auto, always"));
+  }
+  if (kv_staging_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_staging_blocks: ", kv_staging_blocks, " must be >= 0"));
+  }
   return absl::OkStatus();
 }
 
@@ -99,15 +109,29 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
                                                    " holds fewer than 2 KV blocks of ", block_bytes,
                                                    " bytes"));
   }
-  if (config.kv_transport && model.kv_pool_on_device()) {
-    // UCX here cannot register GPU memory, and staging device KV through pinned host buffers
-    // (the GPU data path) is not built yet.
-    return absl::FailedPreconditionError(
-        absl::StrCat("--backend=", model.backend_name(),
-                     ": the KV pool is in device memory, which the KV transport cannot ship "
-                     "yet; a decode worker can run with --kv_transport=none (no offloads)"));
-  }
-  if (config.kv_transport) {
+  // A device pool cannot be registered with this UCX (no CUDA transports): stage it.
+  const bool staged =
+      config.kv_transport && (model.kv_pool_on_device() || config.kv_staging == "always");
+  if (staged) {
+    kvtransfer::KvTransportConfig transport = config.transport;
+    ASSIGN_OR_RETURN(transport.ucx.net_devices, KvNetDevices(config));
+    ASSIGN_OR_RETURN(p->transport_, kvtransfer::MakeKvTransport(transport));
+    KvLayout staging = layout;
+    staging.num_blocks = config.kv_staging_blocks > 0 ? config.kv_staging_blocks
+                                                      : std::max(2, layout.num_blocks / 4);
+    ASSIGN_OR_RETURN(p->transport_pool_, p->transport_->CreatePool(staging));
+    ASSIGN_OR_RETURN(p->pool_, model.AllocateKvPool(layout));
+    const kvtransfer::PoolView pool_view{p->pool_->base(), layout};
+    const kvtransfer::PoolView staging_view{p->transport_pool_->base(), staging};
+    if (model.kv_pool_on_device()) {
+      ASSIGN_OR_RETURN(p->copier_, kvtransfer::MakeCudaBlockCopier(pool_view, staging_view, 0));
+    } else {
+      p->copier_ = std::make_unique<kvtransfer::MemcpyBlockCopier>(pool_view, staging_view);
+    }
+    p->staging_pool_ = kvtransfer::StagingPool::Create(staging.num_blocks, "--kv_staging_blocks");
+    PDS_LOG(INFO) << config.role << " kv staging: " << staging.num_blocks << " blocks ("
+                  << staging.pool_bytes() / (1 << 20) << " MiB, UCX-registered)";
+  } else if (config.kv_transport) {
     kvtransfer::KvTransportConfig transport = config.transport;
     ASSIGN_OR_RETURN(transport.ucx.net_devices, KvNetDevices(config));
     ASSIGN_OR_RETURN(p->transport_, kvtransfer::MakeKvTransport(transport));
@@ -119,7 +143,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
   }
   PDS_LOG(INFO) << config.role << " kv pool: " << layout.DebugString() << " ("
                 << layout.pool_bytes() / (1 << 20) << " MiB, "
-                << (p->transport_               ? "UCX-registered"
+                << (p->copier_ ? (model.kv_pool_on_device() ? "device, staged" : "local, staged")
+                    : p->transport_             ? "UCX-registered"
                     : model.kv_pool_on_device() ? "device"
                                                 : "local")
                 << ")";
@@ -129,6 +154,18 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
                                 .Help("Routers this worker is registered with (0: none can use it)")
                                 .Register(*p->metrics_registry_)
                                 .Add({});
+  if (p->staging_pool_ != nullptr) {
+    auto& staging = prometheus::BuildGauge()
+                        .Name("pdserve_kv_staging_blocks")
+                        .Help(
+                            "Staging pool blocks (--kv_staging_blocks) by state: in_use (leased "
+                            "by transfers, or held until a stopped writer acknowledges) and "
+                            "total")
+                        .Register(*p->metrics_registry_);
+    staging.Add({{"state", "total"}}).Set(p->staging_pool_->num_blocks());
+    prometheus::Gauge* in_use = &staging.Add({{"state", "in_use"}});
+    p->staging_pool_->SetObserver([in_use](int blocks) { in_use->Set(blocks); });
+  }
   // What this process holds, in the bytes actually stored (weights at their run-time type).
   prometheus::BuildGauge()
       .Name("pdserve_model_weight_bytes")
@@ -192,7 +229,10 @@ void WorkerProcess::StopServing() {
 
 WorkerProcess::~WorkerProcess() {
   StopServing();
-  pool_.reset();  // Views the transport's memory: before it.
+  // Leases may outlive the process object's metrics (held by a role torn down later).
+  if (staging_pool_ != nullptr) staging_pool_->SetObserver(nullptr);
+  copier_.reset();  // Copies between the pool and the staging memory: before both.
+  pool_.reset();    // Views the transport's memory: before it.
   transport_pool_.reset();
   transport_.reset();
 }

@@ -22,6 +22,7 @@
 #include "engine/model_loader.h"
 #include "kvtransfer/factory.h"
 #include "kvtransfer/kv_transport.h"
+#include "kvtransfer/staging/staged_transfer.h"
 #include "prometheus/gauge.h"
 
 namespace pdserve {
@@ -56,6 +57,13 @@ struct WorkerProcessConfig {
   // is the source of their transfers); without, it is plain memory.
   bool kv_transport = true;
   kvtransfer::KvTransportConfig transport;
+  // How KV reaches the transport: "auto" registers the pool itself, or stages through a
+  // registered host pool when the pool is in device memory (a transport without CUDA
+  // support); "always" stages a host pool too (the staged path without a GPU).
+  std::string kv_staging = "auto";
+  // Staging pool blocks, in addition to the pool; 0: a quarter of the pool's blocks (at least
+  // 2). A transfer needs as many staging blocks as it writes.
+  int kv_staging_blocks = 0;
 
   absl::Status Validate() const;
 };
@@ -92,7 +100,10 @@ class WorkerProcess {
   engine::KvPool& pool() { return *pool_; }
   // Null when the process runs without a KV transport.
   kvtransfer::KvTransport* transport() { return transport_.get(); }
+  // With staging, the registered staging pool; else the pool's own memory.
   kvtransfer::LocalPool* transport_pool() { return transport_pool_.get(); }
+  // The copier and staging leases when the pool is staged; empty otherwise.
+  kvtransfer::StagingPath staging() const { return {copier_.get(), staging_pool_}; }
   uint64_t epoch() const { return epoch_; }
   const std::string& worker_id() const { return worker_id_; }
   const std::string& advertised_address() const { return advertised_address_; }
@@ -113,6 +124,8 @@ class WorkerProcess {
   std::unique_ptr<kvtransfer::KvTransport> transport_;
   std::unique_ptr<kvtransfer::LocalPool> transport_pool_;
   std::unique_ptr<engine::KvPool> pool_;
+  std::unique_ptr<kvtransfer::BlockCopier> copier_;  // Staged: pool <-> transport_pool_.
+  std::shared_ptr<kvtransfer::StagingPool> staging_pool_;
   std::shared_ptr<prometheus::Registry> metrics_registry_;
   prometheus::Gauge* registered_routers_ = nullptr;  // In metrics_registry_.
   std::unique_ptr<ServerRunner> server_;

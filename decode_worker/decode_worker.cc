@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
     w->prefill_client_ = std::make_unique<GrpcPrefillClient>(process.security());
     w->offload_ = std::make_unique<OffloadCoordinator>(
         w->loop_.get(), process.transport(), std::move(descriptor), w->prefill_client_.get(),
-        Clock::Real(), config.offload);
+        Clock::Real(), config.offload, process.staging());
     w->offload_->Attach();
     OffloadCoordinator* offload = w->offload_.get();
     w->service_->SetOffloadHandler([offload](std::unique_ptr<Sequence> seq,

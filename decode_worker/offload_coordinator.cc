@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace pdserve::decode {
 namespace {
@@ -99,7 +100,8 @@ struct OffloadCoordinator::Attempt {
   PrefillTarget target;
   std::string request_id;
   uint64_t token = 0;
-  std::vector<int32_t> blocks;  // Destination blocks (reserved).
+  std::vector<int32_t> blocks;       // Destination blocks (reserved).
+  kvtransfer::StagingLease staging;  // With staging: the blocks the transfer writes.
   std::shared_ptr<kvtransfer::InboundTransfer> inbound;
   std::shared_ptr<PendingCall> call;
   bool call_done = false;
@@ -115,7 +117,8 @@ struct OffloadCoordinator::Attempt {
 struct OffloadCoordinator::Quarantine {
   PrefillTarget target;
   uint64_t token = 0;
-  std::vector<int32_t> blocks;
+  std::vector<int32_t> blocks;       // Pool blocks (none with staging).
+  kvtransfer::StagingLease staging;  // With staging: the staging blocks the writer targets.
   std::shared_ptr<kvtransfer::InboundTransfer> inbound;
   absl::Time since;              // Quarantined at.
   absl::Time writer_deadline;    // The attempt's deadline: the writer stops by then.
@@ -127,13 +130,15 @@ struct OffloadCoordinator::Quarantine {
 
 OffloadCoordinator::OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport,
                                        kvtransfer::KvPoolDescriptor pool, PrefillClient* client,
-                                       Clock* clock, const OffloadConfig& config)
+                                       Clock* clock, const OffloadConfig& config,
+                                       kvtransfer::StagingPath staging)
     : loop_(loop),
       transport_(transport),
       pool_(std::move(pool)),
       client_(client),
       clock_(clock),
       config_(config),
+      staging_(std::move(staging)),
       poster_(std::make_shared<Poster>(loop)),
       rng_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)) {}
 
@@ -232,9 +237,21 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   } while (attempt->token == 0 || attempts_.contains(attempt->token) ||
            quarantine_.contains(attempt->token));
 
+  // The blocks the transfer writes: the sequence's own, or leased staging blocks.
+  std::vector<int32_t> written = attempt->blocks;
+  if (staging_.enabled()) {
+    auto lease = staging_.pool->Acquire(static_cast<int>(attempt->blocks.size()));
+    if (!lease.ok()) {
+      PDS_LOG(WARNING) << seq->request_id << ": " << lease.status();
+      FallBackToLocal(offload, "staging_full");
+      return;
+    }
+    attempt->staging = *std::move(lease);
+    written = attempt->staging.blocks();
+  }
   kvtransfer::TransferExpectation expectation;
   expectation.token = attempt->token;
-  expectation.block_ids = attempt->blocks;
+  expectation.block_ids = written;
   expectation.num_layers = pool_.layout.num_layers;
   auto inbound = transport_->Expect(expectation);
   if (!inbound.ok()) {
@@ -251,7 +268,7 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   job.sampling = seq->sampling;
   job.target.pool = pool_;
   job.target.token = attempt->token;
-  job.target.block_ids = attempt->blocks;
+  job.target.block_ids = written;
   job.model_fingerprint = pool_.model_fingerprint;
   job.first_position = offload->cached_tokens;
   job.num_tokens = seq->prompt_len - offload->cached_tokens;
@@ -302,7 +319,23 @@ void OffloadCoordinator::OnTransferDone(const std::shared_ptr<Attempt>& attempt)
   if (attempt->call_done && attempt->result.ok()) Complete(attempt.get());
 }
 
+absl::Status OffloadCoordinator::LandStaged(Attempt* attempt) {
+  ASSIGN_OR_RETURN(const uint64_t ticket,
+                   staging_.copier->HostToDevice(attempt->staging.blocks(), attempt->blocks));
+  RETURN_IF_ERROR(staging_.copier->Wait(ticket, config_.completion_timeout));
+  attempt->staging = kvtransfer::StagingLease();
+  return absl::OkStatus();
+}
+
 void OffloadCoordinator::Complete(Attempt* attempt) {
+  if (staging_.enabled()) {
+    // The transfer is complete and its writer done: copy it into the sequence's blocks.
+    if (absl::Status s = LandStaged(attempt); !s.ok()) {
+      PDS_LOG(WARNING) << attempt->request_id << ": staging copy failed: " << s;
+      AttemptFailed(attempt, "staging_copy", /*maybe_written=*/false);
+      return;
+    }
+  }
   Offload* offload = attempt->offload;
   Sequence* seq = offload->seq;
   const PrefillResult& r = *attempt->result;
@@ -342,9 +375,13 @@ void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& caus
     // Refused before writing: the blocks are clean and stay with the sequence.
     transport_->Release(attempt->token);
     loop_->scheduler().blocks()->MarkReserved(attempt->blocks, false);
+    attempt->staging = kvtransfer::StagingLease();
   } else {
     if (attempt->call) attempt->call->Cancel();
-    QuarantineAttempt(attempt);
+    if (!QuarantineAttempt(attempt)) {
+      StartAttempt(offload);  // Staging: the sequence's blocks were never written.
+      return;
+    }
     // The sequence needs fresh blocks where the quarantined ones were.
     const int bs = pool_.layout.block_size;
     const int first_block = offload->cached_tokens / bs;
@@ -391,35 +428,45 @@ void OffloadCoordinator::OnClientCancel(Sequence* seq) {
     attempt->offload = nullptr;
     attempts_.erase(attempt->token);
     if (attempt->call) attempt->call->Cancel();
-    QuarantineAttempt(attempt.get());  // Freed once the prefill worker says it stopped.
-    // The quarantine holds those blocks now; the sequence releases only the rest.
-    std::vector<int32_t>& table = seq->block_table;
-    table.erase(std::remove_if(table.begin(), table.end(),
-                               [&](int32_t b) {
-                                 return std::find(attempt->blocks.begin(), attempt->blocks.end(),
-                                                  b) != attempt->blocks.end();
-                               }),
-                table.end());
+    // Freed once the prefill worker says it stopped.
+    if (QuarantineAttempt(attempt.get())) {
+      // The quarantine holds those blocks now; the sequence releases only the rest.
+      std::vector<int32_t>& table = seq->block_table;
+      table.erase(std::remove_if(table.begin(), table.end(),
+                                 [&](int32_t b) {
+                                   return std::find(attempt->blocks.begin(), attempt->blocks.end(),
+                                                    b) != attempt->blocks.end();
+                                 }),
+                  table.end());
+    }
   }
   FinishOffload(seq);
   loop_->FinishSequence(seq, engine::FinishReason::kCancelled);
 }
 
-void OffloadCoordinator::QuarantineAttempt(Attempt* attempt) {
+bool OffloadCoordinator::QuarantineAttempt(Attempt* attempt) {
   // Data for the token that arrives from now on is rejected by the transport; one-sided puts
   // cannot be rejected, hence the quarantine until the writer acknowledges.
   transport_->Release(attempt->token);
   engine::BlockManager* blocks = loop_->scheduler().blocks();
-  blocks->Quarantine(attempt->blocks);
   auto q = std::make_shared<Quarantine>();
+  const bool pool_blocks = !staging_.enabled();
+  if (pool_blocks) {
+    blocks->Quarantine(attempt->blocks);
+    q->blocks = attempt->blocks;
+  } else {
+    // The writer targets the staging blocks: they are held; the sequence's are clean.
+    blocks->MarkReserved(attempt->blocks, false);
+    q->staging = std::move(attempt->staging);
+  }
   q->target = attempt->target;
   q->token = attempt->token;
-  q->blocks = attempt->blocks;
   q->inbound = attempt->inbound;
   q->since = clock_->Now();
   q->writer_deadline = attempt->deadline;
   quarantine_[q->token] = q;
   SendCancel(q);
+  return pool_blocks;
 }
 
 void OffloadCoordinator::SendCancel(const std::shared_ptr<Quarantine>& q) {
@@ -468,6 +515,7 @@ void OffloadCoordinator::Release(Quarantine* q, const char* why) {
   PDS_LOG(DEBUG) << "kv transfer " << q->token << ": " << why << ", releasing " << q->blocks.size()
                  << " blocks";
   loop_->scheduler().blocks()->Unquarantine(q->blocks);
+  q->staging = kvtransfer::StagingLease();  // Its staging blocks go back now.
   quarantine_.erase(q->token);
 }
 

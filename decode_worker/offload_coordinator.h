@@ -36,6 +36,7 @@
 #include "decode_worker/engine_loop.h"
 #include "decode_worker/prefill_client.h"
 #include "kvtransfer/kv_transport.h"
+#include "kvtransfer/staging/staged_transfer.h"
 
 namespace pdserve::decode {
 
@@ -68,9 +69,13 @@ class OffloadCoordinator {
   // `pool` is this worker's served pool (ServePool's descriptor). `client` reaches the prefill
   // workers and must outlive the coordinator. The loop must be stopped before the coordinator
   // is destroyed.
+  // With `staging` enabled the served pool is a staging pool: each attempt leases staging
+  // blocks for the transfer, and its KV is copied into the sequence's blocks (a device pool)
+  // once complete; a failed attempt quarantines the lease, not the sequence's blocks, which
+  // the transport never writes.
   OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport,
                      kvtransfer::KvPoolDescriptor pool, PrefillClient* client, Clock* clock,
-                     const OffloadConfig& config);
+                     const OffloadConfig& config, kvtransfer::StagingPath staging = {});
   ~OffloadCoordinator();
 
   // Installs the loop hooks (cancel handler, timers). Call before the loop starts.
@@ -103,9 +108,12 @@ class OffloadCoordinator {
   void AttemptFailed(Attempt* attempt, const std::string& cause, bool maybe_written);
   void FallBackToLocal(Offload* offload, const std::string& cause);
   void OnClientCancel(Sequence* seq);
-  // Takes `attempt`'s blocks out of its sequence into quarantine and asks the prefill
-  // worker to stop.
-  void QuarantineAttempt(Attempt* attempt);
+  // Quarantines what `attempt`'s writer may still write and asks the prefill worker to stop.
+  // True when that is the sequence's blocks (they leave it); false with staging, where the
+  // lease is quarantined and the sequence's blocks are un-reserved and stay.
+  bool QuarantineAttempt(Attempt* attempt);
+  // With staging: copies a completed transfer from its staging blocks into the sequence's.
+  absl::Status LandStaged(Attempt* attempt);
   void SendCancel(const std::shared_ptr<Quarantine>& q);
   void OnCancelDone(const std::shared_ptr<Quarantine>& q,
                     const absl::StatusOr<bool>& writes_stopped);
@@ -119,6 +127,7 @@ class OffloadCoordinator {
   PrefillClient* client_;
   Clock* clock_;
   const OffloadConfig config_;
+  const kvtransfer::StagingPath staging_;
   std::shared_ptr<Poster> poster_;
   std::mt19937_64 rng_;  // Transfer tokens (loop thread).
   absl::flat_hash_map<Sequence*, std::shared_ptr<Offload>> offloads_;

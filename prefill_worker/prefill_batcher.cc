@@ -46,11 +46,13 @@ absl::Status PrefillBatcherConfig::Validate() const {
 PrefillBatcher::PrefillBatcher(engine::Model* model, engine::KvPool* pool,
                                kvtransfer::KvTransport* transport,
                                kvtransfer::LocalPool* transport_pool,
-                               const PrefillBatcherConfig& config, PrefillMetrics* metrics)
+                               const PrefillBatcherConfig& config, PrefillMetrics* metrics,
+                               kvtransfer::StagingPath staging)
     : model_(model),
       pool_(pool),
       transport_(transport),
       transport_pool_(transport_pool),
+      staging_(std::move(staging)),
       config_(config),
       metrics_(metrics),
       blocks_(pool->layout().num_blocks) {}
@@ -109,6 +111,14 @@ absl::Status PrefillBatcher::Submit(std::unique_ptr<PrefillJob> job) {
     return absl::ResourceExhaustedError(absl::StrCat("prompt: ", prompt, " tokens need ", needed,
                                                      " KV blocks; this prefill worker's pool has ",
                                                      own.num_blocks));
+  }
+  if (staging_.enabled() &&
+      static_cast<int>(job->target.block_ids.size()) > staging_.pool->num_blocks()) {
+    metrics_->Failure("too_long").Increment();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("prompt: its ", job->target.block_ids.size(),
+                     " transferred KV blocks exceed this prefill worker's staging pool of ",
+                     staging_.pool->num_blocks(), " blocks (--kv_staging_blocks)"));
   }
   absl::MutexLock lock(&mu_);
   if (stop_ || draining_)
@@ -246,11 +256,25 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
     if (batch_start > job->deadline) {
       e.error = absl::DeadlineExceededError("prefill deadline passed while queued");
     } else {
-      auto transfer = transport_->Open(job->target, transport_pool_, model_->fingerprint());
-      if (transfer.ok()) {
-        e.transfer = *std::move(transfer);
+      absl::StatusOr<kvtransfer::StagingLease> lease;
+      if (staging_.enabled()) {
+        // Staging blocks now: a burst beyond the staging pool is refused before any compute
+        // (the decode worker tries elsewhere), never queued on pinned memory.
+        lease = staging_.pool->Acquire(static_cast<int>(job->target.block_ids.size()));
+      }
+      if (!lease.ok() && staging_.enabled()) {
+        e.error = lease.status();
+        metrics_->Failure("staging_full").Increment();
       } else {
-        e.error = transfer.status();
+        auto transfer = transport_->Open(job->target, transport_pool_, model_->fingerprint());
+        if (!transfer.ok()) {
+          e.error = transfer.status();
+        } else if (staging_.enabled()) {
+          e.transfer = std::make_unique<kvtransfer::StagedOutboundTransfer>(
+              *std::move(transfer), staging_.copier, *std::move(lease));
+        } else {
+          e.transfer = *std::move(transfer);
+        }
       }
     }
     e.job = std::move(job);

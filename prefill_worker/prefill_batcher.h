@@ -24,6 +24,7 @@
 #include "engine/model.h"
 #include "engine/sampling.h"
 #include "kvtransfer/kv_transport.h"
+#include "kvtransfer/staging/staged_transfer.h"
 #include "prefill_worker/prefill_metrics.h"
 
 namespace pdserve::prefill {
@@ -65,9 +66,12 @@ struct PrefillBatcherConfig {
 
 class PrefillBatcher {
  public:
+  // With `staging` enabled, `pool` is the model's (a device pool) and `transport_pool` the
+  // registered staging pool: each transfer leases staging blocks and ships each layer through
+  // them (kvtransfer/staging/staged_transfer.h).
   PrefillBatcher(engine::Model* model, engine::KvPool* pool, kvtransfer::KvTransport* transport,
                  kvtransfer::LocalPool* transport_pool, const PrefillBatcherConfig& config,
-                 PrefillMetrics* metrics);
+                 PrefillMetrics* metrics, kvtransfer::StagingPath staging = {});
   ~PrefillBatcher();
   void Start();
   void Stop();
@@ -101,6 +105,7 @@ class PrefillBatcher {
   engine::KvPool* pool_;
   kvtransfer::KvTransport* transport_;
   kvtransfer::LocalPool* transport_pool_;
+  const kvtransfer::StagingPath staging_;
   PrefillBatcherConfig config_;
   PrefillMetrics* metrics_;
   engine::BlockManager blocks_;  // Batch thread only.

@@ -30,9 +30,9 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(
   engine::Model& model = process.model();
   w->metrics_ =
       std::make_unique<PrefillMetrics>(*process.metrics_registry(), process.loaded_model().name);
-  w->batcher_ =
-      std::make_unique<PrefillBatcher>(&model, &process.pool(), process.transport(),
-                                       process.transport_pool(), config.batcher, w->metrics_.get());
+  w->batcher_ = std::make_unique<PrefillBatcher>(&model, &process.pool(), process.transport(),
+                                                 process.transport_pool(), config.batcher,
+                                                 w->metrics_.get(), process.staging());
   w->service_ = std::make_unique<PrefillService>(w->batcher_.get(), model.config().vocab_size,
                                                  process.epoch());
   RETURN_IF_ERROR(process.StartServer({{w->service_.get(), v1::Prefill::service_full_name()}}));

@@ -9,8 +9,8 @@
 // layer hook fires after the layer's K/V writes have completed on the device. Logits are copied
 // back to the host, or sampled on the device (ForwardOptions::sample_rows). Long contexts in
 // small batches split attention over partitions (split-K); decode steps of chosen batch sizes
-// replay CUDA graphs. Not yet: the pinned-host staging a
-// KV transport needs (the GPU data path). Thread-safety: Forward() is called by one thread at a
+// replay CUDA graphs. A KV transport reaches the device pool through pinned host staging
+// (kvtransfer/staging/). Thread-safety: Forward() is called by one thread at a
 // time (one stream, reused scratch).
 #ifndef PDSERVE_ENGINE_CUDA_CUDA_MODEL_H_
 #define PDSERVE_ENGINE_CUDA_CUDA_MODEL_H_

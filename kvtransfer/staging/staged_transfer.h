@@ -25,6 +25,14 @@
 
 namespace pdserve::kvtransfer {
 
+// A worker's staging: the copier between its KV pool and the transport's (staging) pool, and
+// the staging blocks' leases. Empty (no copier) when the KV pool itself is registered.
+struct StagingPath {
+  BlockCopier* copier = nullptr;
+  std::shared_ptr<StagingPool> pool;
+  bool enabled() const { return copier != nullptr && pool != nullptr; }
+};
+
 class StagedOutboundTransfer final : public OutboundTransfer {
  public:
   // `inner` writes from the staging pool the lease's blocks belong to; `copier` must outlive

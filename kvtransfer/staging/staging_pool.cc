@@ -50,6 +50,7 @@ absl::StatusOr<StagingLease> StagingPool::Acquire(int count) {
   std::vector<int32_t> blocks(free_.end() - count, free_.end());
   std::reverse(blocks.begin(), blocks.end());
   free_.resize(free_.size() - count);
+  if (observer_) observer_(num_blocks_ - static_cast<int>(free_.size()));
   return StagingLease(shared_from_this(), std::move(blocks));
 }
 
@@ -63,6 +64,13 @@ void StagingPool::Return(const std::vector<int32_t>& blocks) {
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) free_.push_back(*it);
   // Keep the lowest ids at the back (taken first).
   std::sort(free_.begin(), free_.end(), std::greater<int32_t>());
+  if (observer_) observer_(num_blocks_ - static_cast<int>(free_.size()));
+}
+
+void StagingPool::SetObserver(std::function<void(int in_use)> observer) {
+  absl::MutexLock lock(&mu_);
+  observer_ = std::move(observer);
+  if (observer_) observer_(num_blocks_ - static_cast<int>(free_.size()));
 }
 
 }  // namespace pdserve::kvtransfer

@@ -7,6 +7,7 @@
 #define PDSERVE_KVTRANSFER_STAGING_STAGING_POOL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ class StagingPool : public std::enable_shared_from_this<StagingPool> {
   absl::StatusOr<StagingLease> Acquire(int count);
   int free_blocks() const;
   int num_blocks() const { return num_blocks_; }
+  // Called with the blocks in use whenever that changes (and once now), under the pool's lock:
+  // it must not block or call back (a metrics gauge).
+  void SetObserver(std::function<void(int in_use)> observer);
 
  private:
   friend class StagingLease;
@@ -59,6 +63,7 @@ class StagingPool : public std::enable_shared_from_this<StagingPool> {
   const std::string flag_;
   mutable absl::Mutex mu_;
   std::vector<int32_t> free_ ABSL_GUARDED_BY(mu_);
+  std::function<void(int)> observer_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdserve::kvtransfer

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "kvtransfer/loopback/loopback_transport.h"
 #include "kvtransfer/testing/fault_injecting_transport.h"
+#include "kvtransfer/testing/host_block_copier.h"
 #include "prefill_worker/prefill_batcher.h"
 #include "tests/testing/greedy_reference.h"
 #include "tests/testing/poll.h"
@@ -84,10 +85,13 @@ struct InProcessPrefillWorker {
   std::unique_ptr<prometheus::Registry> registry;
   std::unique_ptr<prefill::PrefillMetrics> metrics;
   std::unique_ptr<prefill::PrefillBatcher> batcher;
+  std::unique_ptr<kvtransfer::HostBlockCopier> copier;  // Staged: pool -> staging.
+  std::shared_ptr<kvtransfer::StagingPool> staging;
 
   ~InProcessPrefillWorker() {
     if (batcher) batcher->Stop();
     batcher.reset();
+    copier.reset();
     pool.reset();
     transport_pool.reset();
     faulty.reset();
@@ -257,8 +261,13 @@ class ScriptedPrefillClient : public PrefillClient {
 
 const std::vector<PrefillTarget> kOneWorker = {{"prefill-0", "prefill-0:1"}};
 
-class OffloadCoordinatorTest : public ::testing::Test {
+// The parameter: both workers stage their KV through a separate registered staging pool (the
+// GPU data path, with host memory standing in for the device pools), or register their pools.
+class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
  protected:
+  static constexpr int kStagingBlocks = 24;
+  bool staged() const { return GetParam(); }
+
   static void SetUpTestSuite() { reference_ = new testing::GreedyReference("micro"); }
   static void TearDownTestSuite() {
     delete reference_;
@@ -275,12 +284,24 @@ class OffloadCoordinatorTest : public ::testing::Test {
     transport_ = std::make_unique<LoopbackTransport>(fabric_, "decode-0");
     KvLayout layout = model_.model->MakeKvLayout(1, kBlockSize, DType::kF32);
     layout.num_blocks = num_blocks;
-    auto tp = transport_->CreatePool(layout);
+    KvLayout registered = layout;
+    if (staged()) registered.num_blocks = kStagingBlocks;
+    auto tp = transport_->CreatePool(registered);
     ASSERT_TRUE(tp.ok()) << tp.status();
     transport_pool_ = *std::move(tp);
-    auto pool = engine::KvPool::Wrap(layout, transport_pool_->base(), transport_pool_->bytes());
+    auto pool =
+        staged() ? engine::KvPool::Allocate(layout)
+                 : engine::KvPool::Wrap(layout, transport_pool_->base(), transport_pool_->bytes());
     ASSERT_TRUE(pool.ok()) << pool.status();
     pool_ = *std::move(pool);
+    kvtransfer::StagingPath decode_staging;
+    if (staged()) {
+      copier_ = std::make_unique<kvtransfer::HostBlockCopier>(
+          kvtransfer::PoolView{pool_->base(), layout},
+          kvtransfer::PoolView{transport_pool_->base(), registered});
+      staging_ = kvtransfer::StagingPool::Create(kStagingBlocks, "--kv_staging_blocks");
+      decode_staging = {copier_.get(), staging_};
+    }
     auto descriptor = transport_->ServePool(transport_pool_.get(), "decode-0",
                                             model_.model->fingerprint(), kEpoch);
     ASSERT_TRUE(descriptor.ok()) << descriptor.status();
@@ -304,23 +325,35 @@ class OffloadCoordinatorTest : public ::testing::Test {
         std::make_unique<FaultInjectingTransport>(prefill_->transport.get(), FaultPlan());
     KvLayout playout = prefill_->model.model->MakeKvLayout(1, kBlockSize, DType::kF32);
     playout.num_blocks = 64;
-    auto ptp = prefill_->faulty->CreatePool(playout);
+    KvLayout pregistered = playout;
+    if (staged()) pregistered.num_blocks = kStagingBlocks;
+    auto ptp = prefill_->faulty->CreatePool(pregistered);
     ASSERT_TRUE(ptp.ok());
     prefill_->transport_pool = *std::move(ptp);
-    auto ppool = engine::KvPool::Wrap(playout, prefill_->transport_pool->base(),
-                                      prefill_->transport_pool->bytes());
+    auto ppool = staged() ? engine::KvPool::Allocate(playout)
+                          : engine::KvPool::Wrap(playout, prefill_->transport_pool->base(),
+                                                 prefill_->transport_pool->bytes());
     ASSERT_TRUE(ppool.ok());
     prefill_->pool = *std::move(ppool);
+    kvtransfer::StagingPath prefill_staging;
+    if (staged()) {
+      prefill_->copier = std::make_unique<kvtransfer::HostBlockCopier>(
+          kvtransfer::PoolView{prefill_->pool->base(), playout},
+          kvtransfer::PoolView{prefill_->transport_pool->base(), pregistered});
+      prefill_->staging = kvtransfer::StagingPool::Create(kStagingBlocks, "--kv_staging_blocks");
+      prefill_staging = {prefill_->copier.get(), prefill_->staging};
+    }
     prefill_->registry = std::make_unique<prometheus::Registry>();
     prefill_->metrics = std::make_unique<prefill::PrefillMetrics>(*prefill_->registry, "micro");
     prefill_->batcher = std::make_unique<prefill::PrefillBatcher>(
         prefill_->model.model.get(), prefill_->pool.get(), prefill_->faulty.get(),
-        prefill_->transport_pool.get(), prefill::PrefillBatcherConfig(), prefill_->metrics.get());
+        prefill_->transport_pool.get(), prefill::PrefillBatcherConfig(), prefill_->metrics.get(),
+        prefill_staging);
     prefill_->batcher->Start();
 
     client_ = std::make_unique<ScriptedPrefillClient>(prefill_->batcher.get());
-    coordinator_ = std::make_unique<OffloadCoordinator>(loop_.get(), transport_.get(), *descriptor,
-                                                        client_.get(), &clock_, config);
+    coordinator_ = std::make_unique<OffloadCoordinator>(
+        loop_.get(), transport_.get(), *descriptor, client_.get(), &clock_, config, decode_staging);
     coordinator_->Attach();
     loop_->Start();
   }
@@ -331,6 +364,7 @@ class OffloadCoordinatorTest : public ::testing::Test {
     client_.reset();
     prefill_.reset();
     loop_.reset();
+    copier_.reset();
     pool_.reset();
     transport_pool_.reset();
     transport_.reset();
@@ -378,7 +412,10 @@ class OffloadCoordinatorTest : public ::testing::Test {
   engine::BlockCounts Blocks() {
     return OnLoop([this] { return loop_->scheduler().blocks()->counts(); });
   }
+  // Blocks a failed attempt's writer may still write: pool blocks, or staging blocks when
+  // staged (the sequence's own are never the transport's target then).
   int Quarantined() {
+    if (staged()) return kStagingBlocks - staging_->free_blocks();
     return OnLoop([this] { return loop_->scheduler().blocks()->counts().quarantined; });
   }
   // Waits (real time, polling the loop) until `pred` holds there.
@@ -391,7 +428,9 @@ class OffloadCoordinatorTest : public ::testing::Test {
       const engine::BlockCounts c = loop_->scheduler().blocks()->counts();
       return c.in_use == 0 && c.reserved == 0 && c.quarantined == 0 &&
              coordinator_->offloads_in_progress() == 0 &&
-             coordinator_->quarantined_transfers() == 0;
+             coordinator_->quarantined_transfers() == 0 &&
+             (!staged() || (staging_->free_blocks() == kStagingBlocks &&
+                            prefill_->staging->free_blocks() == kStagingBlocks));
     })) << "in use "
         << Blocks().in_use << ", reserved " << Blocks().reserved << ", quarantined "
         << Quarantined();
@@ -419,12 +458,19 @@ class OffloadCoordinatorTest : public ::testing::Test {
   std::unique_ptr<InProcessPrefillWorker> prefill_;
   std::unique_ptr<ScriptedPrefillClient> client_;
   std::unique_ptr<OffloadCoordinator> coordinator_;
+  std::unique_ptr<kvtransfer::HostBlockCopier> copier_;  // Staged: pool <-> staging.
+  std::shared_ptr<kvtransfer::StagingPool> staging_;
   int next_id_ = 0;
 };
 
 testing::GreedyReference* OffloadCoordinatorTest::reference_ = nullptr;
 
-TEST_F(OffloadCoordinatorTest, OffloadedPrefillGivesTheTokensOfALocalRun) {
+INSTANTIATE_TEST_SUITE_P(KvPath, OffloadCoordinatorTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Staged" : "Registered";
+                         });
+
+TEST_P(OffloadCoordinatorTest, OffloadedPrefillGivesTheTokensOfALocalRun) {
   Start(64);
   const auto prompt = Prompt(22, 1);
   auto sink = Offload(prompt, 6, kOneWorker);
@@ -442,7 +488,7 @@ TEST_F(OffloadCoordinatorTest, OffloadedPrefillGivesTheTokensOfALocalRun) {
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, FailureAfterSomeLayersPrefillsLocallyIntoFreshBlocks) {
+TEST_P(OffloadCoordinatorTest, FailureAfterSomeLayersPrefillsLocallyIntoFreshBlocks) {
   Start(64);
   prefill_->faulty->SetPlan(FaultPlan{.fail_after_writes = 1});
   const auto prompt = Prompt(22, 2);
@@ -457,7 +503,7 @@ TEST_F(OffloadCoordinatorTest, FailureAfterSomeLayersPrefillsLocallyIntoFreshBlo
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, CompletionThatNeverArrivesTimesOutAndFallsBack) {
+TEST_P(OffloadCoordinatorTest, CompletionThatNeverArrivesTimesOutAndFallsBack) {
   OffloadConfig config;
   config.completion_timeout = absl::Seconds(5);
   Start(64, config);
@@ -475,7 +521,7 @@ TEST_F(OffloadCoordinatorTest, CompletionThatNeverArrivesTimesOutAndFallsBack) {
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, CancelMidTransferHoldsTheBlocksUntilThePrefillWorkerAcknowledges) {
+TEST_P(OffloadCoordinatorTest, CancelMidTransferHoldsTheBlocksUntilThePrefillWorkerAcknowledges) {
   Start(64);
   client_->SetScript(
       "prefill-0", Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kHold});
@@ -495,7 +541,7 @@ TEST_F(OffloadCoordinatorTest, CancelMidTransferHoldsTheBlocksUntilThePrefillWor
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, NoFreshBlocksSendsTheSequenceBackToWaitingUntilTheQuarantineEnds) {
+TEST_P(OffloadCoordinatorTest, NoFreshBlocksSendsTheSequenceBackToWaitingUntilTheQuarantineEnds) {
   // 8 blocks: the prompt takes 6; after the failure they are quarantined and only 2 are free.
   Start(8);
   client_->SetScript(
@@ -503,6 +549,17 @@ TEST_F(OffloadCoordinatorTest, NoFreshBlocksSendsTheSequenceBackToWaitingUntilTh
   prefill_->faulty->SetPlan(FaultPlan{.fail_after_writes = 1});
   const auto prompt = Prompt(22, 5);
   auto sink = Offload(prompt, 4, kOneWorker);
+  if (staged()) {
+    // Staged, the writer only ever targeted staging blocks: those are held, and the sequence
+    // prefills locally in its own blocks at once.
+    ASSERT_TRUE(sink->WaitFinished());
+    EXPECT_EQ(sink->tokens(), Alone(prompt, 4));
+    EXPECT_TRUE(sink->final().fell_back_to_local);
+    EXPECT_EQ(Quarantined(), 6);
+    client_->AckHeldCancels();
+    ExpectBaseline();
+    return;
+  }
   ASSERT_TRUE(
       WaitOnLoop([this] { return loop_->scheduler().blocks()->counts().quarantined == 6; }));
   EXPECT_TRUE(WaitOnLoop([this] { return loop_->Stats().waiting == 1; }));
@@ -515,7 +572,7 @@ TEST_F(OffloadCoordinatorTest, NoFreshBlocksSendsTheSequenceBackToWaitingUntilTh
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, StaleEpochIsRejectedByTheReceiverAndTheRequestPrefillsLocally) {
+TEST_P(OffloadCoordinatorTest, StaleEpochIsRejectedByTheReceiverAndTheRequestPrefillsLocally) {
   Start(64);
   client_->SetScript("prefill-0", Script{.stale_epoch = true});
   const auto prompt = Prompt(22, 6);
@@ -527,7 +584,7 @@ TEST_F(OffloadCoordinatorTest, StaleEpochIsRejectedByTheReceiverAndTheRequestPre
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, RefusalBeforeWritingReusesTheBlocksAndTriesTheNextWorker) {
+TEST_P(OffloadCoordinatorTest, RefusalBeforeWritingReusesTheBlocksAndTriesTheNextWorker) {
   Start(64);
   client_->SetScript("prefill-bad", Script{.prefill = Script::OnPrefill::kRefuse});
   const auto prompt = Prompt(22, 7);
@@ -541,7 +598,7 @@ TEST_F(OffloadCoordinatorTest, RefusalBeforeWritingReusesTheBlocksAndTriesTheNex
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, EveryWorkerRefusingEndsInLocalPrefillWithTheLastCause) {
+TEST_P(OffloadCoordinatorTest, EveryWorkerRefusingEndsInLocalPrefillWithTheLastCause) {
   Start(64);
   client_->SetScript("prefill-bad", Script{.prefill = Script::OnPrefill::kRefuse});
   const auto prompt = Prompt(22, 8);
@@ -552,7 +609,7 @@ TEST_F(OffloadCoordinatorTest, EveryWorkerRefusingEndsInLocalPrefillWithTheLastC
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, UnresponsiveWorkerFailsTheAttemptAtItsHealthCheckAndIsTakenAsGone) {
+TEST_P(OffloadCoordinatorTest, UnresponsiveWorkerFailsTheAttemptAtItsHealthCheckAndIsTakenAsGone) {
   OffloadConfig config;
   config.liveness_interval = absl::Milliseconds(500);
   config.dead_after = absl::Seconds(2);
@@ -585,7 +642,7 @@ TEST_F(OffloadCoordinatorTest, UnresponsiveWorkerFailsTheAttemptAtItsHealthCheck
   EXPECT_GE(client_->cancel_calls(), 3);
 }
 
-TEST_F(OffloadCoordinatorTest, StoppedWorkerKeepsItsBlocksUntilItsWritingDeadlinePassed) {
+TEST_P(OffloadCoordinatorTest, StoppedWorkerKeepsItsBlocksUntilItsWritingDeadlinePassed) {
   OffloadConfig config;
   config.attempt_timeout = absl::Seconds(10);
   config.dead_after = absl::Seconds(2);
@@ -614,7 +671,7 @@ TEST_F(OffloadCoordinatorTest, StoppedWorkerKeepsItsBlocksUntilItsWritingDeadlin
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, TooLittleDeadlineLeftPrefillsLocallyWithoutCallingAWorker) {
+TEST_P(OffloadCoordinatorTest, TooLittleDeadlineLeftPrefillsLocallyWithoutCallingAWorker) {
   OffloadConfig config;
   config.min_attempt_budget = absl::Seconds(1);
   Start(64, config);
@@ -627,7 +684,7 @@ TEST_F(OffloadCoordinatorTest, TooLittleDeadlineLeftPrefillsLocallyWithoutCallin
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, PoolTooFullForThePromptWaitsForLocalAdmission) {
+TEST_P(OffloadCoordinatorTest, PoolTooFullForThePromptWaitsForLocalAdmission) {
   Start(8);
   // A local sequence whose client stopped reading holds 6 of the 8 blocks; the offloaded
   // prompt needs 6.
@@ -650,7 +707,7 @@ TEST_F(OffloadCoordinatorTest, PoolTooFullForThePromptWaitsForLocalAdmission) {
   ExpectBaseline();
 }
 
-TEST_F(OffloadCoordinatorTest, ShutdownWithAnAttemptInFlightCancelsIt) {
+TEST_P(OffloadCoordinatorTest, ShutdownWithAnAttemptInFlightCancelsIt) {
   Start(64);
   client_->SetScript(
       "prefill-0", Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kHold});

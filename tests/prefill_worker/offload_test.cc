@@ -20,6 +20,7 @@
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "tests/testing/greedy_reference.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
 
@@ -29,9 +30,14 @@ namespace {
 using pdserve::ChildOptions;
 using pdserve::ChildProcess;
 
-std::vector<std::string> UcxArgs(const std::string& transport) {
+// The test parameter: a UCX transport, with "+staged" both workers stage their KV through a
+// separate registered pool (--kv_staging=always: the GPU data path, on host memory).
+std::vector<std::string> UcxArgs(const std::string& param) {
+  const bool staged = absl::EndsWith(param, "+staged");
+  const std::string transport = staged ? param.substr(0, param.size() - 7) : param;
   std::vector<std::string> args = {"--ucx_transports=" + transport};
   if (transport == "tcp") args.push_back("--ucx_net_devices=lo");
+  if (staged) args.push_back("--kv_staging=always");
   return args;
 }
 
@@ -327,16 +333,31 @@ TEST_P(OffloadTest, CancelWhileAwaitingKvStopsThePrefillAndFreesBlocksAfterItsAc
       << "the call ended before it was cancelled: " << last.DebugString() << "\n"
       << decode_->Log();
   // The prefill worker is sleeping inside a layer: until it reaches the next layer boundary
-  // and acknowledges, the transfer's blocks are quarantined, not free.
+  // and acknowledges, the blocks it writes are quarantined, not free: the sequence's own, or
+  // (staged) the staging blocks, while the sequence's blocks, never written, are free at once.
+  const bool staged = absl::EndsWith(GetParam(), "+staged");
+  const std::string staging_in_use = "pdserve_kv_staging_blocks{state=\"in_use\"}";
   bool saw_quarantine = false;
   for (int i = 0; i < 50 && !saw_quarantine; ++i) {
     const v1::DecodeStats s = Stats(decode_->grpc_address());
-    saw_quarantine = s.blocks().quarantined() > 0 && s.awaiting_kv() == 0;
+    saw_quarantine =
+        s.awaiting_kv() == 0 && (staged ? Metric(decode_->metrics_address(), staging_in_use) > 0
+                                        : s.blocks().quarantined() > 0);
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_TRUE(saw_quarantine);
   EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
-  EXPECT_EQ(Metric(slow->metrics_address(), "pdserve_prefill_cancelled_total"), 1);
+  EXPECT_TRUE(WaitForMetricAtLeast(slow->metrics_address(), "pdserve_prefill_cancelled_total", 1));
+  if (staged) {
+    // Both sides' staging blocks come back: the decode worker's with the acknowledgement, the
+    // prefill worker's when its cancelled batch ends.
+    for (const std::string& metrics : {decode_->metrics_address(), slow->metrics_address()}) {
+      EXPECT_TRUE(pdserve::testing::PollUntil([&] { return Metric(metrics, staging_in_use) == 0; },
+                                              absl::Seconds(10)))
+          << metrics;
+    }
+  }
+  EXPECT_EQ(Metric(slow->metrics_address(), "pdserve_prefill_cancelled_total"), 1) << slow->Log();
   EXPECT_EQ(Metric(slow->metrics_address(), "pdserve_prefill_requests_total"), 0);
 }
 
@@ -402,7 +423,7 @@ TEST_P(OffloadTest, RestartedWorkersGetFreshEndpoints) {
   EXPECT_TRUE(WaitForBaseline(decode_address, absl::Seconds(10)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Ucx, OffloadTest, ::testing::Values("shm", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Ucx, OffloadTest, ::testing::Values("shm", "tcp", "shm+staged"));
 
 }  // namespace
 }  // namespace pdserve::prefill
