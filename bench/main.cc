@@ -33,8 +33,9 @@ ABSL_FLAG(std::string, kv_dtype, "f32",
           "engine: the KV cache's element type (f32, f16, bf16), as the workers' --kv_dtype.");
 ABSL_FLAG(int, prefill_repetitions, 3, "engine: repetitions per prefill length.");
 ABSL_FLAG(std::string, backend, "cpu",
-          "engine: cpu, or cuda (GPU 0: decode eager vs CUDA graphs per batch size, the HBM "
-          "floor, prefill vs cuBLAS).");
+          "engine, transfer, interference, serve: cpu, or cuda (GPU 0; engine: decode eager vs "
+          "CUDA graphs per batch size, the HBM floor, prefill vs cuBLAS; the others pass it to "
+          "the workers they start).");
 ABSL_FLAG(std::vector<std::string>, transports, std::vector<std::string>({"shm", "tcp"}),
           "transfer-raw: UCX transports to measure (UCX_TLS values); transfer: the first is used.");
 ABSL_FLAG(bool, perftest, true, "transfer-raw: also run ucx_perftest as the baseline.");
@@ -206,6 +207,7 @@ int main(int argc, char** argv) {
                                                   : pdserve::bench::ServeBenchConfig::Quick();
     config.out_dir = absl::GetFlag(FLAGS_out);
     config.model_dir = absl::GetFlag(FLAGS_model);
+    config.backend = absl::GetFlag(FLAGS_backend);
     if (!absl::GetFlag(FLAGS_policies).empty()) config.policies = absl::GetFlag(FLAGS_policies);
     if (!absl::GetFlag(FLAGS_mixes).empty()) config.mixes = absl::GetFlag(FLAGS_mixes);
     if (!absl::GetFlag(FLAGS_rates).empty()) {
@@ -287,6 +289,7 @@ int main(int argc, char** argv) {
                                   : pdserve::bench::InterferenceBenchConfig::Quick();
     config.out_dir = absl::GetFlag(FLAGS_out);
     config.model_dir = absl::GetFlag(FLAGS_model);
+    config.backend = absl::GetFlag(FLAGS_backend);
     std::vector<int> list;
     if (!absl::GetFlag(FLAGS_d).empty()) {
       if (!Ints("d", absl::GetFlag(FLAGS_d), &list)) return 2;
@@ -327,6 +330,7 @@ int main(int argc, char** argv) {
     pdserve::bench::TransferBenchConfig config;
     config.out_dir = absl::GetFlag(FLAGS_out);
     config.model_dir = absl::GetFlag(FLAGS_model);
+    config.backend = absl::GetFlag(FLAGS_backend);
     config.repetitions = absl::GetFlag(FLAGS_requests);
     config.transport =
         absl::GetFlag(FLAGS_transports).empty() ? "shm" : absl::GetFlag(FLAGS_transports)[0];

@@ -275,6 +275,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const InterferenceBenc
   o.args = {"--model=" + dir,
             absl::StrCat("--threads=", cfg.threads),
             "--kv_transport=none",
+            "--backend=" + cfg.backend,
             absl::StrCat("--max_num_batched_tokens=", chunk),
             absl::StrCat("--num_blocks=", blocks),
             "--max_num_seqs=128",
@@ -437,6 +438,7 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
   }
   ASSIGN_OR_RETURN(StepFit fit, FitStepModel(configs));
   nlohmann::json calibration = {{"source", "pdserve-bench interference"},
+                                {"backend", cfg.backend},
                                 {"model", dir},
                                 {"machine", MachineInfo()},
                                 {"chunks", cfg.chunk_sizes},
@@ -478,6 +480,7 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
   }
   nlohmann::json summary;
   summary["machine"] = MachineInfo();
+  summary["backend"] = cfg.backend;
   summary["model"] = dir;
   summary["runs"] = runs.size();
   summary["configs"] = configs.size();

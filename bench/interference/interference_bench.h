@@ -38,6 +38,9 @@ struct InterferenceBenchConfig {
   int after_tokens = 16;
   // Decode worker forward threads (0: all).
   int threads = 0;
+  // The workers' engine backend (--backend): cpu, or cuda (GPU 0; offloads stage KV through
+  // host memory).
+  std::string backend = "cpu";
   // CPUs to pin the decode worker to (empty: none).
   std::vector<int> cpus;
   // The offload's cost on the break-even plot (ms); 0: the fitted cost model's transfer tail

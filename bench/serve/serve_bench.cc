@@ -262,7 +262,7 @@ pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& 
     p.name = name;
     p.threads = 1;
     if (!cfg.cpus.empty()) p.cpus = {cfg.cpus[cpu_index % cfg.cpus.size()]};
-    p.flags = {"--log_level=warning"};
+    p.flags = {"--log_level=warning", "--backend=" + cfg.backend};
     return p;
   };
   if (policy == "always_local") {
@@ -673,6 +673,7 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
 
   nlohmann::json summary;
   summary["machine"] = MachineInfo();
+  summary["backend"] = cfg.backend;
   summary["model"] = dir;
   const double wall = absl::ToDoubleSeconds(absl::Now() - wall_start);
   summary["loadgen_cpu_share"] =

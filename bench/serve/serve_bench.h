@@ -37,6 +37,9 @@ struct ServeBenchConfig {
   int probe_repetitions = 5;
   uint64_t seed = 2026;
   std::vector<int> cpus = {0, 1};
+  // The workers' engine backend (--backend): cpu, or cuda (GPU 0; offloads stage KV through
+  // host memory).
+  std::string backend = "cpu";
   // Niceness of the prefill worker (policies with one): see pdctl's `nice`.
   int prefill_nice = 10;
   double ttft_slo_multiple = 10;

@@ -121,7 +121,7 @@ absl::Status RunTransferBench(const TransferBenchConfig& input) {
   const int64_t kv_bytes_per_token = int64_t{model.num_layers} * 2 * model.num_kv_heads *
                                      model.head_dim * static_cast<int64_t>(sizeof(float));
   const int64_t prefill_pool = (int64_t{longest} + 64) * kv_bytes_per_token + (int64_t{64} << 20);
-  std::vector<std::string> ucx = {"--ucx_transports=" + cfg.transport};
+  std::vector<std::string> ucx = {"--ucx_transports=" + cfg.transport, "--backend=" + cfg.backend};
   if (cfg.transport == "tcp") ucx.push_back("--ucx_net_devices=lo");
   const std::string threads = absl::StrCat("--threads=", cfg.prefill_threads);
 
@@ -166,6 +166,7 @@ absl::Status RunTransferBench(const TransferBenchConfig& input) {
                       {"head_dim", model.head_dim},
                       {"kv_bytes_per_token", kv_bytes_per_token}};
   summary["transport"] = cfg.transport;
+  summary["backend"] = cfg.backend;
   Table table({"P", "mode", "TTFT", "queue", "compute", "tail", "decode start", "one layer",
                "tail/layer", "TTFT/compute"});
   nlohmann::json runs = nlohmann::json::array();

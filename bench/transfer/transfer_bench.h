@@ -26,6 +26,9 @@ struct TransferBenchConfig {
   std::string transport = "shm";
   // Forward threads of the prefill workers; 0: all hardware threads.
   int prefill_threads = 0;
+  // The workers' engine backend (--backend): cpu, or cuda (GPU 0; offloads stage KV through
+  // host memory).
+  std::string backend = "cpu";
 };
 
 absl::Status RunTransferBench(const TransferBenchConfig& config);
