@@ -9,7 +9,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-gpu}
-binaries=(engine_cuda_kernels_test pdserve-bench pdserve-make-model pdserve-generate)
+binaries=(engine_cuda_kernels_test pdserve-bench pdserve-make-model pdserve-generate
+  pdserve-decode pdserve-prefill pdserve-router pdserve-kv-probe)
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPDSERVE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null

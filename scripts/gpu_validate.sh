@@ -5,11 +5,13 @@
 #   tests     the gpu-labelled tests (CUDA model vs the CPU engine, NumPy and transformers)
 #   memcheck  the same tests under compute-sanitizer --tool memcheck
 #   bench     an 8B-shaped bf16 model, pdserve-bench engine --backend=cuda, and PyTorch beside it
+#   transfer  the offload path on the GPU (staged KV): pdserve-bench transfer --backend=cuda
+#   interference  the GPU step-time calibration: pdserve-bench interference --backend=cuda
 #
 # Results go to $OUT (the device tool's folder that comes back): summaries and logs.
-# Usage: scripts/gpu_validate.sh tests|memcheck|bench
+# Usage: scripts/gpu_validate.sh tests|memcheck|bench|transfer|interference
 set -uo pipefail
-stage=${1:?usage: gpu_validate.sh tests|memcheck|bench}
+stage=${1:?usage: gpu_validate.sh tests|memcheck|bench|transfer|interference}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/pdserve-gpu-out}
 mkdir -p "$out" /tmp/pdserve-gpu
@@ -39,6 +41,17 @@ case "$stage" in
       --decode_batches=1,2,4,8,16,32,64 --prefill_tokens=512,2048 2>&1 | tee "$out/engine-8b.log"
     python3 "$root/bench/engine/torch_engine_bench.py" --model="$model" --out="$out/torch-8b" \
       2>&1 | tee "$out/torch-8b.log"
+    ;;
+  transfer | interference)
+    model=/tmp/pdserve-gpu/models/small
+    [ -f "$model/config.json" ] || "$bin/pdserve-make-model" --preset=small --out="$model"
+    if [ "$stage" = transfer ]; then
+      "$bin/pdserve-bench" transfer --backend=cuda --model="$model" --out="$out/transfer" \
+        --prompt_lengths=512,2048,8192 2>&1 | tee "$out/transfer.log"
+    else
+      "$bin/pdserve-bench" interference --backend=cuda --model="$model" \
+        --out="$out/interference" 2>&1 | tee "$out/interference.log"
+    fi
     ;;
   *)
     echo "unknown stage: $stage" >&2
