@@ -2,7 +2,7 @@
 # Packs what a GPU session runs on the device machine, which has CUDA 13, PyTorch and
 # transformers but none of our Debian libraries: an sm_90 Release build of the GPU test binary,
 # the benchmark and the model maker, stripped, with every shared library they load except glibc
-# and the CUDA driver, in .gpu-bundle/bundle.tar.xz (about 13 MB: under the device tool's
+# and the CUDA driver, in .gpu-bundle/bundle.tar.xz (about 15 MB: under the device tool's
 # 64 MiB carry limit). Then, on the device: scripts/gpu_validate.sh (carry .gpu-bundle).
 #
 # Usage: scripts/gpu_bundle.sh            (build dir: build-gpu, or $BUILD_DIR)
