@@ -112,10 +112,12 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
   // A device pool cannot be registered with this UCX (no CUDA transports): stage it.
   const bool staged =
       config.kv_transport && (model.kv_pool_on_device() || config.kv_staging == "always");
-  if (staged) {
+  if (config.kv_transport) {
     kvtransfer::KvTransportConfig transport = config.transport;
     ASSIGN_OR_RETURN(transport.ucx.net_devices, KvNetDevices(config));
     ASSIGN_OR_RETURN(p->transport_, kvtransfer::MakeKvTransport(transport));
+  }
+  if (staged) {
     KvLayout staging = layout;
     staging.num_blocks = config.kv_staging_blocks > 0 ? config.kv_staging_blocks
                                                       : std::max(2, layout.num_blocks / 4);
@@ -132,9 +134,6 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
     PDS_LOG(INFO) << config.role << " kv staging: " << staging.num_blocks << " blocks ("
                   << staging.pool_bytes() / (1 << 20) << " MiB, UCX-registered)";
   } else if (config.kv_transport) {
-    kvtransfer::KvTransportConfig transport = config.transport;
-    ASSIGN_OR_RETURN(transport.ucx.net_devices, KvNetDevices(config));
-    ASSIGN_OR_RETURN(p->transport_, kvtransfer::MakeKvTransport(transport));
     ASSIGN_OR_RETURN(p->transport_pool_, p->transport_->CreatePool(layout));
     ASSIGN_OR_RETURN(p->pool_, engine::KvPool::Wrap(layout, p->transport_pool_->base(),
                                                     p->transport_pool_->bytes()));

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "prefill_worker/batch_packer.h"
 
 namespace pdserve::prefill {
@@ -229,6 +230,24 @@ void PrefillBatcher::Run() {
   }
 }
 
+absl::StatusOr<std::unique_ptr<kvtransfer::OutboundTransfer>> PrefillBatcher::OpenTransfer(
+    const PrefillJob& job) {
+  if (!staging_.enabled()) {
+    return transport_->Open(job.target, transport_pool_, model_->fingerprint());
+  }
+  // Staging blocks now: a burst beyond the staging pool is refused before any compute (the
+  // decode worker tries elsewhere), never queued on pinned memory.
+  auto lease = staging_.pool->Acquire(static_cast<int>(job.target.block_ids.size()));
+  if (!lease.ok()) {
+    metrics_->Failure("staging_full").Increment();
+    return lease.status();
+  }
+  ASSIGN_OR_RETURN(auto transfer,
+                   transport_->Open(job.target, transport_pool_, model_->fingerprint()));
+  return std::make_unique<kvtransfer::StagedOutboundTransfer>(std::move(transfer), staging_.copier,
+                                                              *std::move(lease));
+}
+
 void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
   struct Entry {
     std::unique_ptr<PrefillJob> job;
@@ -256,25 +275,11 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
     if (batch_start > job->deadline) {
       e.error = absl::DeadlineExceededError("prefill deadline passed while queued");
     } else {
-      absl::StatusOr<kvtransfer::StagingLease> lease;
-      if (staging_.enabled()) {
-        // Staging blocks now: a burst beyond the staging pool is refused before any compute
-        // (the decode worker tries elsewhere), never queued on pinned memory.
-        lease = staging_.pool->Acquire(static_cast<int>(job->target.block_ids.size()));
-      }
-      if (!lease.ok() && staging_.enabled()) {
-        e.error = lease.status();
-        metrics_->Failure("staging_full").Increment();
+      auto transfer = OpenTransfer(*job);
+      if (transfer.ok()) {
+        e.transfer = *std::move(transfer);
       } else {
-        auto transfer = transport_->Open(job->target, transport_pool_, model_->fingerprint());
-        if (!transfer.ok()) {
-          e.error = transfer.status();
-        } else if (staging_.enabled()) {
-          e.transfer = std::make_unique<kvtransfer::StagedOutboundTransfer>(
-              *std::move(transfer), staging_.copier, *std::move(lease));
-        } else {
-          e.transfer = *std::move(transfer);
-        }
+        e.error = transfer.status();
       }
     }
     e.job = std::move(job);

@@ -100,6 +100,8 @@ class PrefillBatcher {
   struct Active;
   void Run();
   void RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs);
+  // The job's transfer: the transport's, wrapped to stage through a lease when staging.
+  absl::StatusOr<std::unique_ptr<kvtransfer::OutboundTransfer>> OpenTransfer(const PrefillJob& job);
 
   engine::Model* model_;
   engine::KvPool* pool_;

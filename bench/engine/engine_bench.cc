@@ -281,15 +281,13 @@ absl::Status MeasureCuda(const std::string& dir, const EngineBenchConfig& cfg) {
                                     Fixed(weight_bytes / copy * 1e3), " ms for ",
                                     weight_bytes >> 20, " MiB of weights"));
     ASSIGN_OR_RETURN(eager, TimeDecodeSteps(model, cfg, kv_dtype));
-    // The GEMM type the model runs: half when its weights take 2 bytes an element.
-    const size_t f32_bytes = engine::cuda::CudaWeightBytes(c, DType::kF32);
-    const bool half = model.memory_bytes() < f32_bytes * 3 / 4;
-    weight_type = half ? "half (bf16/f16)" : "f32";
+    // cuBLAS runs the GEMMs in the type the model keeps its weights in.
+    const DType weight_dtype = engine::cuda::GetCudaWeightDtype(model).value_or(DType::kF32);
+    weight_type = std::string(DTypeName(weight_dtype));
     for (int p : cfg.prefill_lengths) {
       ASSIGN_OR_RETURN(const double seconds, TimePrefill(model, cfg, kv_dtype, p));
       const auto shapes = PrefillGemms(c, p);
-      ASSIGN_OR_RETURN(const double cublas,
-                       engine::cuda::CublasGemmFlops(shapes, half ? DType::kBF16 : DType::kF32, 0));
+      ASSIGN_OR_RETURN(const double cublas, engine::cuda::CublasGemmFlops(shapes, weight_dtype, 0));
       const double ours = Flops(shapes) / seconds;
       prefill.emplace_back(p, seconds * 1e3, p / seconds, ours / cublas);
       Progress("engine",

@@ -1,6 +1,4 @@
 #include <cublas_api.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,6 +16,7 @@
 #include "engine/cuda/cuda_model.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/paged_attention.h"
 #include "engine/cuda/sampler.h"
 #include "engine/half.h"
 #include "engine/llama_weights.h"
@@ -32,42 +31,6 @@ size_t RoundUpToPowerOfTwo(size_t n) {
   while (p < n) p <<= 1;
   return p;
 }
-
-// Device memory of T, freed with it; grown (contents discarded) by Reserve.
-template <typename T>
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  DeviceArray(DeviceArray&& o) noexcept : data_(o.data_), size_(o.size_) {
-    o.data_ = nullptr;
-    o.size_ = 0;
-  }
-
-  absl::Status Reserve(size_t n) {
-    if (n <= size_) return absl::OkStatus();
-    cudaFree(data_);
-    data_ = nullptr;
-    size_ = 0;
-    RETURN_IF_ERROR(CudaOk(cudaMalloc(&data_, n * sizeof(T)), "cudaMalloc"));
-    size_ = n;
-    return absl::OkStatus();
-  }
-  absl::Status Upload(const std::vector<T>& host) { return Upload(host.data(), host.size()); }
-  absl::Status Upload(const T* host, size_t n) {
-    RETURN_IF_ERROR(Reserve(n));
-    if (n == 0) return absl::OkStatus();
-    return CudaOk(cudaMemcpy(data_, host, n * sizeof(T), cudaMemcpyHostToDevice), "upload");
-  }
-  T* get() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  T* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 // A weight matrix in device memory in the model's weight type: f32, or f16/bf16 bits.
 struct DeviceWeight {
@@ -106,186 +69,6 @@ cudaDataType_t CudaType(DType type) {
   return CUDA_R_32F;
 }
 
-// Where the paged kernels find the pool: [layer][K|V][block][block_size][kv_heads][head_dim].
-struct PoolGeometry {
-  int num_blocks;
-  int block_size;
-  int kv_heads;
-  int head_dim;
-  __host__ __device__ size_t Region(int layer, int kv, int block) const {
-    return ((static_cast<size_t>(layer) * 2 + kv) * num_blocks + block) *
-           static_cast<size_t>(block_size) * kv_heads * head_dim;
-  }
-};
-
-__device__ inline float Load(const float* p) { return *p; }
-__device__ inline float Load(const __half* p) { return __half2float(*p); }
-__device__ inline float Load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ inline void Store(float* p, float v) { *p = v; }
-__device__ inline void Store(__half* p, float v) { *p = __float2half_rn(v); }
-__device__ inline void Store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-
-// The batch as the kernels read it (device arrays).
-struct BatchView {
-  const int32_t* token_seq;     // [T] sequence of each token
-  const int32_t* token_pos;     // [T] position of each token
-  const int32_t* table_offset;  // [S] start of the sequence's block table in `tables`
-  const int32_t* tables;        // concatenated block tables
-};
-
-// One thread per (token, kv head, dim): the token's K and V into its block.
-template <typename KV>
-__global__ void WriteKvKernel(const float* qkv, int qkv_stride, int q_dim, int kv_dim, int layer,
-                              PoolGeometry g, BatchView b, int tokens, KV* pool) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<int64_t>(tokens) * kv_dim) return;
-  const int t = static_cast<int>(i / kv_dim);
-  const int e = static_cast<int>(i % kv_dim);  // kv_head * head_dim + d
-  const int pos = b.token_pos[t];
-  const int block = b.tables[b.table_offset[b.token_seq[t]] + pos / g.block_size];
-  const size_t in_block = static_cast<size_t>(pos % g.block_size) * kv_dim + e;
-  const float* row = qkv + static_cast<int64_t>(t) * qkv_stride;
-  Store(pool + g.Region(layer, 0, block) + in_block, row[q_dim + e]);
-  Store(pool + g.Region(layer, 1, block) + in_block, row[q_dim + kv_dim + e]);
-}
-
-constexpr int kAttentionThreads = 128;
-constexpr int kAttentionTile = 256;   // Positions scored per pass.
-constexpr int kMaxDimsPerThread = 4;  // head_dim <= 512.
-
-__device__ float BlockReduce(float v, bool take_max, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = take_max ? fmaxf(v, other) : v + other;
-  }
-  const int warp = threadIdx.x / 32;
-  __syncthreads();  // scratch may still be read from the previous reduction.
-  if (threadIdx.x % 32 == 0) scratch[warp] = v;
-  __syncthreads();
-  float r = scratch[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
-    r = take_max ? fmaxf(r, scratch[w]) : r + scratch[w];
-  return r;
-}
-
-// Split-K: a block's partial result over its range of positions, merged by
-// CombinePartitionsKernel: the running max, the running sum, then head_dim unnormalised sums.
-__host__ __device__ inline size_t PartialStride(int head_dim) { return 2 + head_dim; }
-
-// One block per (query token, head, partition): causal attention over the positions <= the
-// token's, read through the sequence's block table, in tiles with an online softmax. With
-// `partials` null there is one partition (all positions) and the block writes the output;
-// otherwise partition blockIdx.z covers positions [z * partition, (z + 1) * partition) and
-// writes its partial state (split-K: long contexts spread over more blocks than T x heads).
-template <typename KV>
-__global__ void PagedAttentionKernel(const float* qkv, int qkv_stride, int num_heads, int group,
-                                     int layer, PoolGeometry g, BatchView b, const KV* pool,
-                                     float scale, float* out, int partition, float* partials) {
-  const int t = blockIdx.x;
-  const int head = blockIdx.y;
-  const int kv_head = head / group;
-  const int hd = g.head_dim;
-  const int pos = b.token_pos[t];
-  const int32_t* table = b.tables + b.table_offset[b.token_seq[t]];
-  extern __shared__ float shared[];
-  float* q = shared;                         // [head_dim]
-  float* scores = shared + hd;               // [kAttentionTile]
-  float* scratch = scores + kAttentionTile;  // [warps]
-  for (int d = threadIdx.x; d < hd; d += blockDim.x)
-    q[d] = qkv[static_cast<int64_t>(t) * qkv_stride + head * hd + d] * scale;
-  __syncthreads();
-  float acc[kMaxDimsPerThread] = {0, 0, 0, 0};
-  float running_max = -INFINITY;
-  float running_sum = 0;
-  const size_t head_offset = static_cast<size_t>(kv_head) * hd;
-  const int first = partials == nullptr ? 0 : blockIdx.z * partition;
-  const int end = partials == nullptr ? pos + 1 : min(pos + 1, first + partition);
-  for (int start = first; start < end; start += kAttentionTile) {
-    const int n = min(kAttentionTile, end - start);
-    float tile_max = -INFINITY;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-      const int p = start + j;
-      const int block = table[p / g.block_size];
-      const KV* k = pool + g.Region(layer, 0, block) +
-                    static_cast<size_t>(p % g.block_size) * g.kv_heads * hd + head_offset;
-      float s = 0;
-      for (int d = 0; d < hd; ++d) s += q[d] * Load(k + d);
-      scores[j] = s;
-      tile_max = fmaxf(tile_max, s);
-    }
-    tile_max = BlockReduce(tile_max, /*take_max=*/true, scratch);
-    const float new_max = fmaxf(running_max, tile_max);
-    const float correction = expf(running_max - new_max);  // 0 on the first tile.
-    float tile_sum = 0;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-      scores[j] = expf(scores[j] - new_max);
-      tile_sum += scores[j];
-    }
-    tile_sum = BlockReduce(tile_sum, /*take_max=*/false, scratch);  // Also orders the writes.
-    running_sum = running_sum * correction + tile_sum;
-    for (int k = 0; k < kMaxDimsPerThread; ++k) {
-      const int d = threadIdx.x + k * blockDim.x;
-      if (d >= hd) break;
-      float a = acc[k] * correction;
-      for (int j = 0; j < n; ++j) {
-        const int p = start + j;
-        const int block = table[p / g.block_size];
-        const KV* v = pool + g.Region(layer, 1, block) +
-                      static_cast<size_t>(p % g.block_size) * g.kv_heads * hd + head_offset;
-        a += scores[j] * Load(v + d);
-      }
-      acc[k] = a;
-    }
-    running_max = new_max;
-    __syncthreads();  // scores are rewritten by the next tile.
-  }
-  if (partials != nullptr) {
-    // An empty partition (past the token's position) leaves max -inf and sum 0.
-    float* state =
-        partials +
-        ((static_cast<size_t>(t) * num_heads + head) * gridDim.z + blockIdx.z) * PartialStride(hd);
-    if (threadIdx.x == 0) {
-      state[0] = running_max;
-      state[1] = running_sum;
-    }
-    for (int k = 0; k < kMaxDimsPerThread; ++k) {
-      const int d = threadIdx.x + k * blockDim.x;
-      if (d >= hd) break;
-      state[2 + d] = acc[k];
-    }
-    return;
-  }
-  for (int k = 0; k < kMaxDimsPerThread; ++k) {
-    const int d = threadIdx.x + k * blockDim.x;
-    if (d >= hd) break;
-    out[static_cast<int64_t>(t) * num_heads * hd + head * hd + d] = acc[k] / running_sum;
-  }
-}
-
-// One block per (query token, head): merges the partitions' online-softmax states.
-__global__ void CombinePartitionsKernel(const float* partials, int num_heads, int head_dim,
-                                        int partitions, float* out) {
-  const int t = blockIdx.x;
-  const int head = blockIdx.y;
-  const float* states =
-      partials + (static_cast<size_t>(t) * num_heads + head) * partitions * PartialStride(head_dim);
-  float max = -INFINITY;
-  for (int z = 0; z < partitions; ++z) max = fmaxf(max, states[z * PartialStride(head_dim)]);
-  float sum = 0;
-  for (int z = 0; z < partitions; ++z) {
-    const float* s = states + z * PartialStride(head_dim);
-    if (s[1] > 0) sum += s[1] * expf(s[0] - max);
-  }
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float v = 0;
-    for (int z = 0; z < partitions; ++z) {
-      const float* s = states + z * PartialStride(head_dim);
-      if (s[1] > 0) v += s[2 + d] * expf(s[0] - max);
-    }
-    out[static_cast<int64_t>(t) * num_heads * head_dim + head * head_dim + d] = v / sum;
-  }
-}
-
 class CudaModel final : public Model {
  public:
   ~CudaModel() override {
@@ -303,10 +86,10 @@ class CudaModel final : public Model {
     m->config_ = ckpt.config();
     m->fingerprint_ = ckpt.fingerprint();
     const ModelConfig& c = m->config_;
-    if (c.head_dim > kAttentionThreads * kMaxDimsPerThread || c.head_dim % 2 != 0) {
+    if (c.head_dim > kMaxAttentionHeadDim || c.head_dim % 2 != 0) {
       return absl::InvalidArgumentError(absl::StrCat("backend cuda: head_dim ", c.head_dim,
                                                      " is not supported (even, at most ",
-                                                     kAttentionThreads * kMaxDimsPerThread, ")"));
+                                                     kMaxAttentionHeadDim, ")"));
     }
     RETURN_IF_ERROR(CudaOk(cudaSetDevice(options.device), "cudaSetDevice"));
     size_t free_bytes = 0, total_bytes = 0;
@@ -357,6 +140,7 @@ class CudaModel final : public Model {
   std::string backend_name() const override { return "cuda"; }
   bool kv_pool_on_device() const override { return true; }
   CudaGraphStats graph_stats() const { return {graphs_captured_, graph_replays_}; }
+  DType weight_dtype() const { return weight_dtype_; }
 
   absl::StatusOr<std::unique_ptr<KvPool>> AllocateKvPool(const KvLayout& layout) const override {
     RETURN_IF_ERROR(layout.Validate());
@@ -610,61 +394,17 @@ absl::Status CudaModel::EnqueueModel(int T, int R, const SplitK& split, KvPool& 
                          rope_sin_.get(), stream_));
     RETURN_IF_ERROR(Rope(qkv_.get(), T, qkv_dim, q_dim, c.num_kv_heads, c.head_dim, rope_cos_.get(),
                          rope_sin_.get(), stream_));
-    const int64_t kv_elements = static_cast<int64_t>(T) * kv_dim;
-    const int kv_blocks = static_cast<int>((kv_elements + 255) / 256);
-    switch (layout.dtype) {
-      case DType::kF32:
-        WriteKvKernel<<<kv_blocks, 256, 0, stream_>>>(qkv_.get(), qkv_dim, q_dim, kv_dim, l,
-                                                      geometry, view, T,
-                                                      reinterpret_cast<float*>(pool.base()));
-        break;
-      case DType::kF16:
-        WriteKvKernel<<<kv_blocks, 256, 0, stream_>>>(qkv_.get(), qkv_dim, q_dim, kv_dim, l,
-                                                      geometry, view, T,
-                                                      reinterpret_cast<__half*>(pool.base()));
-        break;
-      case DType::kBF16:
-        WriteKvKernel<<<kv_blocks, 256, 0, stream_>>>(
-            qkv_.get(), qkv_dim, q_dim, kv_dim, l, geometry, view, T,
-            reinterpret_cast<__nv_bfloat16*>(pool.base()));
-        break;
-    }
-    RETURN_IF_ERROR(CudaOk(cudaGetLastError(), "WriteKv"));
+    RETURN_IF_ERROR(WriteKv(qkv_.get(), qkv_dim, q_dim, kv_dim, l, geometry, view, T, layout.dtype,
+                            pool.base(), stream_));
     if (layer_hook != nullptr) {
       // The hook's contract: the layer's K/V is in the pool when it fires.
       RETURN_IF_ERROR(CudaOk(cudaStreamSynchronize(stream_), "synchronize"));
       if (!(*layer_hook)(l))
         return absl::CancelledError(absl::StrCat("forward cancelled after layer ", l));
     }
-    const dim3 grid(T, c.num_heads, split.partitions);
-    const size_t shared = (c.head_dim + kAttentionTile + kAttentionThreads / 32) * sizeof(float);
-    float* partials = split.partitions > 1 ? partials_.get() : nullptr;
-    switch (layout.dtype) {
-      case DType::kF32:
-        PagedAttentionKernel<<<grid, kAttentionThreads, shared, stream_>>>(
-            qkv_.get(), qkv_dim, c.num_heads, group, l, geometry, view,
-            reinterpret_cast<const float*>(pool.base()), scale, attn_.get(), split.partition,
-            partials);
-        break;
-      case DType::kF16:
-        PagedAttentionKernel<<<grid, kAttentionThreads, shared, stream_>>>(
-            qkv_.get(), qkv_dim, c.num_heads, group, l, geometry, view,
-            reinterpret_cast<const __half*>(pool.base()), scale, attn_.get(), split.partition,
-            partials);
-        break;
-      case DType::kBF16:
-        PagedAttentionKernel<<<grid, kAttentionThreads, shared, stream_>>>(
-            qkv_.get(), qkv_dim, c.num_heads, group, l, geometry, view,
-            reinterpret_cast<const __nv_bfloat16*>(pool.base()), scale, attn_.get(),
-            split.partition, partials);
-        break;
-    }
-    RETURN_IF_ERROR(CudaOk(cudaGetLastError(), "PagedAttention"));
-    if (partials != nullptr) {
-      CombinePartitionsKernel<<<dim3(T, c.num_heads), kAttentionThreads, 0, stream_>>>(
-          partials, c.num_heads, c.head_dim, split.partitions, attn_.get());
-      RETURN_IF_ERROR(CudaOk(cudaGetLastError(), "CombinePartitions"));
-    }
+    RETURN_IF_ERROR(PagedAttention(qkv_.get(), qkv_dim, c.num_heads, group, l, geometry, view, T,
+                                   layout.dtype, pool.base(), scale, split, partials_.get(),
+                                   attn_.get(), stream_));
     RETURN_IF_ERROR(Linear(attn_.get(), T, q_dim, w.o, hidden, tmp_.get()));
     if (c.o_bias) RETURN_IF_ERROR(AddBias(tmp_.get(), w.o_bias.get(), T, hidden, hidden, stream_));
     RETURN_IF_ERROR(AddInPlace(x_.get(), tmp_.get(), static_cast<int64_t>(T) * hidden, stream_));
@@ -779,8 +519,8 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
     max_positions = std::max(max_positions, b.start_position + b.num_tokens);
   const SplitK split = PlanSplitK(T, c.num_heads, max_positions, split_k_partition_, sm_count_);
   if (split.partitions > 1) {
-    RETURN_IF_ERROR(partials_.Reserve(static_cast<size_t>(T) * c.num_heads * split.partitions *
-                                      PartialStride(c.head_dim)));
+    RETURN_IF_ERROR(
+        partials_.Reserve(AttentionPartialFloats(T, c.num_heads, split.partitions, c.head_dim)));
   }
   const int R = logit_row_count_;
   if (R > 0) RETURN_IF_ERROR(logits_.Reserve(static_cast<size_t>(R) * c.vocab_size));
@@ -821,6 +561,12 @@ absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
 CudaGraphStats GetCudaGraphStats(const Model& model) {
   const auto* cuda = dynamic_cast<const CudaModel*>(&model);
   return cuda == nullptr ? CudaGraphStats{} : cuda->graph_stats();
+}
+
+std::optional<DType> GetCudaWeightDtype(const Model& model) {
+  const auto* cuda = dynamic_cast<const CudaModel*>(&model);
+  if (cuda == nullptr) return std::nullopt;
+  return cuda->weight_dtype();
 }
 
 absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(Checkpoint& checkpoint,

@@ -16,6 +16,7 @@
 #define PDSERVE_ENGINE_CUDA_CUDA_MODEL_H_
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -50,6 +51,8 @@ struct CudaGraphStats {
 };
 // The CUDA model's graph counters; zeros for any other model.
 CudaGraphStats GetCudaGraphStats(const Model& model);
+// The CUDA model's weight type (CudaModelOptions::weight_dtype); nullopt for any other model.
+std::optional<DType> GetCudaWeightDtype(const Model& model);
 
 // How one attention launch is split (PlanSplitK).
 struct SplitK {

@@ -11,4 +11,6 @@ absl::StatusOr<std::unique_ptr<Model>> LoadCudaModel(Checkpoint&, const CudaMode
 
 CudaGraphStats GetCudaGraphStats(const Model&) { return {}; }
 
+std::optional<DType> GetCudaWeightDtype(const Model&) { return std::nullopt; }
+
 }  // namespace pdserve::engine::cuda

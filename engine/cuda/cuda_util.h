@@ -1,5 +1,5 @@
-// What every CUDA source of the engine shares: errors as absl::Status, and cuBLAS opened at
-// run time (never linked: see CublasLibrary).
+// What every CUDA source of the engine shares: errors as absl::Status, device memory as RAII
+// (DeviceArray), and cuBLAS opened at run time (never linked: see CublasLibrary).
 // Thread-safety: stateless helpers; a CublasLibrary is a table of function pointers.
 #ifndef PDSERVE_ENGINE_CUDA_CUDA_UTIL_H_
 #define PDSERVE_ENGINE_CUDA_CUDA_UTIL_H_
@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 
 #include <type_traits>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,47 @@ inline absl::Status CublasOk(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("cublas ", what, ": status ", static_cast<int>(s)));
 }
+
+// Device memory of T, freed with it; grown (contents discarded) by Reserve.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+
+  absl::Status Reserve(size_t n) {
+    if (n <= size_) return absl::OkStatus();
+    cudaFree(data_);
+    data_ = nullptr;
+    size_ = 0;
+    RETURN_IF_ERROR(CudaOk(cudaMalloc(&data_, n * sizeof(T)), "cudaMalloc"));
+    size_ = n;
+    return absl::OkStatus();
+  }
+  absl::Status Upload(const std::vector<T>& host) { return Upload(host.data(), host.size()); }
+  absl::Status Upload(const T* host, size_t n) {
+    RETURN_IF_ERROR(Reserve(n));
+    if (n == 0) return absl::OkStatus();
+    return CudaOk(cudaMemcpy(data_, host, n * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
+  // Zeroes the first n elements (reserving them).
+  absl::Status Zero(size_t n) {
+    RETURN_IF_ERROR(Reserve(n));
+    return CudaOk(cudaMemset(data_, 0, n * sizeof(T)), "cudaMemset");
+  }
+  T* get() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 // cuBLAS, opened at run time by the one process that loads a CUDA model. Linked into every
 // binary, its libraries' static thread-local storage came out of every thread's stack and

@@ -34,39 +34,22 @@ class Timer {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
-// Device buffers freed together.
-class Buffers {
- public:
-  ~Buffers() {
-    for (void* p : owned_) cudaFree(p);
-  }
-  absl::StatusOr<void*> Get(size_t bytes) {
-    void* p = nullptr;
-    RETURN_IF_ERROR(CudaOk(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc"));
-    owned_.push_back(p);
-    RETURN_IF_ERROR(CudaOk(cudaMemset(p, 0, bytes), "cudaMemset"));
-    return p;
-  }
-
- private:
-  std::vector<void*> owned_;
-};
-
 }  // namespace
 
 absl::StatusOr<double> DeviceCopyBandwidth(int device) {
   RETURN_IF_ERROR(CudaOk(cudaSetDevice(device), "cudaSetDevice"));
   const size_t bytes = size_t{1} << 30;
-  Buffers buffers;
-  ASSIGN_OR_RETURN(void* src, buffers.Get(bytes));
-  ASSIGN_OR_RETURN(void* dst, buffers.Get(bytes));
+  DeviceArray<uint8_t> src, dst;
+  RETURN_IF_ERROR(src.Zero(bytes));
+  RETURN_IF_ERROR(dst.Zero(bytes));
   Timer timer;
   RETURN_IF_ERROR(timer.Init());
   double best = 0;
   for (int rep = 0; rep < 6; ++rep) {
     RETURN_IF_ERROR(timer.Start());
-    RETURN_IF_ERROR(
-        CudaOk(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, timer.stream()), "copy"));
+    RETURN_IF_ERROR(CudaOk(
+        cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, timer.stream()),
+        "copy"));
     ASSIGN_OR_RETURN(double seconds, timer.StopSeconds());
     if (rep > 0) best = std::max(best, 2.0 * bytes / seconds);  // The first warms up.
   }
@@ -87,10 +70,14 @@ absl::StatusOr<double> CublasGemmFlops(const std::vector<GemmShape>& shapes, DTy
   }
   const bool half = weight_dtype != DType::kF32;
   const size_t element = half ? 2 : 4;
-  Buffers buffers;
-  ASSIGN_OR_RETURN(void* in, buffers.Get(max_in * element));
-  ASSIGN_OR_RETURN(void* w, buffers.Get(max_w * element));
-  ASSIGN_OR_RETURN(void* out, buffers.Get(max_out * sizeof(float)));
+  DeviceArray<uint8_t> in_bytes, w_bytes;
+  DeviceArray<float> out_floats;
+  RETURN_IF_ERROR(in_bytes.Zero(max_in * element));
+  RETURN_IF_ERROR(w_bytes.Zero(max_w * element));
+  RETURN_IF_ERROR(out_floats.Zero(max_out));
+  void* in = in_bytes.get();
+  void* w = w_bytes.get();
+  void* out = out_floats.get();
   Timer timer;
   RETURN_IF_ERROR(timer.Init());
   cublasHandle_t handle = nullptr;

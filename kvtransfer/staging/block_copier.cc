@@ -1,5 +1,7 @@
 #include "kvtransfer/staging/block_copier.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "kvtransfer/kv_transport.h"
 
@@ -48,6 +50,19 @@ absl::StatusOr<std::vector<RegionCopy>> PlanRegionCopies(const KvLayout& device,
     }
   }
   return copies;
+}
+
+void CopyRegionsInHostMemory(const std::vector<RegionCopy>& copies, void* device_base,
+                             void* host_base, bool to_host) {
+  auto* device = static_cast<uint8_t*>(device_base);
+  auto* host = static_cast<uint8_t*>(host_base);
+  for (const RegionCopy& c : copies) {
+    if (to_host) {
+      std::memcpy(host + c.host_offset, device + c.device_offset, c.bytes);
+    } else {
+      std::memcpy(device + c.device_offset, host + c.host_offset, c.bytes);
+    }
+  }
 }
 
 }  // namespace pdserve::kvtransfer

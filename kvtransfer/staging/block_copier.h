@@ -53,6 +53,11 @@ absl::StatusOr<std::vector<RegionCopy>> PlanRegionCopies(const KvLayout& device,
                                                          absl::Span<const int32_t> device_blocks,
                                                          absl::Span<const int32_t> host_blocks);
 
+// Runs `copies` between two pools in host memory (device_base standing for the pool's side),
+// towards the host side when `to_host`.
+void CopyRegionsInHostMemory(const std::vector<RegionCopy>& copies, void* device_base,
+                             void* host_base, bool to_host);
+
 }  // namespace pdserve::kvtransfer
 
 #endif  // PDSERVE_KVTRANSFER_STAGING_BLOCK_COPIER_H_

@@ -1,7 +1,5 @@
 #include "kvtransfer/staging/memcpy_block_copier.h"
 
-#include <cstring>
-
 #include "common/status_macros.h"
 
 namespace pdserve::kvtransfer {
@@ -11,10 +9,7 @@ absl::StatusOr<uint64_t> MemcpyBlockCopier::DeviceToHost(int layer,
                                                          absl::Span<const int32_t> staging_blocks) {
   ASSIGN_OR_RETURN(auto copies, PlanRegionCopies(pool_.layout, staging_.layout, layer, 1,
                                                  pool_blocks, staging_blocks));
-  const auto* from = static_cast<const uint8_t*>(pool_.base);
-  auto* to = static_cast<uint8_t*>(staging_.base);
-  for (const RegionCopy& c : copies)
-    std::memcpy(to + c.host_offset, from + c.device_offset, c.bytes);
+  CopyRegionsInHostMemory(copies, pool_.base, staging_.base, /*to_host=*/true);
   return next_ticket_.fetch_add(1);
 }
 
@@ -23,10 +18,7 @@ absl::StatusOr<uint64_t> MemcpyBlockCopier::HostToDevice(absl::Span<const int32_
   ASSIGN_OR_RETURN(auto copies,
                    PlanRegionCopies(pool_.layout, staging_.layout, 0, pool_.layout.num_layers,
                                     pool_blocks, staging_blocks));
-  const auto* from = static_cast<const uint8_t*>(staging_.base);
-  auto* to = static_cast<uint8_t*>(pool_.base);
-  for (const RegionCopy& c : copies)
-    std::memcpy(to + c.device_offset, from + c.host_offset, c.bytes);
+  CopyRegionsInHostMemory(copies, pool_.base, staging_.base, /*to_host=*/false);
   return next_ticket_.fetch_add(1);
 }
 

@@ -65,16 +65,13 @@ void StagedOutboundTransfer::PostLoop() {
       posting_ = true;
     }
     absl::Status status = copier_->Wait(next.ticket, kCopyTimeout);
-    if (status.ok()) {
-      bool aborted = false;
-      {
-        absl::MutexLock lock(&mu_);
-        aborted = aborted_;
-      }
-      // Aborted while copying: the layer is dropped, never put.
-      if (!aborted) status = inner_->WriteLayer(next.layer, lease_.blocks());
-      if (aborted) status = absl::OkStatus();
+    bool aborted;
+    {
+      absl::MutexLock lock(&mu_);
+      aborted = aborted_;
     }
+    // Aborted while copying: the layer is dropped, never put.
+    if (status.ok() && !aborted) status = inner_->WriteLayer(next.layer, lease_.blocks());
     absl::MutexLock lock(&mu_);
     posting_ = false;
     if (status.ok() && !aborted_) ++layers_posted_;

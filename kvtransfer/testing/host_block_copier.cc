@@ -1,7 +1,5 @@
 #include "kvtransfer/testing/host_block_copier.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -60,17 +58,7 @@ void HostBlockCopier::Run() {
       delay = delay_;
     }
     absl::SleepFor(delay);
-    if (job.fail.ok()) {
-      auto* device = static_cast<uint8_t*>(device_.base);
-      auto* host = static_cast<uint8_t*>(host_.base);
-      for (const RegionCopy& c : job.copies) {
-        if (job.to_host) {
-          std::memcpy(host + c.host_offset, device + c.device_offset, c.bytes);
-        } else {
-          std::memcpy(device + c.device_offset, host + c.host_offset, c.bytes);
-        }
-      }
-    }
+    if (job.fail.ok()) CopyRegionsInHostMemory(job.copies, device_.base, host_.base, job.to_host);
     absl::MutexLock lock(&mu_);
     if (!job.fail.ok() && first_error_.ok()) {
       first_error_ = job.fail;

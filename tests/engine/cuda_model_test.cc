@@ -54,6 +54,15 @@ class CudaModelTest : public ::testing::TestWithParam<std::string> {
     ASSERT_EQ(gpu_->backend_name(), "cuda");
     ASSERT_TRUE(gpu_->kv_pool_on_device());
   }
+  // The variant on the GPU with `options` (f32 weights unless they say otherwise).
+  static std::unique_ptr<Model> LoadCuda(const cuda::CudaModelOptions& options) {
+    auto checkpoint = Checkpoint::Open(TestModelDir(GetParam()));
+    EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
+    if (!checkpoint.ok()) return nullptr;
+    auto model = cuda::LoadCudaModel(**checkpoint, options);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return model.ok() ? *std::move(model) : nullptr;
+  }
   std::unique_ptr<KvPool> Pool(const Model& m, int blocks, DType dtype = DType::kF32) {
     auto pool = m.AllocateKvPool(m.MakeKvLayout(blocks, 16, dtype));
     EXPECT_TRUE(pool.ok()) << pool.status();
@@ -171,6 +180,9 @@ TEST_P(CudaModelTest, Bf16WeightsStayWithinTheDocumentedTolerance) {
       LoadModel(TestModelDir(GetParam()), EngineOptions{.num_threads = 2, .weight_dtype = "bf16"});
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   EXPECT_LT(gpu->model->weight_bytes(), gpu_->weight_bytes() * 6 / 10);
+  EXPECT_EQ(cuda::GetCudaWeightDtype(*gpu->model), DType::kBF16);
+  EXPECT_EQ(cuda::GetCudaWeightDtype(*gpu_), DType::kF32);
+  EXPECT_FALSE(cuda::GetCudaWeightDtype(*cpu_).has_value());
   const int vocab = gpu_->config().vocab_size;
   auto gpu_pool = Pool(*gpu->model, 32);
   auto cpu_pool = Pool(*cpu->model, 32);
@@ -233,48 +245,41 @@ TEST_P(CudaModelTest, DeviceSamplingPicksTheHostSamplersTokens) {
 // Split-K attention (a decode token over a long context spread over partitions, merged
 // after) equals the one-block-per-head kernel.
 TEST_P(CudaModelTest, SplitKAttentionEqualsTheUnsplitKernel) {
-  auto checkpoint = Checkpoint::Open(TestModelDir(GetParam()));
-  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
-  auto split = cuda::LoadCudaModel(**checkpoint, {.split_k_partition = 64});
-  ASSERT_TRUE(split.ok()) << split.status();
-  auto unsplit_checkpoint = Checkpoint::Open(TestModelDir(GetParam()));
-  ASSERT_TRUE(unsplit_checkpoint.ok());
-  auto unsplit = cuda::LoadCudaModel(**unsplit_checkpoint, {.split_k_partition = 0});
-  ASSERT_TRUE(unsplit.ok()) << unsplit.status();
-  Model& plain_model = **unsplit;
+  std::unique_ptr<Model> split = LoadCuda({.split_k_partition = 64});
+  std::unique_ptr<Model> unsplit = LoadCuda({.split_k_partition = 0});
+  ASSERT_TRUE(split && unsplit);
+  Model& plain_model = *unsplit;
   const int vocab = gpu_->config().vocab_size;
   auto plain_pool = Pool(plain_model, 64);
-  auto split_pool = Pool(**split, 64);
+  auto split_pool = Pool(*split, 64);
   ASSERT_TRUE(plain_pool && split_pool);
   // 600 cached positions, then 4 decode steps: each splits into ~10 partitions of 64.
   const auto [plain_tokens, plain_first] =
       Generate(plain_model, *plain_pool, Prompt(600, vocab, 9), 300, 4);
   const auto [split_tokens, split_first] =
-      Generate(**split, *split_pool, Prompt(600, vocab, 9), 300, 4);
+      Generate(*split, *split_pool, Prompt(600, vocab, 9), 300, 4);
   EXPECT_EQ(split_tokens, plain_tokens);
   Logits plain, parted;
   PackedBatch step;
   const std::vector<int32_t> next = {plain_tokens.back()};
   step.Add(next, 604, Blocks(0, 64), true);
   ASSERT_TRUE(plain_model.Forward(step, *plain_pool, {}, &plain).ok());
-  ASSERT_TRUE((*split)->Forward(step, *split_pool, {}, &parted).ok());
+  ASSERT_TRUE(split->Forward(step, *split_pool, {}, &parted).ok());
   EXPECT_LE(RelativeError(parted.data, plain.data), 1e-5);
 }
 
 // Decode steps of a captured batch size replay a CUDA graph (from the second step on) and give
 // the eager steps' logits bit for bit; other shapes run eagerly.
 TEST_P(CudaModelTest, GraphReplayEqualsEagerDecodeSteps) {
-  auto checkpoint = Checkpoint::Open(TestModelDir(GetParam()));
-  ASSERT_TRUE(checkpoint.ok());
-  auto graphed = cuda::LoadCudaModel(**checkpoint, {.graph_batch_sizes = {3}});
-  ASSERT_TRUE(graphed.ok()) << graphed.status();
+  std::unique_ptr<Model> graphed = LoadCuda({.graph_batch_sizes = {3}});
+  ASSERT_TRUE(graphed);
   const int vocab = gpu_->config().vocab_size;
   auto eager_pool = Pool(*gpu_, 48);
-  auto graph_pool = Pool(**graphed, 48);
+  auto graph_pool = Pool(*graphed, 48);
   ASSERT_TRUE(eager_pool && graph_pool);
   std::vector<std::vector<int32_t>> seqs = {Prompt(40, vocab, 31), Prompt(17, vocab, 32),
                                             Prompt(90, vocab, 33)};
-  for (Model* m : {gpu_.get(), graphed->get()}) {
+  for (Model* m : {gpu_.get(), graphed.get()}) {
     PackedBatch prefill;
     for (int s = 0; s < 3; ++s) prefill.Add(seqs[s], 0, Blocks(s * 16, 16), true);
     Logits ignored;
@@ -290,10 +295,10 @@ TEST_P(CudaModelTest, GraphReplayEqualsEagerDecodeSteps) {
     }
     Logits eager, replayed;
     ASSERT_TRUE(gpu_->Forward(batch, *eager_pool, {}, &eager).ok());
-    ASSERT_TRUE((*graphed)->Forward(batch, *graph_pool, {}, &replayed).ok());
+    ASSERT_TRUE(graphed->Forward(batch, *graph_pool, {}, &replayed).ok());
     EXPECT_EQ(replayed.data, eager.data) << "step " << step;
   }
-  const cuda::CudaGraphStats stats = cuda::GetCudaGraphStats(**graphed);
+  const cuda::CudaGraphStats stats = cuda::GetCudaGraphStats(*graphed);
   EXPECT_EQ(stats.captured, 1);
   EXPECT_EQ(stats.replays, 5);  // The first step of the shape runs eagerly.
   EXPECT_EQ(cuda::GetCudaGraphStats(*cpu_).replays, 0);
