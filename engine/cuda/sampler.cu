@@ -21,6 +21,16 @@ struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
+// Thread 0's `v`, to every thread of the block (through `slot` in shared memory).
+template <typename T>
+__device__ T FromThreadZero(T v, T* slot) {
+  if (threadIdx.x == 0) *slot = v;
+  __syncthreads();
+  v = *slot;
+  __syncthreads();
+  return v;
+}
+
 union SampleStorage {
   typename DoubleReduce::TempStorage doubles;
   typename FloatReduce::TempStorage floats;
@@ -61,15 +71,17 @@ class BlockRow {
     return id >= 0 ? id : n_ - 1;
   }
 
-  // The first id of the maximum of `values` (the row's logits).
-  __device__ int32_t Argmax(const float* values) {
+  // The maximum of `values` (a row of n floats).
+  __device__ float Max(const float* values) {
     float best = -INFINITY;
     for (int32_t i = threadIdx.x; i < n_; i += blockDim.x) best = fmaxf(best, values[i]);
-    best = FloatReduce(storage_->floats).Reduce(best, MaxOp());
-    if (threadIdx.x == 0) *reinterpret_cast<float*>(d_slot_) = best;
-    __syncthreads();
-    best = *reinterpret_cast<float*>(d_slot_);
-    __syncthreads();
+    // A float widens to double exactly.
+    return static_cast<float>(BroadcastDouble(FloatReduce(storage_->floats).Reduce(best, MaxOp())));
+  }
+
+  // The first id of the maximum of `values` (the row's logits).
+  __device__ int32_t Argmax(const float* values) {
+    const float best = Max(values);
     int32_t first = INT32_MAX;
     for (int32_t i = threadIdx.x; i < n_ && first == INT32_MAX; i += blockDim.x) {
       if (values[i] == best) first = i;
@@ -100,20 +112,8 @@ class BlockRow {
     return -1;
   }
 
-  __device__ double BroadcastDouble(double v) {
-    if (threadIdx.x == 0) *d_slot_ = v;
-    __syncthreads();
-    v = *d_slot_;
-    __syncthreads();
-    return v;
-  }
-  __device__ int32_t BroadcastInt(int32_t v) {
-    if (threadIdx.x == 0) *i_slot_ = v;
-    __syncthreads();
-    v = *i_slot_;
-    __syncthreads();
-    return v;
-  }
+  __device__ double BroadcastDouble(double v) { return FromThreadZero(v, d_slot_); }
+  __device__ int32_t BroadcastInt(int32_t v) { return FromThreadZero(v, i_slot_); }
 
   const float* p_;
   int32_t n_;
@@ -139,13 +139,7 @@ __global__ void __launch_bounds__(kSampleThreads)
     return;
   }
   // SampleToken's probabilities: exp((logit - max) / T), unnormalised.
-  float max = -INFINITY;
-  for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) max = fmaxf(max, l[i]);
-  max = FloatReduce(storage.floats).Reduce(max, MaxOp());
-  if (threadIdx.x == 0) d_slot = max;
-  __syncthreads();
-  max = static_cast<float>(d_slot);
-  __syncthreads();
+  const float max = row.Max(l);
   const float inv_t = 1.0f / s.params.temperature;
   for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) p[i] = expf((l[i] - max) * inv_t);
   __syncthreads();  // Block-wide visibility of the probabilities (global memory).
