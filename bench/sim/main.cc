@@ -51,6 +51,16 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, policy, "cost_model",
           "run: cost_model, always_local, always_offload or length_threshold.");
 ABSL_FLAG(int, length_threshold, 1024, "run: length_threshold's N (uncached tokens).");
+// The router's own policy knobs, same names and meaning as pdserve-router's flags.
+ABSL_FLAG(int, min_offload_tokens, 256,
+          "cost_model: prompts with fewer uncached tokens prefill locally unless their chunk would "
+          "push running streams past --slo_tpot (the router's flag).");
+ABSL_FLAG(int, min_tpot_offload_tokens, 32,
+          "cost_model: prompts with fewer uncached tokens always prefill locally (the router's "
+          "flag).");
+ABSL_FLAG(double, max_prefill_queue_ms, 1000,
+          "A prefill worker whose queue is longer is not used, ms (the router's "
+          "--max_prefill_queue).");
 ABSL_FLAG(int, decode_workers, 1, "run: decode workers.");
 ABSL_FLAG(int, prefill_workers, 1, "run: prefill workers.");
 ABSL_FLAG(double, slo_ttft, 2000, "TTFT objective, ms (every request's, sent with it).");
@@ -69,6 +79,11 @@ ABSL_FLAG(std::vector<std::string>, thresholds,
           std::vector<std::string>({"256", "512", "1024", "2048", "4096", "8192"}),
           "plan: length_threshold's N values to try.");
 ABSL_FLAG(int, bisect_steps, 4, "plan: bisections of the rate between passing and failing.");
+ABSL_FLAG(int, split_step, 1,
+          "plan: try every Nth prefill:decode split first, then halve the step around each "
+          "policy's best (1: every split).");
+ABSL_FLAG(int, jobs, 1,
+          "plan: searches run at once, on as many threads (the answer does not depend on it).");
 ABSL_FLAG(double, min_window_objectives, 5,
           "plan: judge a rate only while the window's arrivals span this many TTFT objectives "
           "(higher rates are not simulated; 0: no limit).");
@@ -145,6 +160,10 @@ absl::StatusOr<SimConfig> BaseConfig() {
   c.policy.slo.ttft_ms = absl::GetFlag(FLAGS_slo_ttft);
   c.policy.slo.tpot_ms = absl::GetFlag(FLAGS_slo_tpot);
   c.policy.length_threshold = absl::GetFlag(FLAGS_length_threshold);
+  c.policy.min_offload_tokens = absl::GetFlag(FLAGS_min_offload_tokens);
+  c.policy.min_tpot_offload_tokens = absl::GetFlag(FLAGS_min_tpot_offload_tokens);
+  c.policy.max_prefill_queue_ms = absl::GetFlag(FLAGS_max_prefill_queue_ms);
+  if (absl::Status s = c.policy.Validate(); !s.ok()) return s;
   return c;
 }
 
@@ -208,6 +227,11 @@ absl::Status Plan() {
   plan.policies = absl::GetFlag(FLAGS_policies);
   ASSIGN_OR_RETURN(plan.thresholds, Ints(absl::GetFlag(FLAGS_thresholds), "thresholds"));
   plan.bisect_steps = absl::GetFlag(FLAGS_bisect_steps);
+  plan.split_step = absl::GetFlag(FLAGS_split_step);
+  plan.jobs = absl::GetFlag(FLAGS_jobs);
+  if (plan.split_step < 1) return absl::InvalidArgumentError("--split_step: must be >= 1");
+  if (plan.jobs < 1 || plan.jobs > 256)
+    return absl::InvalidArgumentError("--jobs: must be in [1, 256]");
   plan.min_window_objectives = absl::GetFlag(FLAGS_min_window_objectives);
   plan.target_attainment = absl::GetFlag(FLAGS_target_attainment);
   plan.out_dir = absl::GetFlag(FLAGS_out);

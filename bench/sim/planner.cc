@@ -3,13 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "bench/common/report.h"
 #include "bench/common/subprocess.h"
@@ -20,15 +23,21 @@
 namespace pdserve::sim {
 namespace {
 
-// A bar on a terminal, a line per step elsewhere (CI logs).
+// A bar on a terminal, a line per step elsewhere (CI logs). Searches on several threads share
+// it; the total grows as a coarse-to-fine search adds splits.
 class ProgressBar {
  public:
   ProgressBar(int total, bool enabled) : total_(total), enabled_(enabled), tty_(isatty(2) != 0) {}
+  void AddTotal(int more) {
+    absl::MutexLock lock(&mu_);
+    total_ += more;
+  }
   void Step(const std::string& what) {
+    absl::MutexLock lock(&mu_);
     ++done_;
     if (!enabled_) return;
     constexpr int kWidth = 30;
-    const int filled = total_ == 0 ? kWidth : done_ * kWidth / total_;
+    const int filled = total_ == 0 ? kWidth : std::min(kWidth, done_ * kWidth / total_);
     const std::string bar =
         absl::StrCat("[", std::string(filled, '#'), std::string(kWidth - filled, ' '), "] ", done_,
                      "/", total_, " ", what);
@@ -41,10 +50,11 @@ class ProgressBar {
   }
 
  private:
-  const int total_;
+  absl::Mutex mu_;
+  int total_ ABSL_GUARDED_BY(mu_);
   const bool enabled_;
   const bool tty_;
-  int done_ = 0;
+  int done_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 bool IsFixed(const std::string& policy) { return policy != "cost_model"; }
@@ -118,7 +128,11 @@ absl::StatusOr<double> SearchGoodput(const SimConfig& config,
     return s.attainment >= plan.target_attainment;
   };
   double lo = 0, hi = 0;  // Highest passing and lowest failing multiple found.
-  double m = std::min(start_multiple, cap);
+  // The start snaps to a power of two, so that every search brackets the knee between the same
+  // powers of two and bisects the same interval whatever it started from (attainment is not
+  // quite monotone in the rate near the knee: another interval could settle elsewhere).
+  double m =
+      std::min(std::exp2(std::round(std::log2(start_multiple > 0 ? start_multiple : 1))), cap);
   ASSIGN_OR_RETURN(bool pass, attained(m));
   if (pass) {
     lo = m;
@@ -167,42 +181,103 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
   }
   if (result.trace_rate <= 0)
     return absl::InvalidArgumentError("the trace window needs requests at two distinct times");
-  // Every configuration: always_local on every worker; the others on each split with at
-  // least one prefill and one decode worker.
+  // One search per policy and threshold over the splits: always_local on every worker, the
+  // others with at least one prefill and one decode worker.
+  struct Chain {
+    PlanCandidate proto;  // Policy and threshold.
+    int min_prefill = 0, max_prefill = 0;
+    std::vector<PlanCandidate> searched;
+    int simulations = 0;
+    absl::Status status;
+  };
+  std::vector<Chain> chains;
   for (const std::string& policy : plan.policies) {
     const bool local = policy == "always_local";
     if (!local && workers < 2) continue;
-    for (int p = local ? 0 : 1; p <= (local ? 0 : workers - 1); ++p) {
-      const std::vector<int> thresholds =
-          policy == "length_threshold" ? plan.thresholds : std::vector<int>{0};
-      for (int n : thresholds) {
-        PlanCandidate c;
-        c.policy = policy;
-        c.prefill_workers = p;
-        c.decode_workers = workers - p;
-        c.threshold = n;
-        result.candidates.push_back(c);
-      }
+    const std::vector<int> thresholds =
+        policy == "length_threshold" ? plan.thresholds : std::vector<int>{0};
+    for (int n : thresholds) {
+      Chain chain;
+      chain.proto.policy = policy;
+      chain.proto.threshold = n;
+      chain.min_prefill = local ? 0 : 1;
+      chain.max_prefill = local ? 0 : workers - 1;
+      chains.push_back(std::move(chain));
     }
   }
-  ProgressBar bar(static_cast<int>(result.candidates.size()), plan.progress);
-  std::map<std::string, double> last_goodput;  // Where a policy's next search starts.
-  for (PlanCandidate& c : result.candidates) {
-    SimConfig config = plan.base;
-    config.policy.name = c.policy;
-    if (c.threshold > 0) config.policy.length_threshold = c.threshold;
-    config.decode_workers = c.decode_workers;
-    config.prefill_workers = c.prefill_workers;
-    const double from = last_goodput.contains(c.policy) && last_goodput[c.policy] > 0
-                            ? last_goodput[c.policy]
-                            : 1.0;
-    ASSIGN_OR_RETURN(const double multiple, SearchGoodput(config, requests, from, plan, &c.points,
-                                                          &result.simulations, &c.window_limited));
-    result.window_limited += c.window_limited ? 1 : 0;
-    last_goodput[c.policy] = multiple;
-    c.goodput = multiple * result.trace_rate;
-    c.goodput_per_gpu = c.goodput / plan.gpus;
-    bar.Step(c.Name());
+  const int step = std::max(1, plan.split_step);
+  ProgressBar bar(0, plan.progress);
+  auto search_chain = [&](Chain& chain) {
+    double from = 1.0;  // Each search starts at the previous split's goodput.
+    auto search = [&](int p) -> absl::StatusOr<double> {
+      PlanCandidate c = chain.proto;
+      c.prefill_workers = p;
+      c.decode_workers = workers - p;
+      SimConfig config = plan.base;
+      config.policy.name = c.policy;
+      if (c.threshold > 0) config.policy.length_threshold = c.threshold;
+      config.decode_workers = c.decode_workers;
+      config.prefill_workers = c.prefill_workers;
+      ASSIGN_OR_RETURN(const double multiple, SearchGoodput(config, requests, from, plan, &c.points,
+                                                            &chain.simulations, &c.window_limited));
+      if (multiple > 0) from = multiple;
+      c.goodput = multiple * result.trace_rate;
+      c.goodput_per_gpu = c.goodput / plan.gpus;
+      bar.Step(c.Name());
+      chain.searched.push_back(std::move(c));
+      return multiple;
+    };
+    std::map<int, double> tried;  // Prefill workers -> goodput multiple.
+    auto try_splits = [&](const std::vector<int>& splits) -> absl::Status {
+      std::vector<int> fresh;
+      for (int p : splits) {
+        if (p >= chain.min_prefill && p <= chain.max_prefill && !tried.contains(p) &&
+            std::find(fresh.begin(), fresh.end(), p) == fresh.end())
+          fresh.push_back(p);
+      }
+      bar.AddTotal(static_cast<int>(fresh.size()));
+      for (int p : fresh) {
+        ASSIGN_OR_RETURN(tried[p], search(p));
+      }
+      return absl::OkStatus();
+    };
+    std::vector<int> coarse;
+    for (int p = chain.min_prefill; p <= chain.max_prefill; p += step) coarse.push_back(p);
+    coarse.push_back(chain.max_prefill);
+    chain.status = try_splits(coarse);
+    if (chain.status.ok() && step > 1) {
+      // Every split between the best coarse one's neighbours (the fewest prefill workers among
+      // equals): the peak lies there when goodput rises then falls over the splits.
+      int best = tried.begin()->first;
+      for (const auto& [p, multiple] : tried)
+        if (multiple > tried[best]) best = p;
+      std::vector<int> around;
+      for (int p = best - step + 1; p < best + step; ++p) around.push_back(p);
+      chain.status = try_splits(around);
+    }
+  };
+  {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < chains.size(); i = next++) search_chain(chains[i]);
+    };
+    std::vector<std::thread> threads;
+    for (int j = 1; j < std::min<int>(plan.jobs, static_cast<int>(chains.size())); ++j)
+      threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+  }
+  for (Chain& chain : chains) {
+    RETURN_IF_ERROR(chain.status);
+    std::sort(chain.searched.begin(), chain.searched.end(),
+              [](const PlanCandidate& a, const PlanCandidate& b) {
+                return a.prefill_workers < b.prefill_workers;
+              });
+    result.simulations += chain.simulations;
+    for (PlanCandidate& c : chain.searched) {
+      result.window_limited += c.window_limited ? 1 : 0;
+      result.candidates.push_back(std::move(c));
+    }
   }
   double best_fixed = 0, cost_model = 0;
   for (size_t i = 0; i < result.candidates.size(); ++i) {

@@ -5,7 +5,9 @@
 // at which the target fraction of requests meets both objectives, found by doubling or
 // halving from a start and then bisecting. The result ranks the configurations by goodput per
 // GPU, names each policy's best, and compares cost_model with the best fixed policy.
-// Thread-safety: RunPlan runs its simulations one after another on the calling thread.
+// Thread-safety: RunPlan runs PlanConfig::jobs searches at once on threads of its own (each
+// simulation is independent: nothing is shared between them but the read-only requests) and
+// returns when all have ended.
 #ifndef PDSERVE_BENCH_SIM_PLANNER_H_
 #define PDSERVE_BENCH_SIM_PLANNER_H_
 
@@ -36,6 +38,15 @@ struct PlanConfig {
   // the 8-GPU knees of bench/README.md the arrivals span about 7 objectives). Searches stop at that
   // rate and mark the candidate `window_limited` (its goodput is then a lower bound). 0: no limit.
   double min_window_objectives = 5;
+  // Prefill worker counts tried first are every split_step-th (1, 1 + step, ..., and the last);
+  // then every split between the neighbours of each (policy, threshold)'s best of those.
+  // 1: every split. A 32-GPU plan has 31 splits per policy and threshold: step 4 searches 15
+  // of them and finds the best wherever goodput rises then falls over the splits (a local dip
+  // can hide a better split: bench/README.md says which step each figure used).
+  int split_step = 1;
+  // Searches run at once, one per (policy, threshold) at a time. The answer does not depend
+  // on it: each (policy, threshold) searches its splits in the same order on one thread.
+  int jobs = 1;
   std::string out_dir;     // summary.json, plan.dat, plan.gnuplot, plan.png; empty: none.
   std::string trace_name;  // For the report.
   bool progress = true;    // A progress bar on stderr.
@@ -58,6 +69,8 @@ struct PlanResult {
   int gpus_per_worker = 1;
   double trace_rate = 0;  // The trace window's own requests per second.
   int requests = 0;
+  // Every configuration searched, by policy (in PlanConfig::policies order), threshold and
+  // prefill workers.
   std::vector<PlanCandidate> candidates;
   std::map<std::string, int> best_of_policy;  // Index into candidates.
   // cost_model's best goodput over the best fixed policy's (0 without either).

@@ -335,5 +335,84 @@ TEST(PlannerTest, PlanSearchesEverySplitAndComparesWithTheBestFixedPolicy) {
   EXPECT_TRUE(ToJson(*result).contains("goodput_cost_model_over_best_fixed"));
 }
 
+// A configuration's goodput does not depend on where its search starts: the start snaps to a
+// power of two, so every search brackets and bisects the same interval.
+TEST(PlannerTest, GoodputDoesNotDependOnTheSearchStart) {
+  const std::vector<SimRequest> requests = Poisson(200, 5, 200, 16);
+  SimConfig config = Config("always_local", 1, 0);
+  config.policy.slo.ttft_ms = 200;
+  config.policy.slo.tpot_ms = 40;
+  PlanConfig plan;
+  plan.bisect_steps = 3;
+  std::vector<PointSummary> points;
+  int sims = 0;
+  auto from_one = SearchGoodput(config, requests, 1.0, plan, &points, &sims);
+  ASSERT_TRUE(from_one.ok()) << from_one.status();
+  ASSERT_GT(*from_one, 0);
+  for (double start : {0.3, 2.9, *from_one * 1.3}) {
+    points.clear();
+    auto other = SearchGoodput(config, requests, start, plan, &points, &sims);
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_DOUBLE_EQ(*other, *from_one) << "start " << start;
+  }
+}
+
+PlanConfig SmallPlan(int gpus) {
+  PlanConfig plan;
+  plan.base = Config("cost_model", 1, 1);
+  plan.base.policy.slo.ttft_ms = 300;
+  plan.base.policy.slo.tpot_ms = 40;
+  plan.gpus = gpus;
+  plan.policies = {"always_offload", "length_threshold", "cost_model"};
+  plan.thresholds = {256, 1024};
+  plan.bisect_steps = 2;
+  plan.progress = false;
+  return plan;
+}
+
+// Searches on several threads give the answer one thread gives, configuration by
+// configuration.
+TEST(PlannerTest, JobsDoNotChangeTheAnswer) {
+  const std::vector<SimRequest> requests = Poisson(150, 5, 600, 16);
+  PlanConfig plan = SmallPlan(4);
+  auto one = RunPlan(plan, requests);
+  ASSERT_TRUE(one.ok()) << one.status();
+  plan.jobs = 3;
+  auto three = RunPlan(plan, requests);
+  ASSERT_TRUE(three.ok()) << three.status();
+  ASSERT_EQ(one->candidates.size(), three->candidates.size());
+  for (size_t i = 0; i < one->candidates.size(); ++i) {
+    EXPECT_EQ(one->candidates[i].Name(), three->candidates[i].Name());
+    EXPECT_DOUBLE_EQ(one->candidates[i].goodput, three->candidates[i].goodput)
+        << one->candidates[i].Name();
+  }
+  EXPECT_EQ(one->simulations, three->simulations);
+  EXPECT_DOUBLE_EQ(one->cost_model_over_best_fixed, three->cost_model_over_best_fixed);
+}
+
+// A coarse split step searches fewer splits (the coarse grid, then every split between the
+// best one's neighbours) and, where goodput rises then falls over the splits, finds each
+// policy's best split and goodput as the full search does.
+TEST(PlannerTest, CoarseSplitStepFindsTheBestSplitWithFewerSimulations) {
+  const std::vector<SimRequest> requests = Poisson(150, 5, 600, 16);
+  PlanConfig plan = SmallPlan(11);
+  plan.policies = {"always_offload", "cost_model"};
+  plan.min_window_objectives = 0;
+  auto full = RunPlan(plan, requests);
+  ASSERT_TRUE(full.ok()) << full.status();
+  plan.split_step = 3;
+  auto coarse = RunPlan(plan, requests);
+  ASSERT_TRUE(coarse.ok()) << coarse.status();
+  EXPECT_LT(coarse->simulations, full->simulations);
+  EXPECT_LT(coarse->candidates.size(), full->candidates.size());
+  for (const auto& [policy, i] : full->best_of_policy) {
+    ASSERT_TRUE(coarse->best_of_policy.contains(policy));
+    const PlanCandidate& want = full->candidates[i];
+    const PlanCandidate& got = coarse->candidates[coarse->best_of_policy.at(policy)];
+    EXPECT_EQ(got.Name(), want.Name());
+    EXPECT_DOUBLE_EQ(got.goodput, want.goodput);
+  }
+}
+
 }  // namespace
 }  // namespace pdserve::sim
