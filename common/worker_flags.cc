@@ -35,12 +35,13 @@ ABSL_FLAG(std::vector<std::string>, cuda_graph_batch_sizes, {},
 ABSL_FLAG(int, cuda_split_k_partition, 512,
           "Backend cuda: positions per split-K attention partition for small decode batches over "
           "long contexts; 0 never splits.");
-ABSL_FLAG(int, block_size, 16,
+ABSL_FLAG(int, block_size, pdserve::WorkerProcessConfig{}.block_size,
           "Tokens per KV block (equal on the prefill and decode workers of a model).");
-ABSL_FLAG(std::string, kv_dtype, "f32",
+ABSL_FLAG(std::string, kv_dtype,
+          std::string(pdserve::DTypeName(pdserve::WorkerProcessConfig{}.kv_dtype)),
           "KV cache dtype: f32, f16 or bf16 (equal on prefill and decode workers).");
 ABSL_FLAG(int, num_blocks, 0, "KV blocks in the pool (0: size by --kv_cache_bytes).");
-ABSL_FLAG(int64_t, kv_cache_bytes, int64_t{512} << 20,
+ABSL_FLAG(int64_t, kv_cache_bytes, pdserve::WorkerProcessConfig{}.kv_cache_bytes,
           "KV pool bytes when --num_blocks and --memory_bytes are 0.");
 ABSL_FLAG(int64_t, memory_bytes, 0,
           "Bytes for the weights and the KV pool together (0: off). When set and --num_blocks is "

@@ -7,9 +7,10 @@
 #include "common/worker_flags.h"
 #include "decode_worker/decode_worker.h"
 
-ABSL_FLAG(int, max_num_batched_tokens, 512,
+ABSL_FLAG(int, max_num_batched_tokens, pdserve::decode::SchedulerConfig{}.max_num_batched_tokens,
           "Token budget per engine step (the local prefill chunk size).");
-ABSL_FLAG(int, max_num_seqs, 256, "Maximum running sequences.");
+ABSL_FLAG(int, max_num_seqs, pdserve::decode::SchedulerConfig{}.max_num_seqs,
+          "Maximum running sequences.");
 ABSL_FLAG(int, max_waiting, 1024, "Maximum waiting requests; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(absl::Duration, retry_after, absl::Milliseconds(200),
           "Retry-after hint given with RESOURCE_EXHAUSTED.");

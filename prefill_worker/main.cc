@@ -7,7 +7,8 @@
 #include "common/worker_flags.h"
 #include "prefill_worker/prefill_worker.h"
 
-ABSL_FLAG(int, max_batch_tokens, 8192, "Prompt tokens per prefill batch.");
+ABSL_FLAG(int, max_batch_tokens, pdserve::prefill::PrefillBatcherConfig{}.max_batch_tokens,
+          "Prompt tokens per prefill batch.");
 ABSL_FLAG(std::string, transfer_mode, "layerwise",
           "layerwise (stream each layer) or bulk (after the forward).");
 ABSL_FLAG(absl::Duration, layer_delay, absl::ZeroDuration(), "Testing: pause after every layer.");

@@ -15,8 +15,11 @@
 #include "bench/sim/sim_workload.h"
 #include "common/status_macros.h"
 #include "common/text_table.h"
+#include "common/worker_process.h"
+#include "decode_worker/scheduler.h"
 #include "engine/kv_pool.h"
 #include "engine/model_config.h"
+#include "prefill_worker/prefill_batcher.h"
 
 namespace pdserve::sim {
 namespace {
@@ -99,18 +102,21 @@ absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir) {
                    bench::LoadBenchModel(model_dir, "", "validate"));
   const engine::ModelConfig& model = loaded.config;
   WorkerShape s;
-  // The workers' flag defaults (common/worker_flags.cc, decode_worker/main.cc,
-  // prefill_worker/main.cc).
+  // The workers' defaults: their flags default to these configs' own (common/worker_flags.cc,
+  // decode_worker/main.cc, prefill_worker/main.cc).
+  const WorkerProcessConfig process;
+  const decode::SchedulerConfig scheduler;
   s.kv_layout.num_layers = model.num_layers;
   s.kv_layout.num_kv_heads = model.num_kv_heads;
   s.kv_layout.head_dim = model.head_dim;
-  s.kv_layout.block_size = 16;
-  s.kv_layout.dtype = DType::kF32;
-  s.kv_layout.num_blocks = engine::KvPool::BlocksForBytes(s.kv_layout, size_t{512} << 20);
-  s.max_num_batched_tokens = 512;
-  s.max_num_seqs = 256;
+  s.kv_layout.block_size = process.block_size;
+  s.kv_layout.dtype = process.kv_dtype;
+  s.kv_layout.num_blocks =
+      engine::KvPool::BlocksForBytes(s.kv_layout, static_cast<size_t>(process.kv_cache_bytes));
+  s.max_num_batched_tokens = scheduler.max_num_batched_tokens;
+  s.max_num_seqs = scheduler.max_num_seqs;
   s.max_context_tokens = model.max_position_embeddings;
-  s.prefill_max_batch_tokens = 8192;
+  s.prefill_max_batch_tokens = prefill::PrefillBatcherConfig{}.max_batch_tokens;
   s.vocab_size = model.vocab_size;
   RETURN_IF_ERROR(s.Validate());
   return s;
