@@ -167,6 +167,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       c.index = static_cast<int>(prefill.size());
       c.pending_tokens = e->load.pending_prefill_tokens;
       c.tokens_per_second = e->load.prefill_tokens_per_second;
+      c.arrivals_per_s = e->ArrivalRate(now);
       in.prefill.push_back(c);
       prefill.push_back(e);
     }
@@ -187,7 +188,10 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       WorkerEntry* e = prefill[decision.prefill[i]];
       p.prefill.push_back(WorkerRef{e->info.worker_id, e->info.grpc_address});
       // Counted on the primary until its next report does.
-      if (i == 0) e->load.pending_prefill_tokens += prompt_len;
+      if (i == 0) {
+        e->load.pending_prefill_tokens += prompt_len;
+        e->CountArrival(now);
+      }
     }
   });
   if (!error.ok()) return error;

@@ -48,8 +48,8 @@ struct WorkerEntry {
   int dispatched_since_report = 0;
   int in_flight = 0;
   // Requests the router sends it per second: an exponentially decaying count (time constant
-  // kArrivalWindow), updated at each dispatch. The cost model's estimate of who arrives
-  // while a local prefill holds the worker.
+  // kArrivalWindow), updated at each dispatch (a prefill worker: each offload it is the
+  // primary of). The cost model's estimate of who arrives while a prefill holds the worker.
   double arrival_rate = 0;
   absl::Time last_arrival;
   static constexpr absl::Duration kArrivalWindow = absl::Seconds(10);

@@ -82,6 +82,8 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
                         : model.PrefillMs(fp, static_cast<double>(p.pending_tokens));
     }
     pe.ttft_ms = model.offload_overhead_ms() + pe.queue_ms + compute + e.transfer_tail_ms;
+    pe.queueing_interference_ms =
+        p.arrivals_per_s / 1e3 * (pe.queue_ms * compute + compute * compute / 2);
     e.prefill.push_back(pe);
   }
   std::stable_sort(
@@ -89,7 +91,8 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
       [](const PrefillEstimate& a, const PrefillEstimate& b) { return a.ttft_ms < b.ttft_ms; });
   if (!e.prefill.empty()) {
     e.ttft_offload_ms = e.prefill[0].ttft_ms;
-    e.offload_cost_ms = e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms);
+    e.offload_cost_ms = e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms) +
+                        e.prefill[0].queueing_interference_ms;
   }
   return e;
 }

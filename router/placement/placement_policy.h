@@ -44,6 +44,7 @@ struct PrefillCandidate {
   int index = 0;  // Caller's index, returned in the decision.
   int64_t pending_tokens = 0;
   double tokens_per_second = 0;  // Reported; 0 before its first prefill.
+  double arrivals_per_s = 0;     // Recent offloads this router sent it.
 };
 
 struct SloConfig {
@@ -71,6 +72,10 @@ struct PrefillEstimate {
   int index = 0;  // The candidate's index.
   double queue_ms = 0;
   double ttft_ms = 0;
+  // Delay summed over the offloads expected to queue behind it there: the queue is FIFO, so
+  // those arriving while it waits wait for its whole compute, those arriving while it
+  // computes half of it on average (the offload's counterpart of interference_ms).
+  double queueing_interference_ms = 0;
 };
 
 // The cost model's view of one request, computed once and shared by every policy.
@@ -87,7 +92,9 @@ struct CostEstimate {
   double tpot_local_ms = 0;
   double mixed_step_ms = 0;    // Step time while its chunks run.
   double ttft_offload_ms = 0;  // Best prefill worker.
-  double offload_cost_ms = 0;  // Transfer tail + extra TTFT over local.
+  // Transfer tail + extra TTFT over local + the delay it adds to the offloads queueing behind
+  // it (queueing_interference_ms).
+  double offload_cost_ms = 0;
   double transfer_tail_ms = 0;
   std::vector<PrefillEstimate> prefill;  // Best predicted TTFT first.
 };

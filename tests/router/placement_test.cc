@@ -324,6 +324,45 @@ TEST(PlacementPolicyTest, ArrivalsDuringALocalPrefillCountAsInterference) {
   EXPECT_EQ(d.reason, "interference_exceeds_transfer");
 }
 
+// The offload's counterpart: its compute delays the offloads that queue behind it at the
+// prefill worker (FIFO), so a busy prefill worker makes offloading costly as a busy decode
+// worker makes local prefill costly.
+TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
+  CostModel model(Params());
+  auto policy = MakePlacementPolicy(PolicyConfig());
+  ASSERT_TRUE(policy.ok());
+  // 2000 tokens beside 4 decodes: interference 4 x 200 ms = 800 ms; an idle prefill worker
+  // nobody else sends to costs the transfer tail only.
+  PlacementInputs in = Inputs(2000, 0, 4, {5000});  // 500 ms of queue.
+  PlacementDecision d = (*policy)->Decide(in, model);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "interference_exceeds_transfer");
+  ASSERT_FALSE(d.estimate.prefill.empty());
+  EXPECT_EQ(d.estimate.prefill[0].queueing_interference_ms, 0);
+  // Offloads arriving there twice a second: those arriving during its 500 ms wait are delayed
+  // by its whole 160 ms compute, those during its compute by half of it.
+  in.prefill[0].arrivals_per_s = 2;
+  const double compute = 0.08 * 2000, queue = 500;
+  const double queueing = 2 / 1e3 * (queue * compute + compute * compute / 2);
+  d = (*policy)->Decide(in, model);
+  ASSERT_FALSE(d.estimate.prefill.empty());
+  EXPECT_NEAR(d.estimate.prefill[0].queueing_interference_ms, queueing, 1e-6);
+  EXPECT_NEAR(d.estimate.offload_cost_ms, d.estimate.transfer_tail_ms + queueing, 1e-6);
+  EXPECT_TRUE(d.offload) << "186 ms of queueing is still below 800 ms of interference";
+  // Ten a second: 928 ms of delay to later offloads against 800 ms to the decodes beside.
+  in.prefill[0].arrivals_per_s = 10;
+  d = (*policy)->Decide(in, model);
+  EXPECT_FALSE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "interference_below_transfer");
+  // The estimate every policy reports carries it too.
+  EXPECT_NEAR(EstimateCosts(in, model).offload_cost_ms,
+              EstimateCosts(in, model).transfer_tail_ms +
+                  std::max(0.0, EstimateCosts(in, model).ttft_offload_ms -
+                                    EstimateCosts(in, model).ttft_local_ms) +
+                  10 / 1e3 * (queue * compute + compute * compute / 2),
+              1e-6);
+}
+
 TEST(PlacementPolicyTest, ConfigErrorsNameTheFlag) {
   PolicyConfig config;
   config.name = "random";

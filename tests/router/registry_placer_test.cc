@@ -398,5 +398,23 @@ TEST_F(PlacerTest, OnlyPrefillWorkersOfTheSameGeometryAreCandidates) {
   EXPECT_GT(placed->decision_us, 0);
 }
 
+// Each offload counts as an arrival at its primary prefill worker: the next decision prices
+// the delay its own prefill would add to the offloads queueing there.
+TEST_F(PlacerTest, OffloadsCountAsArrivalsAtTheirPrefillWorker) {
+  Add("d", WorkerRole::kDecode, Load(40));
+  Add("p", WorkerRole::kPrefill);
+  auto first = Place(Prompt(600));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->placement.offload) << first->placement.reason;
+  auto second = Place(Prompt(600, 1));
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(second->placement.offload) << second->placement.reason;
+  // Same prompt length, so the same transfer tail: what grew is the queueing term (both
+  // predicted TTFTs are within the 2 s objective, which costs nothing).
+  ASSERT_LT(second->placement.predicted_ttft_offload_ms, 2000);
+  EXPECT_GT(second->placement.predicted_offload_cost_ms,
+            first->placement.predicted_offload_cost_ms + 1e-3);
+}
+
 }  // namespace
 }  // namespace pdserve::router
