@@ -82,6 +82,9 @@ ABSL_FLAG(int, bisect_steps, 4, "plan: bisections of the rate between passing an
 ABSL_FLAG(int, split_step, 1,
           "plan: try every Nth prefill:decode split first, then halve the step around each "
           "policy's best (1: every split).");
+ABSL_FLAG(bool, per_quartile, false,
+          "plan: goodput also requires --target_attainment in each prompt-length quartile (no "
+          "configuration passes by giving up the longest prompts).");
 ABSL_FLAG(int, jobs, 1,
           "plan: searches run at once, on as many threads (the answer does not depend on it).");
 ABSL_FLAG(double, min_window_objectives, 5,
@@ -229,6 +232,7 @@ absl::Status Plan() {
   plan.bisect_steps = absl::GetFlag(FLAGS_bisect_steps);
   plan.split_step = absl::GetFlag(FLAGS_split_step);
   plan.jobs = absl::GetFlag(FLAGS_jobs);
+  plan.per_quartile = absl::GetFlag(FLAGS_per_quartile);
   if (plan.split_step < 1) return absl::InvalidArgumentError("--split_step: must be >= 1");
   if (plan.jobs < 1 || plan.jobs > 256)
     return absl::InvalidArgumentError("--jobs: must be in [1, 256]");

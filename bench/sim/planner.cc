@@ -125,7 +125,8 @@ absl::StatusOr<double> SearchGoodput(const SimConfig& config,
     ++*simulations;
     const PointSummary s = Summarize(r, base_rate * multiple, c.policy.slo);
     points->push_back(s);
-    return s.attainment >= plan.target_attainment;
+    return s.attainment >= plan.target_attainment &&
+           (!plan.per_quartile || s.worst_quartile_attainment >= plan.target_attainment);
   };
   double lo = 0, hi = 0;  // Highest passing and lowest failing multiple found.
   // The start snaps to a power of two, so that every search brackets the knee between the same
@@ -172,6 +173,7 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
   PlanResult result;
   result.gpus = plan.gpus;
   result.gpus_per_worker = plan.base.profile.shape.gpus_per_worker;
+  result.per_quartile = plan.per_quartile;
   result.trace_rate = OfferedRate(requests);
   result.requests = static_cast<int>(requests.size());
   const int workers = plan.gpus / result.gpus_per_worker;
@@ -316,9 +318,13 @@ std::string FormatPlan(const PlanResult& r) {
                   Fixed(c.goodput_per_gpu, 3),
                   best_fixed > 0 ? absl::StrCat(Fixed(c.goodput / best_fixed, 2), "x") : "-"});
   }
-  std::string out = absl::StrCat(table.ToString(), r.simulations, " simulations of ", r.requests,
-                                 " requests (trace rate ", Fixed(r.trace_rate, 2), "/s) in ",
-                                 Fixed(r.wall_s, 1), " s\n");
+  std::string out =
+      absl::StrCat(table.ToString(),
+                   r.per_quartile ? "goodput: the objectives met in every "
+                                    "prompt-length quartile\n"
+                                  : "",
+                   r.simulations, " simulations of ", r.requests, " requests (trace rate ",
+                   Fixed(r.trace_rate, 2), "/s) in ", Fixed(r.wall_s, 1), " s\n");
   if (r.window_limited > 0) {
     absl::StrAppend(
         &out, "warning: ", r.window_limited,
@@ -354,6 +360,7 @@ nlohmann::json ToJson(const PlanResult& r) {
   for (const auto& [policy, i] : r.best_of_policy) best[policy] = r.candidates[i].Name();
   return {{"gpus", r.gpus},
           {"gpus_per_worker", r.gpus_per_worker},
+          {"goodput_rule", r.per_quartile ? "every_prompt_length_quartile" : "all_requests"},
           {"trace_rate", r.trace_rate},
           {"requests", r.requests},
           {"best", best},

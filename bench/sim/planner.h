@@ -30,6 +30,10 @@ struct PlanConfig {
   std::vector<int> thresholds = {256, 512, 1024, 2048, 4096, 8192};
   int bisect_steps = 4;
   double target_attainment = 0.9;
+  // Goodput also requires target_attainment in each prompt-length quartile
+  // (PointSummary::worst_quartile_attainment), so that no configuration passes by giving up
+  // the longest prompts. Off: the usual goodput (DistServe's), over all requests.
+  bool per_quartile = false;
   // Rate multipliers searched at most this far from 1 (either way), as powers of two.
   int max_doublings = 10;
   // A rate is judged only while the window's arrivals span at least this many TTFT objectives
@@ -67,7 +71,8 @@ struct PlanCandidate {
 struct PlanResult {
   int gpus = 0;
   int gpus_per_worker = 1;
-  double trace_rate = 0;  // The trace window's own requests per second.
+  bool per_quartile = false;  // PlanConfig::per_quartile: which goodput this is.
+  double trace_rate = 0;      // The trace window's own requests per second.
   int requests = 0;
   // Every configuration searched, by policy (in PlanConfig::policies order), threshold and
   // prefill workers.

@@ -1,5 +1,7 @@
 #include "bench/sim/sim_summary.h"
 
+#include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "bench/common/report.h"
@@ -43,6 +45,21 @@ PointSummary Summarize(const SimResult& result, double rate, const router::SloCo
     attained += MeetsObjectives(r, default_slo) ? 1 : 0;
   }
   s.attainment = s.requests == 0 ? 0 : static_cast<double>(attained) / s.requests;
+  std::vector<size_t> by_length(result.requests.size());
+  std::iota(by_length.begin(), by_length.end(), size_t{0});
+  std::stable_sort(by_length.begin(), by_length.end(), [&](size_t a, size_t b) {
+    return result.requests[a].prompt_tokens < result.requests[b].prompt_tokens;
+  });
+  s.worst_quartile_attainment = by_length.empty() ? 0 : 1;
+  for (size_t q = 0; q < 4; ++q) {
+    const size_t begin = by_length.size() * q / 4, end = by_length.size() * (q + 1) / 4;
+    if (begin == end) continue;
+    int met = 0;
+    for (size_t i = begin; i < end; ++i)
+      met += MeetsObjectives(result.requests[by_length[i]], default_slo) ? 1 : 0;
+    s.worst_quartile_attainment =
+        std::min(s.worst_quartile_attainment, static_cast<double>(met) / (end - begin));
+  }
   s.ttft_ms = Of(ttft);
   s.tpot_ms = Of(tpot);
   s.e2e_ms = Of(e2e);
@@ -56,6 +73,7 @@ nlohmann::json ToJson(const PointSummary& s) {
           {"offloaded", s.offloaded},
           {"fell_back", s.fell_back},
           {"attainment", s.attainment},
+          {"worst_quartile_attainment", s.worst_quartile_attainment},
           {"ttft_ms", ToJson(s.ttft_ms)},
           {"tpot_ms", ToJson(s.tpot_ms)},
           {"e2e_ms", ToJson(s.e2e_ms)}};

@@ -414,5 +414,62 @@ TEST(PlannerTest, CoarseSplitStepFindsTheBestSplitWithFewerSimulations) {
   }
 }
 
+// The worst prompt-length quartile: eight requests, the two longest (wherever they are in the
+// result) missing TTFT, is 75 % attainment overall and 0 in the longest quartile.
+TEST(SummaryTest, WorstQuartileAttainmentFindsAGivenUpClass) {
+  const router::SloConfig slo{.ttft_ms = 100, .tpot_ms = 10};
+  SimResult result;
+  for (int tokens : {300, 800, 100, 700, 200, 600, 400, 500}) {
+    SimRequestResult r;
+    r.ok = true;
+    r.prompt_tokens = tokens;
+    r.ttft_ms = tokens >= 700 ? 500 : 50;
+    r.tpot_ms = 5;
+    result.requests.push_back(r);
+  }
+  PointSummary s = Summarize(result, 1, slo);
+  EXPECT_DOUBLE_EQ(s.attainment, 0.75);
+  EXPECT_DOUBLE_EQ(s.worst_quartile_attainment, 0);
+  // One of the two fixed: the longest quartile at 50 %.
+  result.requests[1].ttft_ms = 50;
+  s = Summarize(result, 1, slo);
+  EXPECT_DOUBLE_EQ(s.worst_quartile_attainment, 0.5);
+  // Spread over the quartiles instead: every quartile keeps 50 % or more.
+  result.requests[5].ttft_ms = 500;  // 600 tokens: the third quartile.
+  result.requests[4].ttft_ms = 500;  // 200 tokens: the first.
+  result.requests[3].ttft_ms = 50;
+  s = Summarize(result, 1, slo);
+  EXPECT_DOUBLE_EQ(s.attainment, 0.75);
+  EXPECT_DOUBLE_EQ(s.worst_quartile_attainment, 0.5);
+  EXPECT_TRUE(ToJson(s).contains("worst_quartile_attainment"));
+}
+
+// Goodput per quartile: the search only passes rates where every prompt-length quartile meets
+// the target, so it is never above the usual goodput.
+TEST(PlannerTest, PerQuartileGoodputHoldsEveryQuartileToTheTarget) {
+  const std::vector<SimRequest> requests = Poisson(200, 5, 200, 16);
+  SimConfig config = Config("always_local", 1, 0);
+  config.policy.slo.ttft_ms = 200;
+  config.policy.slo.tpot_ms = 40;
+  PlanConfig plan;
+  plan.bisect_steps = 3;
+  std::vector<PointSummary> points;
+  int sims = 0;
+  auto overall = SearchGoodput(config, requests, 1.0, plan, &points, &sims);
+  ASSERT_TRUE(overall.ok()) << overall.status();
+  plan.per_quartile = true;
+  points.clear();
+  auto per_quartile = SearchGoodput(config, requests, 1.0, plan, &points, &sims);
+  ASSERT_TRUE(per_quartile.ok()) << per_quartile.status();
+  EXPECT_LE(*per_quartile, *overall);
+  bool found = false;
+  for (const PointSummary& p : points) {
+    if (std::abs(p.rate / (*per_quartile * OfferedRate(requests)) - 1) > 1e-9) continue;
+    found = true;
+    EXPECT_GE(p.worst_quartile_attainment, 0.9);
+  }
+  EXPECT_TRUE(found);
+}
+
 }  // namespace
 }  // namespace pdserve::sim
