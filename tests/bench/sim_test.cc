@@ -248,24 +248,38 @@ TEST(SimProfileTest, TheGpuProfilesHaveAWorkerShape) {
   }
 }
 
+// A goodput search of one decode worker, every prompt local, tight objectives: a knee within a
+// few doublings of the workload's own rate.
+struct LocalKneeSearch {
+  LocalKneeSearch() {
+    config.policy.slo.ttft_ms = 200;
+    config.policy.slo.tpot_ms = 40;
+    plan.bisect_steps = 3;
+  }
+  // Points of this search only; simulations counted over all.
+  absl::StatusOr<double> Run(double start = 1.0) {
+    points.clear();
+    return SearchGoodput(config, requests, start, plan, &points, &simulations);
+  }
+  const std::vector<SimRequest> requests = Poisson(200, 5, 200, 16);
+  SimConfig config = Config("always_local", 1, 0);
+  PlanConfig plan;
+  std::vector<PointSummary> points;
+  int simulations = 0;
+};
+
 // The goodput search brackets the knee: some rate above the returned one fails, and
 // attainment falls as the rate rises.
 TEST(PlannerTest, GoodputSearchBracketsTheKnee) {
-  const std::vector<SimRequest> requests = Poisson(200, 5, 200, 16);
-  SimConfig config = Config("always_local", 1, 0);
-  config.policy.slo.ttft_ms = 200;
-  config.policy.slo.tpot_ms = 40;
-  PlanConfig plan;
-  plan.bisect_steps = 3;
-  std::vector<PointSummary> points;
-  int sims = 0;
-  auto multiple = SearchGoodput(config, requests, 1.0, plan, &points, &sims);
+  LocalKneeSearch search;
+  auto multiple = search.Run();
   ASSERT_TRUE(multiple.ok()) << multiple.status();
   EXPECT_GT(*multiple, 0);
-  EXPECT_EQ(sims, static_cast<int>(points.size()));
+  const std::vector<PointSummary>& points = search.points;
+  EXPECT_EQ(search.simulations, static_cast<int>(points.size()));
   // Rates are offered rates: the requests' own times the multiple.
   bool passed_at_goodput = false, failed_above = false;
-  const double goodput_rate = *multiple * OfferedRate(requests);
+  const double goodput_rate = *multiple * OfferedRate(search.requests);
   for (const PointSummary& p : points) {
     if (std::abs(p.rate / goodput_rate - 1) < 1e-9) passed_at_goodput = p.attainment >= 0.9;
     if (p.rate > goodput_rate * 1.001) failed_above |= p.attainment < 0.9;
@@ -338,20 +352,12 @@ TEST(PlannerTest, PlanSearchesEverySplitAndComparesWithTheBestFixedPolicy) {
 // A configuration's goodput does not depend on where its search starts: the start snaps to a
 // power of two, so every search brackets and bisects the same interval.
 TEST(PlannerTest, GoodputDoesNotDependOnTheSearchStart) {
-  const std::vector<SimRequest> requests = Poisson(200, 5, 200, 16);
-  SimConfig config = Config("always_local", 1, 0);
-  config.policy.slo.ttft_ms = 200;
-  config.policy.slo.tpot_ms = 40;
-  PlanConfig plan;
-  plan.bisect_steps = 3;
-  std::vector<PointSummary> points;
-  int sims = 0;
-  auto from_one = SearchGoodput(config, requests, 1.0, plan, &points, &sims);
+  LocalKneeSearch search;
+  auto from_one = search.Run();
   ASSERT_TRUE(from_one.ok()) << from_one.status();
   ASSERT_GT(*from_one, 0);
   for (double start : {0.3, 2.9, *from_one * 1.3}) {
-    points.clear();
-    auto other = SearchGoodput(config, requests, start, plan, &points, &sims);
+    auto other = search.Run(start);
     ASSERT_TRUE(other.ok()) << other.status();
     EXPECT_DOUBLE_EQ(*other, *from_one) << "start " << start;
   }
@@ -447,24 +453,16 @@ TEST(SummaryTest, WorstQuartileAttainmentFindsAGivenUpClass) {
 // Goodput per quartile: the search only passes rates where every prompt-length quartile meets
 // the target, so it is never above the usual goodput.
 TEST(PlannerTest, PerQuartileGoodputHoldsEveryQuartileToTheTarget) {
-  const std::vector<SimRequest> requests = Poisson(200, 5, 200, 16);
-  SimConfig config = Config("always_local", 1, 0);
-  config.policy.slo.ttft_ms = 200;
-  config.policy.slo.tpot_ms = 40;
-  PlanConfig plan;
-  plan.bisect_steps = 3;
-  std::vector<PointSummary> points;
-  int sims = 0;
-  auto overall = SearchGoodput(config, requests, 1.0, plan, &points, &sims);
+  LocalKneeSearch search;
+  auto overall = search.Run();
   ASSERT_TRUE(overall.ok()) << overall.status();
-  plan.per_quartile = true;
-  points.clear();
-  auto per_quartile = SearchGoodput(config, requests, 1.0, plan, &points, &sims);
+  search.plan.per_quartile = true;
+  auto per_quartile = search.Run();
   ASSERT_TRUE(per_quartile.ok()) << per_quartile.status();
   EXPECT_LE(*per_quartile, *overall);
   bool found = false;
-  for (const PointSummary& p : points) {
-    if (std::abs(p.rate / (*per_quartile * OfferedRate(requests)) - 1) > 1e-9) continue;
+  for (const PointSummary& p : search.points) {
+    if (std::abs(p.rate / (*per_quartile * OfferedRate(search.requests)) - 1) > 1e-9) continue;
     found = true;
     EXPECT_GE(p.worst_quartile_attainment, 0.9);
   }
