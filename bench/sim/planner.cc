@@ -91,6 +91,69 @@ absl::Status Plot(const PlanConfig& plan, const PlanResult& result) {
   return run.ok() ? absl::OkStatus() : run.status();
 }
 
+// One search per (policy, threshold) over the prefill:decode splits, run on one thread.
+struct Chain {
+  PlanCandidate proto;  // Policy and threshold.
+  int min_prefill = 0, max_prefill = 0;
+  std::vector<PlanCandidate> searched;
+  int simulations = 0;
+  absl::Status status;
+};
+
+// Searches `chain`'s splits: every plan.split_step-th, then every split between the best
+// one's neighbours; each split's search starts at the previous one's goodput.
+void SearchSplits(const PlanConfig& plan, const std::vector<SimRequest>& requests, int workers,
+                  double trace_rate, ProgressBar& bar, Chain& chain) {
+  const int step = std::max(1, plan.split_step);
+  double from = 1.0;  // Each search starts at the previous split's goodput.
+  auto search = [&](int p) -> absl::StatusOr<double> {
+    PlanCandidate c = chain.proto;
+    c.prefill_workers = p;
+    c.decode_workers = workers - p;
+    SimConfig config = plan.base;
+    config.policy.name = c.policy;
+    if (c.threshold > 0) config.policy.length_threshold = c.threshold;
+    config.decode_workers = c.decode_workers;
+    config.prefill_workers = c.prefill_workers;
+    ASSIGN_OR_RETURN(const double multiple, SearchGoodput(config, requests, from, plan, &c.points,
+                                                          &chain.simulations, &c.window_limited));
+    if (multiple > 0) from = multiple;
+    c.goodput = multiple * trace_rate;
+    c.goodput_per_gpu = c.goodput / plan.gpus;
+    bar.Step(c.Name());
+    chain.searched.push_back(std::move(c));
+    return multiple;
+  };
+  std::map<int, double> tried;  // Prefill workers -> goodput multiple.
+  auto try_splits = [&](const std::vector<int>& splits) -> absl::Status {
+    std::vector<int> fresh;
+    for (int p : splits) {
+      if (p >= chain.min_prefill && p <= chain.max_prefill && !tried.contains(p) &&
+          std::find(fresh.begin(), fresh.end(), p) == fresh.end())
+        fresh.push_back(p);
+    }
+    bar.AddTotal(static_cast<int>(fresh.size()));
+    for (int p : fresh) {
+      ASSIGN_OR_RETURN(tried[p], search(p));
+    }
+    return absl::OkStatus();
+  };
+  std::vector<int> coarse;
+  for (int p = chain.min_prefill; p <= chain.max_prefill; p += step) coarse.push_back(p);
+  coarse.push_back(chain.max_prefill);
+  chain.status = try_splits(coarse);
+  if (chain.status.ok() && step > 1) {
+    // Every split between the best coarse one's neighbours (the fewest prefill workers among
+    // equals): the peak lies there when goodput rises then falls over the splits.
+    int best = tried.begin()->first;
+    for (const auto& [p, multiple] : tried)
+      if (multiple > tried[best]) best = p;
+    std::vector<int> around;
+    for (int p = best - step + 1; p < best + step; ++p) around.push_back(p);
+    chain.status = try_splits(around);
+  }
+}
+
 }  // namespace
 
 std::string PlanCandidate::Name() const {
@@ -185,13 +248,6 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
     return absl::InvalidArgumentError("the trace window needs requests at two distinct times");
   // One search per policy and threshold over the splits: always_local on every worker, the
   // others with at least one prefill and one decode worker.
-  struct Chain {
-    PlanCandidate proto;  // Policy and threshold.
-    int min_prefill = 0, max_prefill = 0;
-    std::vector<PlanCandidate> searched;
-    int simulations = 0;
-    absl::Status status;
-  };
   std::vector<Chain> chains;
   for (const std::string& policy : plan.policies) {
     const bool local = policy == "always_local";
@@ -207,61 +263,12 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
       chains.push_back(std::move(chain));
     }
   }
-  const int step = std::max(1, plan.split_step);
   ProgressBar bar(0, plan.progress);
-  auto search_chain = [&](Chain& chain) {
-    double from = 1.0;  // Each search starts at the previous split's goodput.
-    auto search = [&](int p) -> absl::StatusOr<double> {
-      PlanCandidate c = chain.proto;
-      c.prefill_workers = p;
-      c.decode_workers = workers - p;
-      SimConfig config = plan.base;
-      config.policy.name = c.policy;
-      if (c.threshold > 0) config.policy.length_threshold = c.threshold;
-      config.decode_workers = c.decode_workers;
-      config.prefill_workers = c.prefill_workers;
-      ASSIGN_OR_RETURN(const double multiple, SearchGoodput(config, requests, from, plan, &c.points,
-                                                            &chain.simulations, &c.window_limited));
-      if (multiple > 0) from = multiple;
-      c.goodput = multiple * result.trace_rate;
-      c.goodput_per_gpu = c.goodput / plan.gpus;
-      bar.Step(c.Name());
-      chain.searched.push_back(std::move(c));
-      return multiple;
-    };
-    std::map<int, double> tried;  // Prefill workers -> goodput multiple.
-    auto try_splits = [&](const std::vector<int>& splits) -> absl::Status {
-      std::vector<int> fresh;
-      for (int p : splits) {
-        if (p >= chain.min_prefill && p <= chain.max_prefill && !tried.contains(p) &&
-            std::find(fresh.begin(), fresh.end(), p) == fresh.end())
-          fresh.push_back(p);
-      }
-      bar.AddTotal(static_cast<int>(fresh.size()));
-      for (int p : fresh) {
-        ASSIGN_OR_RETURN(tried[p], search(p));
-      }
-      return absl::OkStatus();
-    };
-    std::vector<int> coarse;
-    for (int p = chain.min_prefill; p <= chain.max_prefill; p += step) coarse.push_back(p);
-    coarse.push_back(chain.max_prefill);
-    chain.status = try_splits(coarse);
-    if (chain.status.ok() && step > 1) {
-      // Every split between the best coarse one's neighbours (the fewest prefill workers among
-      // equals): the peak lies there when goodput rises then falls over the splits.
-      int best = tried.begin()->first;
-      for (const auto& [p, multiple] : tried)
-        if (multiple > tried[best]) best = p;
-      std::vector<int> around;
-      for (int p = best - step + 1; p < best + step; ++p) around.push_back(p);
-      chain.status = try_splits(around);
-    }
-  };
   {
     std::atomic<size_t> next{0};
     auto work = [&] {
-      for (size_t i = next++; i < chains.size(); i = next++) search_chain(chains[i]);
+      for (size_t i = next++; i < chains.size(); i = next++)
+        SearchSplits(plan, requests, workers, result.trace_rate, bar, chains[i]);
     };
     std::vector<std::thread> threads;
     for (int j = 1; j < std::min<int>(plan.jobs, static_cast<int>(chains.size())); ++j)

@@ -6,8 +6,8 @@
 // halving from a start and then bisecting. The result ranks the configurations by goodput per
 // GPU, names each policy's best, and compares cost_model with the best fixed policy.
 // Thread-safety: RunPlan runs PlanConfig::jobs searches at once on threads of its own (each
-// simulation is independent: nothing is shared between them but the read-only requests) and
-// returns when all have ended.
+// simulation is independent: they share only the read-only requests and a locked progress
+// bar) and returns when all have ended.
 #ifndef PDSERVE_BENCH_SIM_PLANNER_H_
 #define PDSERVE_BENCH_SIM_PLANNER_H_
 
