@@ -80,8 +80,8 @@ ABSL_FLAG(std::vector<std::string>, thresholds,
           "plan: length_threshold's N values to try.");
 ABSL_FLAG(int, bisect_steps, 4, "plan: bisections of the rate between passing and failing.");
 ABSL_FLAG(int, split_step, 1,
-          "plan: try every Nth prefill:decode split first, then halve the step around each "
-          "policy's best (1: every split).");
+          "plan: try every Nth prefill:decode split first, then every split between the "
+          "neighbours of each policy's best (1: every split).");
 ABSL_FLAG(bool, per_quartile, false,
           "plan: goodput also requires --target_attainment in each prompt-length quartile (no "
           "configuration passes by giving up the longest prompts).");

@@ -355,10 +355,9 @@ TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
   EXPECT_FALSE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "interference_below_transfer");
   // The estimate every policy reports carries it too.
-  EXPECT_NEAR(EstimateCosts(in, model).offload_cost_ms,
-              EstimateCosts(in, model).transfer_tail_ms +
-                  std::max(0.0, EstimateCosts(in, model).ttft_offload_ms -
-                                    EstimateCosts(in, model).ttft_local_ms) +
+  const CostEstimate e = EstimateCosts(in, model);
+  EXPECT_NEAR(e.offload_cost_ms,
+              e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms) +
                   10 / 1e3 * (queue * compute + compute * compute / 2),
               1e-6);
 }
