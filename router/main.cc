@@ -10,6 +10,7 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/tls_flags.h"
+#include "router/placement/placement_policy.h"
 #include "router/router.h"
 
 ABSL_FLAG(std::vector<std::string>, model, {},
@@ -37,6 +38,9 @@ ABSL_FLAG(int, min_offload_tokens, 256,
           "push running streams past --slo_tpot.");
 ABSL_FLAG(int, min_tpot_offload_tokens, 32,
           "cost_model: prompts with fewer uncached tokens always prefill locally.");
+ABSL_FLAG(double, tpot_headroom, pdserve::router::PolicyConfig{}.tpot_headroom,
+          "cost_model: local prefills may stretch the running streams' predicted mean TPOT to "
+          "this fraction of their objective; past it long prompts are offloaded.");
 ABSL_FLAG(int, length_threshold, 1024, "length_threshold: offload when uncached tokens >= this.");
 ABSL_FLAG(absl::Duration, max_prefill_queue, absl::Seconds(1),
           "A prefill worker whose queue is longer is not used.");
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
   config.policy.name = absl::GetFlag(FLAGS_policy);
   config.policy.min_offload_tokens = absl::GetFlag(FLAGS_min_offload_tokens);
   config.policy.min_tpot_offload_tokens = absl::GetFlag(FLAGS_min_tpot_offload_tokens);
+  config.policy.tpot_headroom = absl::GetFlag(FLAGS_tpot_headroom);
   config.policy.length_threshold = absl::GetFlag(FLAGS_length_threshold);
   config.policy.max_prefill_queue_ms =
       absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_max_prefill_queue));

@@ -151,7 +151,8 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     in.decode.fingerprint = r.model_fingerprint;
     in.decode.kv_bytes_per_token = r.kv_bytes_per_token();
     in.decode.num_layers = r.kv_layout.num_layers;
-    in.decode.arrivals_per_s = best->ArrivalRate(now);
+    in.decode.arrivals_per_s = best->arrivals.Rate(now);
+    in.decode.arrival_classes = best->arrivals.Classes(now);
     in.decode.streams_with_objective = static_cast<int>(best->tpot_objectives.size());
     if (!best->tpot_objectives.empty()) in.decode.tightest_tpot_ms = *best->tpot_objectives.begin();
     in.slo = req.slo;
@@ -167,7 +168,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       c.index = static_cast<int>(prefill.size());
       c.pending_tokens = e->load.pending_prefill_tokens;
       c.tokens_per_second = e->load.prefill_tokens_per_second;
-      c.arrivals_per_s = e->ArrivalRate(now);
+      c.arrivals_per_s = e->arrivals.Rate(now);
       in.prefill.push_back(c);
       prefill.push_back(e);
     }
@@ -175,7 +176,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
 
     // Count the request on its workers until their next reports do.
     ++best->dispatched_since_report;
-    best->CountArrival(now);
+    best->arrivals.Count(now, prompt_len - cached_tokens);
     result.decode_session = best->session;
     result.fingerprint = r.model_fingerprint;
     result.num_layers = std::max(1, in.decode.num_layers);
@@ -190,7 +191,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       // Counted on the primary until its next report does.
       if (i == 0) {
         e->load.pending_prefill_tokens += prompt_len;
-        e->CountArrival(now);
+        e->arrivals.Count(now, prompt_len);
       }
     }
   });

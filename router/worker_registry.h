@@ -7,7 +7,6 @@
 #ifndef PDSERVE_ROUTER_WORKER_REGISTRY_H_
 #define PDSERVE_ROUTER_WORKER_REGISTRY_H_
 
-#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "router/arrival_mix.h"
 #include "router/cost_model.h"
 #include "router/prefix_index.h"
 #include "router/router_metrics.h"
@@ -47,23 +47,11 @@ struct WorkerEntry {
   // yet), and requests it is relaying now.
   int dispatched_since_report = 0;
   int in_flight = 0;
-  // Requests the router sends it per second: an exponentially decaying count (time constant
-  // kArrivalWindow), updated at each dispatch (a prefill worker: each offload it is the
-  // primary of). The cost model's estimate of who arrives while a prefill holds the worker.
-  double arrival_rate = 0;
-  absl::Time last_arrival;
+  // Requests the router sends it per second, in all and by prompt length (uncached tokens),
+  // counted at each dispatch (a prefill worker: each offload it is the primary of). The cost
+  // model's estimate of who arrives while a prefill holds the worker.
   static constexpr absl::Duration kArrivalWindow = absl::Seconds(10);
-  void CountArrival(absl::Time now) {
-    const double tau = absl::ToDoubleSeconds(kArrivalWindow);
-    const double age = last_arrival == absl::Time() ? 0 : absl::ToDoubleSeconds(now - last_arrival);
-    arrival_rate = arrival_rate * std::exp(-age / tau) + 1.0 / tau;
-    last_arrival = now;
-  }
-  double ArrivalRate(absl::Time now) const {
-    if (last_arrival == absl::Time()) return 0;
-    return arrival_rate * std::exp(-absl::ToDoubleSeconds(now - last_arrival) /
-                                   absl::ToDoubleSeconds(kArrivalWindow));
-  }
+  ArrivalMix arrivals{kArrivalWindow};
   // Attention work per running decode in its latest decode-only step (cost model input).
   double attention_per_decode = 0;
   absl::flat_hash_map<uint64_t, std::shared_ptr<WorkerListener>> listeners;

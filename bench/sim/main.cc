@@ -26,6 +26,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/text_table.h"
+#include "router/placement/placement_policy.h"
 
 ABSL_DECLARE_FLAG(std::string, log_level);
 
@@ -58,6 +59,10 @@ ABSL_FLAG(int, min_offload_tokens, 256,
 ABSL_FLAG(int, min_tpot_offload_tokens, 32,
           "cost_model: prompts with fewer uncached tokens always prefill locally (the router's "
           "flag).");
+ABSL_FLAG(
+    double, tpot_headroom, pdserve::router::PolicyConfig{}.tpot_headroom,
+    "cost_model: local prefills may stretch the running streams' predicted mean TPOT to "
+    "this fraction of their objective; past it long prompts are offloaded (the router's flag).");
 ABSL_FLAG(double, max_prefill_queue_ms, 1000,
           "A prefill worker whose queue is longer is not used, ms (the router's "
           "--max_prefill_queue).");
@@ -165,6 +170,7 @@ absl::StatusOr<SimConfig> BaseConfig() {
   c.policy.length_threshold = absl::GetFlag(FLAGS_length_threshold);
   c.policy.min_offload_tokens = absl::GetFlag(FLAGS_min_offload_tokens);
   c.policy.min_tpot_offload_tokens = absl::GetFlag(FLAGS_min_tpot_offload_tokens);
+  c.policy.tpot_headroom = absl::GetFlag(FLAGS_tpot_headroom);
   c.policy.max_prefill_queue_ms = absl::GetFlag(FLAGS_max_prefill_queue_ms);
   if (absl::Status s = c.policy.Validate(); !s.ok()) return s;
   return c;

@@ -18,6 +18,8 @@ absl::Status PolicyConfig::Validate() const {
     return absl::InvalidArgumentError("--min_offload_tokens: must be >= 1");
   if (min_tpot_offload_tokens < 1)
     return absl::InvalidArgumentError("--min_tpot_offload_tokens: must be >= 1");
+  if (!(tpot_headroom > 0 && tpot_headroom <= 1))
+    return absl::InvalidArgumentError("--tpot_headroom: must be in (0, 1]");
   if (length_threshold < 1) return absl::InvalidArgumentError("--length_threshold: must be >= 1");
   if (max_prefill_queue_ms <= 0)
     return absl::InvalidArgumentError("--max_prefill_queue: must be > 0");
@@ -53,11 +55,25 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   e.mixed_step_ms = step_decode + prefill_part / chunks;
   // A stream's TPOT is its mean time per token, not its slowest step: one slow step among
   // hundreds barely moves it. What does is the share of the worker's time that local
-  // prefills take: if prefills like this one keep arriving at the worker's rate lambda, they
-  // take rho = lambda * prefill_part of each second and stretch every decode step by
-  // 1 / (1 - rho). (Judging by the slowest step instead offloaded every prompt whose one chunk
-  // outlasted the objective and queued them at the prefill workers until TTFT broke.)
-  const double busy_share = std::min(0.95, d.arrivals_per_s * prefill_part / 1e3);
+  // prefills take, rho, which stretches every decode step by 1 / (1 - rho). The policy keeps
+  // prompts up to some length local and offloads the longer ones, so keeping this one local
+  // means keeping its length class and the shorter ones: rho = the sum over those classes of
+  // lambda_c * prefill_part(c), lambda_c the worker's arrivals of class c per second. Without
+  // the mix: prefills like this one at the worker's whole rate. (Judging by the slowest step
+  // offloaded every prompt whose one chunk outlasted the objective and queued them at the
+  // prefill workers until TTFT broke; judging by prefills like this one overrated a long
+  // prompt at a busy worker of short ones and, at 32 GPUs, sent prompts of 1-2k tokens to
+  // the prefill workers until TTFT broke there: 0.92x the best fixed policy.)
+  double busy_share = d.arrivals_per_s * prefill_part / 1e3;
+  if (!d.arrival_classes.empty()) {
+    busy_share = 0;
+    for (const LengthClassRate& c : d.arrival_classes) {
+      if (c.min_tokens > u) break;
+      const double part = model.StepMs(fp, StepWork::Chunk(c.mean_tokens, 0)) - base;
+      busy_share += c.per_s * std::max(0.0, part) / 1e3;
+    }
+  }
+  busy_share = std::clamp(busy_share, 0.0, 0.95);
   e.tpot_local_ms = step_decode / (1 - busy_share);
   // Local backlog ahead of it, then its own chunks.
   const double backlog = static_cast<double>(d.pending_prefill_tokens);

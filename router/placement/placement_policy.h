@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "router/arrival_mix.h"
 #include "router/cost_model.h"
 
 namespace pdserve::router {
@@ -33,6 +34,9 @@ struct DecodeCandidate {
   int64_t kv_bytes_per_token = 0;  // All layers, K and V.
   int num_layers = 1;
   double arrivals_per_s = 0;  // Recent request rate to this worker.
+  // The same by uncached prompt length, shortest first (empty: unknown; the cost model then
+  // takes every arrival to be as long as the prompt it places).
+  std::vector<LengthClassRate> arrival_classes;
   // Of the running streams this router relays there, how many carry a TPOT objective and
   // the tightest of them; the others (another router's) are held to the default.
   int streams_with_objective = 0;
@@ -117,6 +121,12 @@ struct PolicyConfig {
   // short, when their local chunk would push running streams past the TPOT objective.
   // Default 32.
   int min_tpot_offload_tokens = 32;
+  // cost_model: local prefills may stretch the mean TPOT of the streams beside them up to
+  // this fraction of their objective. A stream's TPOT is its mean over its own steps, which
+  // vary with the prefills that land during its life: at a mean equal to the objective about
+  // half the streams miss it (docs/architecture.md: pdserve-sim on the Azure trace, 0.57 of
+  // requests meeting both objectives at 1, 0.92 at 0.7). Default 0.7.
+  double tpot_headroom = 0.7;
   // length_threshold: offload when uncached tokens >= this. Default 1024.
   int length_threshold = 1024;
   // A prefill worker whose queue alone takes longer than this is not used. Default 1 s.

@@ -199,7 +199,20 @@ TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
   ASSERT_TRUE(policy.ok());
   d = (*policy)->Decide(Arriving(Inputs(2000, 0, 8, {900 * 10}), 5), model);
   EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo_late");
+  // Late wherever it goes: to the latest prefill worker, whose queued offloads are late
+  // already, not to the shortest queue (200 ms of queue, 160 of compute and 4.5 of overhead
+  // and transfer against the 300 ms objective: late too, but its followers less so).
+  d = (*policy)->Decide(Arriving(Inputs(2000, 0, 8, {200 * 10, 900 * 10, 400 * 10}), 5), model);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo_late");
+  EXPECT_EQ(d.prefill, (std::vector<int>{1, 2}));
+  EXPECT_NEAR(d.estimate.ttft_offload_ms, d.estimate.prefill[0].ttft_ms, 1e-9);
+  EXPECT_GT(d.estimate.ttft_offload_ms, 900);
+  // One that meets them takes it.
+  d = (*policy)->Decide(Arriving(Inputs(2000, 0, 8, {900 * 10, 0, 400 * 10}), 5), model);
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  EXPECT_EQ(d.prefill, (std::vector<int>{1, 2}));
   // A prefill queue past --max_prefill_queue does not bring the prefill back next to running
   // streams whose TPOT it would break; the shortest queue takes it.
   config.slo.ttft_ms = 100000;
@@ -267,6 +280,7 @@ TEST(PlacementPolicyTest, PerRequestObjectivesDecide) {
 TEST(PlacementPolicyTest, ShortPromptsMoveOnlyWhenTheyBreakTheMeanTpot) {
   CostModel model(Params());
   PolicyConfig config;
+  config.tpot_headroom = 1;  // The objective itself (HeadroomAndLengthMixJudgeTheMeanTpot).
   config.min_offload_tokens = 256;
   config.min_tpot_offload_tokens = 32;
   config.slo.ttft_ms = 100000;
@@ -305,6 +319,47 @@ TEST(PlacementPolicyTest, ShortPromptsMoveOnlyWhenTheyBreakTheMeanTpot) {
   d = (*policy)->Decide(Inputs(100, 0, 0), model);
   EXPECT_FALSE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "short_prompt");
+}
+
+// Which long prompts break the mean TPOT: the worker keeps prompts up to some length local,
+// so a prompt's TPOT harm is that of its length class and the shorter ones at their measured
+// rates, held under --tpot_headroom of the objective.
+TEST(PlacementPolicyTest, HeadroomAndLengthMixJudgeTheMeanTpot) {
+  CostModel model(Params());
+  PolicyConfig config;
+  config.slo.ttft_ms = 100000;
+  config.slo.tpot_ms = 40;
+  config.tpot_headroom = 0.7;  // 28 ms.
+  auto policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  // 8 decodes step in 18 ms. Arrivals: 100-token prompts (10 ms of prefill each) 30 times a
+  // second, 2000-token ones (200 ms) twice in 4 s: 30 % and 10 % of the worker's time.
+  auto mixed = [](int prompt) {
+    PlacementInputs in = Arriving(Inputs(prompt, 0, 8), 30.5);
+    in.decode.arrival_classes = {{.min_tokens = 90.5, .mean_tokens = 100, .per_s = 30},
+                                 {.min_tokens = 1722, .mean_tokens = 2000, .per_s = 0.5}};
+    return in;
+  };
+  // A 2000-token prompt: both classes local, 18 / 0.6 = 30 ms > 28: offloaded.
+  PlacementDecision d = (*policy)->Decide(mixed(2000), model);
+  EXPECT_NEAR(d.estimate.tpot_local_ms, 30, 1e-6);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  // A 1000-token prompt joins the short ones only: 18 / 0.7 = 25.7 ms. Taken as "prompts like
+  // it at the worker's whole rate" (no mix) it would read 30.5 * 100 ms: saturated.
+  d = (*policy)->Decide(mixed(1000), model);
+  EXPECT_NEAR(d.estimate.tpot_local_ms, 18 / 0.7, 1e-6);
+  EXPECT_NE(d.reason, "local_exceeds_tpot_slo");
+  PlacementInputs unmixed = mixed(1000);
+  unmixed.decode.arrival_classes.clear();
+  d = (*policy)->Decide(unmixed, model);
+  EXPECT_NEAR(d.estimate.tpot_local_ms, 18 / 0.05, 1e-6);
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  // With no headroom the 2000-token prompt's 30 ms fits the 40 ms objective.
+  config.tpot_headroom = 1;
+  policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  EXPECT_NE((*policy)->Decide(mixed(2000), model).reason, "local_exceeds_tpot_slo");
 }
 
 TEST(PlacementPolicyTest, ArrivalsDuringALocalPrefillCountAsInterference) {

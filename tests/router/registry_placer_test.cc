@@ -416,5 +416,23 @@ TEST_F(PlacerTest, OffloadsCountAsArrivalsAtTheirPrefillWorker) {
             first->placement.predicted_offload_cost_ms + 1e-3);
 }
 
+// Each request counts on its decode worker by its uncached length: the cost model's view
+// of which prompts the worker takes (PlacementPolicyTest.HeadroomAndLengthMixJudgeTheMeanTpot).
+TEST_F(PlacerTest, ArrivalsCountByUncachedLength) {
+  Add("d", WorkerRole::kDecode, Load(40));
+  ASSERT_TRUE(Place(Prompt(100)).ok());
+  ASSERT_TRUE(Place(Prompt(600, 1)).ok());
+  ASSERT_TRUE(Place(Prompt(600, 2)).ok());
+  std::vector<LengthClassRate> classes;
+  registry_.WithLock([&](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
+    ASSERT_EQ(workers.size(), 1u);
+    classes = workers[0]->arrivals.Classes(registry_.clock()->Now());
+  });
+  ASSERT_EQ(classes.size(), 2u);
+  EXPECT_NEAR(classes[0].mean_tokens, 100, 1e-9);
+  EXPECT_NEAR(classes[1].mean_tokens, 600, 1e-9);
+  EXPECT_NEAR(classes[1].per_s, 2 * classes[0].per_s, 1e-9);
+}
+
 }  // namespace
 }  // namespace pdserve::router

@@ -1,0 +1,54 @@
+#include "router/arrival_mix.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pdserve::router {
+
+ArrivalMix::ArrivalMix(absl::Duration window)
+    : window_s_(absl::ToDoubleSeconds(window)), last_(absl::InfinitePast()) {}
+
+int ArrivalMix::ClassOf(int tokens) {
+  if (tokens <= 1) return 0;
+  const int c = static_cast<int>(std::floor(std::log2(tokens) * kClassesPerOctave));
+  return std::clamp(c, 0, kClasses - 1);
+}
+
+double ArrivalMix::ClassMinTokens(int length_class) {
+  return std::exp2(static_cast<double>(length_class) / kClassesPerOctave);
+}
+
+double ArrivalMix::Decay(absl::Time now) const {
+  if (last_ == absl::InfinitePast()) return 0;
+  return std::exp(-std::max(0.0, absl::ToDoubleSeconds(now - last_)) / window_s_);
+}
+
+void ArrivalMix::Count(absl::Time now, int tokens) {
+  const double decay = Decay(now);
+  total_ = total_ * decay + 1 / window_s_;
+  if (decay != 1) {
+    for (double& c : count_) c *= decay;
+    for (double& t : tokens_) t *= decay;
+  }
+  const int c = ClassOf(tokens);
+  count_[c] += 1 / window_s_;
+  tokens_[c] += std::max(0, tokens) / window_s_;
+  last_ = std::max(last_, now);
+}
+
+double ArrivalMix::Rate(absl::Time now) const { return total_ * Decay(now); }
+
+std::vector<LengthClassRate> ArrivalMix::Classes(absl::Time now) const {
+  std::vector<LengthClassRate> classes;
+  const double decay = Decay(now);
+  for (int c = 0; c < kClasses; ++c) {
+    // Under one arrival in a thousand windows: gone.
+    if (count_[c] * window_s_ < 1e-3) continue;
+    classes.push_back({.min_tokens = ClassMinTokens(c),
+                       .mean_tokens = tokens_[c] / count_[c],
+                       .per_s = count_[c] * decay});
+  }
+  return classes;
+}
+
+}  // namespace pdserve::router
