@@ -179,13 +179,14 @@ absl::StatusOr<SimConfig> BaseConfig() {
 absl::Status WriteCsv(const std::string& path, const SimResult& result) {
   std::ofstream out(path);
   out << "request,kind,ok,sent_ms,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms,offloaded,"
-         "fell_back,decode_worker,cached_tokens,error\n";
+         "fell_back,decode_worker,cached_tokens,reason,error\n";
   for (size_t i = 0; i < result.requests.size(); ++i) {
     const SimRequestResult& r = result.requests[i];
     out << i << ',' << r.kind << ',' << (r.ok ? 1 : 0) << ',' << r.sent_ms << ',' << r.prompt_tokens
         << ',' << r.output_tokens << ',' << r.ttft_ms << ',' << r.tpot_ms << ',' << r.e2e_ms << ','
         << (r.offloaded ? 1 : 0) << ',' << (r.fell_back ? 1 : 0) << ',' << r.decode_worker << ','
-        << r.cached_tokens << ",\"" << absl::StrReplaceAll(r.error, {{"\"", "'"}}) << "\"\n";
+        << r.cached_tokens << ',' << r.reason << ",\""
+        << absl::StrReplaceAll(r.error, {{"\"", "'"}}) << "\"\n";
   }
   if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();

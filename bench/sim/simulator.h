@@ -67,6 +67,7 @@ struct SimRequestResult {
   double e2e_ms = 0;
   bool offloaded = false;  // Its KV came from a prefill worker.
   bool fell_back = false;  // Placed to offload, prefilled locally (no KV blocks for it).
+  std::string reason;      // The router's placement reason (short_prompt, ...).
   int prompt_tokens = 0;
   int output_tokens = 0;
   int decode_worker = -1;  // Its index.

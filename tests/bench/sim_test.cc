@@ -97,6 +97,7 @@ TEST(SimTest, AnOffloadedRequestWaitsForItsPrefillAndTransfer) {
   const SimRequestResult& out = result->requests[0];
   ASSERT_TRUE(out.ok) << out.error;
   EXPECT_TRUE(out.offloaded);
+  EXPECT_EQ(out.reason, "policy_always_offload");  // The router's, in requests.csv.
   // Hops: client -> decode -> prefill, prefill (5 + 0.05 * 400 = 25 ms) with its layer-wise
   // transfer, the answer back to decode, the first token to the client.
   const WorkerShape& shape = Profile().shape;
