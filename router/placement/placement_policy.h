@@ -118,7 +118,8 @@ struct PolicyConfig {
   // cost_model. Default 256.
   int min_offload_tokens = 256;
   // cost_model: prompts with at least this many uncached tokens are offloaded, however
-  // short, when their local chunk would push running streams past the TPOT objective.
+  // short, when prompts like them would push running streams past --tpot_headroom of the
+  // TPOT objective.
   // Default 32.
   int min_tpot_offload_tokens = 32;
   // cost_model: local prefills may stretch the mean TPOT of the streams beside them up to
