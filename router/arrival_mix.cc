@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace pdserve::router {
 
@@ -25,7 +26,6 @@ double ArrivalMix::Decay(absl::Time now) const {
 
 void ArrivalMix::Count(absl::Time now, int tokens) {
   const double decay = Decay(now);
-  total_ = total_ * decay + 1 / window_s_;
   if (decay != 1) {
     for (double& c : count_) c *= decay;
     for (double& t : tokens_) t *= decay;
@@ -36,17 +36,19 @@ void ArrivalMix::Count(absl::Time now, int tokens) {
   last_ = std::max(last_, now);
 }
 
-double ArrivalMix::Rate(absl::Time now) const { return total_ * Decay(now); }
+double ArrivalMix::Rate(absl::Time now) const {
+  return std::accumulate(count_.begin(), count_.end(), 0.0) * Decay(now);
+}
 
 std::vector<LengthClassRate> ArrivalMix::Classes(absl::Time now) const {
   std::vector<LengthClassRate> classes;
   const double decay = Decay(now);
   for (int c = 0; c < kClasses; ++c) {
+    const double per_s = count_[c] * decay;
     // Under one arrival in a thousand windows: gone.
-    if (count_[c] * window_s_ < 1e-3) continue;
-    classes.push_back({.min_tokens = ClassMinTokens(c),
-                       .mean_tokens = tokens_[c] / count_[c],
-                       .per_s = count_[c] * decay});
+    if (per_s * window_s_ < 1e-3) continue;
+    classes.push_back(
+        {.min_tokens = ClassMinTokens(c), .mean_tokens = tokens_[c] / count_[c], .per_s = per_s});
   }
   return classes;
 }

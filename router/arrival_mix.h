@@ -43,8 +43,7 @@ class ArrivalMix {
   double Decay(absl::Time now) const;
 
   double window_s_;
-  absl::Time last_;  // InfinitePast until the first arrival.
-  double total_ = 0;
+  absl::Time last_;                        // InfinitePast until the first arrival.
   std::array<double, kClasses> count_{};   // Decayed arrivals per class, / window.
   std::array<double, kClasses> tokens_{};  // Their decayed token sums, / window.
 };

@@ -125,8 +125,8 @@ struct PolicyConfig {
   // cost_model: local prefills may stretch the mean TPOT of the streams beside them up to
   // this fraction of their objective. A stream's TPOT is its mean over its own steps, which
   // vary with the prefills that land during its life: at a mean equal to the objective about
-  // half the streams miss it (docs/architecture.md: pdserve-sim on the Azure trace, 0.57 of
-  // requests meeting both objectives at 1, 0.92 at 0.7). Default 0.7.
+  // half the streams miss it (docs/architecture.md: pdserve-sim on the Azure trace, 0.71 of
+  // requests meeting both objectives at 1, 0.96 at 0.7). Default 0.7.
   double tpot_headroom = 0.7;
   // length_threshold: offload when uncached tokens >= this. Default 1024.
   int length_threshold = 1024;
