@@ -256,6 +256,13 @@ class PlacerTest : public RegistryTest {
     r.exclude = std::move(exclude);
     return placer_->Place(r);
   }
+  // `session`'s worker reports caching the first `tokens` of `prompt` (16-token blocks).
+  bool CachePrefix(uint64_t session, const std::vector<int32_t>& prompt, size_t tokens) {
+    PrefixCacheUpdate events;
+    events.stored =
+        engine::FullBlockHashes(kFingerprint, absl::MakeConstSpan(prompt).subspan(0, tokens), 16);
+    return registry_.ApplyPrefix(session, events);
+  }
   static std::vector<int32_t> Prompt(int n, int salt = 0) {
     std::vector<int32_t> p(n);
     for (int i = 0; i < n; ++i) p[i] = (i * 31 + salt) % 1000;
@@ -278,10 +285,7 @@ TEST_F(PlacerTest, LongestCachedPrefixWinsThenLoadThenFreeBlocks) {
   EXPECT_EQ(placed->placement.decode.worker_id, "b");
   EXPECT_EQ(placed->placement.uncached_tokens, 100);
   // a caches the first 3 blocks: it wins despite its load.
-  PrefixCacheUpdate events;
-  events.stored =
-      engine::FullBlockHashes(kFingerprint, absl::MakeConstSpan(prompt).subspan(0, 48), 16);
-  ASSERT_TRUE(registry_.ApplyPrefix(a, events));
+  ASSERT_TRUE(CachePrefix(a, prompt, 48));
   placed = Place(prompt);
   ASSERT_TRUE(placed.ok());
   EXPECT_EQ(placed->placement.decode.worker_id, "a");
@@ -305,10 +309,7 @@ TEST_F(PlacerTest, PrefixAffinityYieldsToImbalanceAndToFullPools) {
   const uint64_t a = Add("a", WorkerRole::kDecode, Load(9));
   const uint64_t b = Add("b", WorkerRole::kDecode, Load(1));
   const std::vector<int32_t> prompt = Prompt(100);
-  PrefixCacheUpdate events;
-  events.stored =
-      engine::FullBlockHashes(kFingerprint, absl::MakeConstSpan(prompt).subspan(0, 48), 16);
-  ASSERT_TRUE(registry_.ApplyPrefix(a, events));
+  ASSERT_TRUE(CachePrefix(a, prompt, 48));
   // 9 vs 1: within balance_abs, so the cached prefix wins.
   auto placed = Place(prompt);
   ASSERT_TRUE(placed.ok()) << placed.status();
@@ -424,10 +425,7 @@ TEST_F(PlacerTest, ArrivalsCountByUncachedLength) {
   ASSERT_TRUE(Place(Prompt(600, 1)).ok());
   // A 1092-token prompt whose first 992 tokens (62 blocks) the worker caches counts as 100.
   const std::vector<int32_t> warm = Prompt(1092, 2);
-  PrefixCacheUpdate events;
-  events.stored =
-      engine::FullBlockHashes(kFingerprint, absl::MakeConstSpan(warm).subspan(0, 992), 16);
-  ASSERT_TRUE(registry_.ApplyPrefix(d, events));
+  ASSERT_TRUE(CachePrefix(d, warm, 992));
   auto placed = Place(warm);
   ASSERT_TRUE(placed.ok()) << placed.status();
   ASSERT_EQ(placed->placement.uncached_tokens, 100);
