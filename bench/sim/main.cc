@@ -21,6 +21,7 @@
 #include "bench/sim/planner.h"
 #include "bench/sim/sim_summary.h"
 #include "bench/sim/sim_workload.h"
+#include "bench/sim/steady_state.h"
 #include "bench/sim/validate.h"
 #include "common/flags.h"
 #include "common/logging.h"
@@ -92,9 +93,14 @@ ABSL_FLAG(bool, per_quartile, false,
           "configuration passes by giving up the longest prompts).");
 ABSL_FLAG(int, jobs, 1,
           "plan: searches run at once, on as many threads (the answer does not depend on it).");
-ABSL_FLAG(double, min_window_objectives, 5,
-          "plan: judge a rate only while the window's arrivals span this many TTFT objectives "
-          "(higher rates are not simulated; 0: no limit).");
+ABSL_FLAG(double, warmup_s, pdserve::sim::SteadyState{}.warmup_s,
+          "run, plan: virtual seconds of load before the measured requests (the window's end).");
+ABSL_FLAG(double, measure_s, pdserve::sim::SteadyState{}.measure_s,
+          "run, plan: the window is repeated until the measured arrivals span this many virtual "
+          "seconds (0, run only: the window once, every request measured: a burst, not a steady "
+          "state).");
+ABSL_FLAG(double, cooldown_s, pdserve::sim::SteadyState{}.cooldown_s,
+          "run, plan: virtual seconds of load after the measured requests (the window's start).");
 ABSL_FLAG(double, target_attainment, 0.9, "plan, validate: SLO attainment that counts as goodput.");
 ABSL_FLAG(std::string, serve_dir, "", "validate: the output directory of `pdserve-bench serve`.");
 ABSL_FLAG(std::string, model, "",
@@ -176,17 +182,25 @@ absl::StatusOr<SimConfig> BaseConfig() {
   return c;
 }
 
+absl::StatusOr<SteadyState> SteadyStateFlags() {
+  SteadyState s{.warmup_s = absl::GetFlag(FLAGS_warmup_s),
+                .measure_s = absl::GetFlag(FLAGS_measure_s),
+                .cooldown_s = absl::GetFlag(FLAGS_cooldown_s)};
+  RETURN_IF_ERROR(s.Validate());
+  return s;
+}
+
 absl::Status WriteCsv(const std::string& path, const SimResult& result) {
   std::ofstream out(path);
-  out << "request,kind,ok,sent_ms,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms,offloaded,"
-         "fell_back,decode_worker,cached_tokens,reason,error\n";
+  out << "request,kind,measured,ok,sent_ms,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms,"
+         "offloaded,fell_back,decode_worker,cached_tokens,reason,error\n";
   for (size_t i = 0; i < result.requests.size(); ++i) {
     const SimRequestResult& r = result.requests[i];
-    out << i << ',' << r.kind << ',' << (r.ok ? 1 : 0) << ',' << r.sent_ms << ',' << r.prompt_tokens
-        << ',' << r.output_tokens << ',' << r.ttft_ms << ',' << r.tpot_ms << ',' << r.e2e_ms << ','
-        << (r.offloaded ? 1 : 0) << ',' << (r.fell_back ? 1 : 0) << ',' << r.decode_worker << ','
-        << r.cached_tokens << ',' << r.reason << ",\""
-        << absl::StrReplaceAll(r.error, {{"\"", "'"}}) << "\"\n";
+    out << i << ',' << r.kind << ',' << (r.measured ? 1 : 0) << ',' << (r.ok ? 1 : 0) << ','
+        << r.sent_ms << ',' << r.prompt_tokens << ',' << r.output_tokens << ',' << r.ttft_ms << ','
+        << r.tpot_ms << ',' << r.e2e_ms << ',' << (r.offloaded ? 1 : 0) << ','
+        << (r.fell_back ? 1 : 0) << ',' << r.decode_worker << ',' << r.cached_tokens << ','
+        << r.reason << ",\"" << absl::StrReplaceAll(r.error, {{"\"", "'"}}) << "\"\n";
   }
   if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
@@ -199,14 +213,18 @@ absl::Status Run() {
   config.prefill_workers = absl::GetFlag(FLAGS_prefill_workers);
   const bool trace = !absl::GetFlag(FLAGS_trace).empty();
   if (trace) config.rate_scale = absl::GetFlag(FLAGS_rate);
-  ASSIGN_OR_RETURN(const std::vector<SimRequest> requests,
+  ASSIGN_OR_RETURN(const std::vector<SimRequest> window,
                    LoadWorkload(config.profile, config.policy.slo));
+  ASSIGN_OR_RETURN(const SteadyState steady_state, SteadyStateFlags());
+  ASSIGN_OR_RETURN(const std::vector<SimRequest> requests,
+                   SteadyStateRequests(window, config.rate_scale, steady_state,
+                                       config.profile.shape.vocab_size));
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(const SimResult result, Simulate(config, requests));
   const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
-  const double rate = OfferedRate(requests) * config.rate_scale;
+  const double rate = OfferedRate(window) * config.rate_scale;
   const PointSummary s = Summarize(result, rate, config.policy.slo);
-  Table table({"policy", "decode:prefill", "rate/s", "requests", "attainment", "worst quartile",
+  Table table({"policy", "decode:prefill", "rate/s", "measured", "attainment", "worst quartile",
                "TTFT p50/p90 ms", "TPOT p50/p90 ms", "offloaded", "virtual s", "wall s"});
   table.AddRow({config.policy.name,
                 absl::StrCat(config.decode_workers, ":", config.prefill_workers), Fixed(rate, 3),
@@ -220,6 +238,11 @@ absl::Status Run() {
   if (out.empty()) return absl::OkStatus();
   nlohmann::json summary = {{"profile", config.profile.path},
                             {"policy", config.policy.name},
+                            {"simulated_requests", requests.size()},
+                            {"steady_state",
+                             {{"warmup_s", steady_state.warmup_s},
+                              {"measure_s", steady_state.measure_s},
+                              {"cooldown_s", steady_state.cooldown_s}}},
                             {"decode_workers", config.decode_workers},
                             {"prefill_workers", config.prefill_workers},
                             {"point", ToJson(s)},
@@ -244,7 +267,7 @@ absl::Status Plan() {
   if (plan.split_step < 1) return absl::InvalidArgumentError("--split_step: must be >= 1");
   if (plan.jobs < 1 || plan.jobs > 256)
     return absl::InvalidArgumentError("--jobs: must be in [1, 256]");
-  plan.min_window_objectives = absl::GetFlag(FLAGS_min_window_objectives);
+  ASSIGN_OR_RETURN(plan.steady_state, SteadyStateFlags());
   plan.target_attainment = absl::GetFlag(FLAGS_target_attainment);
   plan.out_dir = absl::GetFlag(FLAGS_out);
   const std::string trace_path = absl::GetFlag(FLAGS_trace);

@@ -115,8 +115,8 @@ void SearchSplits(const PlanConfig& plan, const std::vector<SimRequest>& request
     if (c.threshold > 0) config.policy.length_threshold = c.threshold;
     config.decode_workers = c.decode_workers;
     config.prefill_workers = c.prefill_workers;
-    ASSIGN_OR_RETURN(const double multiple, SearchGoodput(config, requests, from, plan, &c.points,
-                                                          &chain.simulations, &c.window_limited));
+    ASSIGN_OR_RETURN(const double multiple,
+                     SearchGoodput(config, requests, from, plan, &c.points, &chain.simulations));
     if (multiple > 0) from = multiple;
     c.goodput = multiple * trace_rate;
     c.goodput_per_gpu = c.goodput / plan.gpus;
@@ -161,30 +161,18 @@ std::string PlanCandidate::Name() const {
                       prefill_workers, "P:", decode_workers, "D");
 }
 
-double MaxJudgedMultiple(const std::vector<SimRequest>& requests, const PlanConfig& plan,
-                         double ttft_objective_ms) {
-  if (plan.min_window_objectives <= 0 || ttft_objective_ms <= 0 || requests.size() < 2)
-    return std::numeric_limits<double>::infinity();
-  double first = requests.front().arrival_s, last = first;
-  for (const SimRequest& r : requests) {
-    first = std::min(first, r.arrival_s);
-    last = std::max(last, r.arrival_s);
-  }
-  // At multiple m the arrivals span (last - first) / m seconds.
-  return (last - first) * 1e3 / (plan.min_window_objectives * ttft_objective_ms);
-}
-
 absl::StatusOr<double> SearchGoodput(const SimConfig& config,
                                      const std::vector<SimRequest>& requests, double start_multiple,
                                      const PlanConfig& plan, std::vector<PointSummary>* points,
-                                     int* simulations, bool* window_limited) {
+                                     int* simulations) {
   const double base_rate = OfferedRate(requests);
-  const double cap = MaxJudgedMultiple(requests, plan, config.policy.slo.ttft_ms);
-  if (window_limited != nullptr) *window_limited = false;
   auto attained = [&](double multiple) -> absl::StatusOr<bool> {
     SimConfig c = config;
     c.rate_scale = multiple;
-    ASSIGN_OR_RETURN(const SimResult r, Simulate(c, requests));
+    ASSIGN_OR_RETURN(const std::vector<SimRequest> run,
+                     SteadyStateRequests(requests, multiple, plan.steady_state,
+                                         config.profile.shape.vocab_size));
+    ASSIGN_OR_RETURN(const SimResult r, Simulate(c, run));
     ++*simulations;
     const PointSummary s = Summarize(r, base_rate * multiple, c.policy.slo);
     points->push_back(s);
@@ -195,18 +183,16 @@ absl::StatusOr<double> SearchGoodput(const SimConfig& config,
   // The start snaps to a power of two, so that every search brackets the knee between the same
   // powers of two and bisects the same interval whatever it started from (attainment is not
   // quite monotone in the rate near the knee: another interval could settle elsewhere).
-  double m =
-      std::min(std::exp2(std::round(std::log2(start_multiple > 0 ? start_multiple : 1))), cap);
+  double m = std::exp2(std::round(std::log2(start_multiple > 0 ? start_multiple : 1)));
   ASSIGN_OR_RETURN(bool pass, attained(m));
   if (pass) {
     lo = m;
-    for (int i = 0; i < plan.max_doublings && hi == 0 && lo < cap; ++i) {
-      m = std::min(m * 2, cap);
+    for (int i = 0; i < plan.max_doublings && hi == 0; ++i) {
+      m *= 2;
       ASSIGN_OR_RETURN(pass, attained(m));
       (pass ? lo : hi) = m;
     }
     if (hi == 0) {  // Passes everywhere searched.
-      if (window_limited != nullptr) *window_limited = lo >= cap;
       std::sort(points->begin(), points->end(),
                 [](const PointSummary& a, const PointSummary& b) { return a.rate < b.rate; });
       return lo;
@@ -246,6 +232,13 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
   }
   if (result.trace_rate <= 0)
     return absl::InvalidArgumentError("the trace window needs requests at two distinct times");
+  if (!plan.steady_state.enabled())
+    return absl::InvalidArgumentError(
+        "--measure_s: must be > 0 for plan (a window replayed once is a burst, not a steady "
+        "state)");
+  RETURN_IF_ERROR(plan.steady_state.Validate());
+  result.steady_state = plan.steady_state;
+  result.bound = ComputeWorkBound(requests, plan.base.profile, plan.base.policy.slo.tpot_ms);
   // One search per policy and threshold over the splits: always_local on every worker, the
   // others with at least one prefill and one decode worker.
   std::vector<Chain> chains;
@@ -283,10 +276,7 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
                 return a.prefill_workers < b.prefill_workers;
               });
     result.simulations += chain.simulations;
-    for (PlanCandidate& c : chain.searched) {
-      result.window_limited += c.window_limited ? 1 : 0;
-      result.candidates.push_back(std::move(c));
-    }
+    for (PlanCandidate& c : chain.searched) result.candidates.push_back(std::move(c));
   }
   double best_fixed = 0, cost_model = 0;
   for (size_t i = 0; i < result.candidates.size(); ++i) {
@@ -298,8 +288,6 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
         std::max(IsFixed(c.policy) ? best_fixed : cost_model, c.goodput);
   }
   if (best_fixed > 0 && cost_model > 0) result.cost_model_over_best_fixed = cost_model / best_fixed;
-  for (const auto& [policy, i] : result.best_of_policy)
-    result.comparison_window_limited |= result.candidates[i].window_limited;
   result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   if (!plan.out_dir.empty()) {
     RETURN_IF_ERROR(bench::WriteSummary(plan.out_dir, ToJson(result)));
@@ -312,7 +300,7 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
 }
 
 std::string FormatPlan(const PlanResult& r) {
-  Table table({"policy", "best split", "goodput/s", "per GPU", "vs best fixed"});
+  Table table({"policy", "best split", "goodput/s", "per GPU", "vs best fixed", "of work bound"});
   double best_fixed = 0;
   for (const auto& [policy, i] : r.best_of_policy) {
     if (IsFixed(policy)) best_fixed = std::max(best_fixed, r.candidates[i].goodput);
@@ -321,9 +309,9 @@ std::string FormatPlan(const PlanResult& r) {
   for (const auto& [policy, i] : r.best_of_policy) {
     const PlanCandidate& c = r.candidates[i];
     if (winner < 0 || c.goodput > r.candidates[winner].goodput) winner = i;
-    table.AddRow({policy, c.Name(), (c.window_limited ? ">= " : "") + Fixed(c.goodput, 2),
-                  Fixed(c.goodput_per_gpu, 3),
-                  best_fixed > 0 ? absl::StrCat(Fixed(c.goodput / best_fixed, 2), "x") : "-"});
+    table.AddRow({policy, c.Name(), Fixed(c.goodput, 2), Fixed(c.goodput_per_gpu, 3),
+                  best_fixed > 0 ? absl::StrCat(Fixed(c.goodput / best_fixed, 2), "x") : "-",
+                  r.bound.per_gpu > 0 ? Fixed(c.goodput_per_gpu / r.bound.per_gpu, 2) : "-"});
   }
   std::string out =
       absl::StrCat(table.ToString(),
@@ -332,15 +320,14 @@ std::string FormatPlan(const PlanResult& r) {
                                   : "",
                    r.simulations, " simulations of ", r.requests, " requests (trace rate ",
                    Fixed(r.trace_rate, 2), "/s) in ", Fixed(r.wall_s, 1), " s\n");
-  if (r.window_limited > 0) {
-    absl::StrAppend(
-        &out, "warning: ", r.window_limited,
-        " configuration(s) still met the objectives at the highest rate this window "
-        "can judge (its arrivals must span --min_window_objectives TTFT objectives); "
-        "their goodput is a lower bound",
-        r.comparison_window_limited ? ", and so is the comparison between policies" : "",
-        ": use a longer --trace_duration\n");
-  }
+  absl::StrAppend(&out, "steady state: ", Fixed(r.steady_state.warmup_s, 0),
+                  " s warm-up, >= ", Fixed(r.steady_state.measure_s, 0), " s measured, ",
+                  Fixed(r.steady_state.cooldown_s, 0), " s cool-down at every rate\n");
+  absl::StrAppend(
+      &out, "work bound: ", Fixed(r.bound.per_gpu, 3), " requests/s per GPU (prefill ",
+      Fixed(r.bound.prefill_ms, 1), " ms + decode ", Fixed(r.bound.decode_ms, 1),
+      " ms of GPU time a request, step fixed costs >= ", Fixed(100 * r.bound.intercept_share, 0),
+      " % of decoding time): no configuration sustains more\n");
   if (winner >= 0) {
     const PlanCandidate& w = r.candidates[winner];
     absl::StrAppend(&out, "best: ", w.Name(), " at ", Fixed(w.goodput_per_gpu, 3),
@@ -360,7 +347,6 @@ nlohmann::json ToJson(const PlanResult& r) {
                           {"threshold", c.threshold},
                           {"goodput", c.goodput},
                           {"goodput_per_gpu", c.goodput_per_gpu},
-                          {"window_limited", c.window_limited},
                           {"points", points}});
   }
   nlohmann::json best = nlohmann::json::object();
@@ -372,8 +358,15 @@ nlohmann::json ToJson(const PlanResult& r) {
           {"requests", r.requests},
           {"best", best},
           {"goodput_cost_model_over_best_fixed", r.cost_model_over_best_fixed},
-          {"window_limited_candidates", r.window_limited},
-          {"comparison_window_limited", r.comparison_window_limited},
+          {"steady_state",
+           {{"warmup_s", r.steady_state.warmup_s},
+            {"measure_s", r.steady_state.measure_s},
+            {"cooldown_s", r.steady_state.cooldown_s}}},
+          {"work_bound",
+           {{"per_gpu", r.bound.per_gpu},
+            {"prefill_ms", r.bound.prefill_ms},
+            {"decode_ms", r.bound.decode_ms},
+            {"intercept_share", r.bound.intercept_share}}},
           {"simulations", r.simulations},
           {"wall_s", r.wall_s},
           {"candidates", candidates}};

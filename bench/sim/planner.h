@@ -2,9 +2,11 @@
 // policy to run, for a trace and its objectives (Dynamo's planner question, answered with our
 // own decision code). Every configuration (policy x prefill:decode split, and length_threshold
 // at each threshold) gets its goodput: the highest rate, as a multiple of the trace's own,
-// at which the target fraction of requests meets both objectives, found by doubling or
-// halving from a start and then bisecting. The result ranks the configurations by goodput per
-// GPU, names each policy's best, and compares cost_model with the best fixed policy.
+// at which the target fraction of requests meets both objectives at steady state
+// (steady_state.h), found by doubling or halving from a start and then bisecting. The result
+// ranks the configurations by goodput per GPU, names each policy's best, compares cost_model
+// with the best fixed policy, and sets both against what the work alone allows
+// (work_bound.h).
 // Thread-safety: RunPlan runs PlanConfig::jobs searches at once on threads of its own (each
 // simulation is independent: they share only the read-only requests and a locked progress
 // bar) and returns when all have ended.
@@ -18,6 +20,8 @@
 #include "absl/status/statusor.h"
 #include "bench/sim/sim_summary.h"
 #include "bench/sim/simulator.h"
+#include "bench/sim/steady_state.h"
+#include "bench/sim/work_bound.h"
 #include "nlohmann/json.hpp"
 
 namespace pdserve::sim {
@@ -36,12 +40,11 @@ struct PlanConfig {
   bool per_quartile = false;
   // Rate multipliers searched at most this far from 1 (either way), as powers of two.
   int max_doublings = 10;
-  // A rate is judged only while the window's arrivals span at least this many TTFT objectives
-  // (a 10-minute window arrives in 0.4 s at 32 GPUs' rates: a burst that short drains within
-  // the objective whatever the policy, and attainment says nothing about the steady state; at
-  // the 8-GPU knees of bench/README.md the arrivals span about 7 objectives). Searches stop at that
-  // rate and mark the candidate `window_limited` (its goodput is then a lower bound). 0: no limit.
-  double min_window_objectives = 5;
+  // How each rate is judged: the window repeated until its measured arrivals span
+  // steady_state.measure_s, between a warm-up and a cool-down (steady_state.h). The planner
+  // needs it enabled: a window replayed once is a burst, and a burst a few TTFT objectives
+  // long is absorbed by the objective whatever the policy.
+  SteadyState steady_state;
   // Prefill worker counts tried first are every split_step-th (1, 1 + step, ..., and the last);
   // then every split between the neighbours of each (policy, threshold)'s best of those.
   // 1: every split. A 32-GPU plan has 31 splits per policy and threshold: step 4 searches 15
@@ -63,7 +66,6 @@ struct PlanCandidate {
   int threshold = 0;   // length_threshold's N; 0 for the others.
   double goodput = 0;  // Requests per second meeting the target attainment.
   double goodput_per_gpu = 0;
-  bool window_limited = false;       // Still attaining at the highest rate the window can judge.
   std::vector<PointSummary> points;  // Every rate simulated, by rate.
   std::string Name() const;
 };
@@ -80,26 +82,20 @@ struct PlanResult {
   std::map<std::string, int> best_of_policy;  // Index into candidates.
   // cost_model's best goodput over the best fixed policy's (0 without either).
   double cost_model_over_best_fixed = 0;
-  // Candidates whose search the window stopped; when a policy's best is among them the
-  // comparison is a bound, not a measurement.
-  int window_limited = 0;
-  bool comparison_window_limited = false;
+  // What the work alone allows any configuration (work_bound.h), over the trace window.
+  WorkBound bound;
+  SteadyState steady_state;
   int simulations = 0;
   double wall_s = 0;
 };
 
 // The goodput search of one configuration (exposed for tests): `config` at rate multiples of
-// the requests' own; returns the goodput in multiples and fills `points`. Never simulates a
-// rate above MaxJudgedMultiple; `window_limited` says the search stopped there still passing.
+// the requests' own, each judged at plan.steady_state; returns the goodput in multiples and
+// fills `points`.
 absl::StatusOr<double> SearchGoodput(const SimConfig& config,
                                      const std::vector<SimRequest>& requests, double start_multiple,
                                      const PlanConfig& plan, std::vector<PointSummary>* points,
-                                     int* simulations, bool* window_limited = nullptr);
-
-// The highest rate multiple at which the requests' arrivals still span
-// plan.min_window_objectives TTFT objectives (infinity without a limit).
-double MaxJudgedMultiple(const std::vector<SimRequest>& requests, const PlanConfig& plan,
-                         double ttft_objective_ms);
+                                     int* simulations);
 
 absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan, const std::vector<SimRequest>& requests);
 std::string FormatPlan(const PlanResult& result);

@@ -1,7 +1,6 @@
 #include "bench/sim/sim_summary.h"
 
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "bench/common/report.h"
@@ -31,7 +30,11 @@ PointSummary Summarize(const SimResult& result, double rate, const router::SloCo
   s.rate = rate;
   std::vector<double> ttft, tpot, e2e;
   int attained = 0;
-  for (const SimRequestResult& r : result.requests) {
+  std::vector<size_t> by_length;  // The measured requests.
+  for (size_t i = 0; i < result.requests.size(); ++i) {
+    const SimRequestResult& r = result.requests[i];
+    if (!r.measured) continue;
+    by_length.push_back(i);
     ++s.requests;
     if (!r.ok) {
       ++s.errors;
@@ -45,8 +48,6 @@ PointSummary Summarize(const SimResult& result, double rate, const router::SloCo
     attained += MeetsObjectives(r, default_slo) ? 1 : 0;
   }
   s.attainment = s.requests == 0 ? 0 : static_cast<double>(attained) / s.requests;
-  std::vector<size_t> by_length(result.requests.size());
-  std::iota(by_length.begin(), by_length.end(), size_t{0});
   std::stable_sort(by_length.begin(), by_length.end(), [&](size_t a, size_t b) {
     return result.requests[a].prompt_tokens < result.requests[b].prompt_tokens;
   });

@@ -1,6 +1,7 @@
 // What a simulated run measured, as the serve bench reports a rate point: TTFT, TPOT and
 // end-to-end percentiles over the requests that completed, and SLO attainment (the fraction of
 // all requests that met both their TTFT and TPOT objectives: their own, else the default).
+// Only measured requests count (the load around them at steady state does not).
 // Thread-safety: pure functions.
 #ifndef PDSERVE_BENCH_SIM_SIM_SUMMARY_H_
 #define PDSERVE_BENCH_SIM_SIM_SUMMARY_H_
@@ -17,8 +18,8 @@ struct Percentiles {
 };
 
 struct PointSummary {
-  double rate = 0;  // Offered requests per second.
-  int requests = 0;
+  double rate = 0;   // Offered requests per second.
+  int requests = 0;  // Measured.
   int errors = 0;
   int offloaded = 0;
   int fell_back = 0;

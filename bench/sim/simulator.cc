@@ -196,6 +196,7 @@ absl::Status Simulation::Start() {
     SimRequestResult& out = result_.requests[r];
     out.kind = q.kind;
     out.slo = q.slo;
+    out.measured = q.measured;
     if (q.follow_up_of >= static_cast<int>(r)) {
       return absl::InvalidArgumentError(
           absl::StrCat("request ", r, ": follow_up_of ", q.follow_up_of, " is not an earlier one"));

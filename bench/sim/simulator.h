@@ -33,6 +33,8 @@ struct SimRequest {
   std::string kind;  // For the report (e.g. chat, document, trace).
   // Its own objectives, sent with it; unset: the policy's default.
   std::optional<router::SloConfig> slo;
+  // Counted in the summary; false: load around the measured requests (steady_state.h).
+  bool measured = true;
 };
 
 struct SimConfig {
@@ -73,6 +75,7 @@ struct SimRequestResult {
   int decode_worker = -1;  // Its index.
   int cached_tokens = 0;   // The router's predicted prefix-cache hit.
   std::optional<router::SloConfig> slo;
+  bool measured = true;  // SimRequest::measured.
 };
 
 struct SimCounters {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pdserve-sim end to end: `run` on a trace window twice with the same seed writes byte-identical
-# results; `plan` over a small cluster searches every split and policy, writes its summary and
-# plot; bad flags fail with a message naming them.
+# results, warm-up and cool-down unmeasured; `plan` over a small cluster searches every split
+# and policy at steady state, stays under the work bound, writes its summary and plot; bad
+# flags fail with a message naming them.
 # Usage: sim_smoke_test.sh PDSERVE_SIM SOURCE_DIR
 set -euo pipefail
 sim=$1
@@ -23,11 +24,16 @@ cmp "$out/run1/requests.csv" "$out/run2/requests.csv"
 lines=$(wc -l < "$out/run1/requests.csv")
 [ "$lines" -gt 100 ] || { echo "FAIL: only $lines rows in requests.csv"; exit 1; }
 grep -q "cost_model" "$out/run1.txt"
+# Steady state: warm-up and cool-down requests are simulated but not measured.
+head -1 "$out/run1/requests.csv" | grep -q "^request,kind,measured,"
+cut -d, -f3 "$out/run1/requests.csv" | sort -u | tr '\n' ' ' | grep -q "0 1 "
 
 "$sim" plan --profile "$profile" --trace "$trace" --trace_duration 120 --gpus 3 \
-  --slo_ttft 1000 --slo_tpot 30 --thresholds 1024,4096 --bisect_steps 2 --out "$out/plan" \
+  --slo_ttft 1000 --slo_tpot 30 --thresholds 1024,4096 --bisect_steps 2 --warmup_s 10 \
+  --measure_s 30 --cooldown_s 10 --out "$out/plan" \
   > "$out/plan.txt" 2> "$out/plan.err"
 grep -q "^best: " "$out/plan.txt"
+grep -q "^work bound: " "$out/plan.txt"
 python3 - "$out/plan/summary.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -35,6 +41,10 @@ assert s["gpus"] == 3, s["gpus"]
 assert set(s["best"]) == {"always_local", "always_offload", "length_threshold", "cost_model"}, s["best"]
 assert len(s["candidates"]) == 1 + 2 + 4 + 2, len(s["candidates"])
 assert s["goodput_cost_model_over_best_fixed"] > 0, s["goodput_cost_model_over_best_fixed"]
+bound = s["work_bound"]["per_gpu"]
+assert bound > 0, s["work_bound"]
+for c in s["candidates"]:
+    assert c["goodput_per_gpu"] <= bound, (c, bound)  # Steady state stays under the work alone.
 for c in s["candidates"]:
     assert c["decode_workers"] + c["prefill_workers"] == 3, c
     assert c["points"], c
@@ -48,6 +58,10 @@ if "$sim" run --profile "$profile" --trace "$trace" --decode_workers 0 > /dev/nu
   echo "FAIL: --decode_workers 0 was accepted"; exit 1
 fi
 grep -q "decode_workers" "$out/err"
+if "$sim" plan --profile "$profile" --trace "$trace" --measure_s 0 2> "$out/err"; then
+  echo "FAIL: plan accepted a burst (--measure_s 0)"; exit 1
+fi
+grep -q "measure_s" "$out/err"
 if "$sim" plan --profile /nonexistent.json --trace "$trace" 2> "$out/err"; then
   echo "FAIL: a missing profile was accepted"; exit 1
 fi

@@ -1,6 +1,7 @@
 // pdserve-sim: the simulation is deterministic, its unloaded latencies are the calibration's,
 // the offload path ships KV as the link allows, the product's scheduler limits what it admits,
 // the planner finds a goodput between a passing and a failing rate, and profiles are checked.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "bench/sim/sim_summary.h"
 #include "bench/sim/sim_workload.h"
 #include "bench/sim/simulator.h"
+#include "bench/sim/steady_state.h"
+#include "bench/sim/work_bound.h"
 #include "gtest/gtest.h"
 
 namespace pdserve::sim {
@@ -249,6 +252,129 @@ TEST(SimProfileTest, TheGpuProfilesHaveAWorkerShape) {
   }
 }
 
+// At 2x its rate a 10 s window repeats until the measured arrivals span 20 s (four copies),
+// after 3 s of its end and before 4 s of its start, which load the cluster unmeasured.
+TEST(SteadyStateTest, TheWindowRepeatsUntilTheMeasuredSpanWithLoadAroundIt) {
+  const std::vector<SimRequest> window = Poisson(50, 5, 40, 4);
+  const double span = window.back().arrival_s - window.front().arrival_s;
+  const double period = span * 50 / 49;
+  ASSERT_GT(period, 20.0 / 4 * 2);  // So that four copies (not five) cover 20 s at 2x.
+  ASSERT_LT(period, 20.0 / 3 * 2);
+  const SteadyState steady{.warmup_s = 3, .measure_s = 20, .cooldown_s = 4};
+  auto run = SteadyStateRequests(window, 2, steady, 32000);
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::vector<const SimRequest*> measured, before, after;
+  for (const SimRequest& r : *run) {
+    if (r.measured) {
+      measured.push_back(&r);
+    } else {
+      (measured.empty() ? before : after).push_back(&r);
+    }
+  }
+  ASSERT_EQ(measured.size(), 4 * window.size());
+  ASSERT_FALSE(before.empty());
+  ASSERT_FALSE(after.empty());
+  // Virtual seconds are the window's seconds / 2.
+  auto virtual_s = [](const SimRequest* r) { return r->arrival_s / 2; };
+  EXPECT_GE(virtual_s(measured.back()) - virtual_s(measured.front()), 20 - period / 2);
+  EXPECT_LE(virtual_s(measured.front()) - virtual_s(before.front()), 3 + 1e-9);
+  EXPECT_LE(virtual_s(after.back()) - virtual_s(measured.back()), 4 + period / 2 / 49 + 1e-9);
+  for (size_t i = 1; i < run->size(); ++i)
+    EXPECT_LE((*run)[i - 1].arrival_s, (*run)[i].arrival_s) << i;
+  // The warm-up is the window's end, the cool-down its start, in the window's order.
+  EXPECT_EQ(before.back()->max_tokens, window.back().max_tokens);
+  EXPECT_EQ(after.front()->prompt.size(), window.front().prompt.size());
+  // Copies repeat the window's lengths but share no tokens at the same position.
+  for (size_t c = 1; c < 4; ++c) {
+    for (size_t i = 0; i < window.size(); ++i) {
+      const SimRequest& a = *measured[i];
+      const SimRequest& b = *measured[c * window.size() + i];
+      ASSERT_EQ(a.prompt.size(), b.prompt.size());
+      EXPECT_NE(a.prompt.front(), b.prompt.front());
+    }
+  }
+}
+
+// Requests that share a prefix in the window share it within every copy, never across; a
+// follow-up points at its earlier turn's copy, and one whose earlier turn fell outside the
+// warm-up is dropped.
+TEST(SteadyStateTest, SharingStaysWithinACopyAndFollowUpsFollowTheirTurn) {
+  std::vector<SimRequest> window(3);
+  window[0].prompt = Tokens(64, 1);
+  window[1].arrival_s = 1;
+  window[1].prompt = Tokens(32, 1);  // The first 32 tokens of request 0's.
+  window[1].prompt.push_back(7);
+  window[2].arrival_s = 2;
+  window[2].prompt = {100, 101};
+  window[2].follow_up_of = 0;
+  const SteadyState steady{.warmup_s = 1.5, .measure_s = 9, .cooldown_s = 0};
+  auto run = SteadyStateRequests(window, 1, steady, 32000);
+  ASSERT_TRUE(run.ok()) << run.status();
+  // Period 3 s: the warm-up holds the last copy's requests after -1.5 s: request 2 only, whose
+  // earlier turn is cut off, so nothing; then three measured copies.
+  ASSERT_EQ(run->size(), 9u);
+  for (size_t c = 0; c < 3; ++c) {
+    const SimRequest* copy = &(*run)[3 * c];
+    EXPECT_TRUE(copy[0].measured);
+    EXPECT_TRUE(
+        std::equal(copy[1].prompt.begin(), copy[1].prompt.begin() + 32, copy[0].prompt.begin()));
+    EXPECT_EQ(copy[2].follow_up_of, static_cast<int>(3 * c));
+    if (c > 0) {
+      EXPECT_NE(copy[0].prompt, (*run)[0].prompt);
+    }
+  }
+}
+
+TEST(SteadyStateTest, OffItIsTheWindowAndBadInputNamesTheFlag) {
+  const std::vector<SimRequest> window = Poisson(5, 1, 10, 2);
+  auto same = SteadyStateRequests(window, 3, SteadyState{.measure_s = 0}, 32000);
+  ASSERT_TRUE(same.ok());
+  ASSERT_EQ(same->size(), window.size());
+  for (size_t i = 0; i < window.size(); ++i) {
+    EXPECT_EQ((*same)[i].arrival_s, window[i].arrival_s);
+    EXPECT_TRUE((*same)[i].measured);
+  }
+  auto negative = SteadyStateRequests(window, 1, SteadyState{.warmup_s = -1}, 32000);
+  EXPECT_NE(negative.status().message().find("--warmup_s"), std::string::npos);
+  auto one = SteadyStateRequests({window[0]}, 1, SteadyState{}, 32000);
+  EXPECT_EQ(one.status().code(), absl::StatusCode::kInvalidArgument);
+  auto token = SteadyStateRequests(window, 1, SteadyState{}, 20);
+  EXPECT_NE(token.status().message().find("vocabulary"), std::string::npos);
+  // A rate the window cannot cover without millions of copies.
+  auto huge = SteadyStateRequests(window, 1e7, SteadyState{}, 32000);
+  EXPECT_NE(huge.status().message().find("copies"), std::string::npos);
+}
+
+// The bound by hand, on the test profile (intercept 10 ms, 1 ms a decode token, prefill 0.1 ms
+// a token in a step or 5 + 0.05 ms a token on a prefill worker).
+TEST(WorkBoundTest, PricesEachRequestWhereItIsCheapestAndTheStepsAtTheObjective) {
+  std::vector<SimRequest> requests(3);
+  requests[0].prompt = Tokens(100, 1);  // Prefill 10 in a step = 5 + 5 on a prefill worker.
+  requests[0].max_tokens = 5;           // 4 decodes: 4 ms.
+  requests[1].prompt = Tokens(400, 2);  // 25 on a prefill worker.
+  requests[1].max_tokens = 3;           // 2 ms.
+  requests[2].prompt = Tokens(48, 1);   // Request 0's first 3 blocks: its 48 tokens cached,
+  requests[2].prompt.push_back(9);      // one left: 0.1 ms in a step.
+  requests[2].max_tokens = 1;           // No decode.
+  const WorkBound b = ComputeWorkBound(requests, Profile(), 40);
+  EXPECT_NEAR(b.prefill_ms, (10 + 25 + 0.1) / 3, 1e-9);
+  EXPECT_NEAR(b.decode_ms, (4 + 2) / 3.0, 1e-9);
+  EXPECT_DOUBLE_EQ(b.intercept_share, 10.0 / 40);
+  EXPECT_NEAR(b.per_gpu, 1000 / (b.prefill_ms + b.decode_ms / 0.75), 1e-9);
+  // Two GPUs a worker: half per GPU. A follow-up reuses its earlier turn whole.
+  SimProfile two = Profile();
+  two.shape.gpus_per_worker = 2;
+  EXPECT_NEAR(ComputeWorkBound(requests, two, 40).per_gpu, b.per_gpu / 2, 1e-9);
+  requests[2].prompt = {9};
+  requests[2].follow_up_of = 0;
+  EXPECT_NEAR(ComputeWorkBound(requests, Profile(), 40).prefill_ms, (10 + 25 + 0.1) / 3, 1e-9);
+  // An objective under one step's fixed cost: nothing can meet it.
+  EXPECT_EQ(ComputeWorkBound(requests, Profile(), 9).per_gpu, 0);
+}
+
+// Objectives of a few hundred ms: 10 s measured are dozens of them.
+constexpr SteadyState kShortSteadyState{.warmup_s = 2, .measure_s = 10, .cooldown_s = 2};
+
 // A goodput search of one decode worker, every prompt local, tight objectives: a knee within a
 // few doublings of the workload's own rate.
 struct LocalKneeSearch {
@@ -256,6 +382,7 @@ struct LocalKneeSearch {
     config.policy.slo.ttft_ms = 200;
     config.policy.slo.tpot_ms = 40;
     plan.bisect_steps = 3;
+    plan.steady_state = kShortSteadyState;
   }
   // Points of this search only; simulations counted over all.
   absl::StatusOr<double> Run(double start = 1.0) {
@@ -290,34 +417,30 @@ TEST(PlannerTest, GoodputSearchBracketsTheKnee) {
   EXPECT_GE(points.front().attainment, points.back().attainment);
 }
 
-// A window too short for the rates a configuration sustains: the search stops at the highest
-// rate whose arrivals still span min_window_objectives TTFT objectives, simulates nothing above
-// it, and says the goodput is a lower bound.
-TEST(PlannerTest, StopsAtTheHighestRateTheWindowCanJudge) {
-  const std::vector<SimRequest> requests = Poisson(60, 0.5, 200, 4);  // Light, ~2 minutes.
-  SimConfig config = Config("always_local", 2, 0);
-  config.policy.slo.ttft_ms = 2000;
-  config.policy.slo.tpot_ms = 100;
-  PlanConfig plan;
-  plan.min_window_objectives = 20;
-  const double cap = MaxJudgedMultiple(requests, plan, config.policy.slo.ttft_ms);
-  ASSERT_GT(cap, 1.0);
-  std::vector<PointSummary> points;
-  int sims = 0;
-  bool limited = false;
-  auto multiple = SearchGoodput(config, requests, 1.0, plan, &points, &sims, &limited);
-  ASSERT_TRUE(multiple.ok()) << multiple.status();
-  EXPECT_TRUE(limited);
-  EXPECT_DOUBLE_EQ(*multiple, cap);
-  const double base = OfferedRate(requests);
-  for (const PointSummary& p : points) EXPECT_LE(p.rate, base * cap * (1 + 1e-9));
-  // Without the limit the same search goes past it.
-  plan.min_window_objectives = 0;
-  points.clear();
-  auto unlimited = SearchGoodput(config, requests, 1.0, plan, &points, &sims, &limited);
-  ASSERT_TRUE(unlimited.ok());
-  EXPECT_FALSE(limited && *unlimited <= cap);
-  EXPECT_GT(*unlimited, cap);
+// The flaw steady state fixes: a window replayed once is a burst, and a burst a few TTFT
+// objectives long "sustains" rates the cluster cannot (the objective absorbs the queue a short
+// overload builds; the planner once read 29.6 requests/s per GPU where the work allows 25.4).
+// Judged at steady state the same configuration stays under the work bound; the burst reads
+// 1.4x higher (the work bound here is loose: it prices prefill at the prefill worker's
+// cheaper rate, which always_local cannot use).
+TEST(PlannerTest, ABurstOverstatesGoodputAndSteadyStateStaysUnderTheWorkBound) {
+  LocalKneeSearch search;
+  // TTFT-bound: prefills queue. The window is 40 s at its own rate: 10 objectives at 1x, 6 at
+  // the steady-state knee.
+  search.config.policy.slo.ttft_ms = 4000;
+  search.config.policy.slo.tpot_ms = 1000;
+  const WorkBound bound =
+      ComputeWorkBound(search.requests, search.config.profile, search.config.policy.slo.tpot_ms);
+  ASSERT_GT(bound.per_gpu, 0);
+  const double bound_multiple = bound.per_gpu / OfferedRate(search.requests);
+  auto steady = search.Run();
+  ASSERT_TRUE(steady.ok()) << steady.status();
+  EXPECT_GT(*steady, 0);
+  EXPECT_LE(*steady, bound_multiple);
+  search.plan.steady_state.measure_s = 0;  // The window once.
+  auto burst = search.Run();
+  ASSERT_TRUE(burst.ok()) << burst.status();
+  EXPECT_GT(*burst, 1.2 * *steady) << "bound " << bound_multiple;
 }
 
 TEST(PlannerTest, PlanSearchesEverySplitAndComparesWithTheBestFixedPolicy) {
@@ -329,6 +452,7 @@ TEST(PlannerTest, PlanSearchesEverySplitAndComparesWithTheBestFixedPolicy) {
   plan.gpus = 3;
   plan.thresholds = {256, 1024};
   plan.bisect_steps = 2;
+  plan.steady_state = kShortSteadyState;
   plan.progress = false;
   auto result = RunPlan(plan, requests);
   ASSERT_TRUE(result.ok()) << result.status();
@@ -373,6 +497,7 @@ PlanConfig SmallPlan(int gpus) {
   plan.policies = {"always_offload", "length_threshold", "cost_model"};
   plan.thresholds = {256, 1024};
   plan.bisect_steps = 2;
+  plan.steady_state = kShortSteadyState;
   plan.progress = false;
   return plan;
 }
@@ -404,7 +529,6 @@ TEST(PlannerTest, CoarseSplitStepFindsTheBestSplitWithFewerSimulations) {
   const std::vector<SimRequest> requests = Poisson(150, 5, 600, 16);
   PlanConfig plan = SmallPlan(11);
   plan.policies = {"always_offload", "cost_model"};
-  plan.min_window_objectives = 0;
   auto full = RunPlan(plan, requests);
   ASSERT_TRUE(full.ok()) << full.status();
   plan.split_step = 3;
@@ -449,6 +573,27 @@ TEST(SummaryTest, WorstQuartileAttainmentFindsAGivenUpClass) {
   EXPECT_DOUBLE_EQ(s.attainment, 0.75);
   EXPECT_DOUBLE_EQ(s.worst_quartile_attainment, 0.5);
   EXPECT_TRUE(ToJson(s).contains("worst_quartile_attainment"));
+}
+
+// The load around the measured requests is not counted: failing warm-up requests change
+// neither the attainment nor the percentiles.
+TEST(SummaryTest, OnlyMeasuredRequestsCount) {
+  const router::SloConfig slo{.ttft_ms = 100, .tpot_ms = 10};
+  SimResult result;
+  for (int i = 0; i < 6; ++i) {
+    SimRequestResult r;
+    r.ok = true;
+    r.prompt_tokens = 10 + i;
+    r.measured = i >= 2;
+    r.ttft_ms = r.measured ? 50 : 5000;
+    r.tpot_ms = 5;
+    result.requests.push_back(r);
+  }
+  const PointSummary s = Summarize(result, 1, slo);
+  EXPECT_EQ(s.requests, 4);
+  EXPECT_DOUBLE_EQ(s.attainment, 1);
+  EXPECT_DOUBLE_EQ(s.worst_quartile_attainment, 1);
+  EXPECT_DOUBLE_EQ(s.ttft_ms.p90, 50);
 }
 
 // Goodput per quartile: the search only passes rates where every prompt-length quartile meets
