@@ -29,6 +29,10 @@ absl::Status SteadyState::Validate() const {
   return Seconds("cooldown_s", cooldown_s);
 }
 
+nlohmann::json ToJson(const SteadyState& s) {
+  return {{"warmup_s", s.warmup_s}, {"measure_s", s.measure_s}, {"cooldown_s", s.cooldown_s}};
+}
+
 absl::StatusOr<std::vector<SimRequest>> SteadyStateRequests(const std::vector<SimRequest>& window,
                                                             double multiple,
                                                             const SteadyState& steady_state,

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "bench/sim/simulator.h"
+#include "nlohmann/json.hpp"
 
 namespace pdserve::sim {
 
@@ -35,6 +36,8 @@ struct SteadyState {
   bool enabled() const { return measure_s > 0; }
   absl::Status Validate() const;
 };
+
+nlohmann::json ToJson(const SteadyState& s);
 
 // `window` (arrivals in its own time, at least two distinct) as Simulate should run it at
 // `multiple` times its rate (SimConfig::rate_scale = multiple): arrival_s stays in the
