@@ -288,6 +288,8 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
         std::max(IsFixed(c.policy) ? best_fixed : cost_model, c.goodput);
   }
   if (best_fixed > 0 && cost_model > 0) result.cost_model_over_best_fixed = cost_model / best_fixed;
+  if (best_fixed > 0) result.bound_over_best_fixed = result.bound.per_gpu * plan.gpus / best_fixed;
+  result.trace_name = plan.trace_name;
   result.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
   if (!plan.out_dir.empty()) {
     RETURN_IF_ERROR(bench::WriteSummary(plan.out_dir, ToJson(result)));
@@ -323,6 +325,10 @@ std::string FormatPlan(const PlanResult& r) {
   absl::StrAppend(&out, "steady state: ", Fixed(r.steady_state.warmup_s, 0),
                   " s warm-up, >= ", Fixed(r.steady_state.measure_s, 0), " s measured, ",
                   Fixed(r.steady_state.cooldown_s, 0), " s cool-down at every rate\n");
+  if (r.bound_over_best_fixed > 0) {
+    absl::StrAppend(&out, "the work bound is ", Fixed(r.bound_over_best_fixed, 2),
+                    "x the best fixed policy's goodput: no policy can beat it by more\n");
+  }
   absl::StrAppend(
       &out, "work bound: ", Fixed(r.bound.per_gpu, 3), " requests/s per GPU (prefill ",
       Fixed(r.bound.prefill_ms, 1), " ms + decode ", Fixed(r.bound.decode_ms, 1),
@@ -351,22 +357,31 @@ nlohmann::json ToJson(const PlanResult& r) {
   }
   nlohmann::json best = nlohmann::json::object();
   for (const auto& [policy, i] : r.best_of_policy) best[policy] = r.candidates[i].Name();
-  return {{"gpus", r.gpus},
-          {"gpus_per_worker", r.gpus_per_worker},
-          {"goodput_rule", r.per_quartile ? "every_prompt_length_quartile" : "all_requests"},
-          {"trace_rate", r.trace_rate},
-          {"requests", r.requests},
-          {"best", best},
-          {"goodput_cost_model_over_best_fixed", r.cost_model_over_best_fixed},
-          {"steady_state", ToJson(r.steady_state)},
-          {"work_bound",
-           {{"per_gpu", r.bound.per_gpu},
-            {"prefill_ms", r.bound.prefill_ms},
-            {"decode_ms", r.bound.decode_ms},
-            {"intercept_share", r.bound.intercept_share}}},
-          {"simulations", r.simulations},
-          {"wall_s", r.wall_s},
-          {"candidates", candidates}};
+  nlohmann::json out = {
+      {"gpus", r.gpus},
+      {"gpus_per_worker", r.gpus_per_worker},
+      {"goodput_rule", r.per_quartile ? "every_prompt_length_quartile" : "all_requests"},
+      {"trace_rate", r.trace_rate},
+      {"requests", r.requests},
+      {"best", best},
+      {"goodput_cost_model_over_best_fixed", r.cost_model_over_best_fixed},
+      {"steady_state", ToJson(r.steady_state)},
+      {"work_bound",
+       {{"per_gpu", r.bound.per_gpu},
+        {"prefill_ms", r.bound.prefill_ms},
+        {"decode_ms", r.bound.decode_ms},
+        {"intercept_share", r.bound.intercept_share}}},
+      {"simulations", r.simulations},
+      {"wall_s", r.wall_s},
+      {"candidates", candidates}};
+  out["trace"] = r.trace_name;
+  out["work_bound_over_best_fixed"] = r.bound_over_best_fixed;
+  // The trace's own key as well (goodput_cost_model_over_best_fixed_azure_llm_2023_conv), so
+  // that the summaries of several traces merge.
+  const std::string stem = r.trace_name.substr(0, r.trace_name.find('.'));
+  if (!stem.empty())
+    out["goodput_cost_model_over_best_fixed_" + stem] = r.cost_model_over_best_fixed;
+  return out;
 }
 
 }  // namespace pdserve::sim

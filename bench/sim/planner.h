@@ -82,8 +82,11 @@ struct PlanResult {
   std::map<std::string, int> best_of_policy;  // Index into candidates.
   // cost_model's best goodput over the best fixed policy's (0 without either).
   double cost_model_over_best_fixed = 0;
-  // What the work alone allows any configuration (work_bound.h), over the trace window.
+  // What the work alone allows any configuration (work_bound.h), over the trace window, and
+  // over the best fixed policy's goodput: the most any policy could reach (0 without one).
   WorkBound bound;
+  double bound_over_best_fixed = 0;
+  std::string trace_name;  // PlanConfig::trace_name.
   SteadyState steady_state;
   int simulations = 0;
   double wall_s = 0;

@@ -126,7 +126,7 @@ struct PolicyConfig {
   // this fraction of their objective. Under 1 it trades goodput for a margin against load
   // the router's arrival rates have not seen yet (they decay over 10 s). Judged at steady
   // state, the objective itself is best (pdserve-sim, Azure trace at 8 GPUs: goodput 24.2
-  // requests/s per GPU at 1, 23.9 at 0.9, 23.7 at 0.8, 22.7 at 0.7; Mooncake the same at 0.7
+  // requests/s per GPU at 1, 23.9 at 0.9, 23.7 at 0.8, 23.2 at 0.7; Mooncake the same at 0.7
   // and 1; bench/README.md). 0.7 was chosen on bursts, where the rates lag (steady_state.h).
   // Default 1.
   double tpot_headroom = 1.0;

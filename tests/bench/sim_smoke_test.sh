@@ -41,6 +41,8 @@ assert s["gpus"] == 3, s["gpus"]
 assert set(s["best"]) == {"always_local", "always_offload", "length_threshold", "cost_model"}, s["best"]
 assert len(s["candidates"]) == 1 + 2 + 4 + 2, len(s["candidates"])
 assert s["goodput_cost_model_over_best_fixed"] > 0, s["goodput_cost_model_over_best_fixed"]
+assert s["goodput_cost_model_over_best_fixed_mooncake_fast25_conversation"] == s["goodput_cost_model_over_best_fixed"], s
+assert s["work_bound_over_best_fixed"] >= s["goodput_cost_model_over_best_fixed"], s
 bound = s["work_bound"]["per_gpu"]
 assert bound > 0, s["work_bound"]
 for c in s["candidates"]:

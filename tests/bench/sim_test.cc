@@ -471,7 +471,21 @@ TEST(PlannerTest, PlanSearchesEverySplitAndComparesWithTheBestFixedPolicy) {
   EXPECT_DOUBLE_EQ(result->cost_model_over_best_fixed, cost_model / best_fixed);
   const std::string text = FormatPlan(*result);
   EXPECT_NE(text.find("best: "), std::string::npos);
-  EXPECT_TRUE(ToJson(*result).contains("goodput_cost_model_over_best_fixed"));
+  EXPECT_NE(text.find("work bound: "), std::string::npos);
+  // Every goodput stays under the work bound, and the bound over the best fixed policy is
+  // the most any policy could reach.
+  ASSERT_GT(result->bound.per_gpu, 0);
+  for (const PlanCandidate& c : result->candidates)
+    EXPECT_LE(c.goodput_per_gpu, result->bound.per_gpu) << c.Name();
+  EXPECT_DOUBLE_EQ(result->bound_over_best_fixed, result->bound.per_gpu * 3 / best_fixed);
+  EXPECT_GE(result->bound_over_best_fixed, result->cost_model_over_best_fixed);
+  plan.trace_name = "azure_llm_2023_conv.csv";
+  auto named = RunPlan(plan, requests);
+  ASSERT_TRUE(named.ok());
+  const nlohmann::json json = ToJson(*named);
+  EXPECT_EQ(json.value("goodput_cost_model_over_best_fixed_azure_llm_2023_conv", -1.0),
+            named->cost_model_over_best_fixed);
+  EXPECT_EQ(json.value("work_bound_over_best_fixed", -1.0), named->bound_over_best_fixed);
 }
 
 // A configuration's goodput does not depend on where its search starts: the start snaps to a
