@@ -70,6 +70,10 @@ ABSL_FLAG(std::vector<std::string>, mixes, {},
 ABSL_FLAG(
     std::vector<std::string>, rates, {},
     "serve: request rates as multiples of the mix's unloaded capacity (default 0.5,1,2,3,4,6,8).");
+ABSL_FLAG(int, local_decode_workers, 2,
+          "serve: always_local's decode workers (on --cpus round robin).");
+ABSL_FLAG(std::vector<std::string>, router_cpus, {},
+          "serve: CPUs for the router and the load generator (empty: unpinned).");
 ABSL_FLAG(int, prefill_nice, 10,
           "serve: niceness of the prefill worker (0..19; 0: as the decode workers).");
 ABSL_FLAG(int, bisect_steps, -1,
@@ -253,6 +257,10 @@ int main(int argc, char** argv) {
     if (!absl::GetFlag(FLAGS_cpus).empty() &&
         !Ints("cpus", absl::GetFlag(FLAGS_cpus), &config.cpus))
       return 2;
+    if (!absl::GetFlag(FLAGS_router_cpus).empty() &&
+        !Ints("router_cpus", absl::GetFlag(FLAGS_router_cpus), &config.router_cpus))
+      return 2;
+    config.local_decode_workers = absl::GetFlag(FLAGS_local_decode_workers);
     const absl::Status status = pdserve::bench::RunServeBench(config);
     return status.ok() ? 0 : Fail(status);
   }

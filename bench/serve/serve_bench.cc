@@ -1,9 +1,12 @@
 #include "bench/serve/serve_bench.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -265,8 +268,10 @@ pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& 
     p.flags = {"--log_level=warning", "--backend=" + cfg.backend};
     return p;
   };
+  c.router.cpus = cfg.router_cpus;
   if (policy == "always_local") {
-    c.decode = {worker("decode-0", 0), worker("decode-1", 1)};
+    for (int i = 0; i < cfg.local_decode_workers; ++i)
+      c.decode.push_back(worker(absl::StrCat("decode-", i), i));
   } else {
     c.decode = {worker("decode-0", 0)};
     c.prefill = {worker("prefill-0", 1)};
@@ -427,6 +432,22 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   if (cfg.policies.empty() || cfg.mixes.empty())
     return absl::InvalidArgumentError("--policies, --mixes: empty");
   if (cfg.requests_per_rate < 4) return absl::InvalidArgumentError("--requests: must be >= 4");
+  if (cfg.local_decode_workers < 1 || cfg.local_decode_workers > 64)
+    return absl::InvalidArgumentError("--local_decode_workers: must be in [1, 64]");
+  if (!cfg.router_cpus.empty()) {
+    // This thread, and every thread it starts from here on (the load generator's clients,
+    // gRPC's), runs beside the router. Workers are pinned on their own (cpus).
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : cfg.router_cpus) {
+      if (cpu < 0 || cpu >= CPU_SETSIZE)
+        return absl::InvalidArgumentError(absl::StrCat("--router_cpus: ", cpu, " is not a CPU"));
+      CPU_SET(cpu, &set);
+    }
+    if (sched_setaffinity(0, sizeof(set), &set) != 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--router_cpus: sched_setaffinity: ", std::strerror(errno)));
+  }
   ASSIGN_OR_RETURN(const BenchModel loaded, LoadBenchModel(cfg.model_dir, "tiny", "serve"));
   const std::string& dir = loaded.dir;
   const engine::ModelConfig& model = loaded.config;
@@ -675,6 +696,9 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   summary["machine"] = MachineInfo();
   summary["backend"] = cfg.backend;
   summary["model"] = dir;
+  summary["cluster"] = {{"local_decode_workers", cfg.local_decode_workers},
+                        {"cpus", cfg.cpus},
+                        {"router_cpus", cfg.router_cpus}};
   const double wall = absl::ToDoubleSeconds(absl::Now() - wall_start);
   summary["loadgen_cpu_share"] =
       (CpuSeconds() - cpu_start) / std::max(1e-9, wall * std::thread::hardware_concurrency());

@@ -1,9 +1,9 @@
 // pdserve-bench serve: serving under load, per placement policy, on the same two pinned cores:
-// always_local runs two decode workers (one core each); always_offload, length_threshold and
-// cost_model run one prefill and one decode worker. For each workload mix (chat, documents,
-// mixed) a seeded Poisson rate sweep goes up to past the knee; each request's TTFT, TPOT, ITL
-// and end-to-end latency are measured at the client; a request's SLOs are multiples of the
-// unloaded latency of its kind (chat, document, follow-up): TTFT <= 10x, TPOT <= 5x; goodput
+// always_local runs two decode workers (one core each; local_decode_workers); always_offload,
+// length_threshold and cost_model run one prefill and one decode worker. For each workload mix
+// (chat, documents, mixed) a seeded Poisson rate sweep goes up to past the knee; each request's
+// TTFT, TPOT, ITL and end-to-end latency are measured at the client; a request's SLOs are multiples
+// of the unloaded latency of its kind (chat, document, follow-up): TTFT <= 10x, TPOT <= 5x; goodput
 // is the highest rate at which at least 90 % of requests meet both (DistServe's definition,
 // `vllm bench serve --goodput`). The router is told each mix's objectives. With api "openai"
 // the load goes through the router's OpenAI-compatible HTTP front instead of gRPC.
@@ -37,6 +37,13 @@ struct ServeBenchConfig {
   int probe_repetitions = 5;
   uint64_t seed = 2026;
   std::vector<int> cpus = {0, 1};
+  // always_local's decode workers, on cpus round robin. One, with router_cpus on the other
+  // core, gives a cluster whose worker shares its core with nothing (for the simulator's
+  // validation: bench/README.md, sim).
+  int local_decode_workers = 2;
+  // CPUs for the router and for this process (the load generator and its client threads);
+  // empty: unpinned, floating over every core.
+  std::vector<int> router_cpus;
   // The workers' engine backend (--backend): cpu, or cuda (GPU 0; offloads stage KV through
   // host memory).
   std::string backend = "cpu";

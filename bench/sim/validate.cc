@@ -133,6 +133,13 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
     model_dir = summary["model"].get<std::string>();
   }
   ASSIGN_OR_RETURN(const WorkerShape shape, DefaultWorkerShape(model_dir));
+  // always_local's decode workers, as the serve bench ran them (summaries before it said
+  // so: 2).
+  int local_decode_workers = 2;
+  if (summary.contains("cluster") && summary["cluster"].is_object())
+    local_decode_workers = summary["cluster"].value("local_decode_workers", 2);
+  if (local_decode_workers < 1)
+    return absl::InvalidArgumentError("--serve_dir: cluster.local_decode_workers must be >= 1");
   ValidationResult result;
   for (auto mix_it = summary.begin(); mix_it != summary.end(); ++mix_it) {
     const nlohmann::json& m = mix_it.value();
@@ -160,7 +167,7 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
       SimConfig base;
       base.profile = config.profile;
       base.profile.shape = shape;
-      base.decode_workers = 2;  // The serve bench measures it on always_local's cluster.
+      base.decode_workers = local_decode_workers;  // Measured on always_local's cluster.
       base.policy.name = "always_local";
       base.report_interval_ms = config.report_interval_ms;
       ASSIGN_OR_RETURN(rpc_ms,
@@ -198,7 +205,7 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
         SimConfig sim;
         sim.profile = config.profile;
         sim.profile.shape = shape;
-        sim.decode_workers = policy == "always_local" ? 2 : 1;
+        sim.decode_workers = policy == "always_local" ? local_decode_workers : 1;
         sim.prefill_workers = policy == "always_local" ? 0 : 1;
         sim.policy.name = policy;
         sim.policy.length_threshold = config.length_threshold;

@@ -144,6 +144,31 @@ TEST_F(ValidateTest, TheRpcHopIsCalibratedOnTheUnloadedPass) {
   EXPECT_EQ(ValidationJson(*b)["rpc_ms"]["mixed"].get<double>(), rb);
 }
 
+// always_local's cluster is what the serve bench ran (summary.json's cluster): one decode
+// worker takes the load two shared, so its simulated queueing is longer.
+TEST_F(ValidateTest, AlwaysLocalRunsOnTheServeBenchsNumberOfDecodeWorkers) {
+  std::filesystem::create_directories(dir_ / "runs/mixed/always_local");
+  nlohmann::json point = Measured(ValidationRow{}, 1, 1.0);
+  point["rate"] = 60;
+  point["requests"] = 40;
+  Write("runs/mixed/always_local/rate_0.json", point);
+  auto simulated_ttft_p90 = [&](int workers) -> double {
+    nlohmann::json summary = nlohmann::json::parse(std::ifstream(dir_ / "summary.json"));
+    summary["cluster"] = {{"local_decode_workers", workers}};
+    Write("summary.json", summary);
+    auto r = Validate(config_);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() && !r->rows.empty() ? r->rows[0].ttft_p90.simulated : -1;
+  };
+  const double two = simulated_ttft_p90(2), one = simulated_ttft_p90(1);
+  ASSERT_GT(two, 0);
+  EXPECT_GT(one, 1.2 * two);
+  nlohmann::json summary = nlohmann::json::parse(std::ifstream(dir_ / "summary.json"));
+  summary["cluster"] = {{"local_decode_workers", 0}};
+  Write("summary.json", summary);
+  EXPECT_NE(Validate(config_).status().message().find("local_decode_workers"), std::string::npos);
+}
+
 TEST_F(ValidateTest, BadInputIsAnErrorNamingIt) {
   config_.serve_dir = (dir_ / "missing").string();
   auto missing = Validate(config_);
