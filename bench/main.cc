@@ -97,6 +97,11 @@ ABSL_FLAG(bool, trace_spread_ties, true,
 ABSL_FLAG(double, trace_length_scale, 1,
           "serve: prompt, output and prefix-block lengths multiplied by this (a smaller model or "
           "machine than production's).");
+ABSL_FLAG(
+    int, max_context, 0,
+    "serve: the longest prompt plus output of any request (mixes, trace, the TPOT probe's "
+    "cold prefill at most half of it), at least 512; 0: the model's context. Lower it on a slow "
+    "machine.");
 ABSL_FLAG(int, requests_per_rate, 0, "serve: requests per rate point (0: 80 quick, 150 full).");
 ABSL_FLAG(std::string, api, "grpc",
           "serve: the API the load goes through: grpc, or openai (the router's HTTP front).");
@@ -248,6 +253,7 @@ int main(int argc, char** argv) {
     config.trace.start_s = absl::GetFlag(FLAGS_trace_start);
     config.trace.duration_s = absl::GetFlag(FLAGS_trace_duration);
     config.trace.length_scale = absl::GetFlag(FLAGS_trace_length_scale);
+    config.max_context = absl::GetFlag(FLAGS_max_context);
     config.trace.spread_ties = absl::GetFlag(FLAGS_trace_spread_ties);
     config.api = absl::GetFlag(FLAGS_api);
     if (config.api != "grpc" && config.api != "openai") {

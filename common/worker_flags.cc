@@ -27,6 +27,10 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM, how long running work may finish.");
 ABSL_FLAG(int, threads, 0, "Forward-pass threads; 0 = all hardware threads.");
 ABSL_FLAG(std::string, backend, "cpu", "Engine backend: cpu or cuda.");
+ABSL_FLAG(std::string, cpu_isa, "auto",
+          "Backend cpu: the kernels' instruction set: auto (the best this CPU has, capped by "
+          "$PDSERVE_MAX_CPU_ISA), avx512, avx2 "
+          "or scalar.");
 ABSL_FLAG(std::string, weight_dtype, "auto",
           "How weights are kept: auto (the checkpoint's dtype), f32, bf16 or f16.");
 ABSL_FLAG(std::vector<std::string>, cuda_graph_batch_sizes, {},
@@ -79,6 +83,7 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
   c.engine.backend = absl::GetFlag(FLAGS_backend);
   c.engine.num_threads = absl::GetFlag(FLAGS_threads);
   c.engine.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
+  c.engine.cpu_isa = absl::GetFlag(FLAGS_cpu_isa);
   for (const std::string& size : absl::GetFlag(FLAGS_cuda_graph_batch_sizes)) {
     int value = 0;
     if (!absl::SimpleAtoi(size, &value)) {

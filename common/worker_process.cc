@@ -80,7 +80,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
   ASSIGN_OR_RETURN(p->model_, engine::LoadModel(config.model_dir, config.engine));
   engine::Model& model = *p->model_.model;
   PDS_LOG(INFO) << "loaded " << p->model_.name << " (" << model.config().architecture << ", "
-                << model.weight_bytes() / (1 << 20) << " MiB) in "
+                << model.weight_bytes() / (1 << 20) << " MiB) on " << model.backend_name() << " ("
+                << model.instruction_set() << ") in "
                 << absl::FormatDuration(absl::Now() - load_start);
 
   KvLayout layout = model.MakeKvLayout(1, config.block_size, config.kv_dtype);

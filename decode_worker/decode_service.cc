@@ -76,6 +76,7 @@ class GrpcStreamSink final : public StreamSink {
       t.set_transfer_ms(f.transfer_ms);
       t.set_transfer_tail_ms(f.transfer_tail_ms);
       t.set_prefill_queue_ms(f.prefill_queue_ms);
+      t.set_offload_wait_ms(f.offload_wait_ms);
       t.set_ttft_ms(f.ttft_ms);
       t.set_decode_ms(f.decode_ms);
       t.set_e2e_ms(f.e2e_ms);

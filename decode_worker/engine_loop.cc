@@ -190,8 +190,12 @@ void EngineLoop::FinishSequence(Sequence* seq, engine::FinishReason reason,
   f.completion_tokens = seq->generated();
   const absl::Time admitted = seq->admitted == absl::Time() ? now : seq->admitted;
   f.queue_ms = Ms(admitted - seq->arrival);
-  if (seq->prefill_done != absl::Time()) f.prefill_ms = Ms(seq->prefill_done - admitted);
   const OffloadOutcome& o = seq->offload;
+  if (seq->prefill_done != absl::Time()) {
+    // After a fallback the local prefill starts when the offload was given up (or at a later
+    // admission); the time before is offload_wait_ms.
+    f.prefill_ms = Ms(seq->prefill_done - std::max(admitted, o.fell_back_at));
+  }
   if (o.offloaded) {
     f.offloaded = true;
     f.prefill_worker_id = o.prefill_worker_id;
@@ -204,6 +208,7 @@ void EngineLoop::FinishSequence(Sequence* seq, engine::FinishReason reason,
   }
   f.fell_back_to_local = o.fell_back_to_local;
   f.fallback_cause = o.fallback_cause;
+  f.offload_wait_ms = o.offload_wait_ms;
   if (seq->first_token != absl::Time()) {
     f.ttft_ms = Ms(seq->first_token - seq->arrival);
     f.decode_ms = Ms(seq->last_token - seq->first_token);

@@ -392,9 +392,7 @@ void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& caus
           seq->block_table.begin() + first_block,
           seq->block_table.begin() + first_block + static_cast<long>(attempt->blocks.size()));
       loop_->scheduler().ReturnToWaiting(seq);
-      seq->offload.fell_back_to_local = true;
-      loop_->CountOffload(false, cause);
-      loop_->ObserveKvWait(clock_->Now() - seq->admitted);
+      MarkFellBack(seq, cause);
       FinishOffload(seq);
       return;
     }
@@ -406,13 +404,20 @@ void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& caus
 void OffloadCoordinator::FallBackToLocal(Offload* offload, const std::string& cause) {
   Sequence* seq = offload->seq;
   PDS_LOG(INFO) << seq->request_id << ": prefilling locally (" << cause << ")";
-  seq->offload.fell_back_to_local = true;
   seq->offload.fallback_cause = cause;
-  loop_->CountOffload(false, cause);
-  loop_->ObserveKvWait(clock_->Now() - seq->admitted);
+  MarkFellBack(seq, cause);
   // Its blocks (prefix hits plus fresh ones) stay; the suffix is computed in local chunks.
   loop_->scheduler().TransferDone(seq, offload->cached_tokens);
   FinishOffload(seq);
+}
+
+void OffloadCoordinator::MarkFellBack(Sequence* seq, const std::string& cause) {
+  const absl::Time now = clock_->Now();
+  seq->offload.fell_back_to_local = true;
+  seq->offload.fell_back_at = now;
+  seq->offload.offload_wait_ms = absl::ToDoubleMilliseconds(now - seq->admitted);
+  loop_->CountOffload(false, cause);
+  loop_->ObserveKvWait(now - seq->admitted);
 }
 
 void OffloadCoordinator::FinishOffload(Sequence* seq) { offloads_.erase(seq); }

@@ -119,6 +119,8 @@ class OffloadCoordinator {
                     const absl::StatusOr<bool>& writes_stopped);
   void Release(Quarantine* q, const char* why);
   void Tick();
+  // Records that `seq`'s offload was given up (`cause`): outcome, timings and counters.
+  void MarkFellBack(Sequence* seq, const std::string& cause);
   void FinishOffload(Sequence* seq);
 
   EngineLoop* loop_;

@@ -32,6 +32,10 @@ struct OffloadOutcome {
   int prefill_computed_tokens = 0;
   bool fell_back_to_local = false;
   std::string fallback_cause;
+  // Fell back: how long the offload held the request before the decode worker gave up on it,
+  // and when it did (its local prefill's time counts from then, or from a later admission).
+  double offload_wait_ms = 0;
+  absl::Time fell_back_at;
 };
 
 struct Sequence {

@@ -38,6 +38,7 @@ class StreamSink {
     int prefill_computed_tokens = 0;
     bool fell_back_to_local = false;
     std::string fallback_cause;
+    double offload_wait_ms = 0;  // Fell back: the offload's time before it was given up.
   };
   virtual void Finish(const Final& final) = 0;
   // Tokens pushed but not yet written to the client.

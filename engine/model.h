@@ -53,6 +53,9 @@ class Model {
   // biases): what a memory budget must count.
   virtual size_t memory_bytes() const = 0;
   virtual std::string backend_name() const = 0;
+  // The instruction set the forward pass runs on, for logs, benchmarks and build info: the
+  // CPU backend's "avx512", "avx2" or "scalar" (cpu/cpu_isa.h); other backends their name.
+  virtual std::string instruction_set() const { return backend_name(); }
 
   // Runs the batch: writes every token's K/V into `pool` and fills `logits` with one row
   // per sequence that wants logits. InvalidArgument for a malformed batch (bad token id,

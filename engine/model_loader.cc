@@ -27,6 +27,7 @@ absl::Status EngineOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("--weight_dtype: '", weight_dtype, "' is not one of auto, f32, bf16, f16"));
   }
+  RETURN_IF_ERROR(ParseCpuIsa(cpu_isa).status());
   for (int size : cuda_graph_batch_sizes) {
     if (size < 1 || size > 1024) {
       return absl::InvalidArgumentError(
@@ -67,6 +68,7 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOption
   } else {
     CpuModelOptions cpu;
     cpu.num_threads = options.num_threads;
+    ASSIGN_OR_RETURN(cpu.isa, ParseCpuIsa(options.cpu_isa));
     if (options.weight_dtype == "f32") cpu.weight_type = WeightType::kF32;
     if (options.weight_dtype == "bf16") cpu.weight_type = WeightType::kBF16;
     if (options.weight_dtype == "f16") cpu.weight_type = WeightType::kF16;

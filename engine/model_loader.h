@@ -21,6 +21,9 @@ struct EngineOptions {
   int num_threads = 0;
   // How weights are kept: "auto" (the checkpoint's dtype), "f32", "bf16" or "f16". Default auto.
   std::string weight_dtype = "auto";
+  // Backend cpu: the kernels' instruction set: "auto" (the best this CPU has, capped by
+  // $PDSERVE_MAX_CPU_ISA when set), "avx512", "avx2" or "scalar" (cpu/cpu_isa.h). Default auto.
+  std::string cpu_isa = "auto";
   // Backend cuda: decode batch sizes that replay CUDA graphs (cuda::CudaModelOptions::
   // graph_batch_sizes; each in [1, 1024]). Default none.
   std::vector<int> cuda_graph_batch_sizes;

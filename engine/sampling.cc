@@ -33,7 +33,8 @@ __attribute__((target("avx512f"))) int32_t Argmax512(const float* x, int n) {
 }
 
 int32_t Argmax(absl::Span<const float> logits) {
-  if (kernels::HasAvx512()) return Argmax512(logits.data(), static_cast<int>(logits.size()));
+  static const bool avx512 = CpuSupports(CpuIsa::kAvx512);
+  if (avx512) return Argmax512(logits.data(), static_cast<int>(logits.size()));
   int32_t best = 0;
   for (int32_t i = 1; i < static_cast<int32_t>(logits.size()); ++i) {
     if (logits[i] > logits[best]) best = i;
@@ -97,7 +98,7 @@ int32_t SampleToken(absl::Span<const float> logits, const SamplingConfig& config
   for (float v : logits) max = std::max(max, v);
   const float inv_t = 1.0f / config.temperature;
   for (int i = 0; i < n; ++i) probs[i] = (logits[i] - max) * inv_t;
-  const float sum = kernels::ExpInPlaceSum(probs.data(), n);
+  const float sum = kernels::ExpInPlaceSum(BestCpuIsa(), probs.data(), n);
   const double u = UniformForPosition(config.seed, position);
 
   if (config.top_k == 0 && config.top_p >= 1.0f) {

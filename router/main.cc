@@ -25,7 +25,9 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:0", "/metrics listen address; 
 ABSL_FLAG(std::string, serving_info_path, "",
           "Write the bound addresses to this file once listening.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
-          "On SIGTERM, how long relayed requests may finish.");
+          "On SIGTERM, how long relayed requests may finish; those still running then end "
+          "UNAVAILABLE saying so (clients retry elsewhere). Keep it below the orchestrator's "
+          "grace period.");
 ABSL_FLAG(
     absl::Duration, worker_timeout, absl::Seconds(2),
     "A worker without a load report for this long is removed (its requests end UNAVAILABLE).");

@@ -69,7 +69,7 @@ class RelayCall::Downstream final : public grpc::ClientReadReactor<v1::GenerateR
 class RelayCall::Listener final : public WorkerListener {
  public:
   explicit Listener(RelayCall* call) : call_(call) {}
-  void WorkerRemoved(const std::string& why) override {
+  void Interrupted(const std::string& message) override {
     RelayCall* call;
     {
       absl::MutexLock lock(&mu_);
@@ -78,7 +78,7 @@ class RelayCall::Listener final : public WorkerListener {
       absl::MutexLock call_lock(&call->mu_);
       ++call->busy_;  // Keeps the call alive once this lock is released.
     }
-    call->OnWorkerRemoved(why);
+    call->OnInterrupted(message);
   }
   void Detach() {
     absl::MutexLock lock(&mu_);
@@ -281,10 +281,8 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
       bool retried = false;
       if (cancelled_) {
         s = ClientGoneStatusLocked();
-      } else if (!worker_gone_.empty() && !status.ok()) {
-        s = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                         absl::StrCat("decode worker ", placement_.placement.decode.worker_id,
-                                      " left the cluster: ", worker_gone_));
+      } else if (!interrupted_.empty() && !status.ok()) {
+        s = grpc::Status(grpc::StatusCode::UNAVAILABLE, interrupted_);
       } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE && messages_ == 0 &&
                  retries_ < 1) {
         // It failed before producing anything: place once more, elsewhere.
@@ -317,11 +315,11 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
   Act(actions);
 }
 
-void RelayCall::OnWorkerRemoved(const std::string& why) {
+void RelayCall::OnInterrupted(const std::string& message) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
-    worker_gone_ = why;
+    interrupted_ = message;
     if (downstream_ != nullptr && !downstream_done_) actions.cancel = downstream_;
   }
   Act(actions);

@@ -3,10 +3,10 @@
 // read only after the client took the previous one, so a slow client is back-pressured
 // rather than buffered), and the final message gets the router's timings. The client's
 // deadline bounds the downstream call; the client's cancellation cancels it (the decode
-// worker then cancels its prefill, if any). If the decode worker leaves the registry the call
-// ends with UNAVAILABLE; if it fails before its first token with UNAVAILABLE, the request is
-// placed once more on another decode worker.
-// Thread-safety: gRPC drives it from its threads; shared state is locked.
+// worker then cancels its prefill, if any). If the decode worker leaves the registry, or the
+// router's drain runs out, the call ends with UNAVAILABLE saying why; if it fails before its first
+// token with UNAVAILABLE, the request is placed once more on another decode worker. Thread-safety:
+// gRPC drives it from its threads; shared state is locked.
 #ifndef PDSERVE_ROUTER_RELAY_CALL_H_
 #define PDSERVE_ROUTER_RELAY_CALL_H_
 
@@ -87,7 +87,9 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void PlaceLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnMessage();  // The downstream read a message.
   void OnDownstreamDone(const grpc::Status& status);
-  void OnWorkerRemoved(const std::string& why);  // Called with busy_ already raised.
+  // The worker left, or the router stops: ends the call UNAVAILABLE with `message`. Called
+  // with busy_ already raised.
+  void OnInterrupted(const std::string& message);
   void FinishLocked(const grpc::Status& status, Actions* actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObserveResult(const v1::GenerateResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -124,7 +126,7 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   bool deadline_passed_ ABSL_GUARDED_BY(mu_) = false;
   bool pending_finish_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status pending_status_ ABSL_GUARDED_BY(mu_);
-  std::string worker_gone_ ABSL_GUARDED_BY(mu_);
+  std::string interrupted_ ABSL_GUARDED_BY(mu_);  // Why the call was interrupted, if it was.
   int messages_ ABSL_GUARDED_BY(mu_) = 0;
   int retries_ ABSL_GUARDED_BY(mu_) = 0;
   double router_ms_ ABSL_GUARDED_BY(mu_) = 0;

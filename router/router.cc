@@ -5,6 +5,12 @@
 #include "common/status_macros.h"
 
 namespace pdserve::router {
+namespace {
+
+// After the drain deadline, how long interrupted requests may take to write their endings.
+constexpr absl::Duration kInterruptedWindDown = absl::Seconds(2);
+
+}  // namespace
 
 absl::Status RouterConfig::Validate() const {
   if (model_dirs.empty())
@@ -119,26 +125,38 @@ void Router::Run(ShutdownSignal& shutdown) {
   server_->RunUntilShutdown(shutdown, [this](absl::Time deadline) {
     // New requests are refused; those in flight run on until the deadline.
     generation_->BeginDrain();
-    if (http_front_) {
-      // HTTP requests ride in-process gRPC calls, which the server's shutdown would end at
-      // once: they finish first.
-      http_front_->StopAccepting();
-      if (!http_front_->WaitIdle(deadline)) {
-        PDS_LOG(WARNING) << http_front_->active_requests()
-                         << " HTTP requests still running at the drain deadline";
+    // HTTP requests ride in-process gRPC calls, which the server's shutdown would end at once:
+    // they finish first.
+    if (http_front_) http_front_->StopAccepting();
+    if (!WaitRequestsIdle(deadline)) {
+      // The orchestrator kills the process soon after the deadline (the chart's grace period
+      // is the drain timeout plus 15 s), so what still runs must end now, and cleanly: each
+      // request ends UNAVAILABLE saying why (an SSE client gets an error event), which a
+      // client can retry elsewhere; its decode worker is told to stop and frees its KV.
+      const int interrupted = registry_->InterruptAll(
+          absl::StrCat("the router is shutting down and its drain timeout (",
+                       absl::FormatDuration(config_.server.drain_timeout),
+                       ") passed before this request finished: send it to another router"));
+      PDS_LOG(WARNING) << interrupted << " requests still running at the drain deadline; "
+                       << "interrupted";
+      if (!WaitRequestsIdle(absl::Now() + kInterruptedWindDown)) {
+        PDS_LOG(WARNING) << generation_->in_flight() << " requests ("
+                         << (http_front_ ? http_front_->active_requests() : 0)
+                         << " over HTTP) still running after their interruption";
       }
     }
     // Workers stay registered while relayed calls finish (a worker that leaves the registry
     // has its calls ended); then their streams are closed so that they do not hold the drain.
-    if (!generation_->WaitIdle(deadline)) {
-      PDS_LOG(WARNING) << generation_->in_flight()
-                       << " requests still in flight at the drain deadline";
-    }
     registry_service_->BeginDrain();
   });
   stop_sweeper_.Notify();
   sweeper_.join();
   StopHttpFront();
+}
+
+bool Router::WaitRequestsIdle(absl::Time deadline) const {
+  if (http_front_ && !http_front_->WaitIdle(deadline)) return false;
+  return generation_->WaitIdle(deadline);
 }
 
 void Router::StopHttpFront() {

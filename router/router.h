@@ -72,6 +72,8 @@ class Router {
   Router() = default;
   void Sweep();
   void StopHttpFront();
+  // Waits until no request runs (HTTP or gRPC), or `deadline`; true if none does.
+  bool WaitRequestsIdle(absl::Time deadline) const;
 
   RouterConfig config_;
   std::unique_ptr<ModelCatalog> catalog_;

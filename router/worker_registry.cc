@@ -66,7 +66,7 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info) {
                 << info.grpc_address << " (model " << info.model << ", epoch " << info.epoch << ")";
   // The old stream of a replaced registration closes at its next message (Report says the
   // session is gone).
-  if (!replaced.why.empty()) Notify(std::move(replaced));
+  if (!replaced.message.empty()) Notify(std::move(replaced));
   return session;
 }
 
@@ -125,7 +125,8 @@ bool WorkerRegistry::ApplyPrefix(uint64_t session, const PrefixCacheUpdate& upda
 
 WorkerRegistry::Removal WorkerRegistry::RemoveLocked(WorkerEntry* e, const std::string& why) {
   Removal r;
-  r.why = why;
+  r.message = absl::StrCat(RoleName(e->info.role), " worker ", e->info.worker_id,
+                           " left the cluster: ", why);
   for (auto& [key, listener] : e->listeners) r.listeners.push_back(std::move(listener));
   prefix_.RemoveWorker(e->slot);
   live_.erase(std::find(live_.begin(), live_.end(), e));
@@ -138,7 +139,21 @@ WorkerRegistry::Removal WorkerRegistry::RemoveLocked(WorkerEntry* e, const std::
 }
 
 void WorkerRegistry::Notify(Removal removal) {
-  for (auto& listener : removal.listeners) listener->WorkerRemoved(removal.why);
+  for (auto& listener : removal.listeners) listener->Interrupted(removal.message);
+}
+
+int WorkerRegistry::InterruptAll(const std::string& message) {
+  Removal all;
+  all.message = message;
+  {
+    absl::MutexLock lock(&mu_);
+    for (WorkerEntry* e : live_) {
+      for (const auto& [key, listener] : e->listeners) all.listeners.push_back(listener);
+    }
+  }
+  const int told = static_cast<int>(all.listeners.size());
+  Notify(std::move(all));
+  return told;
 }
 
 void WorkerRegistry::Unregister(uint64_t session, const std::string& why) {

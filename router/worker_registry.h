@@ -27,11 +27,13 @@
 
 namespace pdserve::router {
 
-// Told when the worker a request runs on leaves the cluster.
+// Told when a request must end although its worker has not finished it: the worker left the
+// cluster, or the router is stopping. `message` says why, whole (the client's UNAVAILABLE
+// status message).
 class WorkerListener {
  public:
   virtual ~WorkerListener() = default;
-  virtual void WorkerRemoved(const std::string& why) = 0;
+  virtual void Interrupted(const std::string& message) = 0;
 };
 
 // One registered worker. Plain data, read and written under the registry's lock.
@@ -83,6 +85,9 @@ class WorkerRegistry {
   // Removes workers whose last report (or registration) is older than the timeout; returns
   // how many.
   int ExpireSilent();
+  // Interrupts every request on every worker with `message` (the router's drain ran out);
+  // the workers stay registered. Returns how many requests were told.
+  int InterruptAll(const std::string& message);
 
   // A request runs on `session`'s worker: counted in its in-flight, and `listener` is told if
   // the worker leaves; its TPOT objective (0: none) is one of the worker's until Release.
@@ -107,7 +112,7 @@ class WorkerRegistry {
  private:
   struct Removal {
     std::vector<std::shared_ptr<WorkerListener>> listeners;
-    std::string why;
+    std::string message;  // What the listeners are told.
   };
   WorkerEntry* FindSessionLocked(uint64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Removal RemoveLocked(WorkerEntry* entry, const std::string& why)

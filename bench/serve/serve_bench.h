@@ -69,6 +69,10 @@ struct ServeBenchConfig {
   // first requests_per_rate requests with their arrival gaps scaled to the rate.
   std::string trace_path;
   TraceSelection trace;
+  // The longest prompt plus output any request uses (the mixes' documents, a trace's requests,
+  // the TPOT probe's cold prefill: at most half of it); 0: the model's context. Smaller keeps
+  // the bench within reach of a slow machine.
+  int max_context = 0;
 
   static ServeBenchConfig Quick();
   static ServeBenchConfig Full();

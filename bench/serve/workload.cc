@@ -26,6 +26,11 @@ absl::StatusOr<MixSpec> Mix(const std::string& name, int max_context) {
   // Leave room for the longest output (and, for follow-ups, a chat turn before them).
   m.document_prompt_max = std::min(m.document_prompt_max, max_context - m.document_output_max - 8);
   m.document_prompt_min = std::min(m.document_prompt_min, m.document_prompt_max);
+  // A chat turn and a follow-up on it fit too.
+  m.chat_prompt_max =
+      std::min(m.chat_prompt_max,
+               max_context - m.chat_output_max - m.follow_up_new_tokens - m.follow_up_output - 8);
+  m.chat_prompt_min = std::min(m.chat_prompt_min, m.chat_prompt_max);
   return m;
 }
 

@@ -48,7 +48,7 @@ struct Event {
 
 class NoopListener final : public router::WorkerListener {
  public:
-  void WorkerRemoved(const std::string&) override {}  // Simulated workers never leave.
+  void Interrupted(const std::string&) override {}  // Simulated workers never leave.
 };
 
 struct RequestState {

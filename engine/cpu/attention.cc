@@ -166,8 +166,8 @@ PDS_AVX512 void AttendAvx512(const AttentionRow* rows, int n, int head_dim, floa
   scratch->key_panels.EnsureSize(static_cast<size_t>((keys + kPanel - 1) / kPanel) * head_dim *
                                  kPanel);
   PackKeys<D>(k_rows, keys, head_dim, scratch->key_panels.data());
-  GemmPanels(scratch->queries.data(), n, head_dim, scratch->key_panels.data(), keys, head_dim,
-             scores, static_cast<int>(stride));
+  GemmPanels(CpuIsa::kAvx512, scratch->queries.data(), n, head_dim, scratch->key_panels.data(),
+             keys, head_dim, scores, static_cast<int>(stride));
   // Softmax over each row's own prefix.
   float* inv_sum = scratch->inv_sum.data();
   for (int r = 0; r < n; ++r) {
@@ -179,7 +179,7 @@ PDS_AVX512 void AttendAvx512(const AttentionRow* rows, int n, int head_dim, floa
       max = std::max(max, s[j]);
     }
     for (int j = 0; j < count; ++j) s[j] -= max;
-    inv_sum[r] = 1.0f / kernels::ExpInPlaceSum(s, count);
+    inv_sum[r] = 1.0f / kernels::ExpInPlaceSum(CpuIsa::kAvx512, s, count);
   }
   // Values: 12 rows x 32 dims at a time.
   static constexpr auto kernels_by_rows =
@@ -223,7 +223,7 @@ void AttendScalar(const AttentionRow* rows, int n, int head_dim, float scale, DT
     float max = -std::numeric_limits<float>::infinity();
     for (int j = 0; j < keys; ++j) max = std::max(max, s[j]);
     for (int j = 0; j < keys; ++j) s[j] -= max;
-    inv_sum[r] = 1.0f / kernels::ExpInPlaceSum(s, keys);
+    inv_sum[r] = 1.0f / kernels::ExpInPlaceSum(CpuIsa::kScalar, s, keys);
     for (int d = 0; d < head_dim; ++d) {
       float acc = 0;
       for (int j = 0; j < keys; ++j) acc = std::fma(s[j], LoadScalar(v_rows[j], dtype, d), acc);
@@ -234,9 +234,9 @@ void AttendScalar(const AttentionRow* rows, int n, int head_dim, float scale, DT
 
 }  // namespace
 
-void AttendRows(const KvLayout& layout, const uint8_t* pool_base, int layer, int kv_head,
-                const AttentionRow* rows, int num_rows, const int32_t* block_table, float scale,
-                AttentionScratch* scratch) {
+void AttendRows(CpuIsa isa, const KvLayout& layout, const uint8_t* pool_base, int layer,
+                int kv_head, const AttentionRow* rows, int num_rows, const int32_t* block_table,
+                float scale, AttentionScratch* scratch) {
   if (num_rows <= 0) return;
   int keys = 0;
   for (int r = 0; r < num_rows; ++r) keys = std::max(keys, rows[r].position + 1);
@@ -257,7 +257,7 @@ void AttendRows(const KvLayout& layout, const uint8_t* pool_base, int layer, int
   const uint8_t* const* k = scratch->k_rows.data();
   const uint8_t* const* v = scratch->v_rows.data();
   const int hd = layout.head_dim;
-  if (!kernels::HasAvx512()) {
+  if (isa != CpuIsa::kAvx512) {
     AttendScalar(rows, num_rows, hd, scale, layout.dtype, k, v, scratch->scores.data(), stride,
                  scratch->inv_sum.data());
     return;

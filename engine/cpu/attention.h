@@ -18,6 +18,7 @@
 
 #include "common/kv_layout.h"
 #include "engine/cpu/aligned_buffer.h"
+#include "engine/cpu/cpu_isa.h"
 
 namespace pdserve::engine {
 
@@ -37,9 +38,10 @@ struct AttentionScratch {
   std::vector<float> inv_sum;
 };
 
-void AttendRows(const KvLayout& layout, const uint8_t* pool_base, int layer, int kv_head,
-                const AttentionRow* rows, int num_rows, const int32_t* block_table, float scale,
-                AttentionScratch* scratch);
+// Runs on `isa`'s kernels.
+void AttendRows(CpuIsa isa, const KvLayout& layout, const uint8_t* pool_base, int layer,
+                int kv_head, const AttentionRow* rows, int num_rows, const int32_t* block_table,
+                float scale, AttentionScratch* scratch);
 
 }  // namespace pdserve::engine
 

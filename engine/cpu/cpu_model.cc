@@ -30,6 +30,12 @@ absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(Checkpoint& checkpoint,
   int threads = options.num_threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (threads > 256) return absl::InvalidArgumentError("num_threads: at most 256");
+  if (options.isa.has_value()) {
+    model->isa_ = *options.isa;
+  } else {
+    ASSIGN_OR_RETURN(model->isa_, DefaultCpuIsa());
+  }
+  RETURN_IF_ERROR(CheckCpuSupports(model->isa_));
   model->pool_ = std::make_unique<ThreadPool>(threads);
   if (options.weight_type.has_value()) {
     model->weight_type_ = *options.weight_type;
@@ -223,10 +229,10 @@ absl::Status CpuModel::Forward(const PackedBatch& batch, KvPool& pool,
   for (int l = 0; l < c.num_layers; ++l) {
     const Layer& layer = layers_[l];
     ForRows(T, [&](int t) {
-      kernels::RmsNorm(x_.data() + static_cast<size_t>(t) * hidden, layer.input_norm.data(),
+      kernels::RmsNorm(isa_, x_.data() + static_cast<size_t>(t) * hidden, layer.input_norm.data(),
                        c.rms_norm_eps, hidden, h_.data() + static_cast<size_t>(t) * hidden);
     });
-    Gemm(h_.data(), T, hidden, layer.qkv, qkv_.data(), qkv_dim, pool_.get());
+    Gemm(isa_, h_.data(), T, hidden, layer.qkv, qkv_.data(), qkv_dim, pool_.get());
     ForRows(T, [&](int t) {
       float* row = qkv_.data() + static_cast<size_t>(t) * qkv_dim;
       if (!layer.qkv_bias.empty()) kernels::Add(row, layer.qkv_bias.data(), qkv_dim);
@@ -234,12 +240,12 @@ absl::Status CpuModel::Forward(const PackedBatch& batch, KvPool& pool,
       float* k = row + q_dim;
       if (c.qk_norm) {
         for (int hq = 0; hq < c.num_heads; ++hq) {
-          kernels::RmsNorm(q + hq * c.head_dim, layer.q_norm.data(), c.rms_norm_eps, c.head_dim,
-                           q + hq * c.head_dim);
+          kernels::RmsNorm(isa_, q + hq * c.head_dim, layer.q_norm.data(), c.rms_norm_eps,
+                           c.head_dim, q + hq * c.head_dim);
         }
         for (int hk = 0; hk < c.num_kv_heads; ++hk) {
-          kernels::RmsNorm(k + hk * c.head_dim, layer.k_norm.data(), c.rms_norm_eps, c.head_dim,
-                           k + hk * c.head_dim);
+          kernels::RmsNorm(isa_, k + hk * c.head_dim, layer.k_norm.data(), c.rms_norm_eps,
+                           c.head_dim, k + hk * c.head_dim);
         }
       }
       const float* cos = rope_cos_.data() + static_cast<size_t>(t) * half;
@@ -263,25 +269,26 @@ absl::Status CpuModel::Forward(const PackedBatch& batch, KvPool& pool,
                           token_pos_[t]});
         }
       }
-      AttendRows(layout, pool.base(), l, unit.kv_head, rows.data(), static_cast<int>(rows.size()),
-                 batch.sequences[unit.seq].block_table.data(), scale, &attention_scratch_[worker]);
+      AttendRows(isa_, layout, pool.base(), l, unit.kv_head, rows.data(),
+                 static_cast<int>(rows.size()), batch.sequences[unit.seq].block_table.data(), scale,
+                 &attention_scratch_[worker]);
     });
-    Gemm(attn_.data(), T, q_dim, layer.o, tmp_.data(), hidden, pool_.get());
+    Gemm(isa_, attn_.data(), T, q_dim, layer.o, tmp_.data(), hidden, pool_.get());
     ForRows(T, [&](int t) {
       float* x = x_.data() + static_cast<size_t>(t) * hidden;
       float* o = tmp_.data() + static_cast<size_t>(t) * hidden;
       if (!layer.o_bias.empty()) kernels::Add(o, layer.o_bias.data(), hidden);
       kernels::Add(x, o, hidden);
-      kernels::RmsNorm(x, layer.post_norm.data(), c.rms_norm_eps, hidden,
+      kernels::RmsNorm(isa_, x, layer.post_norm.data(), c.rms_norm_eps, hidden,
                        h_.data() + static_cast<size_t>(t) * hidden);
     });
-    Gemm(h_.data(), T, hidden, layer.gate_up, gate_up_.data(), 2 * inter, pool_.get());
+    Gemm(isa_, h_.data(), T, hidden, layer.gate_up, gate_up_.data(), 2 * inter, pool_.get());
     ForRows(T, [&](int t) {
       float* gu = gate_up_.data() + static_cast<size_t>(t) * 2 * inter;
       if (!layer.gate_up_bias.empty()) kernels::Add(gu, layer.gate_up_bias.data(), 2 * inter);
-      kernels::SiluMul(gu, gu + inter, inter, act_.data() + static_cast<size_t>(t) * inter);
+      kernels::SiluMul(isa_, gu, gu + inter, inter, act_.data() + static_cast<size_t>(t) * inter);
     });
-    Gemm(act_.data(), T, inter, layer.down, tmp_.data(), hidden, pool_.get());
+    Gemm(isa_, act_.data(), T, inter, layer.down, tmp_.data(), hidden, pool_.get());
     ForRows(T, [&](int t) {
       float* d = tmp_.data() + static_cast<size_t>(t) * hidden;
       if (!layer.down_bias.empty()) kernels::Add(d, layer.down_bias.data(), hidden);
@@ -295,14 +302,14 @@ absl::Status CpuModel::Forward(const PackedBatch& batch, KvPool& pool,
   for (int s = 0; s < S; ++s) {
     if (!batch.sequences[s].want_logits) continue;
     const int t = batch.cu_seqlens[s + 1] - 1;
-    kernels::RmsNorm(x_.data() + static_cast<size_t>(t) * hidden, final_norm_.data(),
+    kernels::RmsNorm(isa_, x_.data() + static_cast<size_t>(t) * hidden, final_norm_.data(),
                      c.rms_norm_eps, hidden, h_.data() + static_cast<size_t>(r) * hidden);
     ++r;
   }
   logits->rows = rows;
   logits->vocab = c.vocab_size;
   logits->data.resize(static_cast<size_t>(rows) * c.vocab_size);
-  Gemm(h_.data(), rows, hidden, lm_head_, logits->data.data(), c.vocab_size, pool_.get());
+  Gemm(isa_, h_.data(), rows, hidden, lm_head_, logits->data.data(), c.vocab_size, pool_.get());
   return absl::OkStatus();
 }
 

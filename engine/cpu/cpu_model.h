@@ -16,6 +16,7 @@
 #include "engine/checkpoint.h"
 #include "engine/cpu/aligned_buffer.h"
 #include "engine/cpu/attention.h"
+#include "engine/cpu/cpu_isa.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/model.h"
@@ -29,6 +30,9 @@ struct CpuModelOptions {
   // How the matrices (and the embedding table) are stored; unset: as the checkpoint stores
   // its embedding table (its dtype). Default unset.
   std::optional<WeightType> weight_type;
+  // The instruction set of the kernels; unset: DefaultCpuIsa() (the best this CPU has, unless
+  // $PDSERVE_MAX_CPU_ISA caps it). One the CPU lacks fails Load. Default unset.
+  std::optional<CpuIsa> isa;
 };
 
 class CpuModel final : public Model {
@@ -41,8 +45,10 @@ class CpuModel final : public Model {
   size_t weight_bytes() const override { return weight_bytes_; }
   size_t memory_bytes() const override { return memory_bytes_; }
   std::string backend_name() const override { return "cpu"; }
+  std::string instruction_set() const override { return CpuIsaName(isa_); }
   int num_threads() const { return pool_->size(); }
   WeightType weight_type() const { return weight_type_; }
+  CpuIsa isa() const { return isa_; }
 
   absl::Status Forward(const PackedBatch& batch, KvPool& pool, const ForwardOptions& options,
                        Logits* logits) override;
@@ -68,6 +74,7 @@ class CpuModel final : public Model {
   size_t weight_bytes_ = 0;
   size_t memory_bytes_ = 0;
   WeightType weight_type_ = WeightType::kF32;
+  CpuIsa isa_ = CpuIsa::kScalar;
   AlignedBuffer<uint8_t> embed_;  // [vocab, hidden] of weight_type_ (rows in order)
   std::vector<float> final_norm_;
   PackedMatrix lm_head_;  // [vocab, hidden]

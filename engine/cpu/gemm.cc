@@ -33,17 +33,6 @@ constexpr int BfloatSlot(int j) {
   return j < 16 ? (j / 4) * 8 + j % 4 : ((j - 16) / 4) * 8 + 4 + (j - 16) % 4;
 }
 
-bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  return has;
-}
-
-bool HasAvx2Fma() {
-  static const bool has =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c();
-  return has;
-}
-
 // ---- AVX-512: MR rows x 32 columns, two zmm accumulators per row. ----
 constexpr int kMrAvx512 = 12;
 
@@ -202,10 +191,10 @@ const KernelFn* Avx2Table(WeightType type) {
 
 // Computes Y[:, panels p0..p1) for all rows. Panel p starts p * k_total * kPanel elements
 // into `panels`.
-void GemmPanelRange(const float* x, int m, int ldx, const uint8_t* panels, WeightType type,
-                    int n_total, int k_total, float* y, int ldy, int p0, int p1) {
-  const bool avx512 = HasAvx512();
-  const bool avx2 = !avx512 && HasAvx2Fma();
+void GemmPanelRange(CpuIsa isa, const float* x, int m, int ldx, const uint8_t* panels,
+                    WeightType type, int n_total, int k_total, float* y, int ldy, int p0, int p1) {
+  const bool avx512 = isa == CpuIsa::kAvx512;
+  const bool avx2 = isa == CpuIsa::kAvx2;
   const KernelFn* kernels = avx512 ? Avx512Table(type) : (avx2 ? Avx2Table(type) : nullptr);
   const int mr = avx512 ? kMrAvx512 : (avx2 ? kMrAvx2 : 4);
   const size_t elem = WeightTypeBytes(type);
@@ -290,25 +279,25 @@ float PackedMatrix::At(int n, int k) const {
   return PanelValue(panel, type_, k, n % kPanel);
 }
 
-void Gemm(const float* x, int m, int ldx, const PackedMatrix& w, float* y, int ldy,
+void Gemm(CpuIsa isa, const float* x, int m, int ldx, const PackedMatrix& w, float* y, int ldy,
           ThreadPool* pool) {
   if (m <= 0 || w.rows() == 0) return;
   const int panels = w.panels();
   const uint8_t* data = static_cast<const uint8_t*>(w.data());
   if (pool == nullptr || pool->size() == 1 || panels < 2) {
-    GemmPanelRange(x, m, ldx, data, w.type(), w.rows(), w.cols(), y, ldy, 0, panels);
+    GemmPanelRange(isa, x, m, ldx, data, w.type(), w.rows(), w.cols(), y, ldy, 0, panels);
     return;
   }
   pool->ParallelFor(panels, [&](int p0, int p1) {
-    GemmPanelRange(x, m, ldx, data, w.type(), w.rows(), w.cols(), y, ldy, p0, p1);
+    GemmPanelRange(isa, x, m, ldx, data, w.type(), w.rows(), w.cols(), y, ldy, p0, p1);
   });
 }
 
-void GemmPanels(const float* x, int m, int ldx, const float* panels, int n, int k, float* y,
-                int ldy) {
+void GemmPanels(CpuIsa isa, const float* x, int m, int ldx, const float* panels, int n, int k,
+                float* y, int ldy) {
   if (m <= 0 || n <= 0) return;
-  GemmPanelRange(x, m, ldx, reinterpret_cast<const uint8_t*>(panels), WeightType::kF32, n, k, y,
-                 ldy, 0, (n + kPanel - 1) / kPanel);
+  GemmPanelRange(isa, x, m, ldx, reinterpret_cast<const uint8_t*>(panels), WeightType::kF32, n, k,
+                 y, ldy, 0, (n + kPanel - 1) / kPanel);
 }
 
 }  // namespace pdserve::engine

@@ -26,6 +26,7 @@
 #include <memory>
 
 #include "engine/cpu/aligned_buffer.h"
+#include "engine/cpu/cpu_isa.h"
 
 namespace pdserve::engine {
 
@@ -64,16 +65,16 @@ class PackedMatrix {
   AlignedBuffer<uint8_t> data_;
 };
 
-// Y = X * W^T. X is M rows with stride ldx, Y is M rows with stride ldy (>= N).
-// `pool` may be null (single-threaded).
-void Gemm(const float* x, int m, int ldx, const PackedMatrix& w, float* y, int ldy,
+// Y = X * W^T on `isa`'s kernels. X is M rows with stride ldx, Y is M rows with stride ldy
+// (>= N). `pool` may be null (single-threaded).
+void Gemm(CpuIsa isa, const float* x, int m, int ldx, const PackedMatrix& w, float* y, int ldy,
           ThreadPool* pool);
 
 // The same on the calling thread, with B given directly as float32 panels laid out like
 // PackedMatrix's data: [ceil(n / kPanelWidth)][k][kPanelWidth]. Attention uses it with
 // transposed keys as B.
-void GemmPanels(const float* x, int m, int ldx, const float* panels, int n, int k, float* y,
-                int ldy);
+void GemmPanels(CpuIsa isa, const float* x, int m, int ldx, const float* panels, int n, int k,
+                float* y, int ldy);
 
 }  // namespace pdserve::engine
 

@@ -96,14 +96,8 @@ PDS_AVX512 void Axpy512(float w, const float* v, int n, float* out) {
 
 }  // namespace
 
-bool HasAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return has;
-}
-
-void RmsNorm(const float* x, const float* weight, float eps, int dim, float* y) {
-  if (HasAvx512()) {
+void RmsNorm(CpuIsa isa, const float* x, const float* weight, float eps, int dim, float* y) {
+  if (isa == CpuIsa::kAvx512) {
     RmsNorm512(x, weight, eps, dim, y);
     return;
   }
@@ -117,16 +111,16 @@ void Add(float* y, const float* b, int n) {
   for (int i = 0; i < n; ++i) y[i] += b[i];
 }
 
-void SiluMul(const float* gate, const float* up, int n, float* out) {
-  if (HasAvx512()) {
+void SiluMul(CpuIsa isa, const float* gate, const float* up, int n, float* out) {
+  if (isa == CpuIsa::kAvx512) {
     SiluMul512(gate, up, n, out);
     return;
   }
   for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-float ExpInPlaceSum(float* x, int n) {
-  if (HasAvx512()) return ExpSum512(x, n);
+float ExpInPlaceSum(CpuIsa isa, float* x, int n) {
+  if (isa == CpuIsa::kAvx512) return ExpSum512(x, n);
   float sum = 0;
   for (int i = 0; i < n; ++i) {
     x[i] = std::exp(x[i]);
@@ -148,15 +142,15 @@ void ApplyRope(float* x, int num_heads, int head_dim, const float* cos, const fl
   }
 }
 
-float Dot(const float* a, const float* b, int n) {
-  if (HasAvx512()) return Dot512(a, b, n);
+float Dot(CpuIsa isa, const float* a, const float* b, int n) {
+  if (isa == CpuIsa::kAvx512) return Dot512(a, b, n);
   float acc = 0;
   for (int i = 0; i < n; ++i) acc = std::fma(a[i], b[i], acc);
   return acc;
 }
 
-void Axpy(float w, const float* v, int n, float* out) {
-  if (HasAvx512()) {
+void Axpy(CpuIsa isa, float w, const float* v, int n, float* out) {
+  if (isa == CpuIsa::kAvx512) {
     Axpy512(w, v, n, out);
     return;
   }

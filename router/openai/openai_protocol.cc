@@ -315,6 +315,7 @@ json Extension(const v1::GenerateResult& result, const std::string& request_id) 
                 {"queue", t.queue_ms()},
                 {"prefill_queue", t.prefill_queue_ms()},
                 {"prefill", t.prefill_ms()},
+                {"offload_wait", t.offload_wait_ms()},
                 {"transfer", t.transfer_ms()},
                 {"transfer_tail", t.transfer_tail_ms()},
                 {"ttft", t.ttft_ms()},

@@ -38,9 +38,10 @@ fi
 grep -q "8 runs resumed" "$out/stderr2.txt" || { cat "$out/stderr2.txt"; exit 1; }
 echo "interference smoke: ok"
 
-# Smoke run of `pdserve-bench serve`: one mix, two policies, one rate, a few requests.
+# Smoke run of `pdserve-bench serve`: one mix, two policies, one rate, a few requests, prompts
+# short enough for the portable (scalar) kernels to serve in seconds.
 serve=(serve --out="$out/serve" --model="$model" --mixes=mixed --policies=always_local,cost_model --rates=0.5,4
-       --requests_per_rate=6 --probe_repetitions=2 --bisect_steps=1)
+       --requests_per_rate=6 --probe_repetitions=2 --bisect_steps=1 --max_context=768)
 "$bench" "${serve[@]}" > "$out/serve.txt" 2> "$out/serve.err" || { cat "$out/serve.err"; exit 1; }
 for key in goodput_cost_model_over_best_fixed tpot_p90_inflation_cost_model tpot_p90_inflation_always_local \
            loadgen_cpu_share slo_ttft_ms; do
@@ -72,7 +73,7 @@ echo "serve smoke: ok"
 traces="$(cd "$(dirname "$0")/../../bench/traces" && pwd)"
 "$bench" serve --out="$out/trace" --model="$model" --policies=cost_model --rates=1 \
   --requests_per_rate=6 --probe_repetitions=1 --bisect_steps=0 --repeats=2 \
-  --trace="$traces/mooncake_fast25_conversation.jsonl" --trace_length_scale=0.02 \
+  --trace="$traces/mooncake_fast25_conversation.jsonl" --trace_length_scale=0.02 --max_context=768 \
   > "$out/trace.txt" 2> "$out/trace.err" || { cat "$out/trace.err"; exit 1; }
 grep -q "trace .*mooncake_fast25_conversation.jsonl: 12031 requests selected" "$out/trace.err"
 python3 - "$out/trace" <<'PY' || exit 1

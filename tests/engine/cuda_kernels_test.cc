@@ -97,7 +97,7 @@ TEST_F(CudaKernelsTest, RmsNormMatchesTheCpuOnStridedRowsAndInPlace) {
   const std::vector<float> x = Random(rows * stride, 2), w = Random(dim, 3);
   std::vector<float> want(rows * dim);
   for (int r = 0; r < rows; ++r)
-    kernels::RmsNorm(&x[r * stride], w.data(), 1e-5f, dim, &want[r * dim]);
+    kernels::RmsNorm(BestCpuIsa(), &x[r * stride], w.data(), 1e-5f, dim, &want[r * dim]);
   DeviceVector<float> d_x(x), d_w(w), d_y(std::vector<float>(rows * dim));
   ASSERT_TRUE(RmsNorm(d_x.get(), stride, d_w.get(), 1e-5f, rows, dim, d_y.get(), dim, 0).ok());
   ExpectNear(d_y.ToHost(), want, 1e-5f);
@@ -129,7 +129,7 @@ TEST_F(CudaKernelsTest, BiasResidualAndSiluMulMatchTheCpu) {
   const std::vector<float> gate_up = Random(rows * 2 * inter, 7);
   std::vector<float> want(rows * inter);
   for (int r = 0; r < rows; ++r)
-    kernels::SiluMul(&gate_up[r * 2 * inter], &gate_up[r * 2 * inter + inter], inter,
+    kernels::SiluMul(BestCpuIsa(), &gate_up[r * 2 * inter], &gate_up[r * 2 * inter + inter], inter,
                      &want[r * inter]);
   DeviceVector<float> d_gu(gate_up), d_out(std::vector<float>(rows * inter));
   ASSERT_TRUE(SiluMul(d_gu.get(), rows, inter, d_out.get(), 0).ok());

@@ -23,14 +23,26 @@ std::vector<float> Random(size_t n, uint32_t seed) {
   return v;
 }
 
-TEST(GemmTest, MatchesADoublePrecisionReferenceForOddShapes) {
+// Every kernel test runs once per instruction set this CPU has (each path is its own code).
+class IsaTest : public ::testing::TestWithParam<CpuIsa> {
+ protected:
+  CpuIsa isa() const { return GetParam(); }
+};
+using GemmTest = IsaTest;
+using KernelsTest = IsaTest;
+
+std::string IsaParamName(const ::testing::TestParamInfo<CpuIsa>& info) {
+  return CpuIsaName(info.param);
+}
+
+TEST_P(GemmTest, MatchesADoublePrecisionReferenceForOddShapes) {
   ThreadPool pool(2);
   for (auto [m, n, k] :
        {std::tuple{1, 1, 1}, {3, 33, 17}, {13, 70, 300}, {25, 31, 257}, {64, 96, 64}}) {
     const auto x = Random(static_cast<size_t>(m) * k, 1), w = Random(static_cast<size_t>(n) * k, 2);
     const PackedMatrix packed = PackedMatrix::Pack(w.data(), n, k, k);
     std::vector<float> y(static_cast<size_t>(m) * n, -1.f);
-    Gemm(x.data(), m, k, packed, y.data(), n, &pool);
+    Gemm(isa(), x.data(), m, k, packed, y.data(), n, &pool);
     for (int i = 0; i < m; ++i) {
       for (int j = 0; j < n; ++j) {
         double ref = 0;
@@ -41,7 +53,7 @@ TEST(GemmTest, MatchesADoublePrecisionReferenceForOddShapes) {
   }
 }
 
-TEST(GemmTest, EveryRowIsIndependentOfTheBatchAndThreads) {
+TEST_P(GemmTest, EveryRowIsIndependentOfTheBatchAndThreads) {
   // The property OpenBLAS lacks at these shapes: a row alone equals the same row in any batch.
   ThreadPool pool1(1), pool2(2);
   const int k = 768, n = 768;
@@ -49,11 +61,12 @@ TEST(GemmTest, EveryRowIsIndependentOfTheBatchAndThreads) {
   const PackedMatrix packed = PackedMatrix::Pack(w.data(), n, k, k);
   const auto x = Random(static_cast<size_t>(40) * k, 4);
   std::vector<std::vector<float>> alone(40, std::vector<float>(n));
-  for (int r = 0; r < 40; ++r) Gemm(x.data() + r * k, 1, k, packed, alone[r].data(), n, &pool1);
+  for (int r = 0; r < 40; ++r)
+    Gemm(isa(), x.data() + r * k, 1, k, packed, alone[r].data(), n, &pool1);
   for (int m : {2, 3, 7, 12, 13, 25, 40}) {
     for (ThreadPool* pool : {&pool1, &pool2}) {
       std::vector<float> y(static_cast<size_t>(m) * n);
-      Gemm(x.data(), m, k, packed, y.data(), n, pool);
+      Gemm(isa(), x.data(), m, k, packed, y.data(), n, pool);
       for (int r = 0; r < m; ++r) {
         ASSERT_EQ(0, std::memcmp(y.data() + r * n, alone[r].data(), n * sizeof(float)))
             << "row " << r << " of a batch of " << m << " with " << pool->size() << " threads";
@@ -73,7 +86,7 @@ std::vector<float> Rounded(const std::vector<float>& w, WeightType type) {
   return out;
 }
 
-TEST(GemmTest, HalfPrecisionWeightsGiveExactlyTheFloatResultOfTheirRoundedValues) {
+TEST_P(GemmTest, HalfPrecisionWeightsGiveExactlyTheFloatResultOfTheirRoundedValues) {
   // Widened in registers and accumulated in float: the same chain of fmas as the float kernel
   // over the rounded weights, bit for bit, for every shape, batch position and thread count.
   ThreadPool pool1(1), pool2(2);
@@ -97,8 +110,8 @@ TEST(GemmTest, HalfPrecisionWeightsGiveExactlyTheFloatResultOfTheirRoundedValues
       }
       for (ThreadPool* pool : {&pool1, &pool2}) {
         std::vector<float> y_half(static_cast<size_t>(m) * n), y_full(y_half.size());
-        Gemm(x.data(), m, k, half, y_half.data(), n, pool);
-        Gemm(x.data(), m, k, full, y_full.data(), n, pool);
+        Gemm(isa(), x.data(), m, k, half, y_half.data(), n, pool);
+        Gemm(isa(), x.data(), m, k, full, y_full.data(), n, pool);
         ASSERT_EQ(0, std::memcmp(y_half.data(), y_full.data(), y_half.size() * sizeof(float)))
             << WeightTypeName(type) << " " << m << "x" << n << "x" << k << ", " << pool->size()
             << " thread(s)";
@@ -107,7 +120,7 @@ TEST(GemmTest, HalfPrecisionWeightsGiveExactlyTheFloatResultOfTheirRoundedValues
   }
 }
 
-TEST(GemmTest, HalfPrecisionRowsAreIndependentOfTheBatch) {
+TEST_P(GemmTest, HalfPrecisionRowsAreIndependentOfTheBatch) {
   ThreadPool pool(2);
   const int k = 768, n = 200;
   const auto w = Random(static_cast<size_t>(n) * k, 13);
@@ -115,10 +128,11 @@ TEST(GemmTest, HalfPrecisionRowsAreIndependentOfTheBatch) {
   for (WeightType type : {WeightType::kBF16, WeightType::kF16}) {
     const PackedMatrix packed = PackedMatrix::Pack(w.data(), n, k, k, type);
     std::vector<std::vector<float>> alone(30, std::vector<float>(n));
-    for (int r = 0; r < 30; ++r) Gemm(x.data() + r * k, 1, k, packed, alone[r].data(), n, &pool);
+    for (int r = 0; r < 30; ++r)
+      Gemm(isa(), x.data() + r * k, 1, k, packed, alone[r].data(), n, &pool);
     for (int m : {2, 5, 12, 13, 30}) {
       std::vector<float> y(static_cast<size_t>(m) * n);
-      Gemm(x.data(), m, k, packed, y.data(), n, &pool);
+      Gemm(isa(), x.data(), m, k, packed, y.data(), n, &pool);
       for (int r = 0; r < m; ++r) {
         ASSERT_EQ(0, std::memcmp(y.data() + r * n, alone[r].data(), n * sizeof(float)))
             << WeightTypeName(type) << " row " << r << " of " << m;
@@ -127,24 +141,25 @@ TEST(GemmTest, HalfPrecisionRowsAreIndependentOfTheBatch) {
   }
 }
 
-TEST(KernelsTest, ExpIsAccurateAndSumsInAFixedOrder) {
+TEST_P(KernelsTest, ExpIsAccurateAndSumsInAFixedOrder) {
   std::vector<float> x;
   for (float v = -80.f; v <= 80.f; v += 0.37f) x.push_back(v);
   x.push_back(-200.f);
   std::vector<float> e = x;
-  kernels::ExpInPlaceSum(e.data(), static_cast<int>(e.size()));
+  kernels::ExpInPlaceSum(isa(), e.data(), static_cast<int>(e.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     const double ref = std::exp(static_cast<double>(x[i]));
     EXPECT_NEAR(e[i], ref, 3e-7 * ref + 1e-38) << x[i];
   }
   std::vector<float> a(37, 0.5f), b = a;
-  EXPECT_EQ(kernels::ExpInPlaceSum(a.data(), 37), kernels::ExpInPlaceSum(b.data(), 37));
+  EXPECT_EQ(kernels::ExpInPlaceSum(isa(), a.data(), 37),
+            kernels::ExpInPlaceSum(isa(), b.data(), 37));
 }
 
-TEST(KernelsTest, RmsNormRopeAndSiluMatchScalarMath) {
+TEST_P(KernelsTest, RmsNormRopeAndSiluMatchScalarMath) {
   const auto x = Random(70, 5), w = Random(70, 6);
   std::vector<float> y(70);
-  kernels::RmsNorm(x.data(), w.data(), 1e-5f, 70, y.data());
+  kernels::RmsNorm(isa(), x.data(), w.data(), 1e-5f, 70, y.data());
   double ss = 0;
   for (float v : x) ss += double{v} * v;
   const double scale = 1 / std::sqrt(ss / 70 + 1e-5);
@@ -159,9 +174,12 @@ TEST(KernelsTest, RmsNormRopeAndSiluMatchScalarMath) {
 
   const auto g = Random(33, 7), u = Random(33, 8);
   std::vector<float> out(33);
-  kernels::SiluMul(g.data(), u.data(), 33, out.data());
+  kernels::SiluMul(isa(), g.data(), u.data(), 33, out.data());
   for (int i = 0; i < 33; ++i) EXPECT_NEAR(out[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-6);
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, GemmTest, ::testing::ValuesIn(SupportedCpuIsas()), IsaParamName);
+INSTANTIATE_TEST_SUITE_P(Isa, KernelsTest, ::testing::ValuesIn(SupportedCpuIsas()), IsaParamName);
 
 TEST(HalfTest, ScalarConversionMatchesHardwareRounding) {
   std::mt19937 rng(9);

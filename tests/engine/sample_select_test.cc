@@ -17,7 +17,7 @@ std::pair<std::vector<float>, float> Probs(const std::vector<float>& logits, flo
   const float max = *std::max_element(logits.begin(), logits.end());
   const float inv_t = 1.0f / temperature;
   for (size_t i = 0; i < p.size(); ++i) p[i] = (logits[i] - max) * inv_t;
-  const float sum = kernels::ExpInPlaceSum(p.data(), static_cast<int>(p.size()));
+  const float sum = kernels::ExpInPlaceSum(BestCpuIsa(), p.data(), static_cast<int>(p.size()));
   return {p, sum};
 }
 

@@ -46,7 +46,7 @@ WorkerReport Load(int running = 0, int64_t free_blocks = 0) {
 
 class Listener final : public WorkerListener {
  public:
-  void WorkerRemoved(const std::string& why) override { reasons.push_back(why); }
+  void Interrupted(const std::string& message) override { reasons.push_back(message); }
   std::vector<std::string> reasons;
 };
 

@@ -24,6 +24,9 @@ ABSL_FLAG(bool, ignore_eos, false, "Do not stop at end-of-sequence tokens.");
 ABSL_FLAG(int, threads, 0, "Forward-pass threads; 0 = all hardware threads.");
 ABSL_FLAG(std::string, weight_dtype, "auto",
           "How weights are kept: auto (the checkpoint's dtype), f32, bf16 or f16.");
+ABSL_FLAG(std::string, cpu_isa, "auto",
+          "The CPU kernels' instruction set: auto (the best this CPU has, capped by "
+          "$PDSERVE_MAX_CPU_ISA), avx512, avx2 or scalar.");
 ABSL_FLAG(int, prefill_chunk, 512, "Prompt tokens per prefill step.");
 ABSL_FLAG(std::string, kv_dtype, "f32", "KV cache dtype: f32, f16 or bf16.");
 ABSL_FLAG(bool, print_ids, false, "Print the generated token ids on stdout after the text.");
@@ -43,6 +46,7 @@ int main(int argc, char** argv) {
   engine::EngineOptions options;
   options.num_threads = absl::GetFlag(FLAGS_threads);
   options.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
+  options.cpu_isa = absl::GetFlag(FLAGS_cpu_isa);
   auto loaded = engine::LoadModel(dir, options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
@@ -100,9 +104,11 @@ int main(int argc, char** argv) {
     std::printf("ids: %s\n", absl::StrJoin(result->tokens, ",").c_str());
   const double seconds = absl::ToDoubleSeconds(result->total_time - result->time_to_first_token);
   std::fprintf(
-      stderr, "[%zu prompt tokens, %zu generated, finish=%s, ttft=%.1f ms, decode %.1f tok/s]\n",
+      stderr,
+      "[%zu prompt tokens, %zu generated, finish=%s, ttft=%.1f ms, decode %.1f tok/s, %s]\n",
       prompt.size(), result->tokens.size(), engine::FinishReasonName(result->finish),
       absl::ToDoubleMilliseconds(result->time_to_first_token),
-      result->tokens.size() > 1 && seconds > 0 ? (result->tokens.size() - 1) / seconds : 0.0);
+      result->tokens.size() > 1 && seconds > 0 ? (result->tokens.size() - 1) / seconds : 0.0,
+      loaded->model->instruction_set().c_str());
   return 0;
 }

@@ -10,6 +10,8 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -36,6 +38,7 @@ using pdserve::client::HttpResponseParts;
 using pdserve::testing::ClusterOptions;
 using pdserve::testing::LocalCluster;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using json = nlohmann::json;
 
 const std::string kFixture = std::string(PDSERVE_BUILD_DIR) + "/npm-fixtures/openai";
@@ -430,32 +433,54 @@ TEST(OpenAiFrontLimitsTest, AnApiKeyIsRequiredWhenConfigured) {
   std::filesystem::remove_all(dir_template);
 }
 
+// This machine's decode speed through `cluster`: seconds per token of one stream alone (the
+// drain tests size their streams by it, so that they hold on any machine, fast or slow).
+double SecondsPerToken(LocalCluster& cluster) {
+  v1::GenerateRequest r = client::MakeRequest({3, 4, 5}, 64);
+  r.mutable_sampling()->set_ignore_eos(true);
+  const client::GenerationOutcome out =
+      client::CallGenerate(cluster.channel(), r, absl::Seconds(120));
+  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+  if (out.token_times.size() < 2) return 1.0;
+  return absl::ToDoubleSeconds(out.token_times.back() - out.token_times.front()) /
+         static_cast<double>(out.token_times.size() - 1);
+}
+
 // SIGTERM while an SSE stream and a gRPC stream run: both finish (within --drain_timeout),
-// new HTTP connections and new gRPC calls are refused, and the router exits cleanly.
+// new HTTP connections and new gRPC calls are refused, and the router exits cleanly. The
+// streams are sized to last a few seconds on this machine, well inside the drain timeout.
 TEST(OpenAiFrontLimitsTest, ADrainingRouterFinishesOpenStreamsAndRefusesNewConnections) {
   ClusterOptions options;
   options.prefill_workers = 0;
   options.decode_workers = 1;
-  options.router_flags = {"--http_listen=127.0.0.1:0", "--drain_timeout=30s"};
+  options.router_flags = {"--http_listen=127.0.0.1:0", "--drain_timeout=120s"};
   auto cluster = LocalCluster::Start(options);
   ASSERT_NE(cluster, nullptr);
+  // About 4 s of decoding for two streams side by side (each at most half the speed of one
+  // alone, slower still as their contexts grow); the drain allows 30 times that.
+  const int tokens = std::clamp(static_cast<int>(2.0 / SecondsPerToken(*cluster)), 200, 1500);
   const std::string address = HttpAddress(*cluster);
-  std::unique_ptr<HttpConnection> stream = OpenLongStream(address, "drain", 1500);
+  std::unique_ptr<HttpConnection> stream = OpenLongStream(address, "drain", tokens);
   ASSERT_NE(stream, nullptr);
   // A gRPC stream beside it.
   absl::Notification grpc_started;
+  std::atomic<bool> grpc_done{false};
   client::GenerationOutcome grpc_outcome;
   std::thread grpc_stream([&] {
-    v1::GenerateRequest r = client::MakeRequest({7, 8, 9}, 1500);
+    v1::GenerateRequest r = client::MakeRequest({7, 8, 9}, tokens);
     r.mutable_sampling()->set_ignore_eos(true);
-    grpc_outcome = client::CallGenerate(cluster->channel(), r, absl::Seconds(60),
+    grpc_outcome = client::CallGenerate(cluster->channel(), r, absl::Seconds(180),
                                         [&](const v1::GenerateResponse&) {
                                           if (!grpc_started.HasBeenNotified())
                                             grpc_started.Notify();
                                         });
+    grpc_done = true;
   });
   ASSERT_TRUE(grpc_started.WaitForNotificationWithTimeout(absl::Seconds(30)));
   ASSERT_EQ(kill(cluster->router().pid(), SIGTERM), 0);
+  // Both streams were still running when the drain began (else this test proves nothing).
+  EXPECT_FALSE(grpc_done.load()) << tokens << " tokens finished before SIGTERM";
+  EXPECT_THAT(stream->received(), Not(HasSubstr("data: [DONE]")));
   // New connections are refused once the router drains.
   EXPECT_TRUE(pdserve::testing::PollUntil(
       [&] {
@@ -466,15 +491,69 @@ TEST(OpenAiFrontLimitsTest, ADrainingRouterFinishesOpenStreamsAndRefusesNewConne
   // The open stream runs to its end.
   stream->ReadUntil(
       [](const std::string& r) { return r.find("data: [DONE]") != std::string::npos; },
-      absl::Seconds(60));
+      absl::Seconds(150));
   EXPECT_THAT(stream->received(), HasSubstr("\"finish_reason\":\"length\""));
   EXPECT_THAT(stream->received(), HasSubstr("data: [DONE]"));
   grpc_stream.join();
   EXPECT_TRUE(grpc_outcome.status.ok()) << grpc_outcome.status.error_message();
-  EXPECT_EQ(grpc_outcome.tokens.size(), 1500u);
+  EXPECT_EQ(grpc_outcome.tokens.size(), static_cast<size_t>(tokens));
   const std::optional<int> exit_status = cluster->router().WaitExit(absl::Seconds(30));
   ASSERT_TRUE(exit_status.has_value());
   EXPECT_TRUE(WIFEXITED(*exit_status) && WEXITSTATUS(*exit_status) == 0) << cluster->router().Log();
+}
+
+// The drain timeout is the orchestrator's grace period less a margin: past it the process is
+// killed. So streams still running at the deadline are ended by the router itself, each with
+// a status that says why and invites a retry elsewhere (UNAVAILABLE; an SSE error event), never
+// a bare transport failure, and their decode worker frees their KV. The streams are sized to
+// outlast the 1 s drain many times over on this machine.
+TEST(OpenAiFrontLimitsTest, StreamsStillRunningWhenTheDrainTimesOutEndWithAClearRetryableError) {
+  ClusterOptions options;
+  options.prefill_workers = 0;
+  options.decode_workers = 1;
+  options.router_flags = {"--http_listen=127.0.0.1:0", "--drain_timeout=1s"};
+  auto cluster = LocalCluster::Start(options);
+  ASSERT_NE(cluster, nullptr);
+  // At least 30 s of decoding for each stream (the tiny model's context allows 4,096 tokens).
+  const int tokens = std::clamp(static_cast<int>(30.0 / SecondsPerToken(*cluster)), 500, 4000);
+  const std::string address = HttpAddress(*cluster);
+  std::unique_ptr<HttpConnection> stream = OpenLongStream(address, "cut", tokens);
+  ASSERT_NE(stream, nullptr);
+  absl::Notification grpc_started;
+  client::GenerationOutcome grpc_outcome;
+  std::thread grpc_stream([&] {
+    v1::GenerateRequest r = client::MakeRequest({7, 8, 9}, tokens);
+    r.mutable_sampling()->set_ignore_eos(true);
+    grpc_outcome = client::CallGenerate(cluster->channel(), r, absl::Seconds(180),
+                                        [&](const v1::GenerateResponse&) {
+                                          if (!grpc_started.HasBeenNotified())
+                                            grpc_started.Notify();
+                                        });
+  });
+  ASSERT_TRUE(grpc_started.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  const absl::Time sigterm = absl::Now();
+  ASSERT_EQ(kill(cluster->router().pid(), SIGTERM), 0);
+  stream->ReadUntil(
+      [](const std::string& r) { return r.find("data: [DONE]") != std::string::npos; },
+      absl::Seconds(60));
+  grpc_stream.join();
+  const absl::Duration ended = absl::Now() - sigterm;
+  // The SSE stream: an error event naming the drain, then [DONE]; no finish_reason.
+  EXPECT_THAT(stream->received(), HasSubstr("drain timeout (1s) passed"));
+  EXPECT_THAT(stream->received(), HasSubstr("data: [DONE]"));
+  EXPECT_THAT(stream->received(), Not(HasSubstr("\"finish_reason\":\"length\"")));
+  // The gRPC stream: UNAVAILABLE with the same reason, after some of its tokens.
+  EXPECT_EQ(grpc_outcome.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(grpc_outcome.status.error_message(), HasSubstr("drain timeout (1s) passed"));
+  EXPECT_GT(grpc_outcome.tokens.size(), 0u);
+  EXPECT_LT(grpc_outcome.tokens.size(), static_cast<size_t>(tokens));
+  EXPECT_LT(ended, absl::Seconds(20)) << "the streams were not ended at the drain deadline";
+  const std::optional<int> exit_status = cluster->router().WaitExit(absl::Seconds(30));
+  ASSERT_TRUE(exit_status.has_value());
+  EXPECT_TRUE(WIFEXITED(*exit_status) && WEXITSTATUS(*exit_status) == 0) << cluster->router().Log();
+  // The decode worker was told: both requests' KV blocks are free again.
+  EXPECT_TRUE(LocalCluster::WaitForBaseline(*cluster->decode()[0], absl::Seconds(30)))
+      << LocalCluster::DecodeStats(*cluster->decode()[0]).DebugString();
 }
 
 // A request that has produced nothing yet (queued behind another) is cancelled the moment its
