@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "proto/bridge/report_bridge.h"
 
 namespace pdserve::decode {
 
@@ -70,25 +71,12 @@ v1::WorkerRegistration DecodeWorker::Registration() const {
 
 void DecodeWorker::FillReport(bool reconnected, v1::LoadReport* load,
                               v1::PrefixCacheEvents* events) {
-  std::vector<StepSample> steps;
+  WorkerReport report;
   engine::PrefixCacheEvents prefix;
   bool reset = false;
-  loop_->TakeReport(reconnected, &steps, &prefix, &reset);
-  const WorkerStats s = loop_->Stats();
-  load->set_running(s.running);
-  load->set_waiting(s.waiting);
-  load->set_awaiting_kv(s.awaiting_kv);
-  load->set_free_blocks(s.blocks.free + s.blocks.cached);
-  load->set_total_blocks(s.blocks.total);
-  load->set_pending_prefill_tokens(s.pending_prefill_tokens);
-  for (const StepSample& step : steps) {
-    v1::StepSample* out = load->add_recent_steps();
-    out->set_num_decode(step.num_decode);
-    out->set_num_prefill_tokens(step.num_prefill_tokens);
-    out->set_context_tokens(step.context_tokens);
-    out->set_prefill_context_tokens(step.prefill_context_tokens);
-    out->set_duration_ms(step.duration_ms);
-  }
+  loop_->TakeReport(reconnected, &report.steps, &prefix, &reset);
+  report.load = loop_->Stats().load;
+  bridge::ReportToProto(report, load);
   events->set_reset(reset);
   for (uint64_t h : prefix.stored) events->add_stored(h);
   for (uint64_t h : prefix.evicted) events->add_evicted(h);

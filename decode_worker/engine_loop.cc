@@ -3,11 +3,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/retry_after.h"
+#include "decode_worker/step_report.h"
 
 namespace pdserve::decode {
 namespace {
 
-constexpr size_t kMaxSamples = 512;
 constexpr size_t kMaxPendingEvents = 1 << 16;
 constexpr absl::Duration kIdleWait = absl::Milliseconds(20);
 
@@ -90,7 +90,7 @@ WorkerStats EngineLoop::Stats() const {
   return stats_;
 }
 
-void EngineLoop::TakeReport(bool request_reset, std::vector<StepSample>* steps,
+void EngineLoop::TakeReport(bool request_reset, std::vector<StepObservation>* steps,
                             engine::PrefixCacheEvents* events, bool* reset) {
   absl::MutexLock lock(&mu_);
   reporting_ = true;
@@ -99,8 +99,7 @@ void EngineLoop::TakeReport(bool request_reset, std::vector<StepSample>* steps,
     reset_ready_ = false;
     wake_ = true;
   }
-  steps->assign(samples_.begin(), samples_.end());
-  samples_.clear();
+  *steps = steps_.Take();
   *reset = false;
   if (reset_requested_ && !reset_ready_) return;  // The loop has not built the full list yet.
   *reset = reset_ready_;
@@ -150,6 +149,7 @@ void EngineLoop::PublishStats() {
   published_counters_ = c;
 
   absl::MutexLock lock(&mu_);
+  stats_.load = DecodeLoad(scheduler_, counts);
   stats_.blocks = counts;
   stats_.running = scheduler_.num_running();
   stats_.waiting = scheduler_.num_waiting();
@@ -296,14 +296,9 @@ void EngineLoop::RetireStalled() {
 void EngineLoop::RunStep(const StepPlan& plan) {
   const absl::Time start = clock_->Now();
   batch_.Clear();
-  int64_t context = 0;
-  int64_t prefill_context = 0;
   for (const PlannedChunk& c : plan.chunks) {
     batch_.Add(absl::MakeConstSpan(c.seq->tokens).subspan(c.start, c.num_tokens), c.start,
                c.seq->block_table, c.want_logits);
-    const int64_t positions = c.attention_positions();
-    context += positions;
-    if (!c.decode) prefill_context += positions;
     if (c.seq->admitted == absl::Time()) {
       c.seq->admitted = clock_->Now();
       metrics_->request_queue_time.Observe(absl::ToDoubleSeconds(c.seq->admitted - c.seq->arrival));
@@ -332,11 +327,7 @@ void EngineLoop::RunStep(const StepPlan& plan) {
     if (c.want_logits) EmitToken(c.seq);  // May finish and free the sequence.
   }
   const absl::Time end = clock_->Now();
-  StepSample sample;
-  sample.num_decode = plan.num_decode;
-  sample.num_prefill_tokens = plan.num_prefill_tokens;
-  sample.context_tokens = context;
-  sample.prefill_context_tokens = prefill_context;
+  StepObservation sample = ObserveStep(plan);
   sample.duration_ms = Ms(end - start);
   sample.host_ms = Ms((forward_start - start) + (end - forward_end));
   (plan.num_prefill_tokens > 0 ? metrics_->step_duration_mixed
@@ -346,8 +337,7 @@ void EngineLoop::RunStep(const StepPlan& plan) {
   metrics_->step_batch_tokens.Observe(plan.num_decode + plan.num_prefill_tokens);
   metrics_->step_host_overhead.Observe(sample.host_ms / 1e3);
   absl::MutexLock lock(&mu_);
-  samples_.push_back(sample);
-  if (samples_.size() > kMaxSamples) samples_.pop_front();
+  steps_.Add(sample);
 }
 
 void EngineLoop::Run() {

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/worker_reports.h"
 #include "decode_worker/decode_metrics.h"
 #include "decode_worker/scheduler.h"
 #include "engine/block_manager.h"
@@ -25,17 +26,8 @@
 
 namespace pdserve::decode {
 
-// One engine step as the registry reports it (the cost model's training data).
-struct StepSample {
-  int num_decode = 0;
-  int num_prefill_tokens = 0;
-  int64_t context_tokens = 0;          // Attention work: sum over tokens of the positions attended.
-  int64_t prefill_context_tokens = 0;  // The prefill chunks' share of it.
-  double duration_ms = 0;
-  double host_ms = 0;  // Outside the engine forward.
-};
-
 struct WorkerStats {
+  LoadSnapshot load;  // As the registry reports it (step_report.h).
   engine::BlockCounts blocks;
   int running = 0;
   int waiting = 0;
@@ -76,7 +68,7 @@ class EngineLoop {
   // Step samples since the last call, prefix-cache events since the last call, and whether
   // they are a full resync (`reset`: `events.stored` is then every cached hash). Call with
   // request_reset after (re)connecting to the router; the full list follows within a step.
-  void TakeReport(bool request_reset, std::vector<StepSample>* steps,
+  void TakeReport(bool request_reset, std::vector<StepObservation>* steps,
                   engine::PrefixCacheEvents* events, bool* reset);
 
   // Loop-thread only (offload coordinator, tests).
@@ -137,7 +129,7 @@ class EngineLoop {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);
-  std::deque<StepSample> samples_ ABSL_GUARDED_BY(mu_);
+  StepHistory steps_ ABSL_GUARDED_BY(mu_);  // Since the last report.
   engine::PrefixCacheEvents events_ ABSL_GUARDED_BY(mu_);
   bool reset_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool reset_ready_ ABSL_GUARDED_BY(mu_) = false;

@@ -6,6 +6,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "decode_worker/step_report.h"
 
 namespace pdserve::decode {
 namespace {
@@ -223,15 +224,11 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
     FallBackToLocal(offload, "prefill_deadline");
     return;
   }
-  const int bs = pool_.layout.block_size;
-  const int first_block = offload->cached_tokens / bs;
-  const int end_block = (seq->prompt_len + bs - 1) / bs;
   auto attempt = std::make_shared<Attempt>();
   attempt->offload = offload;
   attempt->request_id = seq->request_id;
   attempt->target = offload->targets[offload->next_target++];
-  attempt->blocks.assign(seq->block_table.begin() + first_block,
-                         seq->block_table.begin() + end_block);
+  attempt->blocks = TransferBlocks(*seq, offload->cached_tokens, pool_.layout.block_size);
   do {
     attempt->token = rng_();
   } while (attempt->token == 0 || attempts_.contains(attempt->token) ||

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "proto/bridge/report_bridge.h"
 #include "proto/bridge/request_bridge.h"
 #include "router/router_wire.h"
 
@@ -70,7 +71,7 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
     }
     bool known = true;
     if (in_.has_load()) {
-      known = registry_->Report(session_, ReportFromProto(in_.load()));
+      known = registry_->Report(session_, bridge::ReportFromProto(in_.load()));
     } else if (in_.has_prefix_cache()) {
       known = registry_->ApplyPrefix(session_, PrefixUpdateFromProto(in_.prefix_cache()));
     }

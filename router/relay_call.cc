@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/retry_after.h"
+#include "router/learning.h"
 #include "router/request_errors.h"
 #include "router/router_wire.h"
 
@@ -233,17 +234,9 @@ void RelayCall::ObserveResult(const v1::GenerateResult& result) {
     deps_.metrics->TtftPrediction(offloaded ? "offload" : "local")
         .Observe(t.ttft_ms() / placement_.predicted_ttft_ms);
   }
-  if (offloaded && t.prefill_ms() > 0) {
-    // Learn from what was measured: the tokens the prefill worker computed and the bytes it
-    // wrote (a decode worker that does not report them yet: the router's own estimate).
-    const double tokens = p.prefill_computed_tokens() > 0 ? p.prefill_computed_tokens()
-                                                          : result.usage().prompt_tokens();
-    const double last_layer_bytes =
-        p.transfer_bytes() > 0
-            ? static_cast<double>(p.transfer_bytes()) / std::max(1, placement_.num_layers)
-            : placement_.last_layer_bytes;
-    deps_.cost_model->ObservePrefill(placement_.fingerprint, tokens, t.prefill_ms());
-    deps_.cost_model->ObserveTransferTail(t.transfer_tail_ms(), last_layer_bytes);
+  if (offloaded) {
+    LearnFromOffload(PrefillOutcomeOf(result, placement_.fingerprint), ForLearning(placement_),
+                     deps_.cost_model);
   }
 }
 

@@ -1,6 +1,10 @@
 #include "router/router_wire.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
+#include "proto/bridge/report_bridge.h"
 #include "proto/bridge/request_bridge.h"
 
 namespace pdserve::router {
@@ -49,32 +53,6 @@ absl::StatusOr<WorkerInfo> WorkerInfoFromProto(const v1::WorkerRegistration& r) 
   return w;
 }
 
-WorkerReport ReportFromProto(const v1::LoadReport& r) {
-  WorkerReport out;
-  LoadSnapshot& l = out.load;
-  l.running = static_cast<int>(r.running());
-  l.waiting = static_cast<int>(r.waiting());
-  l.awaiting_kv = static_cast<int>(r.awaiting_kv());
-  l.free_blocks = r.free_blocks();
-  l.total_blocks = r.total_blocks();
-  l.pending_prefill_tokens =
-      static_cast<int64_t>(std::min<uint64_t>(r.pending_prefill_tokens(), INT64_MAX));
-  l.prefill_tokens_per_second = r.prefill_tokens_per_second();
-  l.transfer_bytes_per_second = r.transfer_bytes_per_second();
-  l.sequence = r.sequence();
-  out.steps.reserve(r.recent_steps_size());
-  for (const v1::StepSample& s : r.recent_steps()) {
-    out.steps.push_back(StepObservation{
-        .num_decode = static_cast<int>(s.num_decode()),
-        .num_prefill_tokens = static_cast<int>(s.num_prefill_tokens()),
-        .context_tokens = static_cast<int64_t>(s.context_tokens()),
-        .prefill_context_tokens =
-            static_cast<int64_t>(std::min(s.prefill_context_tokens(), s.context_tokens())),
-        .duration_ms = s.duration_ms()});
-  }
-  return out;
-}
-
 PrefixCacheUpdate PrefixUpdateFromProto(const v1::PrefixCacheEvents& e) {
   PrefixCacheUpdate u;
   u.reset = e.reset();
@@ -99,21 +77,9 @@ void WorkerInfoToProto(const WorkerInfo& w, v1::WorkerRegistration* out) {
   out->set_architecture(w.architecture);
 }
 
-void LoadToProto(const LoadSnapshot& l, v1::LoadReport* out) {
-  out->set_running(static_cast<uint32_t>(l.running));
-  out->set_waiting(static_cast<uint32_t>(l.waiting));
-  out->set_awaiting_kv(static_cast<uint32_t>(l.awaiting_kv));
-  out->set_free_blocks(static_cast<uint32_t>(l.free_blocks));
-  out->set_total_blocks(static_cast<uint32_t>(l.total_blocks));
-  out->set_pending_prefill_tokens(static_cast<uint64_t>(l.pending_prefill_tokens));
-  out->set_prefill_tokens_per_second(l.prefill_tokens_per_second);
-  out->set_transfer_bytes_per_second(l.transfer_bytes_per_second);
-  out->set_sequence(l.sequence);
-}
-
 void WorkerStatusToProto(const WorkerStatus& s, v1::WorkerStatus* out) {
   WorkerInfoToProto(s.info, out->mutable_registration());
-  LoadToProto(s.load, out->mutable_load());
+  bridge::LoadToProto(s.load, out->mutable_load());
   out->set_seconds_since_report(absl::ToDoubleSeconds(s.since_report));
   out->set_seconds_registered(absl::ToDoubleSeconds(s.registered_for));
   out->set_router_in_flight(static_cast<uint32_t>(s.router_in_flight));
@@ -147,6 +113,18 @@ void DecisionRecordToProto(const DecisionRecord& r, v1::DecisionRecord* out) {
   PlacementToProto(r.placement, out->mutable_placement());
   out->set_time_unix_nanos(absl::ToUnixNanos(r.time));
   out->set_decision_us(r.decision_us);
+}
+
+PrefillOutcome PrefillOutcomeOf(const v1::GenerateResult& result, uint64_t model_fingerprint) {
+  const v1::Placement& p = result.placement();
+  // A worker's counts are uint32 on the wire: clamped, a forged one cannot overflow an int.
+  auto count = [](uint32_t n) { return static_cast<int>(std::min<uint32_t>(n, INT32_MAX)); };
+  return PrefillOutcome{.model_fingerprint = model_fingerprint,
+                        .computed_tokens = count(p.prefill_computed_tokens()),
+                        .prompt_tokens = count(result.usage().prompt_tokens()),
+                        .compute_ms = result.timings().prefill_ms(),
+                        .transfer_tail_ms = result.timings().transfer_tail_ms(),
+                        .transfer_bytes = p.transfer_bytes()};
 }
 
 }  // namespace pdserve::router

@@ -1,7 +1,8 @@
 // The router's domain view of a worker, free of the wire: what it registered as (WorkerInfo),
-// what it last reported (LoadSnapshot, with the engine steps since the previous report), and
-// the changes of its prefix cache. registry_wire.h converts the Registry protos to these, once,
-// at the edge; the registry, the placer, the cost model and the simulator see only these.
+// what it last reported (LoadSnapshot, with the engine steps since the previous report:
+// common/worker_reports.h), and the changes of its prefix cache. router_wire.h and
+// proto/bridge/report_bridge.h convert the Registry protos to these, once, at the edge; the
+// registry, the placer, the cost model and the simulator see only these.
 // Thread-safety: plain value types.
 #ifndef PDSERVE_ROUTER_WORKER_INFO_H_
 #define PDSERVE_ROUTER_WORKER_INFO_H_
@@ -14,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/kv_layout.h"
+#include "common/worker_reports.h"
 
 namespace pdserve::router {
 
@@ -48,33 +50,8 @@ struct WorkerInfo {
   absl::Status Validate() const;
 };
 
-// One engine step as the decode worker measured it (the cost model's training data).
-struct StepObservation {
-  int num_decode = 0;
-  int num_prefill_tokens = 0;
-  int64_t context_tokens = 0;  // Sum over the step's tokens of the positions each attends to.
-  int64_t prefill_context_tokens = 0;  // The prefill chunks' share of context_tokens.
-  double duration_ms = 0;
-};
-
-// A worker's latest load report.
-struct LoadSnapshot {
-  int running = 0;
-  int waiting = 0;
-  int awaiting_kv = 0;                   // Decode: waiting for offloaded KV.
-  int64_t free_blocks = 0;               // Decode: free + evictable cached.
-  int64_t total_blocks = 0;              // Decode.
-  int64_t pending_prefill_tokens = 0;    // Decode: local chunked backlog; prefill: its queue.
-  double prefill_tokens_per_second = 0;  // Prefill: recent throughput.
-  double transfer_bytes_per_second = 0;  // Prefill: recent KV bandwidth.
-  uint64_t sequence = 0;                 // Reports on this registration so far.
-};
-
-// A load report as it arrives: the snapshot and the steps run since the previous one.
-struct WorkerReport {
-  LoadSnapshot load;
-  std::vector<StepObservation> steps;
-};
+// StepObservation, LoadSnapshot and WorkerReport: common/worker_reports.h (the workers and
+// the simulator build the same values).
 
 // Changes of a decode worker's prefix cache (chained block hashes).
 struct PrefixCacheUpdate {

@@ -103,7 +103,7 @@ absl::StatusOr<Overhead> MeasureOverhead(const std::string& dir, int threads, in
     if (s.running == width && s.pending_prefill_tokens == 0 && s.waiting == 0) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
-  std::vector<decode::StepSample> samples;
+  std::vector<StepObservation> samples;
   engine::PrefixCacheEvents events;
   bool reset;
   h->loop->TakeReport(false, &samples, &events, &reset);

@@ -85,8 +85,8 @@ absl::StatusOr<DecisionResult> MeasureDecisions(int workers, int decisions) {
   }
   auto report_all = [&] {
     for (int i = 0; i < num_decode + num_prefill; ++i) {
-      router::WorkerReport report;
-      router::LoadSnapshot& load = report.load;
+      WorkerReport report;
+      LoadSnapshot& load = report.load;
       load.running = static_cast<int>(rng() % 64);
       load.waiting = static_cast<int>(rng() % 4);
       load.free_blocks = 5000 + rng() % 10000;

@@ -4,12 +4,10 @@
 #include <memory>
 
 #include "common/logging.h"
+#include "decode_worker/step_report.h"
 
 namespace pdserve::sim {
 namespace {
-
-// As the engine loop keeps (kMaxSamples): a report carries at most this many steps.
-constexpr size_t kMaxSteps = 512;
 
 decode::SchedulerConfig SchedulerConfigOf(const WorkerShape& shape, uint64_t fingerprint) {
   decode::SchedulerConfig c;
@@ -51,11 +49,8 @@ decode::Sequence* SimDecodeWorker::Submit(int request, const std::vector<int32_t
 bool SimDecodeWorker::AdmitForTransfer(decode::Sequence* seq, int* cached_tokens) {
   if (!scheduler_.AdmitForTransfer(seq)) return false;
   *cached_tokens = seq->num_computed;
-  const int bs = shape_.kv_layout.block_size;
-  const int first_block = seq->num_computed / bs;
-  const int end_block = (seq->prompt_len + bs - 1) / bs;
   Meta& m = meta_.at(seq);
-  m.reserved.assign(seq->block_table.begin() + first_block, seq->block_table.begin() + end_block);
+  m.reserved = decode::TransferBlocks(*seq, seq->num_computed, shape_.kv_layout.block_size);
   blocks_.MarkReserved(m.reserved, true);
   return true;
 }
@@ -69,22 +64,11 @@ void SimDecodeWorker::KvArrived(decode::Sequence* seq, std::vector<Emission>* ou
   Emit(seq, out);
 }
 
-bool SimDecodeWorker::StartStep(router::StepObservation* step) {
+bool SimDecodeWorker::StartStep(StepObservation* step) {
   PDS_CHECK(!busy_) << "a step is already running";
   plan_ = scheduler_.PlanStep();
   if (plan_.empty()) return false;
-  int64_t context = 0;
-  int64_t prefill_context = 0;
-  for (const decode::PlannedChunk& c : plan_.chunks) {
-    const int64_t positions = c.attention_positions();
-    context += positions;
-    if (!c.decode) prefill_context += positions;
-  }
-  step_ = router::StepObservation{.num_decode = plan_.num_decode,
-                                  .num_prefill_tokens = plan_.num_prefill_tokens,
-                                  .context_tokens = context,
-                                  .prefill_context_tokens = prefill_context,
-                                  .duration_ms = 0};
+  step_ = decode::ObserveStep(plan_);
   *step = step_;
   busy_ = true;
   return true;
@@ -105,8 +89,7 @@ void SimDecodeWorker::FinishStep(double duration_ms, std::vector<Emission>* out)
     if (c.want_logits) Emit(c.seq, out);  // May finish (and free) the sequence.
   }
   step_.duration_ms = duration_ms;
-  steps_.push_back(step_);
-  if (steps_.size() > kMaxSteps) steps_.pop_front();
+  steps_.Add(step_);
   plan_ = decode::StepPlan();
 }
 
@@ -121,18 +104,9 @@ void SimDecodeWorker::Emit(decode::Sequence* seq, std::vector<Emission>* out) {
   out->push_back(e);
 }
 
-router::WorkerReport SimDecodeWorker::TakeReport() {
-  router::WorkerReport r;
-  const engine::BlockCounts b = blocks_.counts();
-  r.load.running = scheduler_.num_running();
-  r.load.waiting = scheduler_.num_waiting();
-  r.load.awaiting_kv = scheduler_.num_awaiting_kv();
-  r.load.free_blocks = b.free + b.cached;
-  r.load.total_blocks = b.total;
-  r.load.pending_prefill_tokens = scheduler_.pending_prefill_tokens();
-  r.steps.assign(steps_.begin(), steps_.end());
-  steps_.clear();
-  return r;
+WorkerReport SimDecodeWorker::TakeReport() {
+  return WorkerReport{.load = decode::DecodeLoad(scheduler_, blocks_.counts()),
+                      .steps = steps_.Take()};
 }
 
 router::PrefixCacheUpdate SimDecodeWorker::TakePrefixEvents() {

@@ -44,7 +44,7 @@ class SimDecodeWorker {
 
   // Plans the next step when none is running; false when there is nothing to run.
   // `step` is what the worker reports.
-  bool StartStep(router::StepObservation* step);
+  bool StartStep(StepObservation* step);
   // The running step's forward pass took `duration_ms`: applies it and retires finished
   // sequences.
   void FinishStep(double duration_ms, std::vector<Emission>* out);
@@ -52,7 +52,7 @@ class SimDecodeWorker {
 
   // The load report the real worker sends (steps since the previous one) and its
   // prefix-cache events.
-  router::WorkerReport TakeReport();
+  WorkerReport TakeReport();
   router::PrefixCacheUpdate TakePrefixEvents();
 
   const decode::SchedulerCounters& counters() const { return scheduler_.counters(); }
@@ -76,8 +76,8 @@ class SimDecodeWorker {
   bool busy_ = false;
   decode::StepPlan plan_;
   std::vector<int32_t> sampled_;
-  std::deque<router::StepObservation> steps_;
-  router::StepObservation step_;
+  StepHistory steps_;  // Since the last report (the engine loop's cap).
+  StepObservation step_;
 };
 
 }  // namespace pdserve::sim

@@ -7,6 +7,15 @@
 
 namespace pdserve::sim {
 
+PrefillOutcome PrefillOutcomeOf(const SimPrefillDone& done, uint64_t model_fingerprint) {
+  return PrefillOutcome{.model_fingerprint = model_fingerprint,
+                        .computed_tokens = done.job.prompt_tokens,
+                        .prompt_tokens = done.job.prompt_tokens,
+                        .compute_ms = done.compute_ms,
+                        .transfer_tail_ms = done.transfer_tail_ms,
+                        .transfer_bytes = static_cast<uint64_t>(done.transfer_bytes)};
+}
+
 double TransferEndMs(double compute_ms, double bytes, int layers, const LinkModel& link) {
   const int n = std::max(1, layers);
   const double per_layer_ms = bytes / n / link.bytes_per_ms;
@@ -69,8 +78,8 @@ std::vector<SimPrefillDone> SimPrefillWorker::FinishBatch() {
   return std::move(running_);
 }
 
-router::LoadSnapshot SimPrefillWorker::Load() const {
-  router::LoadSnapshot s;
+LoadSnapshot SimPrefillWorker::Load() const {
+  LoadSnapshot s;
   s.running = busy_ ? static_cast<int>(running_.size()) : 0;
   s.waiting = static_cast<int>(queue_.size());
   s.pending_prefill_tokens = queued_tokens_ + running_tokens_;

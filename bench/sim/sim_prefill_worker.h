@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/sim/sim_profile.h"
+#include "common/worker_reports.h"
 #include "router/worker_info.h"
 
 namespace pdserve::sim {
@@ -29,6 +30,10 @@ struct SimPrefillDone {
   double transfer_tail_ms = 0;  // From the forward's end to the last byte landing.
   double transfer_bytes = 0;
 };
+
+// The measurements a real decode worker reports of a completed offload (what the router
+// learns from: router/learning.h), for a simulated one.
+PrefillOutcome PrefillOutcomeOf(const SimPrefillDone& done, uint64_t model_fingerprint);
 
 struct LinkModel {
   double bytes_per_ms = 1e6;
@@ -54,7 +59,7 @@ class SimPrefillWorker {
   // The running batch ended: its jobs.
   std::vector<SimPrefillDone> FinishBatch();
   bool busy() const { return busy_; }
-  router::LoadSnapshot Load() const;
+  LoadSnapshot Load() const;
 
  private:
   const WorkerShape shape_;

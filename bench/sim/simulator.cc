@@ -16,6 +16,7 @@
 #include "prometheus/registry.h"
 #include "router/cost_model.h"
 #include "router/decision_log.h"
+#include "router/learning.h"
 #include "router/model_catalog.h"
 #include "router/router_metrics.h"
 #include "router/worker_registry.h"
@@ -64,7 +65,8 @@ struct RequestState {
   double last_ms = -1;
   int tokens = 0;
   SimPrefillDone prefill_done;
-  std::vector<int> followers;  // Follow-ups waiting for this turn to end.
+  router::PlacementForLearning learning;  // What the router learns with (its placement's).
+  std::vector<int> followers;             // Follow-ups waiting for this turn to end.
 };
 
 // What arrives at a decode worker while its step runs waits for the step's end, as the real
@@ -103,7 +105,7 @@ class Simulation {
   void BatchDone(int p);
   void HandleEmissions(const std::vector<Emission>& emissions);
   void Finish(int r, const std::string& error);
-  double StepMs(const router::StepObservation& s);
+  double StepMs(const StepObservation& s);
 
   const SimConfig& config_;
   const std::vector<SimRequest>& requests_;
@@ -185,7 +187,7 @@ absl::Status Simulation::Start() {
     prefill_.push_back(std::make_unique<SimPrefillWorker>(shape, config_.profile.timing, link));
     prefill_session_.push_back(session);
     worker_index_[info.worker_id] = i;
-    registry_.Report(session, router::WorkerReport{.load = prefill_.back()->Load(), .steps = {}});
+    registry_.Report(session, WorkerReport{.load = prefill_.back()->Load(), .steps = {}});
     Schedule(config_.report_interval_ms * (i + 0.5) / config_.prefill_workers,
              EventKind::kPrefillReport, i);
   }
@@ -213,7 +215,7 @@ absl::Status Simulation::Start() {
   return absl::OkStatus();
 }
 
-double Simulation::StepMs(const router::StepObservation& s) {
+double Simulation::StepMs(const StepObservation& s) {
   double ms = config_.profile.timing.StepMs(router::StepWork::Of(s));
   if (config_.step_jitter > 0) {
     const double sigma = config_.step_jitter;
@@ -255,6 +257,7 @@ void Simulation::Send(int r) {
   s.session = placed->decode_session;
   s.lease = registry_.Acquire(s.session, listener_, q.slo.has_value() ? q.slo->tpot_ms : 0);
   s.offload = placed->placement.offload;
+  s.learning = router::ForLearning(*placed);
   for (const router::WorkerRef& p : placed->placement.prefill)
     s.prefill.push_back(worker_index_.at(p.worker_id));
   Schedule(now_ms_ + config_.rpc_ms, EventKind::kAtDecode, r);
@@ -311,7 +314,7 @@ void Simulation::TakeKv(int r) {
 void Simulation::MaybeStep(int w) {
   SimDecodeWorker& worker = *decode_[w];
   if (worker.busy()) return;
-  router::StepObservation step;
+  StepObservation step;
   if (!worker.StartStep(&step)) return;
   ++result_.counters.steps;
   if (step.num_prefill_tokens > 0) ++result_.counters.mixed_steps;
@@ -378,12 +381,9 @@ void Simulation::Finish(int r, const std::string& error) {
     if (s.tokens > 1) out.tpot_ms = (s.last_ms - s.first_ms) / (s.tokens - 1);
     registry_.Release(s.session, s.lease);
     if (out.offloaded) {
-      // What the router learns from a finished offloaded request (relay_call.cc).
-      const SimPrefillDone& d = s.prefill_done;
-      cost_model_.ObservePrefill(kFingerprint, d.job.prompt_tokens, d.compute_ms);
-      cost_model_.ObserveTransferTail(
-          d.transfer_tail_ms,
-          d.transfer_bytes / std::max(1, config_.profile.shape.kv_layout.num_layers));
+      // What the router learns from a finished offloaded request (the relay's own rule).
+      router::LearnFromOffload(PrefillOutcomeOf(s.prefill_done, kFingerprint), s.learning,
+                               &cost_model_);
     }
   }
   // Its follow-ups go once its client has the last token (or the error): one hop later.
@@ -429,7 +429,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
         break;
       case EventKind::kPrefillReport:
         registry_.Report(prefill_session_[e.a],
-                         router::WorkerReport{.load = prefill_[e.a]->Load(), .steps = {}});
+                         WorkerReport{.load = prefill_[e.a]->Load(), .steps = {}});
         Schedule(now_ms_ + config_.report_interval_ms, EventKind::kPrefillReport, e.a);
         break;
     }

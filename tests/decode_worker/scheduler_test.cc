@@ -6,6 +6,7 @@
 #include <functional>
 #include <numeric>
 
+#include "decode_worker/step_report.h"
 #include "engine/block_hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -350,6 +351,39 @@ TEST_F(SchedulerTest, AdmitForTransferTransferDoneAndReturnToWaiting) {
   for (Sequence* s : std::vector<Sequence*>(scheduler_->running())) scheduler_->Finish(s);
   scheduler_->Finish(c);
   ExpectAllFreeOrCached();
+}
+
+// What the worker reports of its steps and load, and the blocks a transfer writes: the
+// functions the engine loop and pdserve-sim share (step_report.h).
+TEST_F(SchedulerTest, StepObservationsLoadAndTransferBlocksFollowTheSchedulersState) {
+  Init(/*blocks=*/16, /*budget=*/8);
+  Add("A", 6);
+  Step();  // A's prompt in one chunk: 6 tokens attending to 1..6 positions.
+  Add("B", 10, 0, /*first_token=*/500);  // Shares no prefix with A.
+  StepPlan plan;
+  Step(&plan);  // A decodes at position 6; B's first 7 prompt tokens.
+  const StepObservation step = ObserveStep(plan);
+  EXPECT_EQ(step.num_decode, 1);
+  EXPECT_EQ(step.num_prefill_tokens, 7);
+  EXPECT_EQ(step.prefill_context_tokens, 1 + 2 + 3 + 4 + 5 + 6 + 7);
+  EXPECT_EQ(step.context_tokens, step.prefill_context_tokens + 7);
+  EXPECT_EQ(step.duration_ms, 0);
+
+  const engine::BlockCounts counts = blocks_->counts();
+  const LoadSnapshot load = DecodeLoad(*scheduler_, counts);
+  EXPECT_EQ(load.running, 2);
+  EXPECT_EQ(load.waiting, 0);
+  EXPECT_EQ(load.pending_prefill_tokens, 3);
+  EXPECT_EQ(load.free_blocks, counts.free + counts.cached);  // Evictable blocks are free.
+  EXPECT_EQ(load.total_blocks, 16);
+
+  // B's prompt covers blocks 0..2 (10 positions, 4 a block); with 4 cached tokens the
+  // transfer writes blocks 1 and 2.
+  Sequence* b = scheduler_->running()[1];
+  ASSERT_EQ(b->request_id, "B");
+  const std::vector<int32_t> shipped = TransferBlocks(*b, 4, kBlock);
+  EXPECT_EQ(shipped, std::vector<int32_t>({b->block_table[1], b->block_table[2]}));
+  EXPECT_EQ(TransferBlocks(*b, 0, kBlock).size(), 3u);
 }
 
 }  // namespace

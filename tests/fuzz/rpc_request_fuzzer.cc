@@ -21,6 +21,7 @@
 #include "pdserve/v1/registry.pb.h"
 #include "prefill_worker/prefill_service.h"
 #include "prometheus/registry.h"
+#include "proto/bridge/report_bridge.h"
 #include "proto/bridge/request_bridge.h"
 #include "router/cost_model.h"
 #include "router/router_metrics.h"
@@ -82,7 +83,7 @@ void Registry(const pdserve::v1::WorkerMessage& first, const std::string& rest) 
   if (!session.ok()) return;
   pdserve::v1::WorkerMessage next;
   if (next.ParseFromString(rest)) {
-    if (next.has_load()) registry.Report(*session, pdserve::router::ReportFromProto(next.load()));
+    if (next.has_load()) registry.Report(*session, pdserve::bridge::ReportFromProto(next.load()));
     if (next.has_prefix_cache()) {
       registry.ApplyPrefix(*session, pdserve::router::PrefixUpdateFromProto(next.prefix_cache()));
     }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "proto/bridge/report_bridge.h"
 
 namespace pdserve::router {
 namespace {
@@ -89,7 +90,7 @@ TEST(RouterWireTest, ReportsCarryTheirStepsAndPrefixEvents) {
   v1::StepSample* forged = r.add_recent_steps();
   forged->set_context_tokens(100);
   forged->set_prefill_context_tokens(1000);
-  const WorkerReport report = ReportFromProto(r);
+  const WorkerReport report = bridge::ReportFromProto(r);
   EXPECT_EQ(report.load.running, 3);
   EXPECT_EQ(report.load.waiting, 2);
   EXPECT_EQ(report.load.free_blocks, 77);

@@ -1,0 +1,79 @@
+// What workers report to routers, as domain values (no proto): each engine step a decode
+// worker ran (the cost model's training data), its load (the placer's view), and what a
+// finished offload measured. proto/bridge/report_bridge.h converts them to and from the wire
+// once per side. pdserve-sim builds the same values with the same functions
+// (decode_worker/step_report.h, router/learning.h), so that a policy measured in the simulator
+// learns what the product learns.
+// Thread-safety: value types; StepHistory is not synchronised (its owner locks it).
+#ifndef PDSERVE_COMMON_WORKER_REPORTS_H_
+#define PDSERVE_COMMON_WORKER_REPORTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+namespace pdserve {
+
+// One engine step as the decode worker measured it.
+struct StepObservation {
+  int num_decode = 0;
+  int num_prefill_tokens = 0;
+  int64_t context_tokens = 0;  // Sum over the step's tokens of the positions each attends to.
+  int64_t prefill_context_tokens = 0;  // The prefill chunks' share of context_tokens.
+  double duration_ms = 0;
+  double host_ms = 0;  // Outside the engine forward (not on the wire; 0 where unknown).
+};
+
+// A worker's load at one report.
+struct LoadSnapshot {
+  int running = 0;
+  int waiting = 0;
+  int awaiting_kv = 0;                   // Decode: waiting for offloaded KV.
+  int64_t free_blocks = 0;               // Decode: free + evictable cached.
+  int64_t total_blocks = 0;              // Decode.
+  int64_t pending_prefill_tokens = 0;    // Decode: local chunked backlog; prefill: its queue.
+  double prefill_tokens_per_second = 0;  // Prefill: recent throughput.
+  double transfer_bytes_per_second = 0;  // Prefill: recent KV bandwidth.
+  uint64_t sequence = 0;                 // Reports on this registration so far.
+};
+
+// A load report: the snapshot and the steps run since the previous one.
+struct WorkerReport {
+  LoadSnapshot load;
+  std::vector<StepObservation> steps;
+};
+
+// The steps a decode worker ran since its last report. Between reports at most
+// kMaxReportedSteps are kept, the newest (a router that stops reading loses the oldest, and a
+// report stays bounded).
+class StepHistory {
+ public:
+  static constexpr size_t kMaxReportedSteps = 512;
+
+  void Add(const StepObservation& step);
+  // The steps since the last Take, oldest first; the history is then empty.
+  std::vector<StepObservation> Take();
+  size_t size() const { return steps_.size(); }
+
+ private:
+  std::deque<StepObservation> steps_;
+};
+
+// What a completed offload measured: how fast the prefill worker computed the prompt and how
+// long the KV transfer ran past its last layer. The router's cost model learns from it
+// (router/learning.h).
+struct PrefillOutcome {
+  uint64_t model_fingerprint = 0;
+  // Prompt tokens the prefill worker computed (0: unknown; the prompt's length is used).
+  int computed_tokens = 0;
+  int prompt_tokens = 0;
+  double compute_ms = 0;  // The prefill worker's compute time.
+  double transfer_tail_ms = 0;
+  // KV bytes the prefill worker wrote (0: unknown; the router's estimate is used).
+  uint64_t transfer_bytes = 0;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_WORKER_REPORTS_H_

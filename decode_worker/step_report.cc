@@ -1,0 +1,35 @@
+#include "decode_worker/step_report.h"
+
+namespace pdserve::decode {
+
+StepObservation ObserveStep(const StepPlan& plan) {
+  StepObservation step;
+  step.num_decode = plan.num_decode;
+  step.num_prefill_tokens = plan.num_prefill_tokens;
+  for (const PlannedChunk& c : plan.chunks) {
+    const int64_t positions = c.attention_positions();
+    step.context_tokens += positions;
+    if (!c.decode) step.prefill_context_tokens += positions;
+  }
+  return step;
+}
+
+LoadSnapshot DecodeLoad(const Scheduler& scheduler, const engine::BlockCounts& blocks) {
+  LoadSnapshot load;
+  load.running = scheduler.num_running();
+  load.waiting = scheduler.num_waiting();
+  load.awaiting_kv = scheduler.num_awaiting_kv();
+  load.free_blocks = blocks.free + blocks.cached;
+  load.total_blocks = blocks.total;
+  load.pending_prefill_tokens = scheduler.pending_prefill_tokens();
+  return load;
+}
+
+std::vector<int32_t> TransferBlocks(const Sequence& seq, int cached_tokens, int block_size) {
+  const int first_block = cached_tokens / block_size;
+  const int end_block = (seq.prompt_len + block_size - 1) / block_size;
+  return std::vector<int32_t>(seq.block_table.begin() + first_block,
+                              seq.block_table.begin() + end_block);
+}
+
+}  // namespace pdserve::decode
