@@ -4,6 +4,9 @@
 //       summary.json (and requests.csv) under --out.
 //   pdserve-sim plan --profile P --trace F --gpus N --slo_ttft X --slo_tpot Y
 //       searches prefill:decode splits x policies for the best goodput per GPU (planner.h).
+//   pdserve-sim family --profile P [--cells smoke|full|CELL,...] [--family_gpus 8,32]
+//       plans every workload cell (and --family_traces) and compares cost_model with the best
+//       fixed policy in each (family.h).
 //   pdserve-sim validate --profile P --serve_dir DIR
 //       simulates every rate point `pdserve-bench serve --out DIR` measured and prints the
 //       errors (validate.h).
@@ -16,13 +19,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/common/report.h"
+#include "bench/sim/family.h"
 #include "bench/sim/planner.h"
 #include "bench/sim/sim_summary.h"
 #include "bench/sim/sim_workload.h"
 #include "bench/sim/steady_state.h"
 #include "bench/sim/validate.h"
+#include "bench/sim/workload_family.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -46,10 +52,14 @@ ABSL_FLAG(bool, spread_ties, true,
           "quantization) until the next one.");
 ABSL_FLAG(std::string, mix, "mixed",
           "Without --trace: the serve bench's mix (chat, documents, mixed).");
-ABSL_FLAG(int, requests, 200, "Without --trace: requests of the mix.");
-ABSL_FLAG(
-    double, rate, 1,
-    "run: with --trace, a multiplier of the trace's own rate; with --mix, requests per second.");
+ABSL_FLAG(std::string, workload, "",
+          "Without --trace: a cell of the synthetic workload family "
+          "(prompt/output/sharing/arrivals: short|long|bimodal|heavytail / tiny|medium|long / "
+          "none|multiturn|system / poisson|bursty; bench/sim/workload_family.h) instead of --mix.");
+ABSL_FLAG(int, requests, 200, "Without --trace: requests of the mix or workload cell.");
+ABSL_FLAG(double, rate, 1,
+          "run: with --trace or --workload, a multiplier of its own rate; with --mix, requests per "
+          "second.");
 ABSL_FLAG(std::string, policy, "cost_model",
           "run: cost_model, always_local, always_offload or length_threshold.");
 ABSL_FLAG(int, length_threshold, 1024, "run: length_threshold's N (uncached tokens).");
@@ -102,6 +112,17 @@ ABSL_FLAG(double, measure_s, pdserve::sim::SteadyState{}.measure_s,
 ABSL_FLAG(double, cooldown_s, pdserve::sim::SteadyState{}.cooldown_s,
           "run, plan: virtual seconds of load after the measured requests (the window's start).");
 ABSL_FLAG(double, target_attainment, 0.9, "plan, validate: SLO attainment that counts as goodput.");
+ABSL_FLAG(std::string, cells, "smoke",
+          "family: the workload cells: smoke (4 cells), full (72), or a comma-separated list of "
+          "cells (--workload's form).");
+ABSL_FLAG(std::vector<std::string>, family_traces, {},
+          "family: traces planned beside the cells (each its --trace_start/--trace_duration "
+          "window).");
+ABSL_FLAG(std::vector<std::string>, family_gpus, std::vector<std::string>({"8"}),
+          "family: the GPU counts each workload is planned at.");
+ABSL_FLAG(double, min_ratio, 0,
+          "family: exit with status 3 when cost_model's goodput over the best fixed policy's is "
+          "below this in any cell (0: never).");
 ABSL_FLAG(std::string, serve_dir, "", "validate: the output directory of `pdserve-bench serve`.");
 ABSL_FLAG(std::string, model, "",
           "validate: the model the serve bench ran (empty: the one its summary.json names).");
@@ -115,7 +136,8 @@ namespace pdserve::sim {
 namespace {
 
 constexpr char kUsage[] =
-    "pdserve-sim run|plan|validate --profile FILE [--trace FILE | --mix NAME | --serve_dir DIR] "
+    "pdserve-sim run|plan|family|validate --profile FILE [--trace FILE | --mix NAME | --workload "
+    "CELL | --serve_dir DIR] "
     "[flags]\n"
     "Simulates a pdserve cluster in virtual time on the router's and schedulers' own code.";
 
@@ -148,6 +170,10 @@ absl::StatusOr<std::vector<SimRequest>> LoadWorkload(const SimProfile& profile,
     sel.spread_ties = absl::GetFlag(FLAGS_spread_ties);
     ASSIGN_OR_RETURN(const bench::Trace selected, bench::SelectFromTrace(trace, sel));
     requests = TraceRequests(selected, vocab, seed);
+  } else if (!absl::GetFlag(FLAGS_workload).empty()) {
+    ASSIGN_OR_RETURN(const WorkloadCell cell, ParseWorkloadCell(absl::GetFlag(FLAGS_workload)));
+    requests = FamilyRequests(cell, absl::GetFlag(FLAGS_requests), seed, vocab,
+                              profile.shape.max_context_tokens);
   } else {
     ASSIGN_OR_RETURN(const bench::MixSpec mix,
                      bench::Mix(absl::GetFlag(FLAGS_mix), profile.shape.max_context_tokens));
@@ -193,14 +219,19 @@ absl::StatusOr<SteadyState> SteadyStateFlags() {
 absl::Status WriteCsv(const std::string& path, const SimResult& result) {
   std::ofstream out(path);
   out << "request,kind,measured,ok,sent_ms,prompt_tokens,output_tokens,ttft_ms,tpot_ms,e2e_ms,"
-         "offloaded,fell_back,decode_worker,cached_tokens,reason,error\n";
+         "offloaded,fell_back,decode_worker,cached_tokens,reason,predicted_interference_ms,"
+         "predicted_offload_cost_ms,predicted_ttft_local_ms,predicted_ttft_offload_ms,"
+         "running_decodes,error\n";
   for (size_t i = 0; i < result.requests.size(); ++i) {
     const SimRequestResult& r = result.requests[i];
     out << i << ',' << r.kind << ',' << (r.measured ? 1 : 0) << ',' << (r.ok ? 1 : 0) << ','
         << r.sent_ms << ',' << r.prompt_tokens << ',' << r.output_tokens << ',' << r.ttft_ms << ','
         << r.tpot_ms << ',' << r.e2e_ms << ',' << (r.offloaded ? 1 : 0) << ','
         << (r.fell_back ? 1 : 0) << ',' << r.decode_worker << ',' << r.cached_tokens << ','
-        << r.reason << ",\"" << absl::StrReplaceAll(r.error, {{"\"", "'"}}) << "\"\n";
+        << r.reason << ',' << r.predicted.predicted_interference_ms << ','
+        << r.predicted.predicted_offload_cost_ms << ',' << r.predicted.predicted_ttft_local_ms
+        << ',' << r.predicted.predicted_ttft_offload_ms << ',' << r.predicted.running_decodes
+        << ",\"" << absl::StrReplaceAll(r.error, {{"\"", "'"}}) << "\"\n";
   }
   if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
@@ -211,8 +242,10 @@ absl::Status Run() {
   config.policy.name = absl::GetFlag(FLAGS_policy);
   config.decode_workers = absl::GetFlag(FLAGS_decode_workers);
   config.prefill_workers = absl::GetFlag(FLAGS_prefill_workers);
-  const bool trace = !absl::GetFlag(FLAGS_trace).empty();
-  if (trace) config.rate_scale = absl::GetFlag(FLAGS_rate);
+  // A trace or a workload cell has rates of its own (a cell's is one request a second): --rate
+  // multiplies them. A mix is generated at --rate.
+  if (!absl::GetFlag(FLAGS_trace).empty() || !absl::GetFlag(FLAGS_workload).empty())
+    config.rate_scale = absl::GetFlag(FLAGS_rate);
   ASSIGN_OR_RETURN(const std::vector<SimRequest> window,
                    LoadWorkload(config.profile, config.policy.slo));
   ASSIGN_OR_RETURN(const SteadyState steady_state, SteadyStateFlags());
@@ -250,8 +283,6 @@ absl::Status Run() {
 
 absl::Status Plan() {
   ASSIGN_OR_RETURN(const SimConfig base, BaseConfig());
-  if (absl::GetFlag(FLAGS_trace).empty())
-    return absl::InvalidArgumentError("--trace: required for plan");
   PlanConfig plan;
   plan.base = base;
   plan.gpus = absl::GetFlag(FLAGS_gpus);
@@ -268,12 +299,87 @@ absl::Status Plan() {
   plan.target_attainment = absl::GetFlag(FLAGS_target_attainment);
   plan.out_dir = absl::GetFlag(FLAGS_out);
   const std::string trace_path = absl::GetFlag(FLAGS_trace);
-  plan.trace_name = trace_path.substr(trace_path.rfind('/') + 1);  // npos + 1: all of it.
+  if (!trace_path.empty()) {
+    plan.trace_name = trace_path.substr(trace_path.rfind('/') + 1);  // npos + 1: all of it.
+  } else if (!absl::GetFlag(FLAGS_workload).empty()) {
+    plan.trace_name = absl::StrReplaceAll(absl::GetFlag(FLAGS_workload), {{"/", "_"}});
+  } else {
+    plan.trace_name = "mix_" + absl::GetFlag(FLAGS_mix);
+  }
   ASSIGN_OR_RETURN(const std::vector<SimRequest> requests,
                    LoadWorkload(base.profile, base.policy.slo));
   ASSIGN_OR_RETURN(const PlanResult result, RunPlan(plan, requests));
   std::printf("%s", FormatPlan(result).c_str());
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<WorkloadCell>> FamilyCells() {
+  const std::string cells = absl::GetFlag(FLAGS_cells);
+  if (cells == "smoke") return SmokeFamily();
+  if (cells == "full") return FullFamily();
+  std::vector<WorkloadCell> out;
+  for (absl::string_view name : absl::StrSplit(cells, ',', absl::SkipEmpty())) {
+    ASSIGN_OR_RETURN(WorkloadCell c, ParseWorkloadCell(std::string(name)));
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Exit status 3: a cell below --min_ratio (the regression gate CI runs).
+absl::StatusOr<int> Family() {
+  ASSIGN_OR_RETURN(const SimConfig base, BaseConfig());
+  FamilyConfig family;
+  family.plan.base = base;
+  family.plan.policies = absl::GetFlag(FLAGS_policies);
+  ASSIGN_OR_RETURN(family.plan.thresholds, Ints(absl::GetFlag(FLAGS_thresholds), "thresholds"));
+  family.plan.bisect_steps = absl::GetFlag(FLAGS_bisect_steps);
+  family.plan.split_step = absl::GetFlag(FLAGS_split_step);
+  family.plan.jobs = absl::GetFlag(FLAGS_jobs);
+  family.plan.per_quartile = absl::GetFlag(FLAGS_per_quartile);
+  family.plan.target_attainment = absl::GetFlag(FLAGS_target_attainment);
+  family.plan.progress = false;
+  if (family.plan.split_step < 1) return absl::InvalidArgumentError("--split_step: must be >= 1");
+  if (family.plan.jobs < 1 || family.plan.jobs > 256)
+    return absl::InvalidArgumentError("--jobs: must be in [1, 256]");
+  ASSIGN_OR_RETURN(family.plan.steady_state, SteadyStateFlags());
+  ASSIGN_OR_RETURN(family.gpus, Ints(absl::GetFlag(FLAGS_family_gpus), "family_gpus"));
+  family.out_dir = absl::GetFlag(FLAGS_out);
+  const SimProfile& profile = base.profile;
+  ASSIGN_OR_RETURN(const std::vector<WorkloadCell> cells, FamilyCells());
+  for (const WorkloadCell& cell : cells) {
+    FamilyWorkload w{
+        .name = cell.Name(),
+        .requests = FamilyRequests(cell, absl::GetFlag(FLAGS_requests), absl::GetFlag(FLAGS_seed),
+                                   profile.shape.vocab_size, profile.shape.max_context_tokens)};
+    for (SimRequest& r : w.requests) r.slo = base.policy.slo;
+    family.workloads.push_back(std::move(w));
+  }
+  for (const std::string& path : absl::GetFlag(FLAGS_family_traces)) {
+    ASSIGN_OR_RETURN(const bench::Trace trace, bench::ReadTrace(path));
+    bench::TraceSelection sel;
+    sel.start_s = absl::GetFlag(FLAGS_trace_start);
+    sel.duration_s = absl::GetFlag(FLAGS_trace_duration);
+    sel.length_scale = absl::GetFlag(FLAGS_length_scale);
+    sel.max_context = profile.shape.max_context_tokens;
+    sel.spread_ties = absl::GetFlag(FLAGS_spread_ties);
+    ASSIGN_OR_RETURN(const bench::Trace selected, bench::SelectFromTrace(trace, sel));
+    FamilyWorkload w{
+        .name = path.substr(path.rfind('/') + 1),
+        .requests = TraceRequests(selected, profile.shape.vocab_size, absl::GetFlag(FLAGS_seed))};
+    for (SimRequest& r : w.requests) r.slo = base.policy.slo;
+    family.workloads.push_back(std::move(w));
+  }
+  ASSIGN_OR_RETURN(const FamilyResult result, RunFamily(family));
+  std::printf("%s", FormatFamily(result).c_str());
+  const double min_ratio = absl::GetFlag(FLAGS_min_ratio);
+  if (min_ratio > 0 && result.worst_ratio < min_ratio) {
+    std::fprintf(stderr,
+                 "pdserve-sim family: cost_model reached %.3fx the best fixed policy on %s, below "
+                 "--min_ratio %.3f\n",
+                 result.worst_ratio, result.worst_cell.c_str(), min_ratio);
+    return 3;
+  }
+  return 0;
 }
 
 absl::Status ValidateCommand() {
@@ -314,11 +420,15 @@ int main(int argc, char** argv) {
     status = pdserve::sim::Run();
   } else if (command == "plan") {
     status = pdserve::sim::Plan();
+  } else if (command == "family") {
+    absl::StatusOr<int> code = pdserve::sim::Family();
+    if (code.ok() && *code != 0) return *code;
+    status = code.status();
   } else if (command == "validate") {
     status = pdserve::sim::ValidateCommand();
   } else {
-    status = absl::InvalidArgumentError(
-        absl::StrCat("unknown command '", command, "': one of run, plan, validate (see --help)"));
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "unknown command '", command, "': one of run, plan, family, validate (see --help)"));
   }
   if (!status.ok()) {
     std::fprintf(stderr, "pdserve-sim: %s\n", std::string(status.message()).c_str());

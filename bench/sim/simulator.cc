@@ -252,6 +252,7 @@ void Simulation::Send(int r) {
   s.decode = worker_index_.at(placed->placement.decode.worker_id);
   result_.requests[r].decode_worker = s.decode;
   result_.requests[r].reason = placed->placement.reason;
+  result_.requests[r].predicted = placed->placement;
   result_.requests[r].cached_tokens =
       static_cast<int>(s.prompt.size()) - placed->placement.uncached_tokens;
   s.session = placed->decode_session;

@@ -70,6 +70,9 @@ struct SimRequestResult {
   bool offloaded = false;  // Its KV came from a prefill worker.
   bool fell_back = false;  // Placed to offload, prefilled locally (no KV blocks for it).
   std::string reason;      // The router's placement reason (short_prompt, ...).
+  // The router's decision whole: its predictions (interference, offload cost, TTFTs) and the
+  // running decodes it saw.
+  router::Placement predicted;
   int prompt_tokens = 0;
   int output_tokens = 0;
   int decode_worker = -1;  // Its index.

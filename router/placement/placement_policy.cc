@@ -89,6 +89,7 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
       u * static_cast<double>(d.kv_bytes_per_token) / std::max(1, d.num_layers);
   e.transfer_tail_ms = model.TransferTailMs(last_layer_bytes);
   const double compute = model.PrefillMs(fp, in.prompt_tokens);
+  e.prefill_compute_ms = compute;
   for (const PrefillCandidate& p : in.prefill) {
     PrefillEstimate pe;
     pe.index = p.index;

@@ -100,6 +100,7 @@ struct CostEstimate {
   // it (queueing_interference_ms).
   double offload_cost_ms = 0;
   double transfer_tail_ms = 0;
+  double prefill_compute_ms = 0;         // The whole prompt on a prefill worker, queue aside.
   std::vector<PrefillEstimate> prefill;  // Best predicted TTFT first.
 };
 CostEstimate EstimateCosts(const PlacementInputs& inputs, const CostModel& model);

@@ -402,14 +402,31 @@ TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
   d = (*policy)->Decide(in, model);
   ASSERT_FALSE(d.estimate.prefill.empty());
   EXPECT_NEAR(d.estimate.prefill[0].queueing_interference_ms, queueing, 1e-6);
-  EXPECT_NEAR(d.estimate.offload_cost_ms, d.estimate.transfer_tail_ms + queueing, 1e-6);
-  EXPECT_TRUE(d.offload) << "186 ms of queueing is still below 800 ms of interference";
-  // Ten a second: 928 ms of delay to later offloads against 800 ms to the decodes beside.
+  // Its TTFT (2 + 500 + 160 + the tail, ~663 ms) plus one more compute is within the 2 s
+  // objective: the offloads behind it still make theirs, and the delay costs nothing.
+  EXPECT_NEAR(d.estimate.offload_cost_ms, d.estimate.transfer_tail_ms, 1e-6);
+  EXPECT_TRUE(d.offload) << d.reason;
+  // Ten a second: 928 ms of delay to later offloads, still harmless under a 2 s objective...
   in.prefill[0].arrivals_per_s = 10;
+  d = (*policy)->Decide(in, model);
+  EXPECT_TRUE(d.offload) << d.reason;
+  // ...but under 750 ms the offloads behind it end past it: ~823 - 750 = 73 of their 160 ms of
+  // delay count, 928 x 73 / 160 = 423 ms: still below 800 ms of interference.
+  in.slo = SloConfig{.ttft_ms = 750, .tpot_ms = 200};
+  d = (*policy)->Decide(in, model);
+  ASSERT_TRUE(d.offload) << d.reason;
+  const double ttft = d.estimate.prefill[0].ttft_ms;
+  EXPECT_NEAR(d.estimate.offload_cost_ms,
+              d.estimate.transfer_tail_ms + 10 / 1e3 * (queue * compute + compute * compute / 2) *
+                                                (ttft + compute - 750) / compute,
+              1e-6);
+  // Under 680 ms, 89 % of it, 826 ms against 800 (the offload alone still meets its own
+  // objective, so only the comparison of harms decides): local.
+  in.slo = SloConfig{.ttft_ms = 680, .tpot_ms = 200};
   d = (*policy)->Decide(in, model);
   EXPECT_FALSE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "interference_below_transfer");
-  // The estimate every policy reports carries it too.
+  // The estimate every policy reports carries the whole delay (no objective in it).
   const CostEstimate e = EstimateCosts(in, model);
   EXPECT_NEAR(e.offload_cost_ms,
               e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms) +
