@@ -45,7 +45,9 @@ ABSL_FLAG(double, tpot_headroom, pdserve::router::PolicyConfig{}.tpot_headroom,
           "this fraction of their objective; past it long prompts are offloaded.");
 ABSL_FLAG(int, length_threshold, 1024, "length_threshold: offload when uncached tokens >= this.");
 ABSL_FLAG(absl::Duration, max_prefill_queue, absl::Seconds(1),
-          "A prefill worker whose queue is longer is not used.");
+          "cost_model: past this much prefill-worker queue, the delay an offload adds to the "
+          "offloads behind it counts whole against it (below it, only what pushes them past "
+          "their TTFT objective).");
 ABSL_FLAG(int, alternates, 1, "Alternate prefill workers named with each offload.");
 ABSL_FLAG(absl::Duration, slo_ttft, absl::Seconds(2), "TTFT objective the placement respects.");
 ABSL_FLAG(absl::Duration, slo_tpot, absl::Milliseconds(200),

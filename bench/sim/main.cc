@@ -75,11 +75,16 @@ ABSL_FLAG(
     "cost_model: local prefills may stretch the running streams' predicted mean TPOT to "
     "this fraction of their objective; past it long prompts are offloaded (the router's flag).");
 ABSL_FLAG(double, max_prefill_queue_ms, 1000,
-          "A prefill worker whose queue is longer is not used, ms (the router's "
-          "--max_prefill_queue).");
+          "cost_model: past this much prefill-worker queue, ms, the delay an offload adds to the "
+          "offloads behind it counts whole (the router's --max_prefill_queue).");
 ABSL_FLAG(int, decode_workers, 1, "run: decode workers.");
 ABSL_FLAG(int, prefill_workers, 1, "run: prefill workers.");
 ABSL_FLAG(double, slo_ttft, 2000, "TTFT objective, ms (every request's, sent with it).");
+ABSL_FLAG(std::string, slo_classes, "",
+          "Classes of objectives mixed in the workload, NAME:TTFT_MS:TPOT_MS:SHARE,... (e.g. "
+          "interactive:1000:25:0.5,batch:10000:100:0.5): each request gets one by share (a "
+          "follow-up its conversation's) and sends its objectives; goodput then needs the "
+          "target attainment in every class. --slo_ttft/--slo_tpot stay the router's default.");
 ABSL_FLAG(double, slo_tpot, 100, "TPOT objective, ms.");
 ABSL_FLAG(double, rpc_ms, 0.3, "Latency of one RPC hop, ms.");
 ABSL_FLAG(double, report_interval_ms, 100, "Workers' load report interval, ms.");
@@ -153,6 +158,14 @@ absl::StatusOr<std::vector<int>> Ints(const std::vector<std::string>& values, co
   return out;
 }
 
+// --slo_classes, if any, over `requests`.
+absl::Status ApplySloClasses(std::vector<SimRequest>* requests) {
+  ASSIGN_OR_RETURN(const std::vector<SloClass> classes,
+                   ParseSloClasses(absl::GetFlag(FLAGS_slo_classes)));
+  AssignSloClasses(classes, absl::GetFlag(FLAGS_seed), requests);
+  return absl::OkStatus();
+}
+
 // The workload the flags name, at the trace's own rate (or --rate for a mix).
 absl::StatusOr<std::vector<SimRequest>> LoadWorkload(const SimProfile& profile,
                                                      const router::SloConfig& slo) {
@@ -182,6 +195,7 @@ absl::StatusOr<std::vector<SimRequest>> LoadWorkload(const SimProfile& profile,
                                 {});
   }
   for (SimRequest& r : requests) r.slo = slo;
+  RETURN_IF_ERROR(ApplySloClasses(&requests));
   if (requests.empty()) return absl::InvalidArgumentError("the workload has no requests");
   return requests;
 }
@@ -267,6 +281,8 @@ absl::Status Run() {
                 absl::StrCat(Fixed(s.tpot_ms.p50, 2), " / ", Fixed(s.tpot_ms.p90, 2)),
                 absl::StrCat(s.offloaded), Fixed(result.counters.virtual_s, 1), Fixed(wall_s, 2)});
   std::printf("%s", table.ToString().c_str());
+  for (const auto& [name, attainment] : s.class_attainment)
+    std::printf("class %s: attainment %.3f\n", name.c_str(), attainment);
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return absl::OkStatus();
   nlohmann::json summary = {{"profile", config.profile.path},
@@ -352,6 +368,7 @@ absl::StatusOr<int> Family() {
         .requests = FamilyRequests(cell, absl::GetFlag(FLAGS_requests), absl::GetFlag(FLAGS_seed),
                                    profile.shape.vocab_size, profile.shape.max_context_tokens)};
     for (SimRequest& r : w.requests) r.slo = base.policy.slo;
+    RETURN_IF_ERROR(ApplySloClasses(&w.requests));
     family.workloads.push_back(std::move(w));
   }
   for (const std::string& path : absl::GetFlag(FLAGS_family_traces)) {
@@ -367,6 +384,7 @@ absl::StatusOr<int> Family() {
         .name = path.substr(path.rfind('/') + 1),
         .requests = TraceRequests(selected, profile.shape.vocab_size, absl::GetFlag(FLAGS_seed))};
     for (SimRequest& r : w.requests) r.slo = base.policy.slo;
+    RETURN_IF_ERROR(ApplySloClasses(&w.requests));
     family.workloads.push_back(std::move(w));
   }
   ASSIGN_OR_RETURN(const FamilyResult result, RunFamily(family));

@@ -176,7 +176,10 @@ absl::StatusOr<double> SearchGoodput(const SimConfig& config,
     ++*simulations;
     const PointSummary s = Summarize(r, base_rate * multiple, c.policy.slo);
     points->push_back(s);
+    // With SLO classes, each class must reach the target (a configuration may not pass by
+    // serving the loose class and giving up the tight one).
     return s.attainment >= plan.target_attainment &&
+           s.worst_class_attainment >= plan.target_attainment &&
            (!plan.per_quartile || s.worst_quartile_attainment >= plan.target_attainment);
   };
   double lo = 0, hi = 0;  // Highest passing and lowest failing multiple found.

@@ -30,12 +30,18 @@ PointSummary Summarize(const SimResult& result, double rate, const router::SloCo
   s.rate = rate;
   std::vector<double> ttft, tpot, e2e;
   int attained = 0;
-  std::vector<size_t> by_length;  // The measured requests.
+  std::vector<size_t> by_length;                       // The measured requests.
+  std::map<std::string, std::pair<int, int>> classes;  // Met, measured.
   for (size_t i = 0; i < result.requests.size(); ++i) {
     const SimRequestResult& r = result.requests[i];
     if (!r.measured) continue;
     by_length.push_back(i);
     ++s.requests;
+    if (!r.slo_class.empty()) {
+      std::pair<int, int>& c = classes[r.slo_class];
+      ++c.second;
+      c.first += MeetsObjectives(r, default_slo) ? 1 : 0;
+    }
     if (!r.ok) {
       ++s.errors;
       continue;
@@ -48,6 +54,12 @@ PointSummary Summarize(const SimResult& result, double rate, const router::SloCo
     attained += MeetsObjectives(r, default_slo) ? 1 : 0;
   }
   s.attainment = s.requests == 0 ? 0 : static_cast<double>(attained) / s.requests;
+  s.worst_class_attainment = s.attainment;
+  for (const auto& [name, c] : classes) {
+    const double a = static_cast<double>(c.first) / c.second;
+    s.class_attainment[name] = a;
+    s.worst_class_attainment = std::min(s.worst_class_attainment, a);
+  }
   std::stable_sort(by_length.begin(), by_length.end(), [&](size_t a, size_t b) {
     return result.requests[a].prompt_tokens < result.requests[b].prompt_tokens;
   });
@@ -75,6 +87,8 @@ nlohmann::json ToJson(const PointSummary& s) {
           {"fell_back", s.fell_back},
           {"attainment", s.attainment},
           {"worst_quartile_attainment", s.worst_quartile_attainment},
+          {"class_attainment", s.class_attainment},
+          {"worst_class_attainment", s.worst_class_attainment},
           {"ttft_ms", ToJson(s.ttft_ms)},
           {"tpot_ms", ToJson(s.tpot_ms)},
           {"e2e_ms", ToJson(s.e2e_ms)}};

@@ -6,6 +6,9 @@
 #ifndef PDSERVE_BENCH_SIM_SIM_SUMMARY_H_
 #define PDSERVE_BENCH_SIM_SIM_SUMMARY_H_
 
+#include <map>
+#include <string>
+
 #include "bench/sim/simulator.h"
 #include "nlohmann/json.hpp"
 
@@ -28,6 +31,10 @@ struct PointSummary {
   // length, ties by order, split in four equal groups): a configuration that meets the
   // objectives for 90 % of requests by giving up the longest prompts has a low one.
   double worst_quartile_attainment = 0;
+  // Requests in SLO classes (SimRequest::slo_class): each class's attainment, and the lowest
+  // (the overall attainment when no request has a class).
+  std::map<std::string, double> class_attainment;
+  double worst_class_attainment = 0;
   Percentiles ttft_ms;
   Percentiles tpot_ms;
   Percentiles e2e_ms;

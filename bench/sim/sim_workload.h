@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "bench/common/trace.h"
 #include "bench/serve/workload.h"
 #include "bench/sim/simulator.h"
@@ -24,6 +25,23 @@ std::vector<SimRequest> TraceRequests(const bench::Trace& trace, int vocab, uint
 std::vector<SimRequest> WorkloadRequests(
     const std::vector<bench::WorkloadRequest>& workload,
     const std::map<std::string, router::SloConfig>& objectives);
+
+// A class of objectives in a workload that mixes several (an interactive and a batch tier).
+struct SloClass {
+  std::string name;
+  router::SloConfig slo;
+  double share = 1;  // Of the requests (normalised over the classes).
+};
+
+// "NAME:TTFT_MS:TPOT_MS:SHARE,..." e.g. "interactive:1000:25:0.5,batch:10000:100:0.5";
+// INVALID_ARGUMENT naming `flag` and the part at fault.
+absl::StatusOr<std::vector<SloClass>> ParseSloClasses(const std::string& spec,
+                                                      const std::string& flag = "slo_classes");
+
+// Gives each request a class drawn by share (deterministic in `seed`) and its objectives; a
+// follow-up keeps its conversation's.
+void AssignSloClasses(const std::vector<SloClass>& classes, uint64_t seed,
+                      std::vector<SimRequest>* requests);
 
 // Offered requests per second of `requests` (count over the span of their arrivals; 0 for
 // fewer than two).

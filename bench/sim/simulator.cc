@@ -198,6 +198,7 @@ absl::Status Simulation::Start() {
     SimRequestResult& out = result_.requests[r];
     out.kind = q.kind;
     out.slo = q.slo;
+    out.slo_class = q.slo_class;
     out.measured = q.measured;
     if (q.follow_up_of >= static_cast<int>(r)) {
       return absl::InvalidArgumentError(

@@ -33,6 +33,9 @@ struct SimRequest {
   std::string kind;  // For the report (e.g. chat, document, trace).
   // Its own objectives, sent with it; unset: the policy's default.
   std::optional<router::SloConfig> slo;
+  // The SLO class those objectives came from (empty: none); attainment is also judged per
+  // class (sim_summary.h).
+  std::string slo_class;
   // Counted in the summary; false: load around the measured requests (steady_state.h).
   bool measured = true;
 };
@@ -78,7 +81,8 @@ struct SimRequestResult {
   int decode_worker = -1;  // Its index.
   int cached_tokens = 0;   // The router's predicted prefix-cache hit.
   std::optional<router::SloConfig> slo;
-  bool measured = true;  // SimRequest::measured.
+  std::string slo_class;  // SimRequest::slo_class.
+  bool measured = true;   // SimRequest::measured.
 };
 
 struct SimCounters {

@@ -133,7 +133,9 @@ struct PolicyConfig {
   double tpot_headroom = 1.0;
   // length_threshold: offload when uncached tokens >= this. Default 1024.
   int length_threshold = 1024;
-  // A prefill worker whose queue alone takes longer than this is not used. Default 1 s.
+  // cost_model: past this much prefill-worker queue the delay an offload adds to the offloads
+  // queueing behind it counts whole against it; below it, only the share that pushes them
+  // past their TTFT objective. Default 1 s.
   double max_prefill_queue_ms = 1000;
   // Alternate prefill workers named in an OFFLOAD decision. Default 1.
   int alternates = 1;

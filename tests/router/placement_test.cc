@@ -105,18 +105,21 @@ TEST(PlacementPolicyTest, DecisionsAndReasons) {
        true,
        "interference_exceeds_transfer",
        {1, 0}},
-      {"prefill queue too long",
+      // 2 s of queue, past --max_prefill_queue (1 s), but nothing queues behind it and the
+      // objective allows it: the offload costs its tail only (the queue is a term of the
+      // cost, no longer a rule that keeps the prompt beside the 8 streams).
+      {"a long prefill queue nobody waits behind",
        "cost_model",
        Inputs(4000, 0, 8, {20000}),
-       false,
-       "prefill_queue_too_long",
-       {}},
-      {"long prefill queues are skipped",
+       true,
+       "interference_exceeds_transfer",
+       {0}},
+      {"the shortest queue first, the long one its alternate",
        "cost_model",
        Inputs(4000, 0, 8, {20000, 0}),
        true,
        "interference_exceeds_transfer",
-       {1}},
+       {1, 0}},
       {"always local", "always_local", Inputs(4000, 0, 8), false, "policy_always_local", {}},
       {"always offload", "always_offload", Inputs(100, 0, 0), true, "policy_always_offload", {0}},
       {"always offload without workers",
@@ -223,12 +226,12 @@ TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
   EXPECT_EQ(d.prefill, (std::vector<int>{0, 1}));
-  // With nothing running and nothing expected to arrive, local chunks slow no stream: the
-  // long queue keeps the prefill local.
+  // With nothing running and nothing expected to arrive, local chunks slow no stream, while
+  // the offload costs at least its transfer tail: local.
   PlacementInputs idle = Inputs(4000, 0, 0, {20000});
   d = (*policy)->Decide(idle, model);
   EXPECT_FALSE(d.offload) << d.reason;
-  EXPECT_EQ(d.reason, "prefill_queue_too_long");
+  EXPECT_EQ(d.reason, "interference_below_transfer");
   // Streams expected to start during the local prefill count as streams beside it.
   idle.decode.arrivals_per_s = 5;  // ~2.4 arrivals during its 480 ms.
   d = (*policy)->Decide(idle, model);
@@ -426,6 +429,17 @@ TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
   d = (*policy)->Decide(in, model);
   EXPECT_FALSE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "interference_below_transfer");
+  // Past --max_prefill_queue the whole delay counts, objective or not: the queue beyond it is
+  // the margin that prompts which cannot stay local need (928 ms against 800: local).
+  in.slo.reset();
+  PolicyConfig short_headroom;
+  short_headroom.max_prefill_queue_ms = 400;
+  auto strict = MakePlacementPolicy(short_headroom);
+  ASSERT_TRUE(strict.ok());
+  d = (*strict)->Decide(in, model);
+  EXPECT_FALSE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "interference_below_transfer");
+  EXPECT_NEAR(d.estimate.offload_cost_ms, d.estimate.transfer_tail_ms + 928, 1);
   // The estimate every policy reports carries the whole delay (no objective in it).
   const CostEstimate e = EstimateCosts(in, model);
   EXPECT_NEAR(e.offload_cost_ms,
