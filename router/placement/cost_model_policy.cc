@@ -20,14 +20,15 @@ namespace {
 // Of the delay an offload's compute adds to the offloads that queue behind it, the share that
 // harms them. They start no earlier than it ends and then compute their own prompts (about as
 // long): their TTFT is about its predicted TTFT plus a compute, and the part of that beyond
-// the objective harms them. (Counted whole at any queue, a burst's deep but timely queues made
-// every offload look costly, and long prompts were kept local beside streams of a few tokens
-// whose TPOT then broke: 0.84x the best fixed policy on bursts of long prompts with 1-16-token
-// outputs, pdserve-sim's workload family.) Past `queue_headroom_ms` of queue all of it does:
-// the rest of the queue is the margin that bursts of prompts which cannot stay local (their
-// chunks would break TPOT) need, and an offload that could stay local should not take it.
-// (That margin was a rule outside the model, dropping such prefill workers; without it the
-// policy lost 6 % of goodput on the Mooncake trace at 8 GPUs.)
+// their objective harms them (the default one: whose they will be is not known, as for the
+// streams a TPOT check cannot see; a batch request's loose objective is its own, not theirs).
+// (Counted whole at any queue, a burst's deep but timely queues made every offload look costly, and
+// long prompts were kept local beside streams of a few tokens whose TPOT then broke: 0.84x the best
+// fixed policy on bursts of long prompts with 1-16-token outputs, pdserve-sim's workload family.)
+// Past `queue_headroom_ms` of queue all of it does: the rest of the queue is the margin that bursts
+// of prompts which cannot stay local (their chunks would break TPOT) need, and an offload that
+// could stay local should not take it. (That margin was a rule outside the model, dropping such
+// prefill workers; without it the policy lost 6 % of goodput on the Mooncake trace at 8 GPUs.)
 double QueueingHarmShare(const PrefillEstimate& p, double compute_ms, double ttft_objective_ms,
                          double queue_headroom_ms) {
   if (compute_ms <= 0 || p.queue_ms > queue_headroom_ms) return 1;
@@ -92,8 +93,8 @@ class CostModelPolicy final : public PlacementPolicy {
     e.offload_cost_ms = e.transfer_tail_ms +
                         std::max(0.0, e.ttft_offload_ms - std::max(e.ttft_local_ms, slo.ttft_ms)) +
                         e.prefill[0].queueing_interference_ms *
-                            QueueingHarmShare(e.prefill[0], e.prefill_compute_ms, slo.ttft_ms,
-                                              config_.max_prefill_queue_ms);
+                            QueueingHarmShare(e.prefill[0], e.prefill_compute_ms,
+                                              config_.slo.ttft_ms, config_.max_prefill_queue_ms);
     // An offload that misses the TTFT objective while local meets it breaks it for this
     // request alone, and local harms no stream's TPOT here: stay.
     if (e.ttft_offload_ms > slo.ttft_ms && e.ttft_local_ms <= slo.ttft_ms)

@@ -413,10 +413,14 @@ TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
   in.prefill[0].arrivals_per_s = 10;
   d = (*policy)->Decide(in, model);
   EXPECT_TRUE(d.offload) << d.reason;
-  // ...but under 750 ms the offloads behind it end past it: ~823 - 750 = 73 of their 160 ms of
-  // delay count, 928 x 73 / 160 = 423 ms: still below 800 ms of interference.
-  in.slo = SloConfig{.ttft_ms = 750, .tpot_ms = 200};
-  d = (*policy)->Decide(in, model);
+  // ...but under a 750 ms default the offloads behind it end past it: ~823 - 750 = 73 of
+  // their 160 ms of delay count, 928 x 73 / 160 = 423 ms: still below 800 ms of interference.
+  auto with_default_ttft = [](double ttft_ms) {
+    PolicyConfig c;
+    c.slo.ttft_ms = ttft_ms;
+    return *MakePlacementPolicy(c);
+  };
+  d = with_default_ttft(750)->Decide(in, model);
   ASSERT_TRUE(d.offload) << d.reason;
   const double ttft = d.estimate.prefill[0].ttft_ms;
   EXPECT_NEAR(d.estimate.offload_cost_ms,
@@ -425,13 +429,17 @@ TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
               1e-6);
   // Under 680 ms, 89 % of it, 826 ms against 800 (the offload alone still meets its own
   // objective, so only the comparison of harms decides): local.
-  in.slo = SloConfig{.ttft_ms = 680, .tpot_ms = 200};
-  d = (*policy)->Decide(in, model);
+  d = with_default_ttft(680)->Decide(in, model);
   EXPECT_FALSE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "interference_below_transfer");
+  // The followers are judged by the default objective, not this request's: a batch request's
+  // 10 s TTFT does not make the delay to the requests behind it harmless.
+  in.slo = SloConfig{.ttft_ms = 10000, .tpot_ms = 200};
+  d = with_default_ttft(680)->Decide(in, model);
+  EXPECT_FALSE(d.offload) << d.reason;
+  in.slo.reset();
   // Past --max_prefill_queue the whole delay counts, objective or not: the queue beyond it is
   // the margin that prompts which cannot stay local need (928 ms against 800: local).
-  in.slo.reset();
   PolicyConfig short_headroom;
   short_headroom.max_prefill_queue_ms = 400;
   auto strict = MakePlacementPolicy(short_headroom);
