@@ -32,6 +32,9 @@ ABSL_FLAG(
 ABSL_FLAG(std::string, kv_dtype, "f32",
           "engine: the KV cache's element type (f32, f16, bf16), as the workers' --kv_dtype.");
 ABSL_FLAG(int, prefill_repetitions, 3, "engine: repetitions per prefill length.");
+ABSL_FLAG(std::string, cpu_isa, "auto",
+          "engine: the CPU kernels' instruction set (auto, avx512, avx2, scalar), as the workers' "
+          "--cpu_isa: run once per set to compare them on one machine.");
 ABSL_FLAG(std::string, backend, "cpu",
           "engine, transfer, interference, serve: cpu, or cuda (GPU 0; engine: decode eager vs "
           "CUDA graphs per batch size, the HBM floor, prefill vs cuBLAS; the others pass it to "
@@ -174,6 +177,7 @@ int main(int argc, char** argv) {
     config.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
     config.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
     config.backend = absl::GetFlag(FLAGS_backend);
+    config.cpu_isa = absl::GetFlag(FLAGS_cpu_isa);
     for (const std::string& t : absl::GetFlag(FLAGS_threads)) {
       int n;
       if (!absl::SimpleAtoi(t, &n) || n < 1) {

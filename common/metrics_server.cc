@@ -29,7 +29,7 @@ constexpr absl::Duration kMetricsRequestTimeout = absl::Seconds(2);
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& listen_address, std::shared_ptr<prometheus::Registry> registry,
-    const std::string& component) {
+    const std::string& component, const std::map<std::string, std::string>& build_info) {
   ASSIGN_OR_RETURN(HostPort host_port, ParseHostPort(listen_address, "metrics address"));
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   server->registry_ = std::move(registry);
@@ -37,7 +37,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
       .Name("pdserve_build_info")
       .Help("Build information; the value is always 1.")
       .Register(*server->registry_)
-      .Add({{"version", PDSERVE_VERSION}, {"component", component}})
+      .Add([&] {
+        std::map<std::string, std::string> labels = build_info;
+        labels["version"] = PDSERVE_VERSION;
+        labels["component"] = component;
+        return labels;
+      }())
       .Set(1);
   try {
     // Each connection holds a civetweb thread until its request is read or times out. With

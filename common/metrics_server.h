@@ -5,6 +5,7 @@
 #ifndef PDSERVE_COMMON_METRICS_SERVER_H_
 #define PDSERVE_COMMON_METRICS_SERVER_H_
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -21,9 +22,11 @@ class MetricsServer {
  public:
   // Binds `listen_address` (host:port; port 0 picks a free port) and serves `registry` at
   // /metrics. Also registers pdserve_build_info{version,component} = 1.
+  // pdserve_build_info carries `component`, the version and `build_info` (more labels, e.g. a
+  // worker's engine backend and instruction set).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& listen_address, std::shared_ptr<prometheus::Registry> registry,
-      const std::string& component);
+      const std::string& component, const std::map<std::string, std::string>& build_info = {});
   ~MetricsServer();
 
   // The bound address, host:port, with the real port.

@@ -40,7 +40,8 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
   ASSIGN_OR_RETURN(runner->grpc_, GrpcServer::Start(config.grpc, main_services));
   if (!config.metrics_address.empty()) {
     ASSIGN_OR_RETURN(runner->metrics_,
-                     MetricsServer::Start(config.metrics_address, std::move(registry), component));
+                     MetricsServer::Start(config.metrics_address, std::move(registry), component,
+                                          config.build_info));
   }
   ServingInfo more;
   if (config.start_more_listeners) {

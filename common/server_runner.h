@@ -7,6 +7,7 @@
 #define PDSERVE_COMMON_SERVER_RUNNER_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,8 @@ struct ServerRunnerConfig {
   std::string metrics_address = "127.0.0.1:0";
   // Where to write the bound addresses (see serving_info.h); empty: not written.
   std::string serving_info_path;
+  // More labels of pdserve_build_info (a worker's engine backend and instruction set).
+  std::map<std::string, std::string> build_info;
   // How long in-flight calls may run after SIGTERM before they are cancelled. Default 30 s.
   absl::Duration drain_timeout = absl::Seconds(30);
   // Called once the gRPC listeners are up and before the serving-info file is written, with a

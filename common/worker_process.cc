@@ -183,8 +183,11 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
 }
 
 absl::Status WorkerProcess::StartServer(const std::vector<HostedService>& services) {
-  ASSIGN_OR_RETURN(
-      server_, ServerRunner::Start(config_.server, services, {}, metrics_registry_, config_.role));
+  ServerRunnerConfig server = config_.server;
+  server.build_info["backend"] = model().backend_name();
+  server.build_info["instruction_set"] = model().instruction_set();
+  ASSIGN_OR_RETURN(server_,
+                   ServerRunner::Start(server, services, {}, metrics_registry_, config_.role));
   ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(server_->grpc_address(), "grpc address"));
   if (!config_.advertise_host.empty()) bound.host = config_.advertise_host;
   advertised_address_ = bound.ToString();

@@ -12,6 +12,7 @@
 #include "bench/common/report.h"
 #include "common/status_macros.h"
 #include "engine/cpu/aligned_buffer.h"
+#include "engine/cpu/cpu_isa.h"
 #include "engine/cpu/cpu_model.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/cuda/cuda_model.h"
@@ -200,6 +201,7 @@ absl::StatusOr<double> TimePrefill(engine::Model& model, const EngineBenchConfig
 struct ThreadResult {
   int threads = 0;
   std::string weight_type = "f32";  // How the model kept its weights.
+  std::string instruction_set;      // Of the CPU kernels (cpu_isa.h).
   double memcpy_gbps = 0;
   double read_gbps = 0;
   double decode_floor_ms = 0;
@@ -221,21 +223,24 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
   Progress("engine", absl::StrCat("loading ", dir, " with ", threads, " thread(s)"));
   ASSIGN_OR_RETURN(engine::LoadedModel loaded,
                    engine::LoadModel(dir, engine::EngineOptions{.num_threads = threads,
-                                                                .weight_dtype = cfg.weight_dtype}));
+                                                                .weight_dtype = cfg.weight_dtype,
+                                                                .cpu_isa = cfg.cpu_isa}));
   engine::Model& model = *loaded.model;
   const engine::ModelConfig& c = model.config();
   if (const auto* cpu = dynamic_cast<const engine::CpuModel*>(&model))
     r.weight_type = engine::WeightTypeName(cpu->weight_type());
+  r.instruction_set = model.instruction_set();
 
   r.memcpy_gbps = MemcpyBandwidth(threads) / 1e9;
   r.read_gbps = ReadBandwidth(threads) / 1e9;
   r.decode_floor_ms = model.weight_bytes() / (r.memcpy_gbps * 1e9) * 1e3;
   r.decode_read_floor_ms = model.weight_bytes() / (r.read_gbps * 1e9) * 1e3;
-  Progress("engine",
-           absl::StrCat("memcpy ", Fixed(r.memcpy_gbps, 1), " GB/s, read ", Fixed(r.read_gbps, 1),
-                        " GB/s; decode floor ", Fixed(r.decode_floor_ms), " ms (copy) / ",
-                        Fixed(r.decode_read_floor_ms), " ms (read) for ",
-                        model.weight_bytes() >> 20, " MiB of ", r.weight_type, " weights"));
+  Progress(
+      "engine",
+      absl::StrCat("memcpy ", Fixed(r.memcpy_gbps, 1), " GB/s, read ", Fixed(r.read_gbps, 1),
+                   " GB/s; decode floor ", Fixed(r.decode_floor_ms), " ms (copy) / ",
+                   Fixed(r.decode_read_floor_ms), " ms (read) for ", model.weight_bytes() >> 20,
+                   " MiB of ", r.weight_type, " weights; ", r.instruction_set, " kernels"));
 
   ASSIGN_OR_RETURN(r.decode_ms, TimeDecodeSteps(model, cfg, kv_dtype));
 
@@ -417,7 +422,8 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
     }
     per_threads.push_back(j);
   }
-  std::printf("%s", table.ToString().c_str());
+  std::printf("%s kernels on %s\n%s", results.front().instruction_set.c_str(),
+              engine::CpuModelName().c_str(), table.ToString().c_str());
 
   // Headline keys from the single-thread run (the floors are per core there).
   const ThreadResult& one = results.front();
@@ -434,6 +440,7 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
       {"model", dir},
       {"weight_dtype", results.front().weight_type},
       {"kv_dtype", cfg.kv_dtype},
+      {"instruction_set", results.front().instruction_set},
       {"machine", MachineInfo()},
       {"threads_for_headline", one.threads},
       {"decode_b1_over_floor", b1 > 0 ? b1 / one.decode_floor_ms : 0},

@@ -33,6 +33,9 @@ struct EngineBenchConfig {
   // "cpu" or "cuda" (GPU 0: decode eager and with CUDA graphs per batch size, the HBM floor
   // from device copy bandwidth, prefill against cuBLAS on the same GEMMs).
   std::string backend = "cpu";
+  // Backend cpu: the kernels' instruction set (auto, avx512, avx2, scalar: the workers'
+  // --cpu_isa), so that one machine measures each path it has side by side.
+  std::string cpu_isa = "auto";
 };
 
 absl::Status RunEngineBench(const EngineBenchConfig& config);

@@ -189,7 +189,8 @@ TEST_F(DecodeWorkerTest, MetricsFollowTheVllmSchemaWithThePdservePrefix) {
         "pdserve_step_duration_seconds_bucket{kind=\"decode_only\"",
         "pdserve_step_batch_sequences_bucket", "pdserve_generation_tokens_total",
         "pdserve_request_success_total{finished_reason=\"length\"",
-        "pdserve_build_info{component=\"decode\""}) {
+        // The engine backend and its instruction set ride on the build info.
+        "pdserve_build_info{backend=\"cpu\",component=\"decode\",instruction_set=\""}) {
     EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
   }
 }
