@@ -10,6 +10,8 @@ find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(Threads REQUIRED)
+# Google Highway (libhwy-dev 1.0.3): portable SIMD with per-target code in one source.
+find_package(hwy CONFIG REQUIRED)
 find_package(OpenSSL REQUIRED)
 # Boost.Beast and Boost.Asio (header-only, libboost-dev 1.74): the router's HTTP front.
 find_package(Boost 1.74 REQUIRED)  # libssl-dev; gRPC links it too. Certificate checks (grpc_security).

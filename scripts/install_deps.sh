@@ -13,7 +13,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libucx-dev ucx-utils libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libre2-dev libyaml-cpp-dev
-  nlohmann-json3-dev libutf8proc-dev libssl-dev libboost-dev
+  nlohmann-json3-dev libutf8proc-dev libssl-dev libboost-dev libhwy-dev
   # Tests, benchmarks and tools: NumPy reference forward, npm tokenizer fixture, promtool, plots,
   # coverage, test certificates (openssl), helm extraction (unzip), the HTTP front's SSE (curl).
   python3 python3-numpy python3-yaml nodejs npm prometheus gnuplot-nox gcovr openssl unzip curl

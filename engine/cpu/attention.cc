@@ -11,6 +11,7 @@
 
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/kernels.h"
+#include "engine/cpu/simd_kernels.h"
 #include "engine/half.h"
 
 namespace pdserve::engine {
@@ -194,6 +195,64 @@ PDS_AVX512 void AttendAvx512(const AttentionRow* rows, int n, int head_dim, floa
 }
 
 // ---------------------------------------------------------------------------------------
+// Highway path (AVX2): the AVX-512 path's structure with portable pieces. Scores through the
+// packed-panel GEMM of the set (one FMA chain over head_dim per score), the softmax's exponent
+// and the value pass from simd_kernels.h (one FMA chain over j per output element).
+
+float LoadScalar(const uint8_t* row, DType dtype, int d);
+
+// panels[p][d][lane] = K[p * 32 + lane][d] as floats, zero past `keys`.
+void PackKeysPortable(const uint8_t* const* k_rows, int keys, int head_dim, DType dtype,
+                      float* panels) {
+  const int num_panels = (keys + kPanel - 1) / kPanel;
+  for (int p = 0; p < num_panels; ++p) {
+    float* panel = panels + static_cast<size_t>(p) * head_dim * kPanel;
+    for (int lane = 0; lane < kPanel; ++lane) {
+      const int key = p * kPanel + lane;
+      if (key >= keys) {
+        for (int d = 0; d < head_dim; ++d) panel[d * kPanel + lane] = 0;
+      } else if (dtype == DType::kF32) {
+        const float* k = reinterpret_cast<const float*>(k_rows[key]);
+        for (int d = 0; d < head_dim; ++d) panel[d * kPanel + lane] = k[d];
+      } else {
+        for (int d = 0; d < head_dim; ++d)
+          panel[d * kPanel + lane] = LoadScalar(k_rows[key], dtype, d);
+      }
+    }
+  }
+}
+
+void AttendSimd(CpuIsa isa, const SimdKernels& simd, const AttentionRow* rows, int n, int head_dim,
+                float scale, DType dtype, const uint8_t* const* k_rows,
+                const uint8_t* const* v_rows, int keys, AttentionScratch* scratch, size_t stride) {
+  float* scores = scratch->scores.data();
+  scratch->queries.resize(static_cast<size_t>(n) * head_dim);
+  for (int r = 0; r < n; ++r) {
+    std::memcpy(scratch->queries.data() + static_cast<size_t>(r) * head_dim, rows[r].q,
+                head_dim * sizeof(float));
+  }
+  scratch->key_panels.EnsureSize(static_cast<size_t>((keys + kPanel - 1) / kPanel) * head_dim *
+                                 kPanel);
+  PackKeysPortable(k_rows, keys, head_dim, dtype, scratch->key_panels.data());
+  GemmPanels(isa, scratch->queries.data(), n, head_dim, scratch->key_panels.data(), keys, head_dim,
+             scores, static_cast<int>(stride));
+  float* inv_sum = scratch->inv_sum.data();
+  for (int r = 0; r < n; ++r) {
+    float* s = scores + r * stride;
+    const int count = rows[r].position + 1;
+    float max = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < count; ++j) {
+      s[j] *= scale;
+      max = std::max(max, s[j]);
+    }
+    for (int j = 0; j < count; ++j) s[j] -= max;
+    inv_sum[r] = 1.0f / simd.exp_in_place_sum(s, count);
+  }
+  simd.attend_values(rows, n, v_rows, dtype, head_dim, scores, stride);
+  for (int r = 0; r < n; ++r) kernels::Scale(rows[r].out, inv_sum[r], head_dim);
+}
+
+// ---------------------------------------------------------------------------------------
 // Portable path: the same structure in scalar code.
 
 float LoadScalar(const uint8_t* row, DType dtype, int d) {
@@ -258,6 +317,10 @@ void AttendRows(CpuIsa isa, const KvLayout& layout, const uint8_t* pool_base, in
   const uint8_t* const* v = scratch->v_rows.data();
   const int hd = layout.head_dim;
   if (isa != CpuIsa::kAvx512) {
+    if (const SimdKernels* simd = SimdKernelsFor(isa)) {
+      AttendSimd(isa, *simd, rows, num_rows, hd, scale, layout.dtype, k, v, keys, scratch, stride);
+      return;
+    }
     AttendScalar(rows, num_rows, hd, scale, layout.dtype, k, v, scratch->scores.data(), stride,
                  scratch->inv_sum.data());
     return;

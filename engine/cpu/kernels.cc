@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/cpu/simd_kernels.h"
+
 namespace pdserve::engine::kernels {
 namespace {
 
@@ -101,6 +103,10 @@ void RmsNorm(CpuIsa isa, const float* x, const float* weight, float eps, int dim
     RmsNorm512(x, weight, eps, dim, y);
     return;
   }
+  if (const SimdKernels* simd = SimdKernelsFor(isa)) {
+    simd->rms_norm(x, weight, eps, dim, y);
+    return;
+  }
   float ss = 0;
   for (int i = 0; i < dim; ++i) ss = std::fma(x[i], x[i], ss);
   const float scale = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
@@ -116,11 +122,16 @@ void SiluMul(CpuIsa isa, const float* gate, const float* up, int n, float* out) 
     SiluMul512(gate, up, n, out);
     return;
   }
+  if (const SimdKernels* simd = SimdKernelsFor(isa)) {
+    simd->silu_mul(gate, up, n, out);
+    return;
+  }
   for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 float ExpInPlaceSum(CpuIsa isa, float* x, int n) {
   if (isa == CpuIsa::kAvx512) return ExpSum512(x, n);
+  if (const SimdKernels* simd = SimdKernelsFor(isa)) return simd->exp_in_place_sum(x, n);
   float sum = 0;
   for (int i = 0; i < n; ++i) {
     x[i] = std::exp(x[i]);

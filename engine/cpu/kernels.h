@@ -1,7 +1,8 @@
 // Row-wise kernels of the CPU forward pass (RMSNorm, bias, residual add, SwiGLU, RoPE,
 // softmax exponent). Every function works on one row at a time with a fixed order of
 // operations, so a row's result never depends on its batch.
-// Each takes the instruction set to run on (cpu_isa.h): AVX-512, or portable C++ otherwise.
+// Each takes the instruction set to run on (cpu_isa.h): AVX-512 intrinsics, Highway's kernels
+// for the other sets it was built for (simd_kernels.h: AVX2), or portable C++.
 // Thread-safety: stateless.
 #ifndef PDSERVE_ENGINE_CPU_KERNELS_H_
 #define PDSERVE_ENGINE_CPU_KERNELS_H_

@@ -1,0 +1,208 @@
+// Highway compiles this file once per target (foreach_target.h re-includes it); the table at
+// the end maps CpuIsa to each target's kernels.
+#include "engine/cpu/simd_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/cpu/attention.h"
+#include "engine/half.h"
+
+// Only the targets CpuIsa selects (plus Highway's baseline, always built): fewer copies to
+// compile.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "engine/cpu/simd_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pdserve::engine::HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using D = hn::ScalableTag<float>;
+using V = hn::Vec<D>;
+
+// A vector of the `count` (< Lanes) floats at p, the rest zero, without reading past them.
+V LoadTail(D d, const float* p, size_t count) {
+  HWY_ALIGN float buf[hn::MaxLanes(D())] = {};
+  std::memcpy(buf, p, count * sizeof(float));
+  return hn::Load(d, buf);
+}
+
+void StoreTail(V v, D d, float* p, size_t count) {
+  HWY_ALIGN float buf[hn::MaxLanes(D())];
+  hn::Store(v, d, buf);
+  std::memcpy(p, buf, count * sizeof(float));
+}
+
+// exp(x), ~1 ulp (the Cephes polynomial of kernels.cc's AVX-512 Exp512), 0 below -103.
+V Exp(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  const auto tiny = hn::Lt(x, hn::Set(d, -103.0f));
+  x = hn::Min(x, hn::Set(d, 88.3762626647949f));
+  x = hn::Max(x, hn::Set(d, -103.0f));
+  const V n = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504088896341f)));
+  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), x);
+  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+  V p = hn::Set(d, 1.9875691500e-4f);
+  p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
+  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
+  p = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(d, 1.0f)));
+  // p * 2^n for n in [-149, 128], as two powers of two that are each a normal float, so that
+  // a subnormal result is rounded once (as AVX-512's scalef does).
+  const auto ni = hn::ConvertTo(di, n);
+  const auto n1 = hn::ShiftRight<1>(ni);
+  const auto n2 = hn::Sub(ni, n1);
+  const auto bias = hn::Set(di, 127);
+  const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, bias)));
+  const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n2, bias)));
+  return hn::IfThenZeroElse(tiny, hn::Mul(hn::Mul(p, s1), s2));
+}
+
+float RmsNormImpl(const float* x, const float* weight, float eps, int dim, float* y) {
+  const D d;
+  const size_t lanes = hn::Lanes(d), n = static_cast<size_t>(dim);
+  V acc = hn::Zero(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const V v = hn::LoadU(d, x + i);
+    acc = hn::MulAdd(v, v, acc);
+  }
+  if (i < n) {
+    const V v = LoadTail(d, x + i, n - i);
+    acc = hn::MulAdd(v, v, acc);
+  }
+  const float ss = hn::GetLane(hn::SumOfLanes(d, acc));
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
+  const V s = hn::Set(d, scale);
+  for (i = 0; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + i), s), hn::LoadU(d, weight + i)), d, y + i);
+  }
+  if (i < n) {
+    const V v = hn::Mul(hn::Mul(LoadTail(d, x + i, n - i), s), LoadTail(d, weight + i, n - i));
+    StoreTail(v, d, y + i, n - i);
+  }
+  return scale;
+}
+
+void SiluMulImpl(const float* gate, const float* up, int count, float* out) {
+  const D d;
+  const size_t lanes = hn::Lanes(d), n = static_cast<size_t>(count);
+  const V one = hn::Set(d, 1.0f);
+  auto silu_mul = [&](V g, V u) {
+    return hn::Mul(hn::Div(g, hn::Add(one, Exp(d, hn::Neg(g)))), u);
+  };
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(silu_mul(hn::LoadU(d, gate + i), hn::LoadU(d, up + i)), d, out + i);
+  }
+  if (i < n) {
+    StoreTail(silu_mul(LoadTail(d, gate + i, n - i), LoadTail(d, up + i, n - i)), d, out + i,
+              n - i);
+  }
+}
+
+float ExpInPlaceSumImpl(float* x, int count) {
+  const D d;
+  const size_t lanes = hn::Lanes(d), n = static_cast<size_t>(count);
+  V acc = hn::Zero(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const V e = Exp(d, hn::LoadU(d, x + i));
+    hn::StoreU(e, d, x + i);
+    acc = hn::Add(acc, e);
+  }
+  if (i < n) {
+    // The tail's padding lanes are exp(0) = 1: masked out of the sum.
+    const V e = hn::IfThenElseZero(hn::FirstN(d, n - i), Exp(d, LoadTail(d, x + i, n - i)));
+    StoreTail(e, d, x + i, n - i);
+    acc = hn::Add(acc, e);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, acc));
+}
+
+// Elements [first, first + Lanes) of a cached row as floats (zero past head_dim).
+V LoadKv(D d, const uint8_t* row, DType dtype, size_t first, size_t head_dim) {
+  const size_t lanes = hn::Lanes(d);
+  const size_t count = first + lanes <= head_dim ? lanes : head_dim - first;
+  if (dtype == DType::kF32) {
+    const float* p = reinterpret_cast<const float*>(row) + first;
+    return count == lanes ? hn::LoadU(d, p) : LoadTail(d, p, count);
+  }
+  // Half types: widen through a buffer (exact; bf16 is a float's top half).
+  HWY_ALIGN float buf[hn::MaxLanes(D())] = {};
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + first;
+  for (size_t k = 0; k < count; ++k)
+    buf[k] = dtype == DType::kBF16 ? Bf16ToFloat(p[k]) : HalfToFloat(p[k]);
+  return hn::Load(d, buf);
+}
+
+// Rows are processed this many at a time, sharing each value row's load.
+constexpr int kRowsPerPass = 4;
+
+void AttendValuesImpl(const AttentionRow* rows, int n, const uint8_t* const* v_rows, DType dtype,
+                      int head_dim, const float* probs, size_t stride) {
+  const D d;
+  const size_t lanes = hn::Lanes(d), hd = static_cast<size_t>(head_dim);
+  for (int r0 = 0; r0 < n; r0 += kRowsPerPass) {
+    const int mr = std::min(kRowsPerPass, n - r0);
+    int last = 0;
+    for (int r = 0; r < mr; ++r) last = std::max(last, rows[r0 + r].position);
+    for (size_t d0 = 0; d0 < hd; d0 += lanes) {
+      V acc[kRowsPerPass];
+      for (int r = 0; r < kRowsPerPass; ++r) acc[r] = hn::Zero(d);
+      for (int j = 0; j <= last; ++j) {
+        const V v = LoadKv(d, v_rows[j], dtype, d0, hd);
+        for (int r = 0; r < mr; ++r) {
+          if (j > rows[r0 + r].position) continue;
+          acc[r] = hn::MulAdd(hn::Set(d, probs[(r0 + r) * stride + j]), v, acc[r]);
+        }
+      }
+      for (int r = 0; r < mr; ++r) {
+        float* out = rows[r0 + r].out + d0;
+        if (d0 + lanes <= hd) {
+          hn::StoreU(acc[r], d, out);
+        } else {
+          StoreTail(acc[r], d, out, hd - d0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const SimdKernels kSimdKernels = {&RmsNormImpl, &SiluMulImpl, &ExpInPlaceSumImpl, &AttendValuesImpl,
+                                  hwy::TargetName(HWY_TARGET)};
+
+}  // namespace pdserve::engine::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace pdserve::engine {
+
+const SimdKernels* SimdKernelsFor(CpuIsa isa) {
+  switch (isa) {
+#if HWY_TARGETS & HWY_AVX3
+    case CpuIsa::kAvx512:
+      return &N_AVX3::kSimdKernels;
+#endif
+#if HWY_TARGETS & HWY_AVX2
+    case CpuIsa::kAvx2:
+      return &N_AVX2::kSimdKernels;
+#endif
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace pdserve::engine
+#endif  // HWY_ONCE
