@@ -47,6 +47,36 @@ constexpr int kPanel =
     PackedMatrix::kPanelWidth;  // 32 keys per score panel / dims per value panel.
 constexpr int kRows = 12;       // Rows per value microkernel tile.
 
+// The rows' queries made contiguous in scratch (the score GEMM's X), and the key panels sized
+// for `keys`.
+void GatherQueries(const AttentionRow* rows, int n, int head_dim, int keys,
+                   AttentionScratch* scratch) {
+  scratch->queries.resize(static_cast<size_t>(n) * head_dim);
+  for (int r = 0; r < n; ++r) {
+    std::memcpy(scratch->queries.data() + static_cast<size_t>(r) * head_dim, rows[r].q,
+                head_dim * sizeof(float));
+  }
+  scratch->key_panels.EnsureSize(static_cast<size_t>((keys + kPanel - 1) / kPanel) * head_dim *
+                                 kPanel);
+}
+
+// Softmax over each row's own prefix of its scores: scaled, shifted by the row's maximum and
+// exponentiated in place; inv_sum[r] is one over the row's sum.
+void Softmax(CpuIsa isa, const AttentionRow* rows, int n, float scale, float* scores, size_t stride,
+             float* inv_sum) {
+  for (int r = 0; r < n; ++r) {
+    float* s = scores + r * stride;
+    const int count = rows[r].position + 1;
+    float max = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < count; ++j) {
+      s[j] *= scale;
+      max = std::max(max, s[j]);
+    }
+    for (int j = 0; j < count; ++j) s[j] -= max;
+    inv_sum[r] = 1.0f / kernels::ExpInPlaceSum(isa, s, count);
+  }
+}
+
 // Transposes a 16x16 block held in 16 registers: afterwards r[j][i] is the old r[i][j].
 PDS_AVX512 inline void Transpose16x16(__m512* r) {
   __m512 a[16], b[16];
@@ -159,29 +189,12 @@ PDS_AVX512 void AttendAvx512(const AttentionRow* rows, int n, int head_dim, floa
                              AttentionScratch* scratch, size_t stride) {
   float* scores = scratch->scores.data();
   // Scores: Q (rows x head_dim, made contiguous) times the transposed key panels.
-  scratch->queries.resize(static_cast<size_t>(n) * head_dim);
-  for (int r = 0; r < n; ++r) {
-    std::memcpy(scratch->queries.data() + static_cast<size_t>(r) * head_dim, rows[r].q,
-                head_dim * sizeof(float));
-  }
-  scratch->key_panels.EnsureSize(static_cast<size_t>((keys + kPanel - 1) / kPanel) * head_dim *
-                                 kPanel);
+  GatherQueries(rows, n, head_dim, keys, scratch);
   PackKeys<D>(k_rows, keys, head_dim, scratch->key_panels.data());
   GemmPanels(CpuIsa::kAvx512, scratch->queries.data(), n, head_dim, scratch->key_panels.data(),
              keys, head_dim, scores, static_cast<int>(stride));
-  // Softmax over each row's own prefix.
   float* inv_sum = scratch->inv_sum.data();
-  for (int r = 0; r < n; ++r) {
-    float* s = scores + r * stride;
-    const int count = rows[r].position + 1;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < count; ++j) {
-      s[j] *= scale;
-      max = std::max(max, s[j]);
-    }
-    for (int j = 0; j < count; ++j) s[j] -= max;
-    inv_sum[r] = 1.0f / kernels::ExpInPlaceSum(CpuIsa::kAvx512, s, count);
-  }
+  Softmax(CpuIsa::kAvx512, rows, n, scale, scores, stride, inv_sum);
   // Values: 12 rows x 32 dims at a time.
   static constexpr auto kernels_by_rows =
       MakeValueKernels<D>(std::make_integer_sequence<int, kRows>{});
@@ -226,28 +239,12 @@ void AttendSimd(CpuIsa isa, const SimdKernels& simd, const AttentionRow* rows, i
                 float scale, DType dtype, const uint8_t* const* k_rows,
                 const uint8_t* const* v_rows, int keys, AttentionScratch* scratch, size_t stride) {
   float* scores = scratch->scores.data();
-  scratch->queries.resize(static_cast<size_t>(n) * head_dim);
-  for (int r = 0; r < n; ++r) {
-    std::memcpy(scratch->queries.data() + static_cast<size_t>(r) * head_dim, rows[r].q,
-                head_dim * sizeof(float));
-  }
-  scratch->key_panels.EnsureSize(static_cast<size_t>((keys + kPanel - 1) / kPanel) * head_dim *
-                                 kPanel);
+  GatherQueries(rows, n, head_dim, keys, scratch);
   PackKeysPortable(k_rows, keys, head_dim, dtype, scratch->key_panels.data());
   GemmPanels(isa, scratch->queries.data(), n, head_dim, scratch->key_panels.data(), keys, head_dim,
              scores, static_cast<int>(stride));
   float* inv_sum = scratch->inv_sum.data();
-  for (int r = 0; r < n; ++r) {
-    float* s = scores + r * stride;
-    const int count = rows[r].position + 1;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < count; ++j) {
-      s[j] *= scale;
-      max = std::max(max, s[j]);
-    }
-    for (int j = 0; j < count; ++j) s[j] -= max;
-    inv_sum[r] = 1.0f / simd.exp_in_place_sum(s, count);
-  }
+  Softmax(isa, rows, n, scale, scores, stride, inv_sum);
   simd.attend_values(rows, n, v_rows, dtype, head_dim, scores, stride);
   for (int r = 0; r < n; ++r) kernels::Scale(rows[r].out, inv_sum[r], head_dim);
 }

@@ -446,6 +446,36 @@ double SecondsPerToken(LocalCluster& cluster) {
          static_cast<double>(out.token_times.size() - 1);
 }
 
+// A gRPC Generate stream of `tokens` tokens (ignore_eos) on a thread of its own.
+class BackgroundStream {
+ public:
+  BackgroundStream(std::shared_ptr<grpc::Channel> channel, int tokens)
+      : thread_([this, channel, tokens] {
+          v1::GenerateRequest r = client::MakeRequest({7, 8, 9}, tokens);
+          r.mutable_sampling()->set_ignore_eos(true);
+          outcome_ = client::CallGenerate(channel, r, absl::Seconds(180),
+                                          [this](const v1::GenerateResponse&) {
+                                            if (!started_.HasBeenNotified()) started_.Notify();
+                                          });
+          done_ = true;
+        }) {}
+  ~BackgroundStream() { Join(); }
+  bool WaitStarted(absl::Duration timeout) {
+    return started_.WaitForNotificationWithTimeout(timeout);
+  }
+  bool done() const { return done_.load(); }
+  const client::GenerationOutcome& Join() {
+    if (thread_.joinable()) thread_.join();
+    return outcome_;
+  }
+
+ private:
+  absl::Notification started_;
+  std::atomic<bool> done_{false};
+  client::GenerationOutcome outcome_;
+  std::thread thread_;  // Last: starts once the rest exists.
+};
+
 // SIGTERM while an SSE stream and a gRPC stream run: both finish (within --drain_timeout),
 // new HTTP connections and new gRPC calls are refused, and the router exits cleanly. The
 // streams are sized to last a few seconds on this machine, well inside the drain timeout.
@@ -462,24 +492,11 @@ TEST(OpenAiFrontLimitsTest, ADrainingRouterFinishesOpenStreamsAndRefusesNewConne
   const std::string address = HttpAddress(*cluster);
   std::unique_ptr<HttpConnection> stream = OpenLongStream(address, "drain", tokens);
   ASSERT_NE(stream, nullptr);
-  // A gRPC stream beside it.
-  absl::Notification grpc_started;
-  std::atomic<bool> grpc_done{false};
-  client::GenerationOutcome grpc_outcome;
-  std::thread grpc_stream([&] {
-    v1::GenerateRequest r = client::MakeRequest({7, 8, 9}, tokens);
-    r.mutable_sampling()->set_ignore_eos(true);
-    grpc_outcome = client::CallGenerate(cluster->channel(), r, absl::Seconds(180),
-                                        [&](const v1::GenerateResponse&) {
-                                          if (!grpc_started.HasBeenNotified())
-                                            grpc_started.Notify();
-                                        });
-    grpc_done = true;
-  });
-  ASSERT_TRUE(grpc_started.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  BackgroundStream grpc_stream(cluster->channel(), tokens);  // A gRPC stream beside it.
+  ASSERT_TRUE(grpc_stream.WaitStarted(absl::Seconds(30)));
   ASSERT_EQ(kill(cluster->router().pid(), SIGTERM), 0);
   // Both streams were still running when the drain began (else this test proves nothing).
-  EXPECT_FALSE(grpc_done.load()) << tokens << " tokens finished before SIGTERM";
+  EXPECT_FALSE(grpc_stream.done()) << tokens << " tokens finished before SIGTERM";
   EXPECT_THAT(stream->received(), Not(HasSubstr("data: [DONE]")));
   // New connections are refused once the router drains.
   EXPECT_TRUE(pdserve::testing::PollUntil(
@@ -494,7 +511,7 @@ TEST(OpenAiFrontLimitsTest, ADrainingRouterFinishesOpenStreamsAndRefusesNewConne
       absl::Seconds(150));
   EXPECT_THAT(stream->received(), HasSubstr("\"finish_reason\":\"length\""));
   EXPECT_THAT(stream->received(), HasSubstr("data: [DONE]"));
-  grpc_stream.join();
+  const client::GenerationOutcome& grpc_outcome = grpc_stream.Join();
   EXPECT_TRUE(grpc_outcome.status.ok()) << grpc_outcome.status.error_message();
   EXPECT_EQ(grpc_outcome.tokens.size(), static_cast<size_t>(tokens));
   const std::optional<int> exit_status = cluster->router().WaitExit(absl::Seconds(30));
@@ -519,24 +536,14 @@ TEST(OpenAiFrontLimitsTest, StreamsStillRunningWhenTheDrainTimesOutEndWithAClear
   const std::string address = HttpAddress(*cluster);
   std::unique_ptr<HttpConnection> stream = OpenLongStream(address, "cut", tokens);
   ASSERT_NE(stream, nullptr);
-  absl::Notification grpc_started;
-  client::GenerationOutcome grpc_outcome;
-  std::thread grpc_stream([&] {
-    v1::GenerateRequest r = client::MakeRequest({7, 8, 9}, tokens);
-    r.mutable_sampling()->set_ignore_eos(true);
-    grpc_outcome = client::CallGenerate(cluster->channel(), r, absl::Seconds(180),
-                                        [&](const v1::GenerateResponse&) {
-                                          if (!grpc_started.HasBeenNotified())
-                                            grpc_started.Notify();
-                                        });
-  });
-  ASSERT_TRUE(grpc_started.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  BackgroundStream grpc_stream(cluster->channel(), tokens);
+  ASSERT_TRUE(grpc_stream.WaitStarted(absl::Seconds(30)));
   const absl::Time sigterm = absl::Now();
   ASSERT_EQ(kill(cluster->router().pid(), SIGTERM), 0);
   stream->ReadUntil(
       [](const std::string& r) { return r.find("data: [DONE]") != std::string::npos; },
       absl::Seconds(60));
-  grpc_stream.join();
+  const client::GenerationOutcome& grpc_outcome = grpc_stream.Join();
   const absl::Duration ended = absl::Now() - sigterm;
   // The SSE stream: an error event naming the drain, then [DONE]; no finish_reason.
   EXPECT_THAT(stream->received(), HasSubstr("drain timeout (1s) passed"));
