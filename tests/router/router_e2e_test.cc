@@ -37,20 +37,25 @@ v1::GenerateRequest Request(const std::vector<int32_t>& prompt, int max_tokens,
   return r;
 }
 
-// Streams that keep decoding in the background (D > 0 on the decode workers) until stopped.
+// Streams that keep decoding in the background (D > 0 on the decode workers) until stopped:
+// a stream that reaches its length (in a few seconds on a fast machine) starts again, with the
+// same prompt (so on the same worker, by its cached prefix).
 class BackgroundStreams {
  public:
   BackgroundStreams(std::shared_ptr<grpc::Channel> channel, int count) : handles_(count) {
     for (int i = 0; i < count; ++i) started_.push_back(std::make_unique<absl::Notification>());
     for (int i = 0; i < count; ++i) {
       threads_.emplace_back([this, channel, i] {
-        client::CallGenerate(
-            channel, Request({1, 2, 3, static_cast<int32_t>(i + 4)}, 4000, /*ignore_eos=*/true),
-            absl::Seconds(60),
-            [this, i](const v1::GenerateResponse&) {
-              if (!started_[i]->HasBeenNotified()) started_[i]->Notify();
-            },
-            &handles_[i]);
+        const absl::Time end = absl::Now() + absl::Seconds(60);
+        while (!handles_[i].cancelled() && absl::Now() < end) {
+          client::CallGenerate(
+              channel, Request({1, 2, 3, static_cast<int32_t>(i + 4)}, 4000, /*ignore_eos=*/true),
+              absl::Seconds(60),
+              [this, i](const v1::GenerateResponse&) {
+                if (!started_[i]->HasBeenNotified()) started_[i]->Notify();
+              },
+              &handles_[i]);
+        }
       });
     }
   }
@@ -87,6 +92,17 @@ TEST_P(PolicyTest, LongColdPromptsNextToRunningDecodes) {
     return running >= 2;
   }));
   for (int i = 0; i < 3; ++i) {
+    // Every decode worker runs a background stream as the prompt is placed (a stream that
+    // ended is back within milliseconds; wait for the router to see it).
+    ASSERT_TRUE(cluster->WaitForStatus([](const v1::ClusterStatus& s) {
+      int decode_workers = 0;
+      for (const v1::WorkerStatus& w : s.workers()) {
+        if (w.registration().role() != v1::WORKER_ROLE_DECODE) continue;
+        ++decode_workers;
+        if (w.load().running() == 0) return false;
+      }
+      return decode_workers == 2;
+    }));
     const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 600 + 50 * i);
     const auto out =
         client::CallGenerate(cluster->channel(), Request(prompt, 6), absl::Seconds(60));
