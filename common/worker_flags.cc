@@ -8,6 +8,7 @@
 #include "common/net_address.h"
 #include "common/status_macros.h"
 #include "common/tls_flags.h"
+#include "engine/engine_flags.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json, *.safetensors, tokenizer.json).");
 ABSL_FLAG(std::string, worker_id, "",
@@ -25,22 +26,9 @@ ABSL_FLAG(std::string, router, "",
           "standalone.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM, how long running work may finish.");
-ABSL_FLAG(int, threads, 0, "Forward-pass threads; 0 = all hardware threads.");
-ABSL_FLAG(std::string, backend, "cpu", "Engine backend: cpu or cuda.");
-ABSL_FLAG(std::string, cpu_isa, "auto",
-          "Backend cpu: the kernels' instruction set: auto (the best this CPU has, capped by "
-          "$PDSERVE_MAX_CPU_ISA), avx512, avx2 "
-          "or scalar.");
-ABSL_FLAG(std::string, weight_dtype, "auto",
-          "How weights are kept: auto (the checkpoint's dtype), f32, bf16 or f16.");
-ABSL_FLAG(std::vector<std::string>, cuda_graph_batch_sizes, {},
-          "Backend cuda: decode batch sizes that replay CUDA graphs, e.g. 1,2,4,8 (measure with "
-          "pdserve-bench engine --backend=cuda; keep the sizes where replay wins). Default none.");
-ABSL_FLAG(int, cuda_split_k_partition, 512,
-          "Backend cuda: positions per split-K attention partition for small decode batches over "
-          "long contexts; 0 never splits.");
 ABSL_FLAG(int, block_size, pdserve::WorkerProcessConfig{}.block_size,
-          "Tokens per KV block (equal on the prefill and decode workers of a model).");
+          "Tokens per KV block (equal on the prefill and decode workers of a model); 0: the "
+          "backend's (16; the emulated backend's profile's cluster.block_size).");
 ABSL_FLAG(std::string, kv_dtype,
           std::string(pdserve::DTypeName(pdserve::WorkerProcessConfig{}.kv_dtype)),
           "KV cache dtype: f32, f16 or bf16 (equal on prefill and decode workers).");
@@ -80,20 +68,6 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
       if (!parsed.ok()) return parsed.status();
     }
   }
-  c.engine.backend = absl::GetFlag(FLAGS_backend);
-  c.engine.num_threads = absl::GetFlag(FLAGS_threads);
-  c.engine.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
-  c.engine.cpu_isa = absl::GetFlag(FLAGS_cpu_isa);
-  for (const std::string& size : absl::GetFlag(FLAGS_cuda_graph_batch_sizes)) {
-    int value = 0;
-    if (!absl::SimpleAtoi(size, &value)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--cuda_graph_batch_sizes: '", size, "' is not an integer"));
-    }
-    c.engine.cuda_graph_batch_sizes.push_back(value);
-  }
-  c.engine.cuda_split_k_partition = absl::GetFlag(FLAGS_cuda_split_k_partition);
-  RETURN_IF_ERROR(c.engine.Validate());
   c.block_size = absl::GetFlag(FLAGS_block_size);
   c.num_blocks = absl::GetFlag(FLAGS_num_blocks);
   c.kv_cache_bytes = absl::GetFlag(FLAGS_kv_cache_bytes);
@@ -109,6 +83,7 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
     return absl::InvalidArgumentError(
         absl::StrCat("--kv_dtype: '", dtype, "' is not one of f32, f16, bf16"));
   }
+  ASSIGN_OR_RETURN(c.engine, engine::EngineOptionsFromFlags(role, c.kv_dtype));
   return c;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/net_address.h"
+#include "common/perf_profile.h"
 #include "common/status_macros.h"
 #include "kvtransfer/staging/cuda_block_copier.h"
 #include "kvtransfer/staging/memcpy_block_copier.h"
@@ -21,9 +22,10 @@ absl::Status WorkerProcessConfig::Validate() const {
   RETURN_IF_ERROR(server.Validate());
   RETURN_IF_ERROR(tls.Validate());
   RETURN_IF_ERROR(engine.Validate());
-  if (block_size < 1 || block_size > 1024 || (block_size & (block_size - 1)) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--block_size: ", block_size, " must be a power of two in [1, 1024]"));
+  if (block_size != 0 &&
+      (block_size < 1 || block_size > 1024 || (block_size & (block_size - 1)) != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--block_size: ", block_size, " must be 0 (the backend's) or a power of two in [1, 1024]"));
   }
   if (num_blocks < 0)
     return absl::InvalidArgumentError(absl::StrCat("--num_blocks: ", num_blocks, " must be >= 0"));
@@ -64,6 +66,58 @@ absl::StatusOr<std::string> KvNetDevices(const WorkerProcessConfig& config) {
   return LoopbackInterfaceName();
 }
 
+// The pool's geometry: the model's, with the flags' block size and block count, or the
+// backend's where it has its own (the emulated backend's profile); a flag that contradicts
+// the backend is an error naming it.
+absl::StatusOr<KvLayout> PoolLayout(const WorkerProcessConfig& config, const engine::Model& model) {
+  const engine::KvPoolHint hint = model.kv_pool_hint();
+  int block_size = config.block_size;
+  if (hint.block_size > 0) {
+    if (block_size != 0 && block_size != hint.block_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--block_size: ", block_size, " does not fit the ", model.backend_name(), " backend's ",
+          hint.block_size, " (its profile's cluster.block_size; leave it 0)"));
+    }
+    block_size = hint.block_size;
+  }
+  if (block_size == 0) block_size = WorkerProcessConfig::kDefaultBlockSize;
+  KvLayout layout = model.MakeKvLayout(1, block_size, config.kv_dtype);
+  if (hint.num_blocks > 0) {
+    if (config.num_blocks != 0 && config.num_blocks != hint.num_blocks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--num_blocks: ", config.num_blocks, " does not fit the ", model.backend_name(),
+          " backend's pool of ", hint.num_blocks, " blocks (its profile's cluster.kv_blocks)"));
+    }
+    if (config.memory_bytes != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--memory_bytes: the ", model.backend_name(),
+                                                     " backend's pool is its "
+                                                     "profile's cluster.kv_blocks (",
+                                                     hint.num_blocks, "); leave it 0"));
+    }
+    layout.num_blocks = hint.num_blocks;
+    return layout;
+  }
+  const int64_t weight_bytes = static_cast<int64_t>(model.memory_bytes());
+  const int64_t kv_bytes = config.num_blocks == 0 && config.memory_bytes > 0
+                               ? config.memory_bytes - weight_bytes
+                               : config.kv_cache_bytes;
+  layout.num_blocks = config.num_blocks > 0
+                          ? config.num_blocks
+                          : engine::KvPool::BlocksForBytes(layout, std::max<int64_t>(kv_bytes, 0));
+  return layout;
+}
+
+// The modelled KV link of an emulated worker: the profile's bandwidth and latency, each real
+// byte of `layout` standing for the profile's bytes per token over the pool's.
+kvtransfer::LinkEmulation EmulatedLink(const PerfProfile& profile, const KvLayout& layout) {
+  const double real_per_token = static_cast<double>(layout.token_bytes()) * 2 * layout.num_layers;
+  kvtransfer::LinkEmulation link;
+  link.bytes_per_ms = profile.timing.transfer_bytes_per_ms;
+  link.latency_ms = profile.timing.transfer_latency_ms;
+  link.byte_scale = static_cast<double>(profile.shape.kv_bytes_per_token()) / real_per_token;
+  return link;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
@@ -84,14 +138,11 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
                 << model.instruction_set() << ") in "
                 << absl::FormatDuration(absl::Now() - load_start);
 
-  KvLayout layout = model.MakeKvLayout(1, config.block_size, config.kv_dtype);
+  ASSIGN_OR_RETURN(KvLayout layout, PoolLayout(config, model));
   const int64_t weight_bytes = static_cast<int64_t>(model.memory_bytes());
   const bool sized_by_memory = config.num_blocks == 0 && config.memory_bytes > 0;
   const int64_t kv_bytes =
       sized_by_memory ? config.memory_bytes - weight_bytes : config.kv_cache_bytes;
-  layout.num_blocks = config.num_blocks > 0
-                          ? config.num_blocks
-                          : engine::KvPool::BlocksForBytes(layout, std::max<int64_t>(kv_bytes, 0));
   if (layout.num_blocks < 2) {
     const int64_t block_bytes = layout.region_bytes() * 2 * layout.num_layers;
     if (sized_by_memory) {
@@ -116,6 +167,16 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
   if (config.kv_transport) {
     kvtransfer::KvTransportConfig transport = config.transport;
     ASSIGN_OR_RETURN(transport.ucx.net_devices, KvNetDevices(config));
+    if (config.engine.backend == "emulated") {
+      // The emulated KV is a small stand-in: its transfers take the profile's link time for
+      // the bytes the profile's model would move.
+      ASSIGN_OR_RETURN(PerfProfile profile, LoadPerfProfile(config.engine.emulated.profile_path));
+      transport.link = EmulatedLink(profile, layout);
+      transport.ucx.commit_pool = false;  // A stand-in pool, mostly untouched.
+      PDS_LOG(INFO) << "KV link emulated: " << profile.timing.transfer_bytes_per_ms / 1e6
+                    << " GB/s, " << profile.timing.transfer_latency_ms << " ms latency, each byte "
+                    << "standing for " << transport.link.byte_scale;
+    }
     ASSIGN_OR_RETURN(p->transport_, kvtransfer::MakeKvTransport(transport));
   }
   if (staged) {

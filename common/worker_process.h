@@ -43,8 +43,10 @@ struct WorkerProcessConfig {
   // fields of `server` and `registry`.
   TlsConfig tls;
   engine::EngineOptions engine;
-  // KV layout of the pool: tokens per block (a power of two) and the element type.
-  int block_size = 16;
+  // KV layout of the pool: tokens per block (a power of two; 0: the backend's, kDefaultBlockSize
+  // unless it says otherwise) and the element type.
+  static constexpr int kDefaultBlockSize = 16;
+  int block_size = 0;
   DType kv_dtype = DType::kF32;
   // Pool size: num_blocks if > 0, else as many blocks as kv_cache_bytes holds (default 512 MiB).
   int num_blocks = 0;

@@ -20,6 +20,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
 
   w->metrics_ = std::make_unique<DecodeMetrics>(*process.metrics_registry(), loaded.name);
   SchedulerConfig scheduler = config.EffectiveScheduler();
+  scheduler.block_size = layout.block_size;
   scheduler.model_fingerprint = model.fingerprint();
   w->loop_ = std::make_unique<EngineLoop>(&model, &process.pool(), loaded.tokenizer.get(),
                                           loaded.eos_token_ids, scheduler, w->metrics_.get(),

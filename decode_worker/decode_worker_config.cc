@@ -14,7 +14,9 @@ WorkerProcessConfig DecodeWorkerConfig::EffectiveProcess() const {
 
 SchedulerConfig DecodeWorkerConfig::EffectiveScheduler() const {
   SchedulerConfig s = scheduler;
-  s.block_size = process.block_size;
+  // The pool's block size (DecodeWorker::Create takes it from the pool the worker built).
+  s.block_size =
+      process.block_size > 0 ? process.block_size : WorkerProcessConfig::kDefaultBlockSize;
   return s;
 }
 

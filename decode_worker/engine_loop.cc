@@ -295,10 +295,8 @@ void EngineLoop::RetireStalled() {
 
 void EngineLoop::RunStep(const StepPlan& plan) {
   const absl::Time start = clock_->Now();
-  batch_.Clear();
+  PackStep(plan, &batch_);
   for (const PlannedChunk& c : plan.chunks) {
-    batch_.Add(absl::MakeConstSpan(c.seq->tokens).subspan(c.start, c.num_tokens), c.start,
-               c.seq->block_table, c.want_logits);
     if (c.seq->admitted == absl::Time()) {
       c.seq->admitted = clock_->Now();
       metrics_->request_queue_time.Observe(absl::ToDoubleSeconds(c.seq->admitted - c.seq->arrival));

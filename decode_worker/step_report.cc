@@ -14,6 +14,14 @@ StepObservation ObserveStep(const StepPlan& plan) {
   return step;
 }
 
+void PackStep(const StepPlan& plan, engine::PackedBatch* batch) {
+  batch->Clear();
+  for (const PlannedChunk& c : plan.chunks) {
+    batch->Add(absl::MakeConstSpan(c.seq->tokens).subspan(c.start, c.num_tokens), c.start,
+               c.seq->block_table, c.want_logits, c.decode);
+  }
+}
+
 LoadSnapshot DecodeLoad(const Scheduler& scheduler, const engine::BlockCounts& blocks) {
   LoadSnapshot load;
   load.running = scheduler.num_running();

@@ -11,12 +11,18 @@
 
 #include "common/worker_reports.h"
 #include "decode_worker/scheduler.h"
+#include "engine/batch.h"
 
 namespace pdserve::decode {
 
 // A planned step's work, as the cost model prices it (duration_ms and host_ms 0: the caller
 // sets them once the step ran).
 StepObservation ObserveStep(const StepPlan& plan);
+
+// The engine batch that runs a planned step: each chunk's tokens at its positions, with its
+// sequence's block table, marked decode as the plan counts it (so a backend that times the
+// batch, the emulated one, sees what ObserveStep reports).
+void PackStep(const StepPlan& plan, engine::PackedBatch* batch);
 
 // The scheduler's load as the router sees it: free blocks count the evictable cached ones too
 // (admission evicts them on demand).

@@ -11,11 +11,11 @@ void PackedBatch::Clear() {
 }
 
 void PackedBatch::Add(absl::Span<const int32_t> seq_tokens, int32_t start_position,
-                      absl::Span<const int32_t> block_table, bool want_logits) {
+                      absl::Span<const int32_t> block_table, bool want_logits, bool decode) {
   tokens.insert(tokens.end(), seq_tokens.begin(), seq_tokens.end());
   cu_seqlens.push_back(static_cast<int32_t>(tokens.size()));
   sequences.push_back(BatchSequence{start_position, static_cast<int32_t>(seq_tokens.size()),
-                                    block_table, want_logits});
+                                    block_table, want_logits, decode});
 }
 
 int PackedBatch::num_logit_rows() const {

@@ -26,6 +26,10 @@ struct BatchSequence {
   int32_t num_tokens = 0;                 // Its tokens in this batch.
   absl::Span<const int32_t> block_table;  // Covers positions < start_position + num_tokens.
   bool want_logits = true;                // Return logits for its last token.
+  // A generated token (a decode), not a prompt chunk: what the scheduler planned it as. A
+  // backend may treat the two differently (the emulated one times them by the step formula's
+  // D and P terms, as the worker reports them); the result must not depend on it.
+  bool decode = false;
 };
 
 struct PackedBatch {
@@ -36,7 +40,7 @@ struct PackedBatch {
   void Clear();
   // Appends a sequence's tokens.
   void Add(absl::Span<const int32_t> seq_tokens, int32_t start_position,
-           absl::Span<const int32_t> block_table, bool want_logits);
+           absl::Span<const int32_t> block_table, bool want_logits, bool decode = false);
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_sequences() const { return static_cast<int>(sequences.size()); }
   int num_logit_rows() const;

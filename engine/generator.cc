@@ -61,7 +61,7 @@ absl::StatusOr<GeneratedSequence> GenerateSingle(
     }
     batch.Clear();
     const int32_t next[1] = {token};
-    batch.Add(next, position, block_table, true);
+    batch.Add(next, position, block_table, true, /*decode=*/true);
     ++position;
     const RowSampling row{&sampling, static_cast<uint64_t>(position)};
     RETURN_IF_ERROR(

@@ -5,17 +5,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/zero_pages.h"
 
 namespace pdserve::engine {
 
-absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Allocate(const KvLayout& layout) {
+absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Allocate(const KvLayout& layout, bool commit) {
   RETURN_IF_ERROR(layout.Validate());
   const size_t bytes = (layout.pool_bytes() + 63) / 64 * 64;
   void* base = std::aligned_alloc(64, bytes);
   if (base == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("kv pool: cannot allocate ", bytes, " bytes"));
   }
-  std::memset(base, 0, bytes);
+  if (commit) {
+    std::memset(base, 0, bytes);
+  } else {
+    ZeroResidentPages(base, bytes);
+  }
   std::unique_ptr<KvPool> pool(new KvPool());
   pool->layout_ = layout;
   pool->base_ = static_cast<uint8_t*>(base);

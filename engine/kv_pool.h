@@ -18,8 +18,11 @@ namespace pdserve::engine {
 
 class KvPool {
  public:
-  // Allocates and zeroes layout.pool_bytes().
-  static absl::StatusOr<std::unique_ptr<KvPool>> Allocate(const KvLayout& layout);
+  // Allocates and zeroes layout.pool_bytes(). `commit`: writes every page (the memory is
+  // committed now); otherwise only pages handed back dirty are zeroed and the rest stays
+  // unbacked until first used (common/zero_pages.h).
+  static absl::StatusOr<std::unique_ptr<KvPool>> Allocate(const KvLayout& layout,
+                                                          bool commit = true);
   // Uses caller-owned memory of `size` bytes (>= layout.pool_bytes()), which must outlive
   // the pool (or be kept alive by `owner`, released with the pool: device memory, say) and
   // be at least 16-byte aligned. The memory may be a GPU's: only the backend that made it

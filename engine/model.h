@@ -40,6 +40,12 @@ struct ForwardOptions {
   absl::Span<const RowSampling> sample_rows;
 };
 
+// The KV pool a backend needs, where it is not the operator's choice (0: no preference).
+struct KvPoolHint {
+  int block_size = 0;
+  int num_blocks = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -70,6 +76,9 @@ class Model {
   }
   // Whether AllocateKvPool's memory is on a device (host code must not touch it).
   virtual bool kv_pool_on_device() const { return false; }
+  // The pool geometry the backend stands for (the emulated backend: its profile's block size
+  // and pool); flags that disagree are an error at start.
+  virtual KvPoolHint kv_pool_hint() const { return {}; }
 
   // What every backend's Forward checks first: the pool's geometry is this model's, and the
   // batch is well formed for it (PackedBatch::Validate).

@@ -14,8 +14,25 @@
 
 namespace pdserve::engine {
 
+// Backend emulated (engine/emulated/emulated_model.h): a profile's timing, no weights.
+struct EmulatedEngineOptions {
+  // The performance profile (a deploy/profiles/*.json or a cost_model.json). Required.
+  std::string profile_path;
+  // "decode" or "prefill": which of the profile's formulas times a forward (the worker's role).
+  std::string timing = "decode";
+  // Sigma of the log-normal factor on each step's time; 0: none. Default 0.
+  double jitter = 0;
+  uint64_t jitter_seed = 1;
+  // K and V bytes per token over all layers (0: the least that works). Default 0.
+  int64_t kv_bytes_per_token = 0;
+  // The pool's element type (the worker's --kv_dtype). Default f32.
+  DType kv_dtype = DType::kF32;
+};
+
 struct EngineOptions {
-  // "cpu" (default) or "cuda" (when built with PDSERVE_CUDA and a GPU is present).
+  // "cpu" (default), "cuda" (when built with PDSERVE_CUDA and a GPU is present) or "emulated"
+  // (a profile's timing instead of a forward pass; the model directory needs only config.json
+  // and tokenizer.json).
   std::string backend = "cpu";
   // Forward-pass threads including the caller; 0 = one per hardware thread. Default 0.
   int num_threads = 0;
@@ -29,6 +46,7 @@ struct EngineOptions {
   std::vector<int> cuda_graph_batch_sizes;
   // Backend cuda: positions per split-K attention partition; 0 never splits. Default 512.
   int cuda_split_k_partition = 512;
+  EmulatedEngineOptions emulated;
 
   absl::Status Validate() const;
 };

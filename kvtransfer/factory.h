@@ -1,7 +1,6 @@
 // Builds the product's KvTransport from configuration (the one place that knows the
-// implementations). Today: UCX. The loopback and fault-injecting transports are built
-// directly by tests.
-// Thread-safety: stateless.
+// implementations). Today: UCX, paced by a modelled link when asked. The loopback and
+// fault-injecting transports are built directly by tests. Thread-safety: stateless.
 #ifndef PDSERVE_KVTRANSFER_FACTORY_H_
 #define PDSERVE_KVTRANSFER_FACTORY_H_
 
@@ -10,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "kvtransfer/kv_transport.h"
+#include "kvtransfer/paced/paced_transport.h"
 #include "kvtransfer/ucx/ucx_config.h"
 
 namespace pdserve::kvtransfer {
@@ -18,6 +18,9 @@ struct KvTransportConfig {
   // "ucx". Default "ucx".
   std::string kind = "ucx";
   UcxTransportConfig ucx;
+  // A modelled link's timing for every transfer (kvtransfer/paced/); off by default. The
+  // emulated backend sets it from its profile.
+  LinkEmulation link;
   absl::Status Validate() const;
 };
 

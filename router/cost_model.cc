@@ -1,12 +1,9 @@
 #include "router/cost_model.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "nlohmann/json.hpp"
 
 namespace pdserve::router {
 namespace {
@@ -28,115 +25,7 @@ std::array<double, 3> PrefillFeatures(double tokens) {
   return {1.0, l, l * l};
 }
 
-absl::Status Positive(const char* field, double v) {
-  if (!(v > 0))
-    return absl::InvalidArgumentError(absl::StrCat("cost model: ", field, " must be > 0, got ", v));
-  return absl::OkStatus();
-}
-absl::Status NonNegative(const char* field, double v) {
-  if (!(v >= 0))
-    return absl::InvalidArgumentError(
-        absl::StrCat("cost model: ", field, " must be >= 0, got ", v));
-  return absl::OkStatus();
-}
-
 }  // namespace
-
-absl::Status CostModelParams::Validate() const {
-  for (auto [field, v] : {std::pair{"step.intercept_ms", step_intercept_ms},
-                          std::pair{"step.per_decode_ms", step_per_decode_ms},
-                          std::pair{"step.per_prefill_token_ms", step_per_prefill_token_ms},
-                          std::pair{"step.per_attention_ms", step_per_attention_ms},
-                          std::pair{"step.per_prefill_attention_ms", step_per_prefill_attention_ms},
-                          std::pair{"prefill.overhead_ms", prefill_overhead_ms},
-                          std::pair{"prefill.per_token_ms", prefill_per_token_ms},
-                          std::pair{"prefill.per_token_squared_ms", prefill_per_token_squared_ms},
-                          std::pair{"transfer.latency_ms", transfer_latency_ms},
-                          std::pair{"offload_overhead_ms", offload_overhead_ms}}) {
-    if (absl::Status s = NonNegative(field, v); !s.ok()) return s;
-  }
-  if (absl::Status s = Positive("transfer.bytes_per_ms", transfer_bytes_per_ms); !s.ok()) return s;
-  if (absl::Status s = Positive("online.prior_variance", prior_variance); !s.ok()) return s;
-  if (!(forgetting > 0.5 && forgetting <= 1.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cost model: online.forgetting must be in (0.5, 1], got ", forgetting));
-  }
-  return absl::OkStatus();
-}
-
-double CostModelParams::StepMs(const StepWork& w) const {
-  return step_intercept_ms + step_per_decode_ms * w.decode +
-         step_per_prefill_token_ms * w.prefill_tokens + step_per_attention_ms * w.decode_attention +
-         step_per_prefill_attention_ms * w.prefill_attention;
-}
-
-absl::StatusOr<CostModelParams> ParseCostModel(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return absl::InvalidArgumentError("cost model: not a JSON object");
-  CostModelParams p;
-  // Every known key, by section; anything else is a typo and an error.
-  const std::map<std::string, std::map<std::string, double*>> sections = {
-      {"step",
-       {{"intercept_ms", &p.step_intercept_ms},
-        {"per_decode_ms", &p.step_per_decode_ms},
-        {"per_prefill_token_ms", &p.step_per_prefill_token_ms},
-        {"per_attention_ms", &p.step_per_attention_ms},
-        {"per_prefill_attention_ms", &p.step_per_prefill_attention_ms}}},
-      {"prefill",
-       {{"overhead_ms", &p.prefill_overhead_ms},
-        {"per_token_ms", &p.prefill_per_token_ms},
-        {"per_token_squared_ms", &p.prefill_per_token_squared_ms}}},
-      {"transfer",
-       {{"latency_ms", &p.transfer_latency_ms}, {"bytes_per_ms", &p.transfer_bytes_per_ms}}},
-      {"online", {{"forgetting", &p.forgetting}, {"prior_variance", &p.prior_variance}}},
-  };
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& key = it.key();
-    // Free-form, and the worker shape pdserve-sim reads (deploy/profiles/roofline.py).
-    if (key == "description" || key == "calibration" || key == "cluster") continue;
-    if (key == "offload_overhead_ms") {
-      if (!it->is_number())
-        return absl::InvalidArgumentError("cost model: offload_overhead_ms must be a number");
-      p.offload_overhead_ms = it->get<double>();
-      continue;
-    }
-    auto section = sections.find(key);
-    if (section == sections.end())
-      return absl::InvalidArgumentError(absl::StrCat("cost model: unknown key '", key, "'"));
-    if (!it->is_object())
-      return absl::InvalidArgumentError(absl::StrCat("cost model: '", key, "' must be an object"));
-    for (auto f = it->begin(); f != it->end(); ++f) {
-      auto field = section->second.find(f.key());
-      if (field == section->second.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("cost model: unknown key '", key, ".", f.key(), "'"));
-      }
-      if (!f->is_number()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("cost model: '", key, ".", f.key(), "' must be a number"));
-      }
-      *field->second = f->get<double>();
-    }
-  }
-  // A profile written before chunk attention had its own coefficient prices it like decode
-  // attention, as it was then.
-  if (!(j.contains("step") && j["step"].contains("per_prefill_attention_ms")))
-    p.step_per_prefill_attention_ms = p.step_per_attention_ms;
-  if (absl::Status s = p.Validate(); !s.ok()) return s;
-  return p;
-}
-
-absl::StatusOr<CostModelParams> LoadCostModel(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("--cost_model: cannot open '", path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto params = ParseCostModel(text.str());
-  if (!params.ok())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", params.status().message()));
-  return params;
-}
 
 template <int N>
 double CostModel::Fit<N>::Predict(const std::array<double, N>& x) const {

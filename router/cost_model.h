@@ -34,61 +34,17 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/perf_profile.h"
 #include "router/worker_info.h"
 
 namespace pdserve::router {
 
-// What one engine step computes (see the step formula above).
-struct StepWork {
-  double decode = 0;             // D: decode tokens.
-  double prefill_tokens = 0;     // P: prefill-chunk tokens.
-  double decode_attention = 0;   // A_decode: KV positions the decodes attend to, summed.
-  double prefill_attention = 0;  // A_prefill: KV positions the chunks' tokens attend to.
-  // A chunk of `tokens` after `cached` ones: its P and A_prefill.
-  static StepWork Chunk(double tokens, double cached) {
-    return {.prefill_tokens = tokens,
-            .prefill_attention = tokens * cached + tokens * (tokens + 1) / 2};
-  }
-  // What a step a decode worker reported computed.
-  static StepWork Of(const StepObservation& s) {
-    return {.decode = static_cast<double>(s.num_decode),
-            .prefill_tokens = static_cast<double>(s.num_prefill_tokens),
-            .decode_attention = static_cast<double>(s.context_tokens - s.prefill_context_tokens),
-            .prefill_attention = static_cast<double>(s.prefill_context_tokens)};
-  }
-};
-
-struct CostModelParams {
-  // Decode worker step, ms.
-  double step_intercept_ms = 2.0;
-  double step_per_decode_ms = 0.3;
-  double step_per_prefill_token_ms = 0.5;
-  double step_per_attention_ms = 1e-5;          // Per KV position a decode attends to.
-  double step_per_prefill_attention_ms = 1e-5;  // Per KV position a chunk's token attends to.
-  // Prefill worker, ms.
-  double prefill_overhead_ms = 2.0;
-  double prefill_per_token_ms = 0.5;
-  double prefill_per_token_squared_ms = 5e-6;
-  // Layer-wise KV transfer tail: fixed latency plus the last layer at this bandwidth.
-  double transfer_latency_ms = 0.5;
-  double transfer_bytes_per_ms = 2e6;
-  // gRPC round trips and scheduling the offload adds to TTFT, ms.
-  double offload_overhead_ms = 2.0;
-  // Online refinement: forgetting factor of the least-squares fits (1 = never forget) and
-  // how much the prior is trusted (its variance; larger adapts faster).
-  double forgetting = 0.995;
-  double prior_variance = 100.0;
-
-  absl::Status Validate() const;
-  // The step formula with these coefficients (the prior; CostModel::StepMs predicts with the
-  // refined fit).
-  double StepMs(const StepWork& work) const;
-};
-
-// Parses cost_model.json (see deploy/cost_model.json for the format). Unknown keys are an
-// error so that a typo does not silently keep a default.
-absl::StatusOr<CostModelParams> ParseCostModel(const std::string& json_text);
-absl::StatusOr<CostModelParams> LoadCostModel(const std::string& path);
+// The formulas and their coefficients are the performance profile's (common/perf_profile.h):
+// one definition with pdserve-sim and the emulated backend.
+using ::pdserve::CostModelParams;
+using ::pdserve::LoadCostModel;
+using ::pdserve::ParseCostModel;
+using ::pdserve::StepWork;
 
 class CostModel {
  public:

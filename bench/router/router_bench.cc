@@ -55,7 +55,7 @@ struct DecisionResult {
 absl::StatusOr<DecisionResult> MeasureDecisions(int workers, int decisions) {
   prometheus::Registry prometheus;
   router::RouterMetrics metrics(prometheus);
-  router::CostModel cost_model{router::CostModelParams()};
+  router::CostModel cost_model{CostModelParams()};
   FakeClock clock;
   router::WorkerRegistry registry(&clock, absl::Hours(1), &cost_model, &metrics);
   auto policy = router::MakePlacementPolicy(router::PolicyConfig());

@@ -23,7 +23,7 @@ double TransferEndMs(double compute_ms, double bytes, int layers, const LinkMode
   return std::max(compute_ms / n + n * per_layer_ms, compute_ms + per_layer_ms) + link.latency_ms;
 }
 
-SimPrefillWorker::SimPrefillWorker(const WorkerShape& shape, const router::CostModelParams& timing,
+SimPrefillWorker::SimPrefillWorker(const WorkerShape& shape, const CostModelParams& timing,
                                    const LinkModel& link)
     : shape_(shape), timing_(timing), link_(link) {}
 
@@ -38,15 +38,14 @@ double SimPrefillWorker::StartBatch(double now_ms) {
       shape_.prefill_kv_blocks > 0 ? shape_.prefill_kv_blocks : shape_.kv_layout.num_blocks;
   prefill::BatchPacker packer(shape_.prefill_max_batch_tokens, shape_.kv_layout.block_size,
                               pool_blocks);
-  double compute_ms = timing_.prefill_overhead_ms;
+  std::vector<PrefillPiece> pieces;
   double bytes = 0;
   running_.clear();
   running_tokens_ = 0;
   while (!queue_.empty() && packer.TryAdd(queue_.front().prompt_tokens)) {
     const SimPrefillJob& job = queue_.front();
-    const double l = job.prompt_tokens;
     // Each prompt's tokens and its own causal attention (prompts do not attend to each other).
-    compute_ms += timing_.prefill_per_token_ms * l + timing_.prefill_per_token_squared_ms * l * l;
+    pieces.push_back({.tokens = static_cast<double>(job.prompt_tokens), .cached = 0});
     SimPrefillDone done;
     done.job = job;
     done.queue_ms = now_ms - job.arrival_ms;
@@ -57,6 +56,7 @@ double SimPrefillWorker::StartBatch(double now_ms) {
     queued_tokens_ -= job.prompt_tokens;
     queue_.pop_front();
   }
+  const double compute_ms = timing_.PrefillBatchMs(pieces);
   const double end_ms = TransferEndMs(compute_ms, bytes, shape_.kv_layout.num_layers, link_);
   for (SimPrefillDone& d : running_) {
     d.compute_ms = compute_ms;

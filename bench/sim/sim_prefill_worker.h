@@ -49,8 +49,7 @@ double TransferEndMs(double compute_ms, double bytes, int layers, const LinkMode
 
 class SimPrefillWorker {
  public:
-  SimPrefillWorker(const WorkerShape& shape, const router::CostModelParams& timing,
-                   const LinkModel& link);
+  SimPrefillWorker(const WorkerShape& shape, const CostModelParams& timing, const LinkModel& link);
 
   void Submit(const SimPrefillJob& job);
   // Starts the next forward if none runs: returns its length (to its last transfer landing),
@@ -63,7 +62,7 @@ class SimPrefillWorker {
 
  private:
   const WorkerShape shape_;
-  const router::CostModelParams timing_;
+  const CostModelParams timing_;
   const LinkModel link_;
   std::deque<SimPrefillJob> queue_;
   int64_t queued_tokens_ = 0;

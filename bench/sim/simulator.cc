@@ -217,7 +217,7 @@ absl::Status Simulation::Start() {
 }
 
 double Simulation::StepMs(const StepObservation& s) {
-  double ms = config_.profile.timing.StepMs(router::StepWork::Of(s));
+  double ms = config_.profile.timing.StepMs(StepWork::Of(s));
   if (config_.step_jitter > 0) {
     const double sigma = config_.step_jitter;
     ms *= std::exp(sigma * normal_(rng_) - sigma * sigma / 2);

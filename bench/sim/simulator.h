@@ -48,7 +48,7 @@ struct SimConfig {
   router::PlacerConfig placer;
   // The router's cost model before it has learned anything; unset: the profile's timing
   // (the router calibrated on the same machine).
-  std::optional<router::CostModelParams> router_prior;
+  std::optional<CostModelParams> router_prior;
   // One RPC hop (client -> router -> worker, worker -> worker, worker -> client), ms.
   double rpc_ms = 0.3;
   double report_interval_ms = 100;

@@ -109,7 +109,8 @@ absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir) {
   s.kv_layout.num_layers = model.num_layers;
   s.kv_layout.num_kv_heads = model.num_kv_heads;
   s.kv_layout.head_dim = model.head_dim;
-  s.kv_layout.block_size = process.block_size;
+  s.kv_layout.block_size =
+      process.block_size > 0 ? process.block_size : WorkerProcessConfig::kDefaultBlockSize;
   s.kv_layout.dtype = process.kv_dtype;
   s.kv_layout.num_blocks =
       engine::KvPool::BlocksForBytes(s.kv_layout, static_cast<size_t>(process.kv_cache_bytes));

@@ -24,7 +24,7 @@ WorkBound ComputeWorkBound(const std::vector<SimRequest>& requests, const SimPro
                            double default_tpot_ms) {
   WorkBound b;
   if (requests.empty()) return b;
-  const router::CostModelParams& t = profile.timing;
+  const CostModelParams& t = profile.timing;
   const int block = std::max(1, profile.shape.kv_layout.block_size);
   std::unordered_set<uint64_t> cached_blocks;
   std::vector<double> context(requests.size(), 0);  // Prompt + output, for follow-ups.
@@ -54,7 +54,7 @@ WorkBound ComputeWorkBound(const std::vector<SimRequest>& requests, const SimPro
     context[i] = prompt + r.max_tokens;
     const double local =
         t.step_per_prefill_token_ms * u +
-        t.step_per_prefill_attention_ms * router::StepWork::Chunk(u, cached).prefill_attention;
+        t.step_per_prefill_attention_ms * StepWork::Chunk(u, cached).prefill_attention;
     const double offloaded = t.prefill_overhead_ms + t.prefill_per_token_ms * prompt +
                              t.prefill_per_token_squared_ms * prompt * prompt;
     b.prefill_ms += std::min(local, offloaded);

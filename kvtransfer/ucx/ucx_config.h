@@ -26,6 +26,11 @@ struct UcxTransportConfig {
   absl::Duration call_timeout = absl::Seconds(10);
   // Mapping a pool may take call_timeout plus this per GiB of pool. Default 60 s.
   absl::Duration pool_fill_time_per_gib = absl::Seconds(60);
+  // Whether a new pool's memory is written through at creation (zeros over every page), so
+  // that it is committed at start: a host without the memory fails then, not mid-serving.
+  // Off, only pages an allocator handed back dirty are zeroed and the rest stays unbacked
+  // until used (the emulated backend's stand-in pool, mostly untouched). Default true.
+  bool commit_pool = true;
   // Testing: the UCX thread waits this long before mapping a pool (a slow mapping). Default 0.
   absl::Duration testing_pool_map_delay = absl::ZeroDuration();
   // How long the worker thread keeps polling after activity before it sleeps on the event

@@ -10,6 +10,7 @@
 #include "common/hash.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/zero_pages.h"
 #include "kvtransfer/ucx/ucx_handles.h"
 #include "kvtransfer/ucx/ucx_status.h"
 #include "kvtransfer/wire.h"
@@ -514,7 +515,11 @@ absl::StatusOr<std::unique_ptr<LocalPool>> UcxTransport::CreatePool(const KvLayo
                 new Pool(t, thread, memh, attr.address, attr.length, layout));
           },
           this, thread_.get(), layout, config_.testing_pool_map_delay));
-  std::memset(pool->base(), 0, layout.pool_bytes());
+  if (config_.commit_pool) {
+    std::memset(pool->base(), 0, layout.pool_bytes());
+  } else {
+    ZeroResidentPages(pool->base(), layout.pool_bytes());  // The rest reads as zero.
+  }
   return pool;
 }
 

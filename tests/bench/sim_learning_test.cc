@@ -34,7 +34,7 @@ v1::GenerateResult WireResult(const SimPrefillDone& done) {
 }
 
 TEST(SimLearningTest, TheSimulatorAndTheRelayLearnTheSameFromTheSameOffloads) {
-  const router::CostModelParams prior;
+  const CostModelParams prior;
   router::CostModel relay(prior), simulated(prior);
   for (int i = 0; i < 40; ++i) {
     const int prompt = 200 + 97 * i;
@@ -61,7 +61,7 @@ TEST(SimLearningTest, TheSimulatorAndTheRelayLearnTheSameFromTheSameOffloads) {
 }
 
 TEST(SimLearningTest, AnOffloadWithoutAComputeTimeTeachesNothing) {
-  const router::CostModelParams prior;
+  const CostModelParams prior;
   router::CostModel model(prior);
   SimPrefillDone done;
   done.job.prompt_tokens = 1000;

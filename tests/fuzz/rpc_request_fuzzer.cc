@@ -73,7 +73,7 @@ void Registry(const pdserve::v1::WorkerMessage& first, const std::string& rest) 
   static prometheus::Registry* prometheus = new prometheus::Registry();
   static pdserve::router::RouterMetrics* metrics = new pdserve::router::RouterMetrics(*prometheus);
   pdserve::FakeClock clock;
-  pdserve::router::CostModel cost_model{pdserve::router::CostModelParams()};
+  pdserve::router::CostModel cost_model{pdserve::CostModelParams()};
   pdserve::router::WorkerRegistry registry(&clock, absl::Seconds(2), &cost_model, metrics);
   if (!first.has_registration()) return;
   // What RegistryService does: the wire converted once, then the domain registry.

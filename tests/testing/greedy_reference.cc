@@ -6,8 +6,11 @@
 
 namespace pdserve::testing {
 
-GreedyReference::GreedyReference(const std::string& variant) {
-  auto loaded = engine::LoadModel(TestModelDir(variant), engine::EngineOptions{.num_threads = 1});
+GreedyReference::GreedyReference(const std::string& variant)
+    : GreedyReference(variant, engine::EngineOptions{.num_threads = 1}) {}
+
+GreedyReference::GreedyReference(const std::string& variant, const engine::EngineOptions& options) {
+  auto loaded = engine::LoadModel(TestModelDir(variant), options);
   PDS_CHECK(loaded.ok()) << "reference model " << variant << ": " << loaded.status();
   loaded_ = *std::move(loaded);
 }

@@ -14,8 +14,10 @@ namespace pdserve::testing {
 
 class GreedyReference {
  public:
-  // Loads the variant (see test_models.h); aborts the test binary if it cannot.
+  // Loads the variant (see test_models.h) on the CPU backend, one thread, or with `options`
+  // (another backend: the emulated one's tokens); aborts the test binary if it cannot.
   explicit GreedyReference(const std::string& variant = "tiny");
+  GreedyReference(const std::string& variant, const engine::EngineOptions& options);
   // Greedy generation of at most `max_tokens` after `prompt`; empty on an engine error.
   std::vector<int32_t> Generate(const std::vector<int32_t>& prompt, int max_tokens);
   int vocab() const { return loaded_.model->config().vocab_size; }

@@ -87,6 +87,30 @@ TEST(ModelMakerTest, PadsTheVocabularyBeyondTheTokenizer) {
   std::filesystem::remove_all(dir);
 }
 
+// Without weights: the router's and the emulated backend's model directory, in kilobytes.
+TEST(ModelMakerTest, WithoutWeightsWritesTheConfigAndTokenizerOnly) {
+  ModelSpec spec = MiniSpec();
+  spec.weights = false;
+  spec.max_position_embeddings = 131072;
+  const std::string dir = ::testing::TempDir() + "/config-only-model";
+  std::filesystem::remove_all(dir);
+  auto made = WriteModel(spec, dir);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_GT(made->parameters, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/config.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/tokenizer.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors"));
+  EXPECT_FALSE(engine::LoadModel(dir, engine::EngineOptions{.num_threads = 1}).ok());
+  engine::EngineOptions emulated;
+  emulated.backend = "emulated";
+  emulated.emulated.profile_path =
+      std::string(PDSERVE_SOURCE_DIR) + "/deploy/profiles/h100-llama3-8b.json";
+  auto loaded = engine::LoadModel(dir, emulated);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->model->config().max_position_embeddings, 131072);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ModelMakerTest, SpecValidationNamesTheField) {
   ModelSpec spec;
   spec.num_kv_heads = 3;

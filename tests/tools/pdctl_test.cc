@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/child_process.h"
@@ -27,6 +28,19 @@ TEST(ClusterConfigTest, ParsesTheShippedLocalCluster) {
   EXPECT_EQ(c->model_preset, "tiny");
 }
 
+TEST(ClusterConfigTest, ParsesTheShippedEmulatedCluster) {
+  auto c = LoadClusterConfig(std::string(PDSERVE_SOURCE_DIR) + "/deploy/local/emulated-8gpu.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->decode.size() + c->prefill.size(), 8u);
+  EXPECT_EQ(c->model_preset, "8b");
+  EXPECT_FALSE(c->model_weights);
+  EXPECT_EQ(c->model_max_position_embeddings, 131072);
+  for (const ProcessSpec& p : c->decode) {
+    EXPECT_TRUE(absl::c_linear_search(p.flags, "--backend=emulated")) << p.name;
+  }
+  EXPECT_TRUE(absl::c_linear_search(c->prefill[2].flags, "--backend=emulated"));
+}
+
 TEST(ClusterConfigTest, ErrorsNameTheFileAndTheKey) {
   struct Case {
     std::string yaml;
@@ -42,7 +56,10 @@ TEST(ClusterConfigTest, ErrorsNameTheFileAndTheKey) {
         Case{"decode: [{name: a}, {name: a}]\n", "used twice"},
         Case{"decode: {name: a}\n", "decode: must be a list"},
         Case{"surprise: 1\ndecode: [{name: a}]\n", "surprise"},
-        Case{"decode: [\n", "not valid YAML"}}) {
+        Case{"decode: [\n", "not valid YAML"},
+        Case{"model: {weights: maybe}\ndecode: [{name: a}]\n", "model.weights"},
+        Case{"model: {max_position_embeddings: -5}\ndecode: [{name: a}]\n",
+             "model.max_position_embeddings"}}) {
     auto parsed = ParseClusterConfig(c.yaml, "test.yaml");
     EXPECT_FALSE(parsed.ok()) << c.yaml;
     EXPECT_TRUE(absl::StrContains(parsed.status().message(), c.names)) << parsed.status();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
 #include "common/kv_layout.h"
+#include "engine/engine_flags.h"
 #include "engine/generator.h"
 #include "engine/model_loader.h"
 
@@ -21,12 +22,6 @@ ABSL_FLAG(int, top_k, 0, "Top-k sampling; 0 disables.");
 ABSL_FLAG(uint64_t, seed, 0, "Sampling seed.");
 ABSL_FLAG(std::vector<std::string>, stop, {}, "Stop strings (comma-separated).");
 ABSL_FLAG(bool, ignore_eos, false, "Do not stop at end-of-sequence tokens.");
-ABSL_FLAG(int, threads, 0, "Forward-pass threads; 0 = all hardware threads.");
-ABSL_FLAG(std::string, weight_dtype, "auto",
-          "How weights are kept: auto (the checkpoint's dtype), f32, bf16 or f16.");
-ABSL_FLAG(std::string, cpu_isa, "auto",
-          "The CPU kernels' instruction set: auto (the best this CPU has, capped by "
-          "$PDSERVE_MAX_CPU_ISA), avx512, avx2 or scalar.");
 ABSL_FLAG(int, prefill_chunk, 512, "Prompt tokens per prefill step.");
 ABSL_FLAG(std::string, kv_dtype, "f32", "KV cache dtype: f32, f16 or bf16.");
 ABSL_FLAG(bool, print_ids, false, "Print the generated token ids on stdout after the text.");
@@ -35,7 +30,9 @@ int main(int argc, char** argv) {
   pdserve::ParseCommandLine(
       argc, argv,
       "pdserve-generate: stream a completion for a prompt from a model directory.\n"
-      "Usage: pdserve-generate --model=DIR --prompt=TEXT [--max_tokens=N] [--temperature=T]");
+      "Usage: pdserve-generate --model=DIR --prompt=TEXT [--max_tokens=N] [--temperature=T]\n"
+      "       pdserve-generate --model=DIR --backend=emulated --profile=FILE ... (a profile's "
+      "timing, no weights)");
   namespace engine = pdserve::engine;
   const std::string dir = absl::GetFlag(FLAGS_model);
   if (dir.empty()) {
@@ -43,11 +40,20 @@ int main(int argc, char** argv) {
                  "--model: required (a model directory; make one with pdserve-make-model)\n");
     return 2;
   }
-  engine::EngineOptions options;
-  options.num_threads = absl::GetFlag(FLAGS_threads);
-  options.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
-  options.cpu_isa = absl::GetFlag(FLAGS_cpu_isa);
-  auto loaded = engine::LoadModel(dir, options);
+  engine::GenerateOptions generate;
+  generate.prefill_chunk = absl::GetFlag(FLAGS_prefill_chunk);
+  if (!pdserve::ParseDType(absl::GetFlag(FLAGS_kv_dtype), &generate.kv_dtype)) {
+    std::fprintf(stderr, "--kv_dtype: '%s' is not one of f32, f16, bf16\n",
+                 absl::GetFlag(FLAGS_kv_dtype).c_str());
+    return 2;
+  }
+  // One process prefills and decodes: the emulated backend times both by the step formula.
+  auto options = engine::EngineOptionsFromFlags("decode", generate.kv_dtype);
+  if (!options.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  auto loaded = engine::LoadModel(dir, *options);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
     return 1;
@@ -82,13 +88,6 @@ int main(int argc, char** argv) {
   sampling.seed = absl::GetFlag(FLAGS_seed);
   sampling.stop = absl::GetFlag(FLAGS_stop);
   sampling.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
-  engine::GenerateOptions generate;
-  generate.prefill_chunk = absl::GetFlag(FLAGS_prefill_chunk);
-  if (!pdserve::ParseDType(absl::GetFlag(FLAGS_kv_dtype), &generate.kv_dtype)) {
-    std::fprintf(stderr, "--kv_dtype: '%s' is not one of f32, f16, bf16\n",
-                 absl::GetFlag(FLAGS_kv_dtype).c_str());
-    return 2;
-  }
   auto result =
       engine::GenerateSingle(*loaded->model, loaded->tokenizer.get(), prompt, sampling,
                              loaded->eos_token_ids, generate, [](const std::string& text) {

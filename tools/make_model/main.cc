@@ -30,6 +30,9 @@ ABSL_FLAG(std::string, dtype, "",
 ABSL_FLAG(int, shards, 0,
           "Number of safetensors shards (> 1 writes an index file; 0: the preset's).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the weights and the tokenizer corpus.");
+ABSL_FLAG(bool, weights, true,
+          "Write the weights; false: config.json, generation_config.json and the tokenizer only "
+          "(for the router and --backend=emulated workers, which need no weights).");
 
 int main(int argc, char** argv) {
   pdserve::ParseCommandLine(
@@ -63,6 +66,7 @@ int main(int argc, char** argv) {
   spec->tie_word_embeddings |= absl::GetFlag(FLAGS_tie_word_embeddings);
   spec->llama3_rope_scaling |= absl::GetFlag(FLAGS_llama3_rope_scaling);
   spec->seed = absl::GetFlag(FLAGS_seed);
+  spec->weights = absl::GetFlag(FLAGS_weights);
   if (const std::string name = absl::GetFlag(FLAGS_dtype); !name.empty()) {
     pdserve::DType dtype;
     if (!pdserve::ParseDType(name, &dtype)) {

@@ -277,6 +277,14 @@ absl::StatusOr<MadeModel> WriteModel(const ModelSpec& spec, const std::string& d
   }
   MadeModel made;
   made.vocab_size = vocab;
+  if (!spec.weights) {
+    for (const Tensor& t : tensors) {
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      made.parameters += n;
+    }
+    return made;
+  }
   std::vector<engine::SafetensorsWriter> shards(spec.shards);
   json weight_map = json::object();
   for (size_t i = 0; i < tensors.size(); ++i) {

@@ -40,6 +40,9 @@ struct ModelSpec {
   uint64_t seed = 1;
   // Bytes of synthetic corpus used to train the tokenizer.
   size_t corpus_bytes = 400000;
+  // False: config.json, generation_config.json and the tokenizer only, no safetensors: what
+  // the router and emulated workers (--backend=emulated) serve, at any size in kilobytes.
+  bool weights = true;
 
   // "tiny" (a few million parameters, tests), "small" (about 100M, CPU benchmarks) or "8b"
   // (Llama-3-8B's shape, bf16, 128256-row vocabulary padded from a 4096-token tokenizer: GPU

@@ -119,9 +119,21 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& text, const 
   c.startup_timeout = absl::Seconds(startup_s);
 
   Mapping model(top["model"], "model", file);
-  if (absl::Status s = model.Check({"dir", "preset"}); !s.ok()) return s;
+  if (absl::Status s = model.Check({"dir", "preset", "weights", "max_position_embeddings"});
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = model.Get("dir", &c.model_dir); !s.ok()) return s;
   if (absl::Status s = model.Get("preset", &c.model_preset); !s.ok()) return s;
+  if (absl::Status s = model.Get("weights", &c.model_weights); !s.ok()) return s;
+  if (absl::Status s = model.Get("max_position_embeddings", &c.model_max_position_embeddings);
+      !s.ok()) {
+    return s;
+  }
+  if (c.model_max_position_embeddings < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": model.max_position_embeddings: must be >= 0"));
+  }
 
   Mapping router(top["router"], "router", file);
   if (absl::Status s = router.Check(

@@ -25,6 +25,10 @@ struct ClusterConfig {
   std::string run_dir = ".pdserve/run";  // Logs, serving info, cluster.json.
   std::string model_dir = "models/tiny";
   std::string model_preset;  // Generate model_dir with this preset if it is empty.
+  // With model_preset: false writes no weights (config and tokenizer only: a cluster of
+  // --backend=emulated workers); a context length other than the preset's when > 0.
+  bool model_weights = true;
+  int model_max_position_embeddings = 0;
   std::string ucx_transports = "shm";
   std::string router_listen = "127.0.0.1:50051";
   std::string router_metrics_listen = "127.0.0.1:0";

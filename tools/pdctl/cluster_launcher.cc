@@ -101,6 +101,9 @@ absl::Status EnsureClusterModel(const ClusterConfig& c, const std::string& confi
   }
   auto spec = tools::ModelSpec::Preset(c.model_preset);
   if (!spec.ok()) return spec.status();
+  spec->weights = c.model_weights;
+  if (c.model_max_position_embeddings > 0)
+    spec->max_position_embeddings = c.model_max_position_embeddings;
   return tools::EnsureModel(*spec, c.model_dir);
 }
 
