@@ -58,16 +58,16 @@ absl::Status EmulatedModelOptions::Validate() const {
         absl::StrCat("--emulated_jitter: ", jitter, " is outside [0, 2]"));
   }
   if (kv_bytes_per_token < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--emulated_kv_bytes_per_token: ",
-                                                   kv_bytes_per_token, " must be >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--emulated_kv_bytes_per_token: ", kv_bytes_per_token, " must be >= 0"));
   }
   if (output_vocab < 0) return absl::InvalidArgumentError("emulated output_vocab: must be >= 0");
   RETURN_IF_ERROR(profile.timing.Validate());
   if (profile.has_shape) RETURN_IF_ERROR(profile.shape.Validate());
   if (profile.shape.kv_layout.num_layers < 1 || profile.shape.kv_layout.num_layers > 1024) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--profile: cluster.num_layers ", profile.shape.kv_layout.num_layers,
-                     " is outside [1, 1024]"));
+    return absl::InvalidArgumentError(absl::StrCat("--profile: cluster.num_layers ",
+                                                   profile.shape.kv_layout.num_layers,
+                                                   " is outside [1, 1024]"));
   }
   return absl::OkStatus();
 }
@@ -227,7 +227,8 @@ absl::Status EmulatedModel::Forward(const PackedBatch& batch, KvPool& pool,
     RETURN_IF_ERROR(WriteLayer(batch, pool, layer, &last_states));
     if (options.layer_hook) {
       clock_->SleepUntil(start + total * (layer + 1) / layers);
-      if (!options.layer_hook(layer)) return absl::CancelledError("forward cancelled by layer hook");
+      if (!options.layer_hook(layer))
+        return absl::CancelledError("forward cancelled by layer hook");
     }
   }
   clock_->SleepUntil(start + total);

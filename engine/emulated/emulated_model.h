@@ -102,7 +102,7 @@ class EmulatedModel final : public Model {
   uint64_t fingerprint_ = 0;
   KvPoolHint pool_hint_;
   std::vector<bool> excluded_;  // By id: the end-of-sequence ids, never drawn.
-  std::mt19937_64 rng_;          // Jitter draws; Forward only.
+  std::mt19937_64 rng_;         // Jitter draws; Forward only.
   std::normal_distribution<double> normal_;
 };
 

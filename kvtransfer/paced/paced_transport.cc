@@ -53,10 +53,9 @@ class PacedOutbound final : public OutboundTransfer {
     const absl::Time visible = last_byte + Ms(transport_->link().latency_ms);
     if (visible - start > timeout) {
       clock->SleepUntil(start + timeout);
-      return absl::DeadlineExceededError(
-          absl::StrCat("paced transfer: the modelled link needs ",
-                       absl::FormatDuration(visible - start), ", more than the ",
-                       absl::FormatDuration(timeout), " allowed"));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "paced transfer: the modelled link needs ", absl::FormatDuration(visible - start),
+          ", more than the ", absl::FormatDuration(timeout), " allowed"));
     }
     clock->SleepUntil(visible);
     return inner_->Finish(timeout - (clock->Now() - start));
@@ -79,7 +78,10 @@ class PacedOutbound final : public OutboundTransfer {
 
 PacedTransport::PacedTransport(std::unique_ptr<KvTransport> inner, const LinkEmulation& link,
                                Clock* clock)
-    : inner_(std::move(inner)), link_(link), clock_(clock != nullptr ? clock : Clock::Real()) {}
+    : KvTransportWrapper(inner.get()),
+      owned_(std::move(inner)),
+      link_(link),
+      clock_(clock != nullptr ? clock : Clock::Real()) {}
 
 absl::Time PacedTransport::Occupy(double real_bytes) {
   const absl::Duration busy = Ms(real_bytes * link_.byte_scale / link_.bytes_per_ms);
@@ -92,7 +94,7 @@ absl::Time PacedTransport::Occupy(double real_bytes) {
 absl::StatusOr<std::unique_ptr<OutboundTransfer>> PacedTransport::Open(
     const TransferTarget& target, LocalPool* source, uint64_t source_fingerprint) {
   ASSIGN_OR_RETURN(std::unique_ptr<OutboundTransfer> inner,
-                   inner_->Open(target, source, source_fingerprint));
+                   inner()->Open(target, source, source_fingerprint));
   return std::unique_ptr<OutboundTransfer>(
       new PacedOutbound(this, std::move(inner), source->layout().region_bytes() * 2));
 }

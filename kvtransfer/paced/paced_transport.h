@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "kvtransfer/kv_transport.h"
+#include "kvtransfer/transport_wrapper.h"
 
 namespace pdserve::kvtransfer {
 
@@ -32,28 +33,16 @@ struct LinkEmulation {
   absl::Status Validate() const;
 };
 
-class PacedTransport final : public KvTransport {
+class PacedTransport final : public KvTransportWrapper {
  public:
   // `clock` null: the real clock.
   PacedTransport(std::unique_ptr<KvTransport> inner, const LinkEmulation& link,
                  Clock* clock = nullptr);
 
-  std::string name() const override { return "paced(" + inner_->name() + ")"; }
-  absl::StatusOr<std::unique_ptr<LocalPool>> CreatePool(const KvLayout& layout) override {
-    return inner_->CreatePool(layout);
-  }
-  absl::StatusOr<KvPoolDescriptor> ServePool(LocalPool* pool, const std::string& receiver_id,
-                                             uint64_t fingerprint, uint64_t epoch) override {
-    return inner_->ServePool(pool, receiver_id, fingerprint, epoch);
-  }
-  absl::StatusOr<std::shared_ptr<InboundTransfer>> Expect(const TransferExpectation& e) override {
-    return inner_->Expect(e);
-  }
-  void Release(uint64_t token) override { inner_->Release(token); }
+  std::string name() const override { return "paced(" + inner()->name() + ")"; }
   absl::StatusOr<std::unique_ptr<OutboundTransfer>> Open(const TransferTarget& target,
                                                          LocalPool* source,
                                                          uint64_t source_fingerprint) override;
-  TransportCounters counters() const override { return inner_->counters(); }
 
   // Reserves the link for `real_bytes` written now: returns when their modelled last byte
   // leaves (the link is busy until then).
@@ -62,7 +51,7 @@ class PacedTransport final : public KvTransport {
   Clock* clock() const { return clock_; }
 
  private:
-  const std::unique_ptr<KvTransport> inner_;
+  const std::unique_ptr<KvTransport> owned_;
   const LinkEmulation link_;
   Clock* const clock_;
   absl::Mutex mu_;

@@ -57,7 +57,7 @@ FaultPlan FaultInjectingTransport::plan() const {
 
 absl::StatusOr<std::unique_ptr<OutboundTransfer>> FaultInjectingTransport::Open(
     const TransferTarget& target, LocalPool* source, uint64_t source_fingerprint) {
-  ASSIGN_OR_RETURN(auto inner, inner_->Open(target, source, source_fingerprint));
+  ASSIGN_OR_RETURN(auto inner, inner()->Open(target, source, source_fingerprint));
   return std::unique_ptr<OutboundTransfer>(new FaultyOutbound(this, std::move(inner), plan()));
 }
 

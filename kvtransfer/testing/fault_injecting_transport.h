@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "kvtransfer/kv_transport.h"
+#include "kvtransfer/transport_wrapper.h"
 
 namespace pdserve::kvtransfer {
 
@@ -26,35 +27,23 @@ struct FaultPlan {
   bool duplicate_completion = false;
 };
 
-class FaultInjectingTransport final : public KvTransport {
+class FaultInjectingTransport final : public KvTransportWrapper {
  public:
   // `inner` is not owned and must outlive this decorator.
-  FaultInjectingTransport(KvTransport* inner, FaultPlan plan) : inner_(inner), plan_(plan) {}
+  FaultInjectingTransport(KvTransport* inner, FaultPlan plan)
+      : KvTransportWrapper(inner), plan_(plan) {}
 
   void SetPlan(const FaultPlan& plan);
   FaultPlan plan() const;
   uint64_t injected_failures() const { return injected_failures_.load(); }
 
-  std::string name() const override { return "fault(" + inner_->name() + ")"; }
-  absl::StatusOr<std::unique_ptr<LocalPool>> CreatePool(const KvLayout& layout) override {
-    return inner_->CreatePool(layout);
-  }
-  absl::StatusOr<KvPoolDescriptor> ServePool(LocalPool* pool, const std::string& receiver_id,
-                                             uint64_t fingerprint, uint64_t epoch) override {
-    return inner_->ServePool(pool, receiver_id, fingerprint, epoch);
-  }
-  absl::StatusOr<std::shared_ptr<InboundTransfer>> Expect(const TransferExpectation& e) override {
-    return inner_->Expect(e);
-  }
-  void Release(uint64_t token) override { inner_->Release(token); }
+  std::string name() const override { return "fault(" + inner()->name() + ")"; }
   absl::StatusOr<std::unique_ptr<OutboundTransfer>> Open(const TransferTarget& target,
                                                          LocalPool* source,
                                                          uint64_t source_fingerprint) override;
-  TransportCounters counters() const override { return inner_->counters(); }
 
  private:
   friend class FaultyOutbound;
-  KvTransport* inner_;
   mutable absl::Mutex mu_;
   FaultPlan plan_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> injected_failures_{0};

@@ -2,10 +2,11 @@
 // the product's scheduler plan: decodes, chunks after cached prefixes), a prefill worker's
 // batch and a layer-wise KV transfer the same modelled time in pdserve-sim and on a real
 // worker with --backend=emulated. A formula changed on one side only fails here.
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "bench/sim/sim_prefill_worker.h"
 #include "bench/sim/sim_profile.h"
 #include "decode_worker/scheduler.h"
@@ -15,25 +16,13 @@
 #include "gtest/gtest.h"
 #include "kvtransfer/loopback/loopback_transport.h"
 #include "kvtransfer/paced/paced_transport.h"
+#include "tests/testing/jumping_clock.h"
+#include "tests/testing/test_models.h"
 
 namespace pdserve::sim {
 namespace {
 
-class JumpingClock final : public Clock {
- public:
-  absl::Time Now() const override {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void SleepUntil(absl::Time deadline) override {
-    absl::MutexLock lock(&mu_);
-    if (deadline > now_) now_ = deadline;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::UnixEpoch();
-};
+using pdserve::testing::JumpingClock;
 
 SimProfile Profile() {
   auto p = LoadSimProfile(std::string(PDSERVE_SOURCE_DIR) + "/deploy/profiles/h100-llama3-8b.json");
@@ -41,18 +30,14 @@ SimProfile Profile() {
   return *p;
 }
 
+// The model directory's part of an emulated model: a test model's config.json.
 engine::ModelConfig Base() {
-  engine::ModelConfig c;
-  c.architecture = "LlamaForCausalLM";
-  c.vocab_size = 4096;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 16;
-  c.max_position_embeddings = 32768;
-  return c;
+  std::ifstream in(pdserve::testing::TestModelDir("micro") + "/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto config = engine::ModelConfig::FromJson(text.str());
+  EXPECT_TRUE(config.ok()) << config.status();
+  return *config;
 }
 
 std::unique_ptr<engine::EmulatedModel> Emulated(const SimProfile& profile,
@@ -100,7 +85,8 @@ TEST(EmulatedSimTest, EveryPlannedDecodeStepTakesTheSimulatorsTime) {
     }
     scheduler.ApplyStep(plan, sampled);
     for (const decode::PlannedChunk& c : plan.chunks) {
-      if (c.want_logits && c.seq->generated() >= c.seq->sampling.max_tokens) scheduler.Finish(c.seq);
+      if (c.want_logits && c.seq->generated() >= c.seq->sampling.max_tokens)
+        scheduler.Finish(c.seq);
     }
   }
   EXPECT_GT(mixed, 3) << "the plans mixed chunks with decodes";
@@ -115,7 +101,8 @@ TEST(EmulatedSimTest, APrefillBatchAndItsLayerwiseTransferTakeTheSimulatorsTime)
                        LinkModel{.bytes_per_ms = profile.timing.transfer_bytes_per_ms,
                                  .latency_ms = profile.timing.transfer_latency_ms});
   int request = 0;
-  for (int p : prompts) sim.Submit({.request = request++, .prompt_tokens = p, .transfer_tokens = p});
+  for (int p : prompts)
+    sim.Submit({.request = request++, .prompt_tokens = p, .transfer_tokens = p});
   const double sim_end_ms = sim.StartBatch(0);
   const std::vector<SimPrefillDone> done = sim.FinishBatch();
   ASSERT_EQ(done.size(), prompts.size()) << "one batch";
@@ -157,8 +144,8 @@ TEST(EmulatedSimTest, APrefillBatchAndItsLayerwiseTransferTakeTheSimulatorsTime)
   for (size_t i = 0; i < prompts.size(); ++i) {
     std::vector<int32_t> tokens(prompts[i], 5 + static_cast<int32_t>(i));
     batch.Add(tokens, 0, tables[i], true);
-    inbound.push_back(*receiver.Expect({.token = i + 1, .block_ids = tables[i],
-                                        .num_layers = layout.num_layers}));
+    inbound.push_back(*receiver.Expect(
+        {.token = i + 1, .block_ids = tables[i], .num_layers = layout.num_layers}));
     transfers.push_back(*sender.Open({d, i + 1, tables[i]}, src_pool.get(), model->fingerprint()));
   }
   engine::ForwardOptions options;

@@ -11,38 +11,17 @@
 #include <set>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "common/perf_profile.h"
 #include "engine/kv_pool.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
+#include "tests/testing/jumping_clock.h"
 #include "tests/testing/test_models.h"
 
 namespace pdserve::engine {
 namespace {
 
-// A clock whose sleeps return at once, having moved time to the deadline; it records them.
-class JumpingClock final : public Clock {
- public:
-  absl::Time Now() const override {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void SleepUntil(absl::Time deadline) override {
-    absl::MutexLock lock(&mu_);
-    if (deadline > now_) now_ = deadline;
-    sleeps_.push_back(deadline);
-  }
-  std::vector<absl::Time> sleeps() const {
-    absl::MutexLock lock(&mu_);
-    return sleeps_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::UnixEpoch();
-  std::vector<absl::Time> sleeps_ ABSL_GUARDED_BY(mu_);
-};
+using pdserve::testing::JumpingClock;
 
 PerfProfile TestProfile() {
   PerfProfile p;
@@ -105,8 +84,8 @@ struct Emulated {
       sampled->clear();
       for (int r = 0; r < logits.rows; ++r) {
         const auto row = logits.Row(r);
-        sampled->push_back(static_cast<int32_t>(
-            std::max_element(row.begin(), row.end()) - row.begin()));
+        sampled->push_back(
+            static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
       }
     }
     return absl::ToDoubleMilliseconds(clock.Now() - start);

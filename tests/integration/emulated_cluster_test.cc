@@ -52,10 +52,10 @@ TEST(EmulatedClusterTest, OffloadedLocalAndCachedPrefillsGiveTheModelsTokensInTh
   const std::string profile_path = WriteProfile();
   const PerfProfile profile = *ParsePerfProfile(kProfile);
   const std::vector<std::string> emulated = {"--backend=emulated", "--profile=" + profile_path};
-  auto cluster = LocalCluster::Start(ClusterOptions{
-      .router_flags = {"--policy=length_threshold", "--length_threshold=256"},
-      .decode_flags = emulated,
-      .prefill_flags = emulated});
+  auto cluster = LocalCluster::Start(
+      ClusterOptions{.router_flags = {"--policy=length_threshold", "--length_threshold=256"},
+                     .decode_flags = emulated,
+                     .prefill_flags = emulated});
   ASSERT_NE(cluster, nullptr);
   engine::EngineOptions options;
   options.backend = "emulated";
@@ -66,8 +66,8 @@ TEST(EmulatedClusterTest, OffloadedLocalAndCachedPrefillsGiveTheModelsTokensInTh
   const std::vector<int32_t> short_prompt = reference.RandomPrompt(rng, 90);
 
   // Offloaded: the prefill worker's KV crossed the transport into the decode worker's pool.
-  auto offloaded = client::CallGenerate(cluster->channel(), Request(long_prompt, 12),
-                                        absl::Seconds(60));
+  auto offloaded =
+      client::CallGenerate(cluster->channel(), Request(long_prompt, 12), absl::Seconds(60));
   ASSERT_TRUE(offloaded.status.ok()) << offloaded.status.error_message();
   EXPECT_EQ(offloaded.result.placement().mode(), v1::PLACEMENT_MODE_OFFLOAD)
       << offloaded.result.placement().DebugString();
@@ -78,8 +78,8 @@ TEST(EmulatedClusterTest, OffloadedLocalAndCachedPrefillsGiveTheModelsTokensInTh
   EXPECT_GE(offloaded.result.timings().prefill_ms(), prefill_ms * 0.999);
 
   // Local: chunked beside nothing, 64 tokens a step (the fixture's budget).
-  auto local = client::CallGenerate(cluster->channel(), Request(short_prompt, 12),
-                                    absl::Seconds(60));
+  auto local =
+      client::CallGenerate(cluster->channel(), Request(short_prompt, 12), absl::Seconds(60));
   ASSERT_TRUE(local.status.ok()) << local.status.error_message();
   EXPECT_EQ(local.result.placement().mode(), v1::PLACEMENT_MODE_LOCAL);
   EXPECT_EQ(local.tokens, reference.Generate(short_prompt, 12));
@@ -94,8 +94,7 @@ TEST(EmulatedClusterTest, OffloadedLocalAndCachedPrefillsGiveTheModelsTokensInTh
   follow_up.insert(follow_up.end(), offloaded.tokens.begin(), offloaded.tokens.end());
   const std::vector<int32_t> more = reference.RandomPrompt(rng, 40);
   follow_up.insert(follow_up.end(), more.begin(), more.end());
-  auto cached = client::CallGenerate(cluster->channel(), Request(follow_up, 12),
-                                     absl::Seconds(60));
+  auto cached = client::CallGenerate(cluster->channel(), Request(follow_up, 12), absl::Seconds(60));
   ASSERT_TRUE(cached.status.ok()) << cached.status.error_message();
   EXPECT_EQ(cached.result.placement().mode(), v1::PLACEMENT_MODE_LOCAL)
       << cached.result.placement().DebugString();

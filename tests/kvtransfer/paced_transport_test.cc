@@ -5,10 +5,10 @@
 
 #include <numeric>
 
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/loopback/loopback_transport.h"
 #include "tests/kvtransfer/kv_test_data.h"
+#include "tests/testing/jumping_clock.h"
 
 namespace pdserve::kvtransfer {
 namespace {
@@ -19,26 +19,7 @@ using testing::TestLayout;
 
 constexpr uint64_t kFingerprint = 0xabc;
 
-// Time moves only by the test's hand or a sleep, which jumps to its deadline.
-class JumpingClock final : public Clock {
- public:
-  absl::Time Now() const override {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void SleepUntil(absl::Time deadline) override {
-    absl::MutexLock lock(&mu_);
-    if (deadline > now_) now_ = deadline;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::UnixEpoch();
-};
+using pdserve::testing::JumpingClock;
 
 class PacedTransportTest : public ::testing::Test {
  protected:
@@ -84,11 +65,10 @@ TEST_F(PacedTransportTest, CompletionWaitsForTheModelledLinkAndTheDataIsIntact) 
     if (l < 3) clock_.Advance(absl::Milliseconds(10));
   }
   ASSERT_TRUE(out->Finish(absl::Seconds(10)).ok());
-  EXPECT_NEAR(absl::ToDoubleMilliseconds(clock_.Now() - start),
-              30 + LayerMs(4) + link_.latency_ms, 1e-3);
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(clock_.Now() - start), 30 + LayerMs(4) + link_.latency_ms,
+              1e-3);
   ASSERT_TRUE(handle->Wait(absl::Seconds(5)).ok());
-  EXPECT_EQ(CountMismatches(static_cast<uint8_t*>(pool_->base()), pool_->layout(), dst, 4, 17),
-            0);
+  EXPECT_EQ(CountMismatches(static_cast<uint8_t*>(pool_->base()), pool_->layout(), dst, 4, 17), 0);
 }
 
 TEST_F(PacedTransportTest, LayersWrittenFasterThanTheLinkQueueOnIt) {
@@ -98,8 +78,8 @@ TEST_F(PacedTransportTest, LayersWrittenFasterThanTheLinkQueueOnIt) {
   const absl::Time start = clock_.Now();
   for (int l = 0; l < 4; ++l) ASSERT_TRUE(out->WriteLayer(l, src).ok());
   ASSERT_TRUE(out->Finish(absl::Seconds(10)).ok());
-  EXPECT_NEAR(absl::ToDoubleMilliseconds(clock_.Now() - start),
-              4 * LayerMs(6) + link_.latency_ms, 1e-3);
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(clock_.Now() - start), 4 * LayerMs(6) + link_.latency_ms,
+              1e-3);
   EXPECT_TRUE(handle->Wait(absl::Seconds(5)).ok());
 }
 
