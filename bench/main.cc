@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "bench/decode/decode_bench.h"
 #include "bench/engine/engine_bench.h"
+#include "bench/fleet/fleet_bench.h"
 #include "bench/http/http_bench.h"
 #include "bench/interference/interference_bench.h"
 #include "bench/router/router_bench.h"
@@ -56,6 +57,13 @@ ABSL_FLAG(int, requests, 3,
           "transfer: requests per prompt length and mode (three times as many for P <= 1024, a "
           "third for P >= 8192).");
 ABSL_FLAG(int, decisions, 20000, "router: timed placement decisions per cluster size.");
+ABSL_FLAG(int, fleet_requests, 2000,
+          "fleet: requests placed through the router for the decision latency.");
+ABSL_FLAG(int, workers, 256, "fleet: emulated decode worker processes.");
+ABSL_FLAG(std::string, profile, "deploy/profiles/h100-llama3-8b.json",
+          "fleet: the emulated workers' performance profile.");
+ABSL_FLAG(absl::Duration, idle_window, absl::Seconds(30),
+          "fleet: how long the idle footprint is sampled over.");
 ABSL_FLAG(bool, full, false, "interference/serve: the full grid instead of the quick one.");
 ABSL_FLAG(std::vector<std::string>, d, {},
           "interference: running decodes D to measure (overrides the grid).");
@@ -133,6 +141,8 @@ constexpr char kUsage[] =
     "  decode        scheduler host overhead per step; continuous serving vs a static batch\n"
     "  router        placement decision latency by cluster size; relay overhead (ITL, TTFT) vs "
     "direct\n"
+    "  fleet         a router and --workers emulated decode processes: registration, idle "
+    "footprint, decisions, relay, a SIGKILLed worker\n"
     "  interference  prefill/decode interference table, fitted cost_model.json, heatmap and "
     "break-even plots\n"
     "  serve         Poisson load per placement policy and mix: SLO attainment, goodput, latency "
@@ -342,6 +352,21 @@ int main(int argc, char** argv) {
       return 2;
     }
     const absl::Status status = pdserve::bench::RunRouterBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "fleet") {
+    pdserve::bench::FleetBenchConfig config;
+    config.out_dir = absl::GetFlag(FLAGS_out);
+    config.model_dir = absl::GetFlag(FLAGS_model);
+    config.profile = absl::GetFlag(FLAGS_profile);
+    config.decode_workers = absl::GetFlag(FLAGS_workers);
+    config.idle_window = absl::GetFlag(FLAGS_idle_window);
+    config.decisions = absl::GetFlag(FLAGS_fleet_requests);
+    if (config.decisions < 100) {
+      std::fprintf(stderr, "--fleet_requests: must be >= 100\n");
+      return 2;
+    }
+    const absl::Status status = pdserve::bench::RunFleetBench(config);
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "transfer") {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/common/report.h"
+#include "bench/router/relay_measure.h"
 #include "common/child_process.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -141,20 +142,6 @@ absl::StatusOr<DecisionResult> MeasureDecisions(int workers, int decisions) {
   return r;
 }
 
-struct StreamTimes {
-  std::vector<double> itl_ms;  // Per token.
-  std::vector<double> ttft_ms;
-};
-
-void Collect(const client::GenerationOutcome& out, StreamTimes* times) {
-  if (out.token_times.empty()) return;
-  times->ttft_ms.push_back(absl::ToDoubleMilliseconds(out.token_times[0] - out.start));
-  for (size_t i = 1; i < out.token_times.size(); ++i) {
-    const double gap = absl::ToDoubleMilliseconds(out.token_times[i] - out.token_times[i - 1]);
-    times->itl_ms.push_back(gap / std::max(1, out.tokens_per_message[i]));
-  }
-}
-
 absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::string& binary,
                                                     std::vector<std::string> args) {
   ASSIGN_OR_RETURN(
@@ -230,70 +217,21 @@ absl::Status RunRouterBench(const RouterBenchConfig& cfg) {
       return absl::UnavailableError("the decode worker never registered with the router");
     absl::SleepFor(absl::Milliseconds(100));
   }
-  std::mt19937 rng(99);
-  StreamTimes through_router;
-  StreamTimes direct;
-  for (int round = 0; round < cfg.relay_rounds; ++round) {
-    for (int pass = 0; pass < 2; ++pass) {
-      // Alternate which goes first, so that drift hits both alike.
-      const bool via_router = (round + pass) % 2 == 0;
-      std::vector<client::GenerationOutcome> outs(cfg.relay_streams);
-      std::vector<std::thread> threads;
-      for (int s = 0; s < cfg.relay_streams; ++s) {
-        std::vector<int32_t> prompt(64);
-        for (auto& t : prompt) t = static_cast<int32_t>(rng() % 4000);
-        threads.emplace_back([&, s, prompt] {
-          v1::GenerateRequest request = client::MakeRequest(prompt, cfg.relay_tokens);
-          request.mutable_sampling()->set_ignore_eos(true);
-          if (via_router) {
-            outs[s] = client::CallGenerate(router_channel, request, absl::Minutes(5));
-          } else {
-            v1::DecodeRequest d;
-            *d.mutable_request() = request;
-            outs[s] = client::CallDecode(decode_channel, d, absl::Minutes(5));
-          }
-        });
-      }
-      for (auto& t : threads) t.join();
-      for (const auto& out : outs) {
-        if (!out.status.ok())
-          return absl::InternalError(absl::StrCat("relay stream: ", out.status.error_message()));
-        Collect(out, via_router ? &through_router : &direct);
-      }
-    }
-    Progress("router", absl::StrCat("relay round ", round + 1, "/", cfg.relay_rounds));
-  }
-  // TTFT one request at a time: concurrent arrivals would measure which engine step each
-  // request happened to join, not the relay.
-  std::vector<double> ttft_router_ms;
-  std::vector<double> ttft_direct_ms;
-  for (int i = 0; i < 2 * cfg.ttft_requests; ++i) {
-    std::vector<int32_t> prompt(64);
-    for (auto& t : prompt) t = static_cast<int32_t>(rng() % 4000);
-    v1::GenerateRequest request = client::MakeRequest(prompt, 1);
-    client::GenerationOutcome out;
-    if (i % 2 == 0) {
-      out = client::CallGenerate(router_channel, request, absl::Minutes(1));
-    } else {
-      v1::DecodeRequest d;
-      *d.mutable_request() = request;
-      out = client::CallDecode(decode_channel, d, absl::Minutes(1));
-    }
-    if (!out.status.ok() || out.token_times.empty()) {
-      return absl::InternalError(absl::StrCat("ttft request: ", out.status.error_message()));
-    }
-    (i % 2 == 0 ? ttft_router_ms : ttft_direct_ms)
-        .push_back(absl::ToDoubleMilliseconds(out.token_times[0] - out.start));
-  }
-  const double itl_router = Mean(through_router.itl_ms);
-  const double itl_direct = Mean(direct.itl_ms);
-  const double ttft_router = Median(ttft_router_ms);
-  const double ttft_direct = Median(ttft_direct_ms);
+  RelayConfig relay;
+  relay.rounds = cfg.relay_rounds;
+  relay.streams = cfg.relay_streams;
+  relay.tokens = cfg.relay_tokens;
+  relay.ttft_requests = cfg.ttft_requests;
+  ASSIGN_OR_RETURN(const RelayResult measured, MeasureRelay(router_channel, decode_channel, relay));
+  const double itl_router = measured.itl_ms_router;
+  const double itl_direct = measured.itl_ms_direct;
+  const double ttft_router = measured.ttft_ms_router;
+  const double ttft_direct = measured.ttft_ms_direct;
   summary["relay_itl_ms_router"] = itl_router;
   summary["relay_itl_ms_direct"] = itl_direct;
   summary["relay_itl_overhead"] = itl_router / itl_direct - 1.0;
-  summary["relay_itl_p50_ms_router"] = Median(through_router.itl_ms);
-  summary["relay_itl_p50_ms_direct"] = Median(direct.itl_ms);
+  summary["relay_itl_p50_ms_router"] = measured.itl_p50_ms_router;
+  summary["relay_itl_p50_ms_direct"] = measured.itl_p50_ms_direct;
   summary["relay_ttft_ms_router"] = ttft_router;
   summary["relay_ttft_ms_direct"] = ttft_direct;
   summary["relay_ttft_overhead_ms"] = ttft_router - ttft_direct;

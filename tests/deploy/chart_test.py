@@ -331,6 +331,48 @@ def embedded_copy_problems(objs):
                     if o.get("data", {}).get(path) != f.read():
                         problems.append(f"ConfigMap/{o['metadata']['name']}: {path} missing "
                                         "or different from deploy/grafana")
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-emulated-profile"):
+            with open(os.path.join(SOURCE_DIR, "deploy", "profiles", "h100-llama3-8b.json")) as f:
+                if json.loads(o["data"]["profile.json"]) != json.load(f):
+                    problems.append(f"ConfigMap/{o['metadata']['name']}: profile.json differs "
+                                    "from deploy/profiles/h100-llama3-8b.json")
+    return problems + emulated_problems(objs)
+
+
+def emulated_problems(objs):
+    """With an emulated-profile ConfigMap (emulated.enabled), every worker runs the emulated
+    backend on that profile, sizes no KV pool by flag, and requests no GPU; the generated model
+    has no weights. Without one, no worker is emulated."""
+    problems = []
+    emulated = any(o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-emulated-profile")
+                   for o in objs)
+    for workload, template in pod_specs(objs):
+        role = template["metadata"].get("labels", {}).get("pdserve.io/role")
+        if role not in ("prefill", "decode"):
+            continue
+        where = f"{workload['kind']}/{workload['metadata']['name']}"
+        for c in template["spec"]["containers"]:
+            args = c.get("args", [])
+            is_emulated = "--backend=emulated" in args
+            if is_emulated != emulated:
+                problems.append(f"{where}: --backend=emulated {'missing' if emulated else 'set'}")
+            if not emulated:
+                continue
+            profile = flag_value(args, "profile")
+            mounted = [m["mountPath"] for m in c.get("volumeMounts", [])
+                       if m["name"] == "emulated-profile"]
+            if not profile or not any(profile.startswith(m + "/") for m in mounted):
+                problems.append(f"{where}: --profile {profile} is not in the mounted profile")
+            if flag_value(args, "kv_cache_bytes") is not None:
+                problems.append(f"{where}: --kv_cache_bytes with an emulated pool (the profile's)")
+            resources = c.get("resources", {})
+            gpus = [r for part in ("requests", "limits") for r in resources.get(part, {})
+                    if "gpu" in r]
+            if gpus:
+                problems.append(f"{where}: emulated workers request {sorted(set(gpus))}")
+        for init in template["spec"].get("initContainers", []):
+            if emulated and init["name"] == "make-model" and "--weights=false" not in init["args"]:
+                problems.append(f"{where}: the generated model has weights nobody reads")
     return problems
 
 
@@ -530,9 +572,37 @@ def cmd_selftest(a):
         plant("embedded rules", "groups differ",
               lambda o: find(o, "PrometheusRule", "pdserve")["spec"]["groups"][0]["rules"]
               .pop()),
+        plant("emulated backend elsewhere", "--backend=emulated set",
+              lambda o: first_container(o, "Deployment", "-decode")["args"].append(
+                  "--backend=emulated")),
+    ]
+    # The emulated checks, on the emulated scenario's render.
+    emulated = objects(render(a.tools, "emulated-control-plane").stdout)
+
+    def plant_emulated(description, expected, mutate):
+        objs = copy.deepcopy(emulated)
+        mutate(objs)
+        hit = any(expected in p for p in embedded_copy_problems(objs))
+        print(f"selftest {description}: {'reported' if hit else 'MISSED'}")
+        return hit
+
+    results += [
+        plant_emulated("emulated gpu", "emulated workers request",
+                       lambda o: first_container(o, "StatefulSet", "-prefill")["resources"]
+                       ["limits"].update({"nvidia.com/gpu": 1})),
+        plant_emulated("emulated backend missing", "--backend=emulated missing",
+                       lambda o: first_container(o, "Deployment", "-decode")["args"].remove(
+                           "--backend=emulated")),
+        plant_emulated("emulated pool flag", "--kv_cache_bytes with an emulated pool",
+                       lambda o: first_container(o, "Deployment", "-decode")["args"].append(
+                           "--kv_cache_bytes=1")),
+        plant_emulated("emulated profile copy", "profile.json differs",
+                       lambda o: find(o, "ConfigMap", "-emulated-profile")["data"].update(
+                           {"profile.json": "{}"})),
     ]
     clean = cross_object_problems(base) + embedded_copy_problems(base)
-    print(f"selftest clean render: {len(clean)} problems")
+    clean += cross_object_problems(emulated) + embedded_copy_problems(emulated)
+    print(f"selftest clean renders: {len(clean)} problems")
     return 0 if all(results) and not clean else 1
 
 

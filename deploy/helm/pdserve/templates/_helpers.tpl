@@ -62,6 +62,20 @@ helm.sh/chart: {{ include "pdserve.chart" . }}
 {{- end -}}
 
 {{/* Volumes every role mounts: the model, /tmp, /dev/shm, the TLS secret. */}}
+{{/* The emulated workers' profile (emulated.profile, or the chart's H100 + Llama 3 8B). */}}
+{{- define "pdserve.emulatedProfile" -}}
+{{- .Values.emulated.profile | default (.Files.Get "files/h100-llama3-8b.json") }}
+{{- end -}}
+
+{{/* The router's cost model when none is given: the emulated profile, else deploy/'s default. */}}
+{{- define "pdserve.defaultCostModel" -}}
+{{- if .Values.emulated.enabled }}
+{{- include "pdserve.emulatedProfile" . }}
+{{- else }}
+{{- .Files.Get "files/cost_model.json" }}
+{{- end }}
+{{- end -}}
+
 {{- define "pdserve.volumes" -}}
 - name: model
 {{- if .Values.model.generate.enabled }}
@@ -80,6 +94,11 @@ helm.sh/chart: {{ include "pdserve.chart" . }}
   secret:
     secretName: {{ required "tls.secretName is required when tls.enabled is true" .Values.tls.secretName }}
 {{- end }}
+{{- if .Values.emulated.enabled }}
+- name: emulated-profile
+  configMap:
+    name: {{ include "pdserve.fullname" . }}-emulated-profile
+{{- end }}
 {{- end -}}
 
 {{- define "pdserve.volumeMounts" -}}
@@ -95,6 +114,11 @@ helm.sh/chart: {{ include "pdserve.chart" . }}
   mountPath: /etc/pdserve/tls
   readOnly: true
 {{- end }}
+{{- if .Values.emulated.enabled }}
+- name: emulated-profile
+  mountPath: /etc/pdserve/emulated
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{/* The model generator, when the chart makes the model itself. */}}
@@ -108,6 +132,10 @@ initContainers:
     args:
       - --out={{ include "pdserve.modelDir" . }}
       - --preset={{ .Values.model.generate.preset }}
+      {{- if .Values.emulated.enabled }}
+      # Emulated workers read the config and tokenizer only.
+      - --weights=false
+      {{- end }}
     securityContext:
       {{- include "pdserve.containerSecurityContext" (dict "rdma" false) | nindent 6 }}
     volumeMounts:

@@ -61,9 +61,15 @@ spec:
             - --metrics_listen=0.0.0.0:{{ $v.ports.metrics }}
             - --router={{ include "pdserve.registryAddress" $root }}
             - --threads={{ $v.threads }}
+            {{- if $root.Values.emulated.enabled }}
+            # A GPU profile's timing instead of a forward pass; its cluster sizes the KV pool.
+            - --backend=emulated
+            - --profile=/etc/pdserve/emulated/profile.json
+            {{- else }}
             - --backend={{ $v.backend }}
+            {{- end }}
             - --drain_timeout={{ $v.drainTimeoutSeconds }}s
-            {{- if eq $role "decode" }}
+            {{- if and (eq $role "decode") (not $root.Values.emulated.enabled) }}
             - --kv_cache_bytes={{ int64 $v.kvCacheBytes }}
             {{- end }}
             - --ucx_transports={{ $root.Values.kvTransfer.ucx.tls }}
@@ -104,7 +110,7 @@ spec:
           resources:
             {{- $resources := deepCopy $v.resources }}
             {{- $extended := dict }}
-            {{- if eq $v.backend "cuda" }}
+            {{- if and (eq $v.backend "cuda") (not $root.Values.emulated.enabled) }}
             {{- $_ := set $extended "nvidia.com/gpu" $v.gpus }}
             {{- end }}
             {{- if $rdma.enabled }}
