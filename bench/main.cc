@@ -61,7 +61,19 @@ ABSL_FLAG(int, fleet_requests, 2000,
           "fleet: requests placed through the router for the decision latency.");
 ABSL_FLAG(int, workers, 256, "fleet: emulated decode worker processes.");
 ABSL_FLAG(std::string, profile, "deploy/profiles/h100-llama3-8b.json",
-          "fleet: the emulated workers' performance profile.");
+          "fleet, and serve with --backend=emulated: the emulated workers' performance profile.");
+ABSL_FLAG(double, time_scale, 1,
+          "serve --backend=emulated: every time of the profile multiplied by this (its link's "
+          "bandwidth divided): a slower machine of the same shape, to run a cluster's load on "
+          "fewer cores (the profile used is written into --out).");
+ABSL_FLAG(int, prefill_workers, 1, "serve: prefill workers of the policies that offload.");
+ABSL_FLAG(int, decode_workers, 1, "serve: decode workers of the policies that offload.");
+ABSL_FLAG(double, slo_ttft_ms, 0,
+          "serve: every request's TTFT objective, ms (with --slo_tpot_ms; 0: multiples of the "
+          "unloaded latency).");
+ABSL_FLAG(double, slo_tpot_ms, 0, "serve: every request's TPOT objective, ms (see --slo_ttft_ms).");
+ABSL_FLAG(std::vector<std::string>, rates_per_s, {},
+          "serve: request rates in requests per second (instead of --rates' multiples).");
 ABSL_FLAG(absl::Duration, idle_window, absl::Seconds(30),
           "fleet: how long the idle footprint is sampled over.");
 ABSL_FLAG(bool, full, false, "interference/serve: the full grid instead of the quick one.");
@@ -246,10 +258,24 @@ int main(int argc, char** argv) {
     }
     if (absl::GetFlag(FLAGS_requests_per_rate) > 0)
       config.requests_per_rate = absl::GetFlag(FLAGS_requests_per_rate);
-    if (absl::GetFlag(FLAGS_probe_repetitions) < 1) {
-      std::fprintf(stderr, "--probe_repetitions: must be >= 1\n");
+    if (absl::GetFlag(FLAGS_probe_repetitions) < 0) {
+      std::fprintf(stderr, "--probe_repetitions: must be >= 0\n");
       return 2;
     }
+    for (const std::string& r : absl::GetFlag(FLAGS_rates_per_s)) {
+      double v;
+      if (!absl::SimpleAtod(r, &v) || v <= 0) {
+        std::fprintf(stderr, "--rates_per_s: '%s' is not a positive number\n", r.c_str());
+        return 2;
+      }
+      config.rates_per_s.push_back(v);
+    }
+    if (config.backend == "emulated") config.profile = absl::GetFlag(FLAGS_profile);
+    config.time_scale = absl::GetFlag(FLAGS_time_scale);
+    config.prefill_workers = absl::GetFlag(FLAGS_prefill_workers);
+    config.decode_workers = absl::GetFlag(FLAGS_decode_workers);
+    config.slo_ttft_ms = absl::GetFlag(FLAGS_slo_ttft_ms);
+    config.slo_tpot_ms = absl::GetFlag(FLAGS_slo_tpot_ms);
     config.probe_repetitions = absl::GetFlag(FLAGS_probe_repetitions);
     if (absl::GetFlag(FLAGS_bisect_steps) > 8) {
       std::fprintf(stderr, "--bisect_steps: must be <= 8\n");

@@ -62,7 +62,8 @@ absl::StatusOr<v1::ClusterStatus> Status(const std::string& address, uint32_t de
 
 int Registered(const v1::ClusterStatus& s) {
   int n = 0;
-  for (const v1::WorkerStatus& w : s.workers()) n += w.registration().role() == v1::WORKER_ROLE_DECODE;
+  for (const v1::WorkerStatus& w : s.workers())
+    n += w.registration().role() == v1::WORKER_ROLE_DECODE;
   return n;
 }
 
@@ -124,9 +125,9 @@ absl::Status RunFleetBench(const FleetBenchConfig& cfg) {
   const double after_s = absl::ToDoubleSeconds(all_registered - spawned);
   summary["registration_all_s"] = start_s;
   summary["registration_after_last_start_s"] = after_s;
-  table.AddRow({absl::StrCat("start and register ", cfg.decode_workers, " workers"),
-                absl::StrCat(Fixed(start_s, 1), " s (", Fixed(after_s, 2),
-                             " s after the last started)")});
+  table.AddRow(
+      {absl::StrCat("start and register ", cfg.decode_workers, " workers"),
+       absl::StrCat(Fixed(start_s, 1), " s (", Fixed(after_s, 2), " s after the last started)")});
 
   // Idle footprint, every worker reporting to the router.
   absl::SleepFor(absl::Seconds(5));
@@ -167,9 +168,9 @@ absl::Status RunFleetBench(const FleetBenchConfig& cfg) {
                 absl::StrCat(Fixed(Median(cpu), 2), " %, ",
                              Fixed(*std::max_element(cpu.begin(), cpu.end()), 2), " %; ",
                              Fixed(cpu_total, 1), " % of a core")});
-  table.AddRow({"router, workers idle and reporting",
-                absl::StrCat(Fixed(router_idle_cpu, 1), " % CPU, ", Fixed(after[0].rss_mb, 1),
-                             " MB")});
+  table.AddRow(
+      {"router, workers idle and reporting",
+       absl::StrCat(Fixed(router_idle_cpu, 1), " % CPU, ", Fixed(after[0].rss_mb, 1), " MB")});
 
   // Decisions among N live workers, from the router's own records of our requests.
   const auto channel = client::MakeChannel(router->grpc_address(), GrpcSecurity());
@@ -206,13 +207,13 @@ absl::Status RunFleetBench(const FleetBenchConfig& cfg) {
   summary["router_load_cpu_percent"] = router_load_cpu;
   summary["router_load_rss_mb"] = router_after.rss_mb;
   summary["load_requests_per_s"] = cfg.decisions / load_s;
-  table.AddRow({absl::StrCat("decision among ", cfg.decode_workers, " workers (", us.size(),
-                             " requests)"),
-                absl::StrCat("p50 ", Fixed(Percentile(us, 50), 1), " us, p99 ",
-                             Fixed(Percentile(us, 99), 1), " us; ", failed.load(), " failed")});
-  table.AddRow({absl::StrCat("router under ", Fixed(cfg.decisions / load_s, 0), " requests/s"),
-                absl::StrCat(Fixed(router_load_cpu, 1), " % CPU, ", Fixed(router_after.rss_mb, 1),
-                             " MB")});
+  table.AddRow(
+      {absl::StrCat("decision among ", cfg.decode_workers, " workers (", us.size(), " requests)"),
+       absl::StrCat("p50 ", Fixed(Percentile(us, 50), 1), " us, p99 ", Fixed(Percentile(us, 99), 1),
+                    " us; ", failed.load(), " failed")});
+  table.AddRow(
+      {absl::StrCat("router under ", Fixed(cfg.decisions / load_s, 0), " requests/s"),
+       absl::StrCat(Fixed(router_load_cpu, 1), " % CPU, ", Fixed(router_after.rss_mb, 1), " MB")});
 
   // The relay's overhead against one worker (decode-0) reached directly.
   RelayConfig relay;
@@ -229,8 +230,8 @@ absl::Status RunFleetBench(const FleetBenchConfig& cfg) {
   summary["relay_ttft_ms_router"] = r.ttft_ms_router;
   summary["relay_ttft_ms_direct"] = r.ttft_ms_direct;
   table.AddRow({"ITL through the router / direct (mean)",
-                absl::StrCat(Fixed(r.itl_ms_router, 3), " / ", Fixed(r.itl_ms_direct, 3), " ms = ",
-                             Fixed(r.itl_ms_router / r.itl_ms_direct, 3), "x")});
+                absl::StrCat(Fixed(r.itl_ms_router, 3), " / ", Fixed(r.itl_ms_direct, 3),
+                             " ms = ", Fixed(r.itl_ms_router / r.itl_ms_direct, 3), "x")});
 
   // A worker SIGKILLed while requests keep arriving: until the registry drops it, and how many
   // requests were still placed on it.
@@ -279,20 +280,20 @@ absl::Status RunFleetBench(const FleetBenchConfig& cfg) {
                              " requests placed on it after the kill, ", errors.load(), " of ",
                              sent.load(), " failed")});
   const double p99 = summary["decision_p99_us"].get<double>();
-  summary["targets"] = {
-      {"idle_worker_rss_mb_max", 50},
-      {"idle_worker_cpu_percent_max", 1},
-      {"decision_p99_us_max", 50},
-      {"relay_itl_overhead_max", 0.03},
-      {"footprint_met", Median(rss) <= 50 && Median(cpu) < 1},
-      {"decision_met", p99 <= 50},
-      {"relay_met", r.itl_overhead() <= 0.03}};
+  summary["targets"] = {{"idle_worker_rss_mb_max", 50},
+                        {"idle_worker_cpu_percent_max", 1},
+                        {"decision_p99_us_max", 50},
+                        {"relay_itl_overhead_max", 0.03},
+                        {"footprint_met", Median(rss) <= 50 && Median(cpu) < 1},
+                        {"decision_met", p99 <= 50},
+                        {"relay_met", r.itl_overhead() <= 0.03}};
   std::printf("pdserve-bench fleet (%d emulated decode workers, %s)\n%s", cfg.decode_workers,
               cfg.profile.c_str(), table.ToString().c_str());
-  std::printf("targets: idle worker <= 50 MB and < 1%% CPU: %s; decision p99 <= 50 us: %s; relay "
-              "ITL overhead <= 3%%: %s\n",
-              summary["targets"]["footprint_met"].get<bool>() ? "met" : "NOT met",
-              p99 <= 50 ? "met" : "NOT met", r.itl_overhead() <= 0.03 ? "met" : "NOT met");
+  std::printf(
+      "targets: idle worker <= 50 MB and < 1%% CPU: %s; decision p99 <= 50 us: %s; relay "
+      "ITL overhead <= 3%%: %s\n",
+      summary["targets"]["footprint_met"].get<bool>() ? "met" : "NOT met",
+      p99 <= 50 ? "met" : "NOT met", r.itl_overhead() <= 0.03 ? "met" : "NOT met");
   return WriteSummary(cfg.out_dir, summary);
 }
 

@@ -41,7 +41,8 @@ absl::StatusOr<RelayResult> MeasureRelay(const std::shared_ptr<grpc::Channel>& r
       std::vector<std::thread> threads;
       for (int s = 0; s < config.streams; ++s) {
         std::vector<int32_t> prompt(64);
-        for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab));
+        for (auto& t : prompt)
+          t = static_cast<int32_t>(rng() % static_cast<uint32_t>(config.vocab));
         threads.emplace_back([&, s, prompt] {
           v1::GenerateRequest request = client::MakeRequest(prompt, config.tokens);
           request.mutable_sampling()->set_ignore_eos(true);

@@ -23,6 +23,7 @@
 #include "bench/common/report.h"
 #include "bench/common/subprocess.h"
 #include "bench/serve/workload.h"
+#include "common/perf_profile.h"
 #include "common/status_macros.h"
 #include "engine/model_config.h"
 #include "engine/tokenizer.h"
@@ -245,10 +246,60 @@ std::vector<double> GoodputPerRun(const std::vector<nlohmann::json>& points) {
   return out;
 }
 
+// The workers' flags for the emulated backend: the profile, and its cluster's batch limits.
+struct EmulatedFlags {
+  std::vector<std::string> decode;
+  std::vector<std::string> prefill;
+};
+
+absl::StatusOr<EmulatedFlags> EmulatedWorkerFlags(const std::string& profile_path) {
+  ASSIGN_OR_RETURN(const PerfProfile profile, LoadPerfProfile(profile_path));
+  EmulatedFlags f;
+  f.decode = {"--profile=" + profile_path};
+  f.prefill = f.decode;
+  if (profile.has_shape) {
+    const WorkerShape& s = profile.shape;
+    f.decode.push_back(absl::StrCat("--max_num_batched_tokens=", s.max_num_batched_tokens));
+    f.decode.push_back(absl::StrCat("--max_num_seqs=", s.max_num_seqs));
+    f.prefill.push_back(absl::StrCat("--max_batch_tokens=", s.prefill_max_batch_tokens));
+  }
+  return f;
+}
+
+// A copy of the profile at `path` with every time multiplied by `scale` (and the link's
+// bandwidth divided by it), written to `out`: the same hardware `scale` times slower.
+absl::Status WriteScaledProfile(const std::string& path, double scale, const std::string& out) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--profile: cannot read ", path));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  for (const char* section : {"step", "prefill", "transfer"}) {
+    if (!j.contains(section)) continue;
+    for (auto it = j[section].begin(); it != j[section].end(); ++it) {
+      if (!it->is_number()) continue;
+      const bool bandwidth = it.key() == "bytes_per_ms";
+      *it = it->get<double>() * (bandwidth ? 1 / scale : scale);
+    }
+  }
+  if (j.contains("offload_overhead_ms"))
+    j["offload_overhead_ms"] = j["offload_overhead_ms"].get<double>() * scale;
+  j["description"] = absl::StrCat(path, " with every time x", scale,
+                                  " (pdserve-bench serve "
+                                  "--time_scale): ",
+                                  j.value("description", ""));
+  RETURN_IF_ERROR(ParsePerfProfile(j.dump()).status());
+  std::ofstream o(out);
+  o << j.dump(2) << "\n";
+  if (!o) return absl::InternalError(absl::StrCat("cannot write ", out));
+  return absl::OkStatus();
+}
+
 // `launch` numbers the clusters of a policy: each keeps its own logs.
 pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& dir,
                                 const std::string& policy,
-                                const std::vector<std::string>& router_flags, int launch) {
+                                const std::vector<std::string>& router_flags, int launch,
+                                const EmulatedFlags& emulated) {
   pdctl::ClusterConfig c;
   c.run_dir = absl::StrCat(cfg.out_dir, "/cluster/", policy, "-", launch);
   c.model_dir = dir;
@@ -260,24 +311,30 @@ pdctl::ClusterConfig ClusterFor(const ServeBenchConfig& cfg, const std::string& 
                     "--log_level=warning"};
   c.router.flags.insert(c.router.flags.end(), router_flags.begin(), router_flags.end());
   if (cfg.api == "openai") c.router_http_listen = "127.0.0.1:0";
-  auto worker = [&](const std::string& name, int cpu_index) {
+  if (!emulated.decode.empty()) c.cost_model = cfg.profile;  // The workers' own timing.
+  auto worker = [&](const std::string& name, int cpu_index, bool prefill) {
     pdctl::ProcessSpec p;
     p.name = name;
     p.threads = 1;
     if (!cfg.cpus.empty()) p.cpus = {cfg.cpus[cpu_index % cfg.cpus.size()]};
     p.flags = {"--log_level=warning", "--backend=" + cfg.backend};
+    const auto& extra = prefill ? emulated.prefill : emulated.decode;
+    p.flags.insert(p.flags.end(), extra.begin(), extra.end());
     return p;
   };
   c.router.cpus = cfg.router_cpus;
   if (policy == "always_local") {
     for (int i = 0; i < cfg.local_decode_workers; ++i)
-      c.decode.push_back(worker(absl::StrCat("decode-", i), i));
+      c.decode.push_back(worker(absl::StrCat("decode-", i), i, false));
   } else {
-    c.decode = {worker("decode-0", 0)};
-    c.prefill = {worker("prefill-0", 1)};
-    // The router and the load generator float over both cores; niced, the prefill worker's
-    // forwards yield to them instead of their wake-ups landing on the decode worker's core.
-    c.prefill[0].nice = cfg.prefill_nice;
+    for (int i = 0; i < cfg.decode_workers; ++i)
+      c.decode.push_back(worker(absl::StrCat("decode-", i), 2 * i, false));
+    for (int i = 0; i < cfg.prefill_workers; ++i) {
+      c.prefill.push_back(worker(absl::StrCat("prefill-", i), 2 * i + 1, true));
+      // The router and the load generator float over both cores; niced, the prefill worker's
+      // forwards yield to them instead of their wake-ups landing on the decode worker's core.
+      c.prefill.back().nice = cfg.prefill_nice;
+    }
   }
   return c;
 }
@@ -478,7 +535,33 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
     mixes = {"trace"};
   }
   if (cfg.repeats < 1) return absl::InvalidArgumentError("--repeats: must be >= 1");
+  if (cfg.prefill_workers < 1 || cfg.prefill_workers > 64 || cfg.decode_workers < 1 ||
+      cfg.decode_workers > 64) {
+    return absl::InvalidArgumentError("--prefill_workers, --decode_workers: must be in [1, 64]");
+  }
+  if ((cfg.slo_ttft_ms > 0) != (cfg.slo_tpot_ms > 0) || cfg.slo_ttft_ms < 0 ||
+      cfg.slo_tpot_ms < 0) {
+    return absl::InvalidArgumentError("--slo_ttft_ms, --slo_tpot_ms: give both (> 0) or neither");
+  }
+  for (double r : cfg.rates_per_s) {
+    if (!(r > 0)) return absl::InvalidArgumentError("--rates_per_s: every rate must be > 0");
+  }
+  if ((cfg.backend == "emulated") != !cfg.profile.empty()) {
+    return absl::InvalidArgumentError("--profile: required with --backend=emulated, and only then");
+  }
+  if (!(cfg.time_scale > 0) || (cfg.time_scale != 1 && cfg.profile.empty())) {
+    return absl::InvalidArgumentError("--time_scale: must be > 0, and needs --profile");
+  }
   std::filesystem::create_directories(cfg.out_dir + "/runs");
+  EmulatedFlags emulated;
+  ServeBenchConfig effective = cfg;
+  if (!cfg.profile.empty()) {
+    if (cfg.time_scale != 1) {
+      effective.profile = cfg.out_dir + "/profile.json";
+      RETURN_IF_ERROR(WriteScaledProfile(cfg.profile, cfg.time_scale, effective.profile));
+    }
+    ASSIGN_OR_RETURN(emulated, EmulatedWorkerFlags(effective.profile));
+  }
   const absl::Time wall_start = absl::Now();
   const double cpu_start = CpuSeconds();
 
@@ -500,9 +583,9 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
       cluster.reset();
       Progress("serve", absl::StrCat("starting the ", policy, " cluster", flags.empty() ? "" : " (",
                                      absl::StrJoin(flags, " "), flags.empty() ? "" : ")"));
-      ASSIGN_OR_RETURN(
-          pdctl::LaunchedCluster launched,
-          pdctl::LaunchCluster(ClusterFor(cfg, dir, policy, flags, launches++), false));
+      ASSIGN_OR_RETURN(pdctl::LaunchedCluster launched,
+                       pdctl::LaunchCluster(
+                           ClusterFor(effective, dir, policy, flags, launches++, emulated), false));
       cluster = std::make_unique<pdctl::LaunchedCluster>(std::move(launched));
       channel = client::MakeChannel(cluster->state.router, GrpcSecurity());
       target = LoadTarget{channel, cfg.api == "openai" ? cluster->state.router_http : "",
@@ -554,16 +637,21 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
           saved = j;
         }
         Slos kinds;
+        const bool absolute = cfg.slo_ttft_ms > 0;
         for (auto it = (*saved)["kinds"].begin(); it != (*saved)["kinds"].end(); ++it) {
           Slo slo;
-          slo.ttft_ms = cfg.ttft_slo_multiple * (*it)["ttft_ms"].get<double>();
-          slo.tpot_ms = cfg.tpot_slo_multiple * (*it)["tpot_ms"].get<double>();
+          slo.ttft_ms =
+              absolute ? cfg.slo_ttft_ms : cfg.ttft_slo_multiple * (*it)["ttft_ms"].get<double>();
+          slo.tpot_ms =
+              absolute ? cfg.slo_tpot_ms : cfg.tpot_slo_multiple * (*it)["tpot_ms"].get<double>();
           slo.e2e_ms = (*it)["e2e_ms"].get<double>();
           kinds[it.key()] = slo;
-          Progress("serve", absl::StrCat(mix_name, "/", it.key(),
-                                         ": SLO TTFT <= ", Fixed(slo.ttft_ms, 1), " ms, TPOT <= ",
-                                         Fixed(slo.tpot_ms, 2), " ms (", cfg.ttft_slo_multiple,
-                                         "x / ", cfg.tpot_slo_multiple, "x unloaded)"));
+          Progress("serve",
+                   absl::StrCat(mix_name, "/", it.key(), ": SLO TTFT <= ", Fixed(slo.ttft_ms, 1),
+                                " ms, TPOT <= ", Fixed(slo.tpot_ms, 2), " ms",
+                                absolute ? " (given)"
+                                         : absl::StrCat(" (", cfg.ttft_slo_multiple, "x / ",
+                                                        cfg.tpot_slo_multiple, "x unloaded)")));
         }
         // A kind the unloaded sample missed (rare follow-ups) gets the chat objectives.
         for (const char* kind : {"chat", "document", "follow_up"}) {
@@ -645,12 +733,15 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
       };
       std::vector<nlohmann::json>& sweep = points[mix_name][policy];
       int failures = 0;
-      for (size_t k = 0; k < cfg.rate_multipliers.size() && failures < cfg.stop_after_failures;
-           ++k) {
+      std::vector<double> rates = cfg.rates_per_s;
+      if (rates.empty()) {
+        for (double m : cfg.rate_multipliers) rates.push_back(base_rate * m);
+      }
+      for (size_t k = 0; k < rates.size() && failures < cfg.stop_after_failures; ++k) {
         ASSIGN_OR_RETURN(
             nlohmann::json point,
-            measure_point(base_rate * cfg.rate_multipliers[k],
-                          absl::StrCat(mix_dir, "/", policy, "/rate_", k, ".json"), cfg.seed + k));
+            measure_point(rates[k], absl::StrCat(mix_dir, "/", policy, "/rate_", k, ".json"),
+                          cfg.seed + k));
         failures = point["attainment"].get<double>() < 0.5 ? failures + 1 : 0;
         sweep.push_back(point);
       }
@@ -680,7 +771,9 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
     }
     const std::string probe_path = absl::StrCat(cfg.out_dir, "/runs/probe_", policy, ".json");
     auto saved = ReadJson(probe_path);
-    if (saved.ok()) {
+    if (cfg.probe_repetitions == 0) {
+      continue;  // No probe asked for.
+    } else if (saved.ok()) {
       inflation[policy] = (*saved)["tpot_p90_inflation"].get<double>();
     } else {
       RETURN_IF_ERROR(ensure_cluster(cluster_flags));  // The last mix's objectives.
@@ -708,8 +801,26 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   summary["backend"] = cfg.backend;
   summary["model"] = dir;
   summary["cluster"] = {{"local_decode_workers", cfg.local_decode_workers},
+                        {"prefill_workers", cfg.prefill_workers},
+                        {"decode_workers", cfg.decode_workers},
                         {"cpus", cfg.cpus},
                         {"router_cpus", cfg.router_cpus}};
+  // What pdserve-sim validate needs to simulate the same cluster and regenerate the requests.
+  if (!effective.profile.empty()) {
+    summary["profile"] = effective.profile;
+    summary["time_scale"] = cfg.time_scale;
+  }
+  summary["seed"] = cfg.seed;
+  summary["length_threshold"] = cfg.length_threshold;
+  summary["max_context"] = max_context;
+  if (trace) {
+    summary["trace_selection"] = {{"path", cfg.trace_path},
+                                  {"start_s", cfg.trace.start_s},
+                                  {"duration_s", cfg.trace.duration_s},
+                                  {"length_scale", cfg.trace.length_scale},
+                                  {"max_context", max_context},
+                                  {"spread_ties", cfg.trace.spread_ties}};
+  }
   const double wall = absl::ToDoubleSeconds(absl::Now() - wall_start);
   summary["loadgen_cpu_share"] =
       (CpuSeconds() - cpu_start) / std::max(1e-9, wall * std::thread::hardware_concurrency());

@@ -33,7 +33,7 @@ struct ServeBenchConfig {
   // Rates as multiples of the mix's unloaded capacity (1 / its median end-to-end latency).
   std::vector<double> rate_multipliers = {0.5, 1, 2, 3, 4, 6, 8};
   int requests_per_rate = 80;
-  // TPOT inflation probes per policy (the median is reported).
+  // TPOT inflation probes per policy (the median is reported); 0: none.
   int probe_repetitions = 5;
   uint64_t seed = 2026;
   std::vector<int> cpus = {0, 1};
@@ -44,13 +44,29 @@ struct ServeBenchConfig {
   // CPUs for the router and for this process (the load generator and its client threads);
   // empty: unpinned, floating over every core.
   std::vector<int> router_cpus;
-  // The workers' engine backend (--backend): cpu, or cuda (GPU 0; offloads stage KV through
-  // host memory).
+  // The workers' engine backend (--backend): cpu, cuda (GPU 0; offloads stage KV through
+  // host memory), or emulated (profile's timing; docs/emulated.md).
   std::string backend = "cpu";
+  // Backend emulated: the performance profile. Its cluster object gives the workers' batch
+  // limits (--max_num_batched_tokens, --max_num_seqs, --max_batch_tokens) and it is the
+  // router's cost model; with time_scale != 1 a copy with every time multiplied by it (and
+  // the link's bandwidth divided) is written into out_dir and used instead: a slower machine
+  // of the same shape, for running a cluster's load on fewer cores.
+  std::string profile;
+  double time_scale = 1;
+  // The prefill and decode workers of the policies that offload (always_local runs
+  // local_decode_workers). Default 1 and 1.
+  int prefill_workers = 1;
+  int decode_workers = 1;
   // Niceness of the prefill worker (policies with one): see pdctl's `nice`.
   int prefill_nice = 10;
   double ttft_slo_multiple = 10;
   double tpot_slo_multiple = 5;
+  // Absolute objectives for every request kind instead (both > 0), ms; 0: the multiples.
+  double slo_ttft_ms = 0;
+  double slo_tpot_ms = 0;
+  // Rates in requests per second instead of multiples of the unloaded capacity (non-empty).
+  std::vector<double> rates_per_s;
   // length_threshold's N (uncached tokens).
   int length_threshold = 1024;
   // Stop a policy's sweep after this many consecutive rates below 50 % attainment.

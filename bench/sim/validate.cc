@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/common/bench_model.h"
 #include "bench/common/report.h"
+#include "bench/common/trace.h"
 #include "bench/serve/workload.h"
 #include "bench/sim/sim_summary.h"
 #include "bench/sim/sim_workload.h"
@@ -53,15 +56,19 @@ double MedianRelativeError(const std::vector<ValidationRow>& rows,
   return errors.empty() ? -1 : bench::Median(errors);
 }
 
+// The serve bench's request generator for one mix (or its trace): rate, count, seed.
+using WorkloadFn = std::function<absl::StatusOr<std::vector<bench::WorkloadRequest>>(
+    double rate, int count, uint64_t seed)>;
+
 // The serve bench's unloaded pass: 16 requests of the mix (seed ^ 0x5105), one at a time,
 // the first a warm-up; the median TTFT of each kind.
 absl::StatusOr<std::map<std::string, double>> SimulatedUnloadedTtft(const SimConfig& base,
-                                                                    const bench::MixSpec& mix,
-                                                                    uint64_t serve_seed,
-                                                                    int vocab) {
+                                                                    const WorkloadFn& make_work,
+                                                                    uint64_t serve_seed) {
   // At 0.05 requests per second they run one at a time, as the serve bench sends them.
-  std::vector<SimRequest> requests =
-      WorkloadRequests(bench::MakeWorkload(mix, 0.05, 16, serve_seed ^ 0x5105, vocab), {});
+  ASSIGN_OR_RETURN(const std::vector<bench::WorkloadRequest> work,
+                   make_work(0.05, 16, serve_seed ^ 0x5105));
+  std::vector<SimRequest> requests = WorkloadRequests(work, {});
   ASSIGN_OR_RETURN(const SimResult result, Simulate(base, requests));
   std::map<std::string, std::vector<double>> ttft;
   for (size_t i = 1; i < result.requests.size(); ++i) {
@@ -74,13 +81,12 @@ absl::StatusOr<std::map<std::string, double>> SimulatedUnloadedTtft(const SimCon
 
 // The RPC hop that makes the simulated unloaded TTFTs match the measured ones: TTFT is
 // linear in the hop (a fixed number of hops per request), so two simulations give it.
-absl::StatusOr<double> CalibrateRpc(SimConfig base, const bench::MixSpec& mix,
-                                    const nlohmann::json& unloaded, uint64_t serve_seed,
-                                    int vocab) {
+absl::StatusOr<double> CalibrateRpc(SimConfig base, const WorkloadFn& make_work,
+                                    const nlohmann::json& unloaded, uint64_t serve_seed) {
   base.rpc_ms = 0;
-  ASSIGN_OR_RETURN(const auto at0, SimulatedUnloadedTtft(base, mix, serve_seed, vocab));
+  ASSIGN_OR_RETURN(const auto at0, SimulatedUnloadedTtft(base, make_work, serve_seed));
   base.rpc_ms = 1;
-  ASSIGN_OR_RETURN(const auto at1, SimulatedUnloadedTtft(base, mix, serve_seed, vocab));
+  ASSIGN_OR_RETURN(const auto at1, SimulatedUnloadedTtft(base, make_work, serve_seed));
   std::vector<double> estimates;
   for (const auto& [kind, ttft0] : at0) {
     if (!unloaded.contains("kinds") || !unloaded["kinds"].contains(kind) || !at1.contains(kind))
@@ -133,21 +139,71 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
           "--serve_dir: its summary.json names no model; pass --model");
     model_dir = summary["model"].get<std::string>();
   }
-  ASSIGN_OR_RETURN(const WorkerShape shape, DefaultWorkerShape(model_dir));
-  // always_local's decode workers, as the serve bench ran them (summaries before it said
-  // so: 2).
-  int local_decode_workers = 2;
-  if (summary.contains("cluster") && summary["cluster"].is_object())
+  // An emulated run names the profile its workers took their time and shape from (a copy
+  // scaled by --time_scale, in the serve directory): the very same file is simulated.
+  SimProfile profile = config.profile;
+  WorkerShape shape;
+  if (summary.contains("profile") && summary["profile"].is_string()) {
+    ASSIGN_OR_RETURN(profile, LoadSimProfile(summary["profile"].get<std::string>()));
+    if (!profile.has_shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(profile.path, ": an emulated run's profile needs its cluster object"));
+    }
+    ASSIGN_OR_RETURN(const WorkerShape defaults, DefaultWorkerShape(model_dir));
+    shape = profile.shape;
+    // The model directory's vocabulary and context (the emulated workers keep them).
+    shape.vocab_size = defaults.vocab_size;
+    shape.max_context_tokens = defaults.max_context_tokens;
+  } else {
+    ASSIGN_OR_RETURN(shape, DefaultWorkerShape(model_dir));
+  }
+  // always_local's decode workers, and the other policies' prefill and decode workers, as the
+  // serve bench ran them (summaries before it said so: 2, 1, 1).
+  int local_decode_workers = 2, prefill_workers = 1, decode_workers = 1;
+  if (summary.contains("cluster") && summary["cluster"].is_object()) {
     local_decode_workers = summary["cluster"].value("local_decode_workers", 2);
-  if (local_decode_workers < 1)
-    return absl::InvalidArgumentError("--serve_dir: cluster.local_decode_workers must be >= 1");
+    prefill_workers = summary["cluster"].value("prefill_workers", 1);
+    decode_workers = summary["cluster"].value("decode_workers", 1);
+  }
+  if (local_decode_workers < 1 || prefill_workers < 1 || decode_workers < 1)
+    return absl::InvalidArgumentError(
+        "--serve_dir: cluster.local_decode_workers, prefill_workers and decode_workers must be "
+        ">= 1");
+  const uint64_t serve_seed = summary.value("seed", config.serve_seed);
+  const int length_threshold = summary.value("length_threshold", config.length_threshold);
+  // A trace replay's requests come from the trace, selected as the serve bench did.
+  std::optional<bench::Trace> trace;
+  if (summary.contains("trace_selection")) {
+    const nlohmann::json& t = summary["trace_selection"];
+    ASSIGN_OR_RETURN(const bench::Trace read, bench::ReadTrace(t["path"].get<std::string>()));
+    bench::TraceSelection selection;
+    selection.start_s = t.value("start_s", 0.0);
+    selection.duration_s = t.value("duration_s", 0.0);
+    selection.length_scale = t.value("length_scale", 1.0);
+    selection.max_context = t.value("max_context", 0);
+    selection.spread_ties = t.value("spread_ties", false);
+    ASSIGN_OR_RETURN(trace, bench::SelectFromTrace(read, selection));
+  }
   ValidationResult result;
   for (auto mix_it = summary.begin(); mix_it != summary.end(); ++mix_it) {
     const nlohmann::json& m = mix_it.value();
     if (!m.is_object() || !m.contains("slo_ttft_ms") || !m.contains("slo_tpot_ms")) continue;
     const std::string& mix_name = mix_it.key();
-    auto mix = bench::Mix(mix_name, shape.max_context_tokens);
-    if (!mix.ok()) continue;  // A trace replay: not a synthetic mix.
+    WorkloadFn make_work;
+    if (mix_name == "trace") {
+      if (!trace) continue;  // A summary from before traces recorded their selection.
+      make_work = [&trace, vocab = shape.vocab_size](double rate, int count, uint64_t seed) {
+        return bench::MakeTraceWorkload(*trace, rate, count, seed, vocab);
+      };
+    } else {
+      auto mix = bench::Mix(mix_name, summary.value("max_context", shape.max_context_tokens));
+      if (!mix.ok()) continue;
+      make_work = [mix = *mix, vocab = shape.vocab_size](
+                      double rate, int count,
+                      uint64_t seed) -> absl::StatusOr<std::vector<bench::WorkloadRequest>> {
+        return bench::MakeWorkload(mix, rate, count, seed, vocab);
+      };
+    }
     // Every request is held to its kind's objectives; the router's defaults are the loosest
     // TTFT and the tightest TPOT, its prefill queue bound the TTFT (as the serve bench ran it).
     std::map<std::string, router::SloConfig> objectives;
@@ -166,13 +222,16 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
     if (rpc_ms < 0) {
       ASSIGN_OR_RETURN(const nlohmann::json unloaded, bench::ReadJson(mix_dir + "/unloaded.json"));
       SimConfig base;
-      base.profile = config.profile;
+      base.profile = profile;
       base.profile.shape = shape;
-      base.decode_workers = local_decode_workers;  // Measured on always_local's cluster.
-      base.policy.name = "always_local";
+      // Measured on the first policy's cluster, one request at a time.
+      const std::string first = unloaded.value("measured_with", std::string("always_local"));
+      base.decode_workers = first == "always_local" ? local_decode_workers : decode_workers;
+      base.prefill_workers = first == "always_local" ? 0 : prefill_workers;
+      base.policy.name = first;
+      base.policy.length_threshold = length_threshold;
       base.report_interval_ms = config.report_interval_ms;
-      ASSIGN_OR_RETURN(rpc_ms,
-                       CalibrateRpc(base, *mix, unloaded, config.serve_seed, shape.vocab_size));
+      ASSIGN_OR_RETURN(rpc_ms, CalibrateRpc(base, make_work, unloaded, serve_seed));
     }
     result.rpc_ms[mix_name] = rpc_ms;
     std::error_code ec;
@@ -186,8 +245,7 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
       std::sort(files.begin(), files.end());
       for (const auto& file : files) {
         ASSIGN_OR_RETURN(const nlohmann::json point, bench::ReadJson(file.string()));
-        const std::optional<uint64_t> seed =
-            PointSeed(point, file.stem().string(), config.serve_seed);
+        const std::optional<uint64_t> seed = PointSeed(point, file.stem().string(), serve_seed);
         if (!seed || !point.contains("rate") || !point.contains("requests")) continue;
         ValidationRow row;
         row.mix = mix_name;
@@ -204,20 +262,20 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
             row.requests > 0 ? point.value("offloaded", 0) / static_cast<double>(row.requests) : 0;
 
         SimConfig sim;
-        sim.profile = config.profile;
+        sim.profile = profile;
         sim.profile.shape = shape;
-        sim.decode_workers = policy == "always_local" ? local_decode_workers : 1;
-        sim.prefill_workers = policy == "always_local" ? 0 : 1;
+        sim.decode_workers = policy == "always_local" ? local_decode_workers : decode_workers;
+        sim.prefill_workers = policy == "always_local" ? 0 : prefill_workers;
         sim.policy.name = policy;
-        sim.policy.length_threshold = config.length_threshold;
+        sim.policy.length_threshold = length_threshold;
         sim.policy.slo = router_slo;
         sim.policy.max_prefill_queue_ms = router_slo.ttft_ms;
         sim.rpc_ms = rpc_ms;
         sim.report_interval_ms = config.report_interval_ms;
         sim.seed = row.seed;
-        const std::vector<SimRequest> requests = WorkloadRequests(
-            bench::MakeWorkload(*mix, row.rate, row.requests, row.seed, shape.vocab_size),
-            objectives);
+        ASSIGN_OR_RETURN(const std::vector<bench::WorkloadRequest> work,
+                         make_work(row.rate, row.requests, row.seed));
+        const std::vector<SimRequest> requests = WorkloadRequests(work, objectives);
         ASSIGN_OR_RETURN(const SimResult simulated, Simulate(sim, requests));
         const PointSummary s = Summarize(simulated, row.rate, router_slo);
         row.ttft_p50.simulated = s.ttft_ms.p50;
@@ -241,7 +299,7 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
     }
   }
   if (result.rows.empty()) {
-    return absl::NotFoundError(absl::StrCat("--serve_dir: no rate points of a synthetic mix under ",
+    return absl::NotFoundError(absl::StrCat("--serve_dir: no rate points of a mix or trace under ",
                                             config.serve_dir, "/runs"));
   }
   result.error_ttft_p50 = MedianRelativeError(result.rows, &ValidationRow::ttft_p50);

@@ -1,10 +1,12 @@
 // pdserve-sim validate: the simulator against real runs. It reads what `pdserve-bench serve`
-// measured (its output directory: each rate point of each mix and policy, with the seed of
-// the run that stands for it, and the objectives it held requests to), regenerates the very
-// same requests with the serve bench's own generator, simulates the cluster the serve bench
-// ran (always_local: two decode workers; the others: one prefill and one decode worker; the
-// workers' default flags) with the calibration the interference bench wrote for the same
-// model, and compares TTFT and TPOT p50/p90 and SLO attainment point by point.
+// measured (its output directory: each rate point of each mix, or of its trace, and policy,
+// with the seed of the run that stands for it, and the objectives it held requests to),
+// regenerates the very same requests with the serve bench's own generator (a trace selected
+// as the serve bench recorded), simulates the cluster the serve bench ran (its worker counts;
+// the workers' default flags, or for an emulated run the profile's cluster shape) with the
+// calibration the interference bench wrote for the same model or, for an emulated run, the
+// very profile its workers waited out, and compares TTFT and TPOT p50/p90 and SLO attainment
+// point by point.
 // Thread-safety: pure functions.
 #ifndef PDSERVE_BENCH_SIM_VALIDATE_H_
 #define PDSERVE_BENCH_SIM_VALIDATE_H_
@@ -23,7 +25,8 @@ struct ValidateConfig {
   std::string serve_dir;  // `pdserve-bench serve --out`.
   std::string model_dir;  // The model it served; empty: the one its summary names.
   // Timing from the interference bench's cost_model.json for that model; the worker shape
-  // comes from the model and the workers' defaults, not from the profile.
+  // comes from the model and the workers' defaults, not from the profile. An emulated run's
+  // own profile (named in its summary) replaces it, shape included.
   SimProfile profile;
   uint64_t serve_seed = 2026;   // The serve bench's --seed (for points that do not record it).
   int length_threshold = 1024;  // The serve bench's --length_threshold.
@@ -64,8 +67,8 @@ struct ValidationResult {
   double error_attainment = -1;
 };
 
-// Reads the serve bench's output and simulates every rate point of every synthetic mix
-// (trace replays are skipped: a ValidationRow needs the serve bench's generator).
+// Reads the serve bench's output and simulates every rate point of every mix and trace replay
+// (a trace replay from before the serve bench recorded its selection is skipped).
 absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config);
 
 // The worker shape a decode or prefill worker started with default flags has for the model

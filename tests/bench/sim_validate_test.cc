@@ -2,6 +2,7 @@
 // rate point are regenerated from its seed (so a "measurement" equal to the simulation of the
 // same requests validates with zero error, and one 20 % off with 20 %), the knee is where
 // measured attainment first misses the target, and bad input names what is wrong.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -183,6 +184,68 @@ TEST_F(ValidateTest, BadInputIsAnErrorNamingIt) {
   config_.model_dir = dir_.string();
   auto no_model = Validate(config_);
   EXPECT_NE(no_model.status().message().find("config.json"), std::string::npos);
+}
+
+// An emulated trace replay: the profile the summary names (the serve bench's own copy) and its
+// cluster shape, the recorded worker counts and trace selection are what is simulated, so the
+// same requests regenerated there validate exactly; a different worker count would not.
+TEST_F(ValidateTest, AnEmulatedTraceRunIsSimulatedOnItsOwnProfileTraceAndCluster) {
+  const std::string profile = (dir_ / "profile.json").string();
+  {
+    std::ifstream in(std::string(PDSERVE_SOURCE_DIR) + "/deploy/profiles/h100-llama3-8b.json");
+    std::ofstream(profile) << in.rdbuf();
+  }
+  std::filesystem::create_directories(dir_ / "runs/trace/cost_model");
+  nlohmann::json summary = {
+      {"model", pdserve::testing::TestModelDir("tiny")},
+      {"profile", profile},
+      {"seed", 77},
+      {"cluster", {{"prefill_workers", 2}, {"decode_workers", 3}, {"local_decode_workers", 2}}},
+      {"trace_selection",
+       {{"path",
+         std::string(PDSERVE_SOURCE_DIR) + "/bench/traces/mooncake_fast25_conversation.jsonl"},
+        {"start_s", 600},
+        {"duration_s", 300},
+        {"length_scale", 0.1},
+        {"max_context", 4096},
+        {"spread_ties", true}}},
+      {"trace", {{"slo_ttft_ms", {{"trace", 2000.0}}}, {"slo_tpot_ms", {{"trace", 25.0}}}}}};
+  Write("summary.json", summary);
+  auto point = [&](const nlohmann::json& measured) {
+    nlohmann::json p = measured;
+    p["rate"] = 40.0;
+    p["requests"] = 60;
+    Write("runs/trace/cost_model/rate_0.json", p);
+  };
+  point(Measured(ValidationRow{}, 1, 1.0));
+  config_.profile = SimProfile();  // Anything passed is replaced by the run's own.
+  auto first = Validate(config_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->rows.size(), 1u);
+  EXPECT_EQ(first->rows[0].mix, "trace");
+  EXPECT_EQ(first->rows[0].seed, 77u);  // The run's seed, not the default.
+  EXPECT_GT(first->rows[0].ttft_p50.simulated, 0);
+  point(Measured(first->rows[0], 1.0, first->rows[0].attainment.simulated));
+  auto exact = Validate(config_);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_NEAR(exact->error_ttft_p90, 0, 1e-9);
+  EXPECT_NEAR(exact->error_tpot_p50, 0, 1e-9);
+  // The cluster shape matters: on one decode worker the same requests simulate otherwise.
+  summary["cluster"]["decode_workers"] = 1;
+  summary["cluster"]["prefill_workers"] = 1;
+  Write("summary.json", summary);
+  auto other = Validate(config_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  const ValidationRow& a = exact->rows[0];
+  const ValidationRow& b = other->rows[0];
+  EXPECT_GT(std::abs(b.ttft_p90.simulated / a.ttft_p90.simulated - 1) +
+                std::abs(b.tpot_p90.simulated / a.tpot_p90.simulated - 1),
+            0.05);
+  // A profile without a cluster object cannot stand for an emulated run.
+  std::ofstream(profile) << R"({"step": {"intercept_ms": 5}})";
+  auto bad = Validate(config_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cluster object"), std::string::npos);
 }
 
 }  // namespace
