@@ -67,10 +67,12 @@ ABSL_FLAG(double, time_scale, 1,
           "bandwidth divided): a slower machine of the same shape, to run a cluster's load on "
           "fewer cores (the profile used is written into --out).");
 ABSL_FLAG(int, prefill_workers, 1, "serve: prefill workers of the policies that offload.");
+ABSL_FLAG(int, length_threshold, pdserve::bench::ServeBenchConfig{}.length_threshold,
+          "serve: length_threshold's N (uncached prompt tokens at which it offloads).");
 ABSL_FLAG(int, decode_workers, 1, "serve: decode workers of the policies that offload.");
 ABSL_FLAG(double, slo_ttft_ms, 0,
           "serve: every request's TTFT objective, ms (with --slo_tpot_ms; 0: multiples of the "
-          "unloaded latency).");
+          "unloaded latency); with --time_scale, the profile's own hardware's (multiplied by it).");
 ABSL_FLAG(double, slo_tpot_ms, 0, "serve: every request's TPOT objective, ms (see --slo_ttft_ms).");
 ABSL_FLAG(std::vector<std::string>, rates_per_s, {},
           "serve: request rates in requests per second (instead of --rates' multiples).");
@@ -273,6 +275,11 @@ int main(int argc, char** argv) {
     if (config.backend == "emulated") config.profile = absl::GetFlag(FLAGS_profile);
     config.time_scale = absl::GetFlag(FLAGS_time_scale);
     config.prefill_workers = absl::GetFlag(FLAGS_prefill_workers);
+    config.length_threshold = absl::GetFlag(FLAGS_length_threshold);
+    if (config.length_threshold < 1) {
+      std::fprintf(stderr, "--length_threshold: must be >= 1\n");
+      return 2;
+    }
     config.decode_workers = absl::GetFlag(FLAGS_decode_workers);
     config.slo_ttft_ms = absl::GetFlag(FLAGS_slo_ttft_ms);
     config.slo_tpot_ms = absl::GetFlag(FLAGS_slo_tpot_ms);

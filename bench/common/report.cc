@@ -40,6 +40,21 @@ double CoefficientOfVariation(const std::vector<double>& v) {
   return m == 0 ? 0 : std::sqrt(ss / (v.size() - 1)) / m;
 }
 
+double SweepGoodput(const std::vector<std::pair<double, double>>& points, double target) {
+  double best = 0;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const auto [rate, a] = points[i];
+    if (a < target) continue;
+    double g = rate;
+    if (i + 1 < points.size()) {
+      const double b = points[i + 1].second;
+      if (b < target) g += (a - target) / std::max(1e-9, a - b) * (points[i + 1].first - g);
+    }
+    best = std::max(best, g);
+  }
+  return best;
+}
+
 void Progress(const std::string& bench, const std::string& message) {
   std::fprintf(stderr, "[%s %s] %s\n", bench.c_str(),
                absl::FormatTime("%H:%M:%S", absl::Now(), absl::LocalTimeZone()).c_str(),

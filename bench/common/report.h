@@ -5,6 +5,7 @@
 #define PDSERVE_BENCH_COMMON_REPORT_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -20,6 +21,11 @@ double Percentile(std::vector<double> v, double p);
 double Mean(const std::vector<double>& v);
 // Coefficient of variation: stddev / mean (0 for fewer than two values).
 double CoefficientOfVariation(const std::vector<double>& v);
+
+// Goodput of a rate sweep of (rate, attainment) points sorted by rate: the highest rate whose
+// attainment meets `target`, interpolated towards the next rate when that one misses it
+// (DistServe's definition; `pdserve-bench serve` and `pdserve-sim validate` both use it).
+double SweepGoodput(const std::vector<std::pair<double, double>>& points, double target = 0.9);
 
 // Progress line on stderr ("[engine] decode batch 8 ... 12.3 ms").
 void Progress(const std::string& bench, const std::string& message);

@@ -215,19 +215,10 @@ nlohmann::json RatePoint(const std::vector<RequestResult>& results, const Slos& 
 
 // Highest rate with >= 90 % attainment, interpolated to the first rate below it.
 double Goodput(const std::vector<nlohmann::json>& points) {
-  double best = 0;
-  for (size_t i = 0; i < points.size(); ++i) {
-    const double a = points[i]["attainment"].get<double>();
-    if (a < 0.9) continue;
-    double g = points[i]["rate"].get<double>();
-    if (i + 1 < points.size()) {
-      const double b = points[i + 1]["attainment"].get<double>();
-      if (b < 0.9)
-        g += (a - 0.9) / std::max(1e-9, a - b) * (points[i + 1]["rate"].get<double>() - g);
-    }
-    best = std::max(best, g);
-  }
-  return best;
+  std::vector<std::pair<double, double>> sweep;
+  for (const auto& p : points)
+    sweep.emplace_back(p["rate"].get<double>(), p["attainment"].get<double>());
+  return SweepGoodput(sweep);
 }
 
 // Goodput of each repeat (the points' attainment_runs in run order); one value per run, empty
@@ -640,10 +631,10 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
         const bool absolute = cfg.slo_ttft_ms > 0;
         for (auto it = (*saved)["kinds"].begin(); it != (*saved)["kinds"].end(); ++it) {
           Slo slo;
-          slo.ttft_ms =
-              absolute ? cfg.slo_ttft_ms : cfg.ttft_slo_multiple * (*it)["ttft_ms"].get<double>();
-          slo.tpot_ms =
-              absolute ? cfg.slo_tpot_ms : cfg.tpot_slo_multiple * (*it)["tpot_ms"].get<double>();
+          slo.ttft_ms = absolute ? cfg.slo_ttft_ms * cfg.time_scale
+                                 : cfg.ttft_slo_multiple * (*it)["ttft_ms"].get<double>();
+          slo.tpot_ms = absolute ? cfg.slo_tpot_ms * cfg.time_scale
+                                 : cfg.tpot_slo_multiple * (*it)["tpot_ms"].get<double>();
           slo.e2e_ms = (*it)["e2e_ms"].get<double>();
           kinds[it.key()] = slo;
           Progress("serve",

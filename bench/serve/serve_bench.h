@@ -63,6 +63,8 @@ struct ServeBenchConfig {
   double ttft_slo_multiple = 10;
   double tpot_slo_multiple = 5;
   // Absolute objectives for every request kind instead (both > 0), ms; 0: the multiples.
+  // They are the profile's hardware's: with time_scale they are multiplied by it too (the
+  // same regime on the slower machine).
   double slo_ttft_ms = 0;
   double slo_tpot_ms = 0;
   // Rates in requests per second instead of multiples of the unloaded capacity (non-empty).

@@ -24,6 +24,7 @@
 #include "bench/common/report.h"
 #include "bench/sim/family.h"
 #include "bench/sim/planner.h"
+#include "bench/sim/schedule.h"
 #include "bench/sim/sim_summary.h"
 #include "bench/sim/sim_workload.h"
 #include "bench/sim/steady_state.h"
@@ -56,6 +57,12 @@ ABSL_FLAG(std::string, workload, "",
           "Without --trace: a cell of the synthetic workload family "
           "(prompt/output/sharing/arrivals: short|long|bimodal|heavytail / tiny|medium|long / "
           "none|multiturn|system / poisson|bursty; bench/sim/workload_family.h) instead of --mix.");
+ABSL_FLAG(std::string, schedule, "",
+          "Without --trace: phases of workload cells one after the other, each at its own rate "
+          "for its own time: CELL@RATE:SECONDS,... (a shifting mix, a rate swing; "
+          "bench/sim/schedule.h). Judged as it runs (no steady-state repetition: --warmup_s, "
+          "--measure_s and --cooldown_s do not apply); --rate multiplies every phase's rate; "
+          "goodput needs the target in every phase.");
 ABSL_FLAG(int, requests, 200, "Without --trace: requests of the mix or workload cell.");
 ABSL_FLAG(double, rate, 1,
           "run: with --trace or --workload, a multiplier of its own rate; with --mix, requests per "
@@ -134,6 +141,12 @@ ABSL_FLAG(std::string, model, "",
 ABSL_FLAG(double, validate_rpc_ms, -1,
           "validate: one RPC hop, ms (negative: calibrated so that the simulated unloaded TTFT "
           "matches the serve bench's unloaded pass).");
+ABSL_FLAG(double, validate_host_ms, -1,
+          "validate: host time per decode step, ms (negative: calibrated so that the simulated "
+          "unloaded TPOT matches the serve bench's).");
+ABSL_FLAG(double, host_ms_per_step, 0,
+          "run, plan: host time a decode worker spends around each forward, ms (the profile "
+          "times the forward alone).");
 ABSL_FLAG(uint64_t, serve_seed, 2026,
           "validate: the serve bench's --seed, for rate points that do not record theirs.");
 
@@ -183,6 +196,10 @@ absl::StatusOr<std::vector<SimRequest>> LoadWorkload(const SimProfile& profile,
     sel.spread_ties = absl::GetFlag(FLAGS_spread_ties);
     ASSIGN_OR_RETURN(const bench::Trace selected, bench::SelectFromTrace(trace, sel));
     requests = TraceRequests(selected, vocab, seed);
+  } else if (!absl::GetFlag(FLAGS_schedule).empty()) {
+    ASSIGN_OR_RETURN(const std::vector<SchedulePhase> phases,
+                     ParseSchedule(absl::GetFlag(FLAGS_schedule)));
+    requests = ScheduleRequests(phases, seed, vocab, profile.shape.max_context_tokens);
   } else if (!absl::GetFlag(FLAGS_workload).empty()) {
     ASSIGN_OR_RETURN(const WorkloadCell cell, ParseWorkloadCell(absl::GetFlag(FLAGS_workload)));
     requests = FamilyRequests(cell, absl::GetFlag(FLAGS_requests), seed, vocab,
@@ -210,6 +227,8 @@ absl::StatusOr<SimConfig> BaseConfig() {
   c.report_interval_ms = absl::GetFlag(FLAGS_report_interval_ms);
   c.layerwise = !absl::GetFlag(FLAGS_bulk);
   c.step_jitter = absl::GetFlag(FLAGS_step_jitter);
+  c.host_ms_per_step = absl::GetFlag(FLAGS_host_ms_per_step);
+  if (c.host_ms_per_step < 0) return absl::InvalidArgumentError("--host_ms_per_step: must be >= 0");
   c.seed = absl::GetFlag(FLAGS_seed);
   c.policy.slo.ttft_ms = absl::GetFlag(FLAGS_slo_ttft);
   c.policy.slo.tpot_ms = absl::GetFlag(FLAGS_slo_tpot);
@@ -223,6 +242,9 @@ absl::StatusOr<SimConfig> BaseConfig() {
 }
 
 absl::StatusOr<SteadyState> SteadyStateFlags() {
+  // A schedule is its own timeline: its phases run once, as they are.
+  if (!absl::GetFlag(FLAGS_schedule).empty())
+    return SteadyState{.warmup_s = 0, .measure_s = 0, .cooldown_s = 0};
   SteadyState s{.warmup_s = absl::GetFlag(FLAGS_warmup_s),
                 .measure_s = absl::GetFlag(FLAGS_measure_s),
                 .cooldown_s = absl::GetFlag(FLAGS_cooldown_s)};
@@ -258,7 +280,8 @@ absl::Status Run() {
   config.prefill_workers = absl::GetFlag(FLAGS_prefill_workers);
   // A trace or a workload cell has rates of its own (a cell's is one request a second): --rate
   // multiplies them. A mix is generated at --rate.
-  if (!absl::GetFlag(FLAGS_trace).empty() || !absl::GetFlag(FLAGS_workload).empty())
+  if (!absl::GetFlag(FLAGS_trace).empty() || !absl::GetFlag(FLAGS_workload).empty() ||
+      !absl::GetFlag(FLAGS_schedule).empty())
     config.rate_scale = absl::GetFlag(FLAGS_rate);
   ASSIGN_OR_RETURN(const std::vector<SimRequest> window,
                    LoadWorkload(config.profile, config.policy.slo));
@@ -283,6 +306,10 @@ absl::Status Run() {
   std::printf("%s", table.ToString().c_str());
   for (const auto& [name, attainment] : s.class_attainment)
     std::printf("class %s: attainment %.3f\n", name.c_str(), attainment);
+  if (s.phase_attainment.size() > 1) {
+    for (const auto& [phase, attainment] : s.phase_attainment)
+      std::printf("phase %d: attainment %.3f\n", phase, attainment);
+  }
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return absl::OkStatus();
   nlohmann::json summary = {{"profile", config.profile.path},
@@ -312,11 +339,14 @@ absl::Status Plan() {
   if (plan.jobs < 1 || plan.jobs > 256)
     return absl::InvalidArgumentError("--jobs: must be in [1, 256]");
   ASSIGN_OR_RETURN(plan.steady_state, SteadyStateFlags());
+  plan.timeline = !absl::GetFlag(FLAGS_schedule).empty();
   plan.target_attainment = absl::GetFlag(FLAGS_target_attainment);
   plan.out_dir = absl::GetFlag(FLAGS_out);
   const std::string trace_path = absl::GetFlag(FLAGS_trace);
   if (!trace_path.empty()) {
     plan.trace_name = trace_path.substr(trace_path.rfind('/') + 1);  // npos + 1: all of it.
+  } else if (plan.timeline) {
+    plan.trace_name = "schedule";
   } else if (!absl::GetFlag(FLAGS_workload).empty()) {
     plan.trace_name = absl::StrReplaceAll(absl::GetFlag(FLAGS_workload), {{"/", "_"}});
   } else {
@@ -411,6 +441,7 @@ absl::Status ValidateCommand() {
   config.serve_seed = absl::GetFlag(FLAGS_serve_seed);
   config.length_threshold = absl::GetFlag(FLAGS_length_threshold);
   config.rpc_ms = absl::GetFlag(FLAGS_validate_rpc_ms);
+  config.host_ms = absl::GetFlag(FLAGS_validate_host_ms);
   config.report_interval_ms = base.report_interval_ms;
   config.target_attainment = absl::GetFlag(FLAGS_target_attainment);
   ASSIGN_OR_RETURN(const ValidationResult result, Validate(config));

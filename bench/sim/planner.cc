@@ -177,9 +177,10 @@ absl::StatusOr<double> SearchGoodput(const SimConfig& config,
     const PointSummary s = Summarize(r, base_rate * multiple, c.policy.slo);
     points->push_back(s);
     // With SLO classes, each class must reach the target (a configuration may not pass by
-    // serving the loose class and giving up the tight one).
+    // serving the loose class and giving up the tight one); on a schedule, each phase.
     return s.attainment >= plan.target_attainment &&
            s.worst_class_attainment >= plan.target_attainment &&
+           s.worst_phase_attainment >= plan.target_attainment &&
            (!plan.per_quartile || s.worst_quartile_attainment >= plan.target_attainment);
   };
   double lo = 0, hi = 0;  // Highest passing and lowest failing multiple found.
@@ -235,10 +236,17 @@ absl::StatusOr<PlanResult> RunPlan(const PlanConfig& plan,
   }
   if (result.trace_rate <= 0)
     return absl::InvalidArgumentError("the trace window needs requests at two distinct times");
-  if (!plan.steady_state.enabled())
+  if (plan.timeline) {
+    if (plan.steady_state.enabled()) {
+      return absl::InvalidArgumentError(
+          "--schedule: a schedule is judged as it runs (its phases are its timeline): "
+          "--measure_s must be 0");
+    }
+  } else if (!plan.steady_state.enabled()) {
     return absl::InvalidArgumentError(
         "--measure_s: must be > 0 for plan (a window replayed once is a burst, not a steady "
         "state)");
+  }
   RETURN_IF_ERROR(plan.steady_state.Validate());
   result.steady_state = plan.steady_state;
   result.bound = ComputeWorkBound(requests, plan.base.profile, plan.base.policy.slo.tpot_ms);

@@ -45,6 +45,10 @@ struct PlanConfig {
   // needs it enabled: a window replayed once is a burst, and a burst a few TTFT objectives
   // long is absorbed by the objective whatever the policy.
   SteadyState steady_state;
+  // The requests are a timeline (a schedule of phases, schedule.h): each rate multiple runs
+  // them once, as they are (steady_state must be disabled), goodput needs the target in every
+  // phase, and the work bound is the least over the phases (work_bound.h).
+  bool timeline = false;
   // Prefill worker counts tried first are every split_step-th (1, 1 + step, ..., and the last);
   // then every split between the neighbours of each (policy, threshold)'s best of those.
   // 1: every split. A 32-GPU plan has 31 splits per policy and threshold: step 4 searches 15

@@ -32,6 +32,7 @@ PointSummary Summarize(const SimResult& result, double rate, const router::SloCo
   int attained = 0;
   std::vector<size_t> by_length;                       // The measured requests.
   std::map<std::string, std::pair<int, int>> classes;  // Met, measured.
+  std::map<int, std::pair<int, int>> phases;           // Met, measured.
   for (size_t i = 0; i < result.requests.size(); ++i) {
     const SimRequestResult& r = result.requests[i];
     if (!r.measured) continue;
@@ -42,6 +43,9 @@ PointSummary Summarize(const SimResult& result, double rate, const router::SloCo
       ++c.second;
       c.first += MeetsObjectives(r, default_slo) ? 1 : 0;
     }
+    std::pair<int, int>& p = phases[r.phase];
+    ++p.second;
+    p.first += MeetsObjectives(r, default_slo) ? 1 : 0;
     if (!r.ok) {
       ++s.errors;
       continue;
@@ -59,6 +63,12 @@ PointSummary Summarize(const SimResult& result, double rate, const router::SloCo
     const double a = static_cast<double>(c.first) / c.second;
     s.class_attainment[name] = a;
     s.worst_class_attainment = std::min(s.worst_class_attainment, a);
+  }
+  s.worst_phase_attainment = s.attainment;
+  for (const auto& [phase, c] : phases) {
+    const double a = static_cast<double>(c.first) / c.second;
+    s.phase_attainment[phase] = a;
+    s.worst_phase_attainment = std::min(s.worst_phase_attainment, a);
   }
   std::stable_sort(by_length.begin(), by_length.end(), [&](size_t a, size_t b) {
     return result.requests[a].prompt_tokens < result.requests[b].prompt_tokens;
@@ -89,6 +99,7 @@ nlohmann::json ToJson(const PointSummary& s) {
           {"worst_quartile_attainment", s.worst_quartile_attainment},
           {"class_attainment", s.class_attainment},
           {"worst_class_attainment", s.worst_class_attainment},
+          {"worst_phase_attainment", s.worst_phase_attainment},
           {"ttft_ms", ToJson(s.ttft_ms)},
           {"tpot_ms", ToJson(s.tpot_ms)},
           {"e2e_ms", ToJson(s.e2e_ms)}};

@@ -35,6 +35,9 @@ struct PointSummary {
   // (the overall attainment when no request has a class).
   std::map<std::string, double> class_attainment;
   double worst_class_attainment = 0;
+  // Per schedule phase (SimRequest::phase; one entry without a schedule) and the lowest.
+  std::map<int, double> phase_attainment;
+  double worst_phase_attainment = 0;
   Percentiles ttft_ms;
   Percentiles tpot_ms;
   Percentiles e2e_ms;

@@ -199,6 +199,7 @@ absl::Status Simulation::Start() {
     out.kind = q.kind;
     out.slo = q.slo;
     out.slo_class = q.slo_class;
+    out.phase = q.phase;
     out.measured = q.measured;
     if (q.follow_up_of >= static_cast<int>(r)) {
       return absl::InvalidArgumentError(
@@ -222,7 +223,7 @@ double Simulation::StepMs(const StepObservation& s) {
     const double sigma = config_.step_jitter;
     ms *= std::exp(sigma * normal_(rng_) - sigma * sigma / 2);
   }
-  return ms;
+  return ms + config_.host_ms_per_step;
 }
 
 void Simulation::Send(int r) {

@@ -38,6 +38,9 @@ struct SimRequest {
   std::string slo_class;
   // Counted in the summary; false: load around the measured requests (steady_state.h).
   bool measured = true;
+  // The schedule phase it arrives in (schedule.h; 0 otherwise): attainment is also judged per
+  // phase, so that no configuration passes by giving up a phase.
+  int phase = 0;
 };
 
 struct SimConfig {
@@ -55,6 +58,11 @@ struct SimConfig {
   bool layerwise = true;
   // Step times vary around the calibration by a log-normal factor with this sigma (0: exact).
   double step_jitter = 0;
+  // Host time a decode worker's engine loop spends around each forward (planning, sampling,
+  // streaming, waking up), ms; the profile's formulas time the forward alone. 0: none (a
+  // device whose host work is hidden). pdserve-sim validate calibrates it on the serve
+  // bench's unloaded pass.
+  double host_ms_per_step = 0;
   uint64_t seed = 1;
   // Arrival times are divided by this (2: the same requests at twice the rate).
   double rate_scale = 1;
@@ -83,6 +91,7 @@ struct SimRequestResult {
   std::optional<router::SloConfig> slo;
   std::string slo_class;  // SimRequest::slo_class.
   bool measured = true;   // SimRequest::measured.
+  int phase = 0;          // SimRequest::phase.
 };
 
 struct SimCounters {

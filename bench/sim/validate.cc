@@ -61,22 +61,43 @@ using WorkloadFn = std::function<absl::StatusOr<std::vector<bench::WorkloadReque
     double rate, int count, uint64_t seed)>;
 
 // The serve bench's unloaded pass: 16 requests of the mix (seed ^ 0x5105), one at a time,
-// the first a warm-up; the median TTFT of each kind.
-absl::StatusOr<std::map<std::string, double>> SimulatedUnloadedTtft(const SimConfig& base,
-                                                                    const WorkloadFn& make_work,
-                                                                    uint64_t serve_seed) {
-  // At 0.05 requests per second they run one at a time, as the serve bench sends them.
-  ASSIGN_OR_RETURN(const std::vector<bench::WorkloadRequest> work,
+// the first a warm-up; the median TTFT (or TPOT) of each kind.
+absl::StatusOr<std::map<std::string, double>> SimulatedUnloaded(const SimConfig& base,
+                                                                const WorkloadFn& make_work,
+                                                                uint64_t serve_seed,
+                                                                bool tpot = false) {
+  // The serve bench sends them one at a time, each after the previous one ended: a minute
+  // apart, so do they here (a trace's own arrivals may put several at the same instant).
+  ASSIGN_OR_RETURN(std::vector<bench::WorkloadRequest> work,
                    make_work(0.05, 16, serve_seed ^ 0x5105));
+  for (size_t i = 0; i < work.size(); ++i) work[i].arrival_s = 60.0 * static_cast<double>(i);
   std::vector<SimRequest> requests = WorkloadRequests(work, {});
   ASSIGN_OR_RETURN(const SimResult result, Simulate(base, requests));
   std::map<std::string, std::vector<double>> ttft;
   for (size_t i = 1; i < result.requests.size(); ++i) {
-    if (result.requests[i].ok) ttft[result.requests[i].kind].push_back(result.requests[i].ttft_ms);
+    const SimRequestResult& r = result.requests[i];
+    if (r.ok && (!tpot || r.tpot_ms > 0)) ttft[r.kind].push_back(tpot ? r.tpot_ms : r.ttft_ms);
   }
   std::map<std::string, double> out;
   for (const auto& [kind, values] : ttft) out[kind] = bench::Median(values);
   return out;
+}
+
+// The host time per decode step that makes the simulated unloaded TPOTs match the measured
+// ones: one request at a time, every step decodes one token, so the difference in TPOT is the
+// time each step spends outside the profile's forward (never negative).
+absl::StatusOr<double> CalibrateHost(SimConfig base, const WorkloadFn& make_work,
+                                     const nlohmann::json& unloaded, uint64_t serve_seed) {
+  base.host_ms_per_step = 0;
+  ASSIGN_OR_RETURN(const auto simulated, SimulatedUnloaded(base, make_work, serve_seed, true));
+  std::vector<double> estimates;
+  for (const auto& [kind, tpot] : simulated) {
+    if (!unloaded.contains("kinds") || !unloaded["kinds"].contains(kind)) continue;
+    estimates.push_back(unloaded["kinds"][kind]["tpot_ms"].get<double>() - tpot);
+  }
+  if (estimates.empty())
+    return absl::NotFoundError("unloaded.json: no request kind the simulation also has");
+  return std::max(0.0, bench::Median(estimates));
 }
 
 // The RPC hop that makes the simulated unloaded TTFTs match the measured ones: TTFT is
@@ -84,9 +105,9 @@ absl::StatusOr<std::map<std::string, double>> SimulatedUnloadedTtft(const SimCon
 absl::StatusOr<double> CalibrateRpc(SimConfig base, const WorkloadFn& make_work,
                                     const nlohmann::json& unloaded, uint64_t serve_seed) {
   base.rpc_ms = 0;
-  ASSIGN_OR_RETURN(const auto at0, SimulatedUnloadedTtft(base, make_work, serve_seed));
+  ASSIGN_OR_RETURN(const auto at0, SimulatedUnloaded(base, make_work, serve_seed));
   base.rpc_ms = 1;
-  ASSIGN_OR_RETURN(const auto at1, SimulatedUnloadedTtft(base, make_work, serve_seed));
+  ASSIGN_OR_RETURN(const auto at1, SimulatedUnloaded(base, make_work, serve_seed));
   std::vector<double> estimates;
   for (const auto& [kind, ttft0] : at0) {
     if (!unloaded.contains("kinds") || !unloaded["kinds"].contains(kind) || !at1.contains(kind))
@@ -219,7 +240,8 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
     if (objectives.empty()) continue;
     const std::string mix_dir = absl::StrCat(config.serve_dir, "/runs/", mix_name);
     double rpc_ms = config.rpc_ms;
-    if (rpc_ms < 0) {
+    double host_ms = config.host_ms;
+    if (rpc_ms < 0 || host_ms < 0) {
       ASSIGN_OR_RETURN(const nlohmann::json unloaded, bench::ReadJson(mix_dir + "/unloaded.json"));
       SimConfig base;
       base.profile = profile;
@@ -231,9 +253,18 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
       base.policy.name = first;
       base.policy.length_threshold = length_threshold;
       base.report_interval_ms = config.report_interval_ms;
-      ASSIGN_OR_RETURN(rpc_ms, CalibrateRpc(base, make_work, unloaded, serve_seed));
+      // The host time first: TPOT does not depend on the RPC hop (a constant shift per token).
+      base.rpc_ms = std::max(0.0, rpc_ms);
+      if (host_ms < 0) {
+        ASSIGN_OR_RETURN(host_ms, CalibrateHost(base, make_work, unloaded, serve_seed));
+      }
+      base.host_ms_per_step = host_ms;
+      if (rpc_ms < 0) {
+        ASSIGN_OR_RETURN(rpc_ms, CalibrateRpc(base, make_work, unloaded, serve_seed));
+      }
     }
     result.rpc_ms[mix_name] = rpc_ms;
+    result.host_ms[mix_name] = host_ms;
     std::error_code ec;
     for (const auto& policy_dir : std::filesystem::directory_iterator(mix_dir, ec)) {
       if (!policy_dir.is_directory()) continue;
@@ -271,6 +302,7 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
         sim.policy.slo = router_slo;
         sim.policy.max_prefill_queue_ms = router_slo.ttft_ms;
         sim.rpc_ms = rpc_ms;
+        sim.host_ms_per_step = host_ms;
         sim.report_interval_ms = config.report_interval_ms;
         sim.seed = row.seed;
         ASSIGN_OR_RETURN(const std::vector<bench::WorkloadRequest> work,
@@ -289,6 +321,15 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config) {
       }
       std::sort(sweep.begin(), sweep.end(),
                 [](const ValidationRow& a, const ValidationRow& b) { return a.rate < b.rate; });
+      GoodputPair goodput{.mix = mix_name, .policy = policy, .goodput = {}};
+      std::vector<std::pair<double, double>> measured, simulated;
+      for (const ValidationRow& row : sweep) {
+        measured.emplace_back(row.rate, row.attainment.measured);
+        simulated.emplace_back(row.rate, row.attainment.simulated);
+      }
+      goodput.goodput.measured = bench::SweepGoodput(measured, config.target_attainment);
+      goodput.goodput.simulated = bench::SweepGoodput(simulated, config.target_attainment);
+      result.goodputs.push_back(goodput);
       bool passing = true;
       for (ValidationRow& row : sweep) {
         passing = passing && row.attainment.measured >= config.target_attainment;
@@ -327,13 +368,29 @@ std::string FormatValidation(const ValidationResult& result) {
                   pair(r.ttft_p90, 1), pair(r.tpot_p50, 2), pair(r.tpot_p90, 2),
                   pair(r.attainment, 2), pair(r.offloaded, 2), r.below_knee ? "below" : "above"});
   }
+  Table goodputs({"mix", "policy", "goodput real (req/s)", "goodput sim (req/s)", "sim / real"});
+  for (const GoodputPair& g : result.goodputs) {
+    goodputs.AddRow({g.mix, g.policy, absl::StrFormat("%.2f", g.goodput.measured),
+                     absl::StrFormat("%.2f", g.goodput.simulated),
+                     g.goodput.measured > 0
+                         ? absl::StrFormat("%.3f", g.goodput.simulated / g.goodput.measured)
+                         : std::string("-")});
+  }
+  std::string ratios;
+  for (const auto& [mix, ratio] : CostModelOverBestFixed(result)) {
+    absl::StrAppendFormat(&ratios, "%s: cost_model / best fixed policy %.3f real, %.3f simulated\n",
+                          mix, ratio.measured, ratio.simulated);
+  }
   std::string rpc;
   for (const auto& [mix, ms] : result.rpc_ms) absl::StrAppendFormat(&rpc, " %s %.2f ms", mix, ms);
+  std::string host;
+  for (const auto& [mix, ms] : result.host_ms) absl::StrAppendFormat(&host, " %s %.3f ms", mix, ms);
   auto pct = [](double e) {
     return e < 0 ? std::string("-") : absl::StrFormat("%.1f %%", 100 * e);
   };
   return absl::StrCat(
-      table.ToString(), "RPC hop:", rpc, "\n",
+      table.ToString(), goodputs.ToString(), ratios, "RPC hop:", rpc, "; host time per step:", host,
+      "\n",
       absl::StrFormat("median error over %d points below the knee: TTFT p50 %s, p90 %s; TPOT "
                       "p50 %s, p90 %s; attainment %s (targets: <= 10 %%, <= 0.05)\n",
                       result.below_knee, pct(result.error_ttft_p50), pct(result.error_ttft_p90),
@@ -343,8 +400,32 @@ std::string FormatValidation(const ValidationResult& result) {
                           : absl::StrFormat("%.3f", result.error_attainment)));
 }
 
+std::map<std::string, MetricPair> CostModelOverBestFixed(const ValidationResult& result) {
+  std::map<std::string, MetricPair> best_fixed, cost_model, out;
+  for (const GoodputPair& g : result.goodputs) {
+    MetricPair& m = g.policy == "cost_model" ? cost_model[g.mix] : best_fixed[g.mix];
+    m.measured = std::max(m.measured, g.goodput.measured);
+    m.simulated = std::max(m.simulated, g.goodput.simulated);
+  }
+  for (const auto& [mix, c] : cost_model) {
+    if (!best_fixed.contains(mix)) continue;
+    const MetricPair& f = best_fixed[mix];
+    out[mix] = {.measured = f.measured > 0 ? c.measured / f.measured : 0,
+                .simulated = f.simulated > 0 ? c.simulated / f.simulated : 0};
+  }
+  return out;
+}
+
 nlohmann::json ValidationJson(const ValidationResult& result) {
   nlohmann::json j;
+  for (const GoodputPair& g : result.goodputs) {
+    j["goodput"][g.mix][g.policy] = {{"measured", g.goodput.measured},
+                                     {"simulated", g.goodput.simulated}};
+  }
+  for (const auto& [mix, ratio] : CostModelOverBestFixed(result)) {
+    j["goodput_cost_model_over_best_fixed"][mix] = {{"measured", ratio.measured},
+                                                    {"simulated", ratio.simulated}};
+  }
   j["sim_error_ttft_p50"] = result.error_ttft_p50;
   j["sim_error_ttft_p90"] = result.error_ttft_p90;
   j["sim_error_tpot_p50"] = result.error_tpot_p50;
@@ -352,6 +433,7 @@ nlohmann::json ValidationJson(const ValidationResult& result) {
   j["sim_error_attainment"] = result.error_attainment;
   j["points_below_knee"] = result.below_knee;
   j["rpc_ms"] = result.rpc_ms;
+  j["host_ms_per_step"] = result.host_ms;
   const bool latency_met = result.error_ttft_p50 >= 0 && result.error_ttft_p50 <= 0.1 &&
                            result.error_ttft_p90 <= 0.1 && result.error_tpot_p50 <= 0.1 &&
                            result.error_tpot_p90 <= 0.1;

@@ -32,6 +32,9 @@ struct ValidateConfig {
   int length_threshold = 1024;  // The serve bench's --length_threshold.
   // One RPC hop, ms; negative: calibrated from the serve bench's unloaded pass (below).
   double rpc_ms = -1;
+  // Host time per decode step (SimConfig::host_ms_per_step), ms; negative: calibrated from the
+  // unloaded pass's TPOT (below).
+  double host_ms = -1;
   double report_interval_ms = 100;
   double target_attainment = 0.9;
 };
@@ -53,13 +56,25 @@ struct ValidationRow {
   bool below_knee = false;
 };
 
+// A policy's goodput over its sweep (bench::SweepGoodput), from the measured attainments and
+// from the simulated ones at the same rates.
+struct GoodputPair {
+  std::string mix;
+  std::string policy;
+  MetricPair goodput;
+};
+
 struct ValidationResult {
   std::vector<ValidationRow> rows;
+  std::vector<GoodputPair> goodputs;
   // The RPC hop used, per mix: given, or calibrated so that the simulated unloaded TTFT of
   // each request kind matches what the serve bench measured one request at a time before
   // its sweep (runs/<mix>/unloaded.json; the median over kinds). That pass is not one of
   // the points validated.
   std::map<std::string, double> rpc_ms;
+  // The host time per decode step used, per mix: given, or calibrated so that the simulated
+  // unloaded TPOT matches the measured one (one request at a time: a step per token).
+  std::map<std::string, double> host_ms;
   int below_knee = 0;
   // Over the rows below the knee: median |simulated / measured - 1| of each latency, median
   // |simulated - measured| of attainment (-1: no row below the knee).
@@ -75,6 +90,10 @@ absl::StatusOr<ValidationResult> Validate(const ValidateConfig& config);
 // in `model_dir` (f32 KV, 16-token blocks, a 512 MiB pool, 512-token steps, 256 sequences,
 // 8192-token prefill batches).
 absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir);
+
+// Per mix with cost_model and another policy: cost_model's goodput over the best other's,
+// measured and simulated.
+std::map<std::string, MetricPair> CostModelOverBestFixed(const ValidationResult& result);
 
 std::string FormatValidation(const ValidationResult& result);
 nlohmann::json ValidationJson(const ValidationResult& result);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <unordered_set>
 
 namespace pdserve::sim {
@@ -28,6 +29,13 @@ WorkBound ComputeWorkBound(const std::vector<SimRequest>& requests, const SimPro
   const int block = std::max(1, profile.shape.kv_layout.block_size);
   std::unordered_set<uint64_t> cached_blocks;
   std::vector<double> context(requests.size(), 0);  // Prompt + output, for follow-ups.
+  // Per phase: requests, prefill and decode work, first and last arrival. The prefix cache
+  // spans the phases (a bound may not forget what an earlier phase cached).
+  struct Phase {
+    double count = 0, prefill_ms = 0, decode_ms = 0;
+    double first_s = 1e300, last_s = -1e300;
+  };
+  std::map<int, Phase> phases;
   double loosest_tpot = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     const SimRequest& r = requests[i];
@@ -57,21 +65,48 @@ WorkBound ComputeWorkBound(const std::vector<SimRequest>& requests, const SimPro
         t.step_per_prefill_attention_ms * StepWork::Chunk(u, cached).prefill_attention;
     const double offloaded = t.prefill_overhead_ms + t.prefill_per_token_ms * prompt +
                              t.prefill_per_token_squared_ms * prompt * prompt;
-    b.prefill_ms += std::min(local, offloaded);
     // Output tokens 2..max_tokens: one decode each, attending to the prompt and the tokens
     // before it.
     const double decodes = std::max(0, r.max_tokens - 1);
-    b.decode_ms += t.step_per_decode_ms * decodes +
+    Phase& p = phases[r.phase];
+    p.count += 1;
+    p.prefill_ms += std::min(local, offloaded);
+    p.decode_ms += t.step_per_decode_ms * decodes +
                    t.step_per_attention_ms * (decodes * prompt + decodes * (decodes + 1) / 2);
+    if (r.follow_up_of < 0) {  // A follow-up is sent when its turn ends, not at arrival_s.
+      p.first_s = std::min(p.first_s, r.arrival_s);
+      p.last_s = std::max(p.last_s, r.arrival_s);
+    }
     loosest_tpot = std::max(loosest_tpot, r.slo.has_value() ? r.slo->tpot_ms : default_tpot_ms);
   }
   const double count = static_cast<double>(requests.size());
-  b.prefill_ms /= count;
-  b.decode_ms /= count;
+  for (const auto& [id, p] : phases) {
+    b.prefill_ms += p.prefill_ms / count;
+    b.decode_ms += p.decode_ms / count;
+  }
   b.intercept_share = loosest_tpot > 0 ? t.step_intercept_ms / loosest_tpot : 1;
   if (b.intercept_share >= 1) return b;
-  const double worker_ms = b.prefill_ms + b.decode_ms / (1 - b.intercept_share);
-  if (worker_ms > 0) b.per_gpu = 1e3 / worker_ms / std::max(1, profile.shape.gpus_per_worker);
+  const double gpus_per_worker = std::max(1, profile.shape.gpus_per_worker);
+  // What the work of `prefill_ms` and `decode_ms` per request allows per GPU.
+  auto per_gpu = [&](double prefill_ms, double decode_ms) {
+    const double worker_ms = prefill_ms + decode_ms / (1 - b.intercept_share);
+    return worker_ms > 0 ? 1e3 / worker_ms / gpus_per_worker : 0.0;
+  };
+  b.per_gpu = per_gpu(b.prefill_ms, b.decode_ms);
+  if (phases.size() < 2) return b;
+  // A timeline: each phase's own bound, over its share of the whole timeline's rate.
+  double first = 1e300, last = -1e300;
+  for (const auto& [id, p] : phases) {
+    first = std::min(first, p.first_s);
+    last = std::max(last, p.last_s);
+  }
+  const double mean_rate = (count - 1) / std::max(1e-9, last - first);
+  for (const auto& [id, p] : phases) {
+    if (p.count < 2 || p.last_s <= p.first_s) continue;
+    const double rate = (p.count - 1) / (p.last_s - p.first_s);
+    b.per_gpu = std::min(b.per_gpu,
+                         per_gpu(p.prefill_ms / p.count, p.decode_ms / p.count) * mean_rate / rate);
+  }
   return b;
 }
 

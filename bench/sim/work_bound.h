@@ -33,7 +33,13 @@ struct WorkBound {
 };
 
 // Over `requests` (their own TPOT objectives, else `default_tpot_ms`; the loosest one sets the
-// intercept share).
+// intercept share). When they span several schedule phases (SimRequest::phase), the bound is
+// the least over phases of what each phase's work allows, in multiples of the whole timeline's
+// mean rate: scaled by k, phase i offers k times its own rate r_i, which its work caps at B_i,
+// so k <= min_i B_i / r_i. Under the bound's own relaxation (each prefill where it costs
+// least, local chunks included) a split that changes with the phases allows no more than a
+// fixed one: a fixed split loses to the work only through what the bound does not price
+// (chunked prefill's interference with the running streams).
 WorkBound ComputeWorkBound(const std::vector<SimRequest>& requests, const SimProfile& profile,
                            double default_tpot_ms);
 

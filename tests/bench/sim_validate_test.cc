@@ -31,6 +31,7 @@ class ValidateTest : public ::testing::Test {
     // Timing of a small CPU worker: every step 2 ms + 0.05 ms per prefill token.
     config_.serve_dir = dir_.string();
     config_.rpc_ms = 0.3;
+    config_.host_ms = 0;
     config_.profile.timing.step_intercept_ms = 2;
     config_.profile.timing.step_per_decode_ms = 0.05;
     config_.profile.timing.step_per_prefill_token_ms = 0.05;
@@ -92,6 +93,11 @@ TEST_F(ValidateTest, RegeneratesEachPointsRequestsAndMeasuresTheError) {
   EXPECT_NEAR(exact->error_ttft_p50, 0, 1e-9);
   EXPECT_NEAR(exact->error_tpot_p90, 0, 1e-9);
   EXPECT_NEAR(exact->error_attainment, 0, 1e-9);
+  // Goodput over the sweep: the highest passing rate, interpolated towards the failing one.
+  ASSERT_EQ(exact->goodputs.size(), 1u);
+  const double a5 = first->rows[1].attainment.simulated;
+  EXPECT_NEAR(exact->goodputs[0].goodput.measured, 5 + (a5 - 0.9) / (a5 - 0.5) * 3, 1e-9);
+  EXPECT_GE(exact->goodputs[0].goodput.simulated, 5);
 
   // Every point 20 % slower than simulated: a 1/1.2 - 1 error below the knee.
   WritePoint("rate_0", 2, Measured(first->rows[0], 1.2, first->rows[0].attainment.simulated));
@@ -120,12 +126,13 @@ TEST_F(ValidateTest, RegeneratesEachPointsRequestsAndMeasuresTheError) {
 TEST_F(ValidateTest, TheRpcHopIsCalibratedOnTheUnloadedPass) {
   WritePoint("rate_0", 2, Measured(ValidationRow{}, 1, 1.0));
   config_.rpc_ms = -1;
+  config_.host_ms = -1;
   EXPECT_EQ(Validate(config_).status().code(), absl::StatusCode::kNotFound);  // No unloaded.json.
-  auto unloaded = [&](double ttft_ms) {
+  auto unloaded = [&](double ttft_ms, double tpot_ms = 1.0) {
     Write("runs/mixed/unloaded.json",
           {{"kinds",
-            {{"chat", {{"ttft_ms", ttft_ms}, {"tpot_ms", 1.0}}},
-             {"document", {{"ttft_ms", ttft_ms + 2000}, {"tpot_ms", 1.0}}}}}});
+            {{"chat", {{"ttft_ms", ttft_ms}, {"tpot_ms", tpot_ms}}},
+             {"document", {{"ttft_ms", ttft_ms + 2000}, {"tpot_ms", tpot_ms}}}}}});
   };
   unloaded(200);
   auto a = Validate(config_);
@@ -143,6 +150,18 @@ TEST_F(ValidateTest, TheRpcHopIsCalibratedOnTheUnloadedPass) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->rpc_ms.at("mixed"), 0);
   EXPECT_EQ(ValidationJson(*b)["rpc_ms"]["mixed"].get<double>(), rb);
+  // Host time per step: what the measured unloaded TPOT has over the simulated one (a step
+  // per token of a lone request: 2 ms + 0.05 ms per decode here); none when it has less.
+  EXPECT_EQ(b->host_ms.at("mixed"), 0);
+  unloaded(210, 2.55);
+  auto d = Validate(config_);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_NEAR(d->host_ms.at("mixed"), 0.5, 1e-6);
+  EXPECT_NEAR(d->rows[0].tpot_p50.simulated, b->rows[0].tpot_p50.simulated + 0.5, 0.2);
+  config_.host_ms = 0;  // Given: not calibrated.
+  auto e = Validate(config_);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->host_ms.at("mixed"), 0);
 }
 
 // always_local's cluster is what the serve bench ran (summary.json's cluster): one decode
