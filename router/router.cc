@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
 void Router::Sweep() {
   const absl::Duration period = std::max(absl::Milliseconds(50), config_.report_timeout / 4);
   while (!stop_sweeper_.WaitForNotificationWithTimeout(period)) {
-    registry_->ExpireSilent();
+    registry_->ExpireSilent(period);
     // Ready (pdserve.ready) while some decode worker can take requests: a Service then
     // sends clients only to routers that can serve them.
     server_->SetReady(registry_->ReadyDecodeWorkers() > 0);

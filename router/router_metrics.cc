@@ -96,6 +96,13 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                           .Help("Workers removed (stream closed, silent, replaced).")
                           .Register(r)
                           .Add({})),
+      router_stalls(BuildCounter()
+                        .Name("pdserve_router_stalls_total")
+                        .Help("Times the router found it had not run for over twice its sweep "
+                              "interval (SIGSTOP, a VM or swap stall); its workers' silence "
+                              "during the stall was not held against them.")
+                        .Register(r)
+                        .Add({})),
       http_requests_family(
           BuildCounter()
               .Name("pdserve_router_http_requests_total")

@@ -36,6 +36,8 @@ struct RouterMetrics {
       ttft_prediction_family;                             // {mode}: observed / predicted
   prometheus::Family<prometheus::Gauge>& workers_family;  // {role, state}
   prometheus::Counter& worker_removals;
+  // Sweeps that found the router itself had not run (its workers' silence not counted).
+  prometheus::Counter& router_stalls;
   // The OpenAI-compatible HTTP front (router/openai/).
   prometheus::Family<prometheus::Counter>& http_requests_family;  // {path, code}
   prometheus::Gauge& http_open_connections;

@@ -167,11 +167,25 @@ void WorkerRegistry::Unregister(uint64_t session, const std::string& why) {
   Notify(std::move(removal));
 }
 
-int WorkerRegistry::ExpireSilent() {
+int WorkerRegistry::ExpireSilent(absl::Duration interval) {
   std::vector<Removal> removals;
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
+    const absl::Duration since = now - last_expire_;
+    if (interval > absl::ZeroDuration() && last_expire_ != absl::InfinitePast() &&
+        since > 2 * interval) {
+      // The router was stalled: its workers' reports wait in its sockets. They get back the
+      // time it stood still, and expire only if they stay silent once it runs again.
+      const absl::Duration stall = since - interval;
+      PDS_LOG(WARNING) << "the router did not run for " << absl::FormatDuration(stall)
+                       << " (its sweep came " << absl::FormatDuration(since) << " after the last, "
+                       << "every " << absl::FormatDuration(interval)
+                       << " expected): not counted as its workers' silence";
+      for (WorkerEntry* e : live_) e->last_report = std::min(now, e->last_report + stall);
+      if (metrics_ != nullptr) metrics_->router_stalls.Increment();
+    }
+    last_expire_ = now;
     std::vector<WorkerEntry*> silent;
     for (WorkerEntry* e : live_) {
       if (now - e->last_report > report_timeout_) silent.push_back(e);

@@ -83,8 +83,11 @@ class WorkerRegistry {
   // The stream closed.
   void Unregister(uint64_t session, const std::string& why);
   // Removes workers whose last report (or registration) is older than the timeout; returns
-  // how many.
-  int ExpireSilent();
+  // how many. Called every `interval` (0: no expectation): when this call comes more than
+  // twice that after the previous one, the router itself was not running (SIGSTOP, a VM
+  // stall, a swap storm) and the reports its workers sent meanwhile are still queued unread:
+  // the stall is not counted as the workers' silence (their last reports move forward by it).
+  int ExpireSilent(absl::Duration interval = absl::ZeroDuration());
   // Interrupts every request on every worker with `message` (the router's drain ran out);
   // the workers stay registered. Returns how many requests were told.
   int InterruptAll(const std::string& message);
@@ -124,6 +127,7 @@ class WorkerRegistry {
 
   Clock* clock_;
   const absl::Duration report_timeout_;
+  absl::Time last_expire_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   CostModel* cost_model_;
   RouterMetrics* metrics_;
   mutable absl::Mutex mu_;

@@ -6,11 +6,17 @@
 # (pdserve-sim validate: the same requests, profile, cluster and objectives). Mooncake at the
 # profile's own speed; Azure on the profile slowed down 8x (see run_emulated_validation.sh).
 #
-# Usage: bench/sim/run_emulated_claim.sh [OUT_DIR] [RUNS]   (~1 hour for 3 runs)
+# REQUESTS (requests per rate point, default 120) and CONFIGS (default all three) may be set
+# in the environment: 120 requests at 10 per second are a 12 s burst, which a 2 s TTFT
+# objective partly absorbs; 600 come closer to the steady state the planner judges.
+#
+# Usage: bench/sim/run_emulated_claim.sh [OUT_DIR] [RUNS] [FIRST_RUN]   (~1 hour for 3 runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-bench-out/emulated-claim}
 runs=${2:-3}
+first_run=${3:-1}
+requests=${REQUESTS:-120}
 bin=build/bin
 profile=deploy/profiles/h100-llama3-8b.json
 model=models/llama3-8b-emulated
@@ -18,23 +24,29 @@ model=models/llama3-8b-emulated
   "$bin/pdserve-make-model" --preset=8b --weights=false --max_position_embeddings=131072 \
     --out="$model" > /dev/null
 common=(--model="$model" --backend=emulated --profile="$profile" --slo_ttft_ms=2000
-        --slo_tpot_ms=25 --requests_per_rate=120 --probe_repetitions=0 --bisect_steps=2 --cpus=
+        --slo_tpot_ms=25 --requests_per_rate="$requests" --probe_repetitions=0 --bisect_steps=2
+        --cpus=
         --trace_start=600 --trace_duration=600)
 mooncake=(--trace=bench/traces/mooncake_fast25_conversation.jsonl --time_scale=1
           --rates_per_s=6,8,10,12,14)
 azure=(--trace=bench/traces/azure_llm_2023_conv.csv --time_scale=8 --rates_per_s=16,20,24,28,32)
 # name | trace args | policy | prefill:decode | length_threshold N
-configs=(
+all_configs=(
   "mooncake-cost_model|mooncake|cost_model|3:5|8192"
   "mooncake-length_threshold|mooncake|length_threshold|4:4|8192"
   "azure-both|azure|cost_model,length_threshold|3:5|1024"
 )
-for run in $(seq 1 "$runs"); do
+configs=("${all_configs[@]}")
+if [[ -n ${CONFIGS:-} ]]; then
+  configs=()
+  for c in "${all_configs[@]}"; do [[ " $CONFIGS " == *" ${c%%|*} "* ]] && configs+=("$c"); done
+fi
+for run in $(seq "$first_run" "$runs"); do
   for c in "${configs[@]}"; do
     IFS='|' read -r name trace policies split threshold <<< "$c"
     dir="$out/$name-$run"
     mkdir -p "$dir/runs/trace"
-    if [[ $run -gt 1 && -f "$out/$name-1/runs/trace/unloaded.json" ]]; then
+    if [[ ! -f "$dir/runs/trace/unloaded.json" && -f "$out/$name-1/runs/trace/unloaded.json" ]]; then
       cp "$out/$name-1/runs/trace/unloaded.json" "$dir/runs/trace/"
     fi
     declare -n targs=$trace

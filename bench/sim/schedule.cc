@@ -13,14 +13,15 @@ absl::StatusOr<std::vector<SchedulePhase>> ParseSchedule(const std::string& text
   std::vector<SchedulePhase> phases;
   double requests = 0;
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    const std::string where = absl::StrCat("--schedule: phase ", phases.size() + 1, " ('", part,
-                                           "')");
+    const std::string where =
+        absl::StrCat("--schedule: phase ", phases.size() + 1, " ('", part, "')");
     const std::vector<absl::string_view> at = absl::StrSplit(part, '@');
     if (at.size() != 2) return absl::InvalidArgumentError(where + ": not CELL@RATE:SECONDS");
     const std::vector<absl::string_view> rs = absl::StrSplit(at[1], ':');
     SchedulePhase p;
     auto cell = ParseWorkloadCell(std::string(absl::StripAsciiWhitespace(at[0])));
-    if (!cell.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", cell.status().message()));
+    if (!cell.ok())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", cell.status().message()));
     p.cell = *cell;
     if (rs.size() != 2 || !absl::SimpleAtod(rs[0], &p.rate) || !(p.rate > 0) ||
         !absl::SimpleAtod(rs[1], &p.duration_s) || !(p.duration_s > 0)) {
@@ -32,9 +33,8 @@ absl::StatusOr<std::vector<SchedulePhase>> ParseSchedule(const std::string& text
   }
   if (phases.empty()) return absl::InvalidArgumentError("--schedule: no phase");
   if (requests > 100000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--schedule: ", static_cast<int64_t>(requests),
-                     " requests in all, more than 100,000"));
+    return absl::InvalidArgumentError(absl::StrCat("--schedule: ", static_cast<int64_t>(requests),
+                                                   " requests in all, more than 100,000"));
   }
   return phases;
 }

@@ -21,13 +21,12 @@ TEST(ScheduleTest, ParsesPhasesAndNamesWhatIsWrong) {
     const char* text;
     const char* names;
   };
-  for (const Case& c : {Case{"", "no phase"},
-                        Case{"short/medium/none/poisson:20:60", "phase 1"},
-                        Case{"short/medium/none/poisson@0:60", "RATE"},
-                        Case{"short/medium/none/poisson@1:x", "SECONDS"},
-                        Case{"short/medium/none/poisson@1:60,tall/medium/none/poisson@1:60",
-                             "phase 2"},
-                        Case{"short/medium/none/poisson@1000:1000", "100,000"}}) {
+  for (const Case& c :
+       {Case{"", "no phase"}, Case{"short/medium/none/poisson:20:60", "phase 1"},
+        Case{"short/medium/none/poisson@0:60", "RATE"},
+        Case{"short/medium/none/poisson@1:x", "SECONDS"},
+        Case{"short/medium/none/poisson@1:60,tall/medium/none/poisson@1:60", "phase 2"},
+        Case{"short/medium/none/poisson@1000:1000", "100,000"}}) {
     auto bad = ParseSchedule(c.text);
     ASSERT_FALSE(bad.ok()) << c.text;
     EXPECT_NE(bad.status().message().find(c.names), std::string::npos) << bad.status();

@@ -39,7 +39,9 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["gpus"] == 3, s["gpus"]
 assert set(s["best"]) == {"always_local", "always_offload", "length_threshold", "cost_model"}, s["best"]
-assert len(s["candidates"]) == 1 + 2 + 4 + 2, len(s["candidates"])
+# always_local 0P:3D; always_offload 1P:2D, 2P:1D; cost_model also 0P:3D; length_threshold
+# at the three splits and two thresholds.
+assert len(s["candidates"]) == 1 + 2 + 3 + 6, len(s["candidates"])
 assert s["goodput_cost_model_over_best_fixed"] > 0, s["goodput_cost_model_over_best_fixed"]
 assert s["goodput_cost_model_over_best_fixed_mooncake_fast25_conversation"] == s["goodput_cost_model_over_best_fixed"], s
 assert s["work_bound_over_best_fixed"] >= s["goodput_cost_model_over_best_fixed"], s

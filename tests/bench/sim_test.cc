@@ -456,9 +456,13 @@ TEST(PlannerTest, PlanSearchesEverySplitAndComparesWithTheBestFixedPolicy) {
   plan.progress = false;
   auto result = RunPlan(plan, requests);
   ASSERT_TRUE(result.ok()) << result.status();
-  // always_local 0P:3D; always_offload and cost_model at 1P:2D and 2P:1D; length_threshold
-  // at both splits and both thresholds.
-  EXPECT_EQ(result->candidates.size(), 1u + 2 + 4 + 2);
+  // always_local 0P:3D; always_offload at 1P:2D and 2P:1D; cost_model at those and at 0P:3D
+  // (no prefill worker: it prefills locally); length_threshold at the three splits and both
+  // thresholds.
+  EXPECT_EQ(result->candidates.size(), 1u + 2 + 6 + 3);
+  for (const PlanCandidate& c : result->candidates) {
+    EXPECT_TRUE(c.prefill_workers > 0 || c.policy != "always_offload") << c.policy;
+  }
   EXPECT_EQ(result->best_of_policy.size(), 4u);
   double best_fixed = 0, cost_model = 0;
   for (const PlanCandidate& c : result->candidates) {

@@ -2,6 +2,8 @@
 // random cancellations once aborted the router ("pure virtual method called": a read started
 // on a downstream call gRPC had already finished); a full router must refuse at once with a
 // retry-after hint and lose nothing. Every scenario ends with the shared baseline check.
+#include <signal.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <random>
@@ -156,6 +158,47 @@ TEST(RouterFaultTest, RouterRestartedAtItsAddressGetsItsWorkersBack) {
   const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest({4, 5, 6}, 5),
                                         absl::Seconds(30));
   EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+  ExpectClusterAtBaseline(*cluster);
+}
+
+// A router that stops running for 6 s (SIGSTOP: a VM stall, a swap storm) used to remove
+// every healthy worker on resume (its sweeper ran before the queued load reports were read)
+// and end every in-flight stream UNAVAILABLE. The stall is now not held against the workers:
+// they stay registered, and the streams their decode workers kept serving complete whole.
+TEST(RouterFaultTest, APausedRouterKeepsItsWorkersAndTheirStreams) {
+  auto cluster = LocalCluster::Start(ClusterOptions{});
+  ASSERT_NE(cluster, nullptr);
+  GreedyReference reference;
+  constexpr int kStreams = 4;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<client::GenerationOutcome> outs(kStreams);
+  std::vector<std::thread> calls;
+  for (int i = 0; i < kStreams; ++i) {
+    prompts.push_back({1, 2, 3, static_cast<int32_t>(10 + i)});
+    calls.emplace_back([&, i] {
+      v1::GenerateRequest request = client::MakeRequest(prompts[i], 1500);
+      request.mutable_sampling()->set_ignore_eos(true);
+      outs[i] = client::CallGenerate(cluster->channel(), request, absl::Seconds(120));
+    });
+  }
+  ASSERT_TRUE(cluster->WaitForStatus(
+      [](const v1::ClusterStatus& s) { return s.in_flight() >= static_cast<uint32_t>(kStreams); }));
+  ASSERT_EQ(kill(cluster->router().pid(), SIGSTOP), 0);
+  absl::SleepFor(absl::Seconds(6));  // Three report timeouts (2 s) without the router.
+  ASSERT_EQ(kill(cluster->router().pid(), SIGCONT), 0);
+  for (auto& c : calls) c.join();
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_TRUE(outs[i].status.ok()) << "stream " << i << ": " << outs[i].status.error_message();
+    EXPECT_EQ(outs[i].tokens, reference.Generate(prompts[i], 1500)) << "stream " << i;
+  }
+  const v1::ClusterStatus status = cluster->Status();
+  int decode = 0, prefill = 0;
+  for (const v1::WorkerStatus& w : status.workers())
+    (w.registration().role() == v1::WORKER_ROLE_DECODE ? decode : prefill) += 1;
+  EXPECT_EQ(decode, 2) << status.DebugString();
+  EXPECT_EQ(prefill, 1) << status.DebugString();
+  EXPECT_TRUE(absl::StrContains(cluster->router().Log(), "not counted as its workers' silence"))
+      << cluster->router().Log();
   ExpectClusterAtBaseline(*cluster);
 }
 

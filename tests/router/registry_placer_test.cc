@@ -113,6 +113,40 @@ TEST_F(RegistryTest, SilentWorkersExpireAndTheirRequestsAreTold) {
   registry_.Release(*a, key);  // Harmless after removal.
 }
 
+// The router paused for 6 s (SIGSTOP, a VM stall): when its sweeper runs again, the reports
+// its workers sent meanwhile are still unread in its sockets. The stall is not their silence:
+// nobody is removed, and a worker that stays silent once the router runs expires as usual.
+TEST_F(RegistryTest, ARoutersOwnStallIsNotItsWorkersSilence) {
+  auto a = registry_.Register(Registration("a", WorkerRole::kDecode));
+  auto b = registry_.Register(Registration("b", WorkerRole::kDecode));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto listener = std::make_shared<Listener>();
+  ASSERT_NE(registry_.Acquire(*a, listener), 0u);
+  const absl::Duration interval = absl::Milliseconds(500);  // The sweep period (timeout / 4).
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(absl::Milliseconds(100));
+    ASSERT_TRUE(registry_.Report(*a, Load()));
+    ASSERT_TRUE(registry_.Report(*b, Load()));
+  }
+  EXPECT_EQ(registry_.ExpireSilent(interval), 0);
+  clock_.Advance(absl::Seconds(6));  // Nothing runs: no report read, no sweep.
+  EXPECT_EQ(registry_.ExpireSilent(interval), 0);
+  EXPECT_EQ(registry_.size(), 2);
+  EXPECT_TRUE(listener->reasons.empty());
+  // Running again: a's queued reports arrive, b stays silent and expires one timeout later.
+  for (int i = 0; i < 25; ++i) {
+    clock_.Advance(absl::Milliseconds(100));
+    EXPECT_TRUE(registry_.Report(*a, Load()));
+    if (i % 5 == 4) registry_.ExpireSilent(interval);
+  }
+  EXPECT_EQ(registry_.size(), 1);
+  EXPECT_TRUE(listener->reasons.empty()) << listener->reasons[0];
+  // Without the interval (or with sweeps on time), silence is silence: a expires.
+  clock_.Advance(absl::Seconds(3));
+  EXPECT_EQ(registry_.ExpireSilent(), 1);
+  EXPECT_EQ(listener->reasons.size(), 1u);
+}
+
 // A request's TPOT objective counts on its decode worker while it runs: the tightest is what
 // the placer hands the policy, and Release takes it back.
 TEST_F(RegistryTest, LeasesCarryTheirTpotObjectives) {
