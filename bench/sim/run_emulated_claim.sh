@@ -17,12 +17,8 @@ out=${1:-bench-out/emulated-claim}
 runs=${2:-3}
 first_run=${3:-1}
 requests=${REQUESTS:-120}
-bin=build/bin
-profile=deploy/profiles/h100-llama3-8b.json
-model=models/llama3-8b-emulated
-[[ -f $model/config.json ]] ||
-  "$bin/pdserve-make-model" --preset=8b --weights=false --max_position_embeddings=131072 \
-    --out="$model" > /dev/null
+# shellcheck source=bench/sim/emulated_env.sh
+source bench/sim/emulated_env.sh
 common=(--model="$model" --backend=emulated --profile="$profile" --slo_ttft_ms=2000
         --slo_tpot_ms=25 --requests_per_rate="$requests" --probe_repetitions=0 --bisect_steps=2
         --cpus=

@@ -20,12 +20,8 @@ cd "$(dirname "$0")/../.."
 out=${1:-bench-out/emulated-validation}
 runs=${2:-3}
 traces=${3:-mooncake azure}
-bin=build/bin
-profile=deploy/profiles/h100-llama3-8b.json
-model=models/llama3-8b-emulated
-[[ -f $model/config.json ]] ||
-  "$bin/pdserve-make-model" --preset=8b --weights=false --max_position_embeddings=131072 \
-    --out="$model" > /dev/null
+# shellcheck source=bench/sim/emulated_env.sh
+source bench/sim/emulated_env.sh
 common=(--model="$model" --backend=emulated --profile="$profile" --prefill_workers=3
         --decode_workers=5 --slo_ttft_ms=2000 --slo_tpot_ms=25
         --policies=cost_model,length_threshold --requests_per_rate=120 --probe_repetitions=0
