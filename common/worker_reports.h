@@ -33,6 +33,7 @@ struct LoadSnapshot {
   int64_t free_blocks = 0;               // Decode: free + evictable cached.
   int64_t total_blocks = 0;              // Decode.
   int64_t pending_prefill_tokens = 0;    // Decode: local chunked backlog; prefill: its queue.
+  int64_t context_tokens = 0;            // Decode: tokens of every sequence it holds.
   double prefill_tokens_per_second = 0;  // Prefill: recent throughput.
   double transfer_bytes_per_second = 0;  // Prefill: recent KV bandwidth.
   uint64_t sequence = 0;                 // Reports on this registration so far.

@@ -59,6 +59,13 @@ int64_t Scheduler::pending_prefill_tokens() const {
   return n;
 }
 
+int64_t Scheduler::context_tokens() const {
+  int64_t n = 0;
+  for (const Sequence* s : waiting_) n += s->num_tokens();
+  for (const Sequence* s : running_) n += s->num_tokens();
+  return n;
+}
+
 std::vector<Sequence*> Scheduler::waiting() const {
   return std::vector<Sequence*>(waiting_.begin(), waiting_.end());
 }

@@ -60,9 +60,15 @@ ABSL_FLAG(int, max_in_flight, 4096, "Requests relayed at once; more get RESOURCE
 ABSL_FLAG(int, max_waiting_per_worker, 256,
           "Waiting requests per decode worker beyond which it takes no more.");
 ABSL_FLAG(int, balance_abs, 8,
-          "Prefix affinity yields to load when the busiest decode worker has this many more "
-          "requests than the idlest...");
-ABSL_FLAG(double, balance_rel, 1.5, "...and this many times as many.");
+          "Prefix affinity yields to load when the busiest decode worker's decode work (its "
+          "predicted step time) exceeds the idlest's by this many requests' worth (the "
+          "workers' mean per request)...");
+ABSL_FLAG(double, balance_rel, 1.5, "...and is this many times the idlest's.");
+ABSL_FLAG(std::string, decode_balance, "streams",
+          "A decode worker's load when placing: streams (the number of its requests) or work "
+          "(the decode step time they predict: their count and the KV positions they attend "
+          "to, at the cost model's prices; lower TPOT under the knee, earlier collapse past "
+          "it: bench/README.md).");
 ABSL_FLAG(int, decision_log_size, 1000, "Placement decisions kept for pdctl status.");
 ABSL_FLAG(int, tokenizer_threads, 2, "Threads that tokenize text prompts (never gRPC's own).");
 ABSL_FLAG(int, max_tokenize_queue, 256,
@@ -125,6 +131,14 @@ int main(int argc, char** argv) {
   config.placer.max_waiting_per_worker = absl::GetFlag(FLAGS_max_waiting_per_worker);
   config.placer.balance_abs = absl::GetFlag(FLAGS_balance_abs);
   config.placer.balance_rel = absl::GetFlag(FLAGS_balance_rel);
+  if (auto balance = pdserve::router::ParseDecodeBalance(absl::GetFlag(FLAGS_decode_balance),
+                                                         "--decode_balance");
+      balance.ok()) {
+    config.placer.decode_balance = *balance;
+  } else {
+    std::fprintf(stderr, "%s\n", std::string(balance.status().message()).c_str());
+    return 2;
+  }
   config.http.http.listen_address = absl::GetFlag(FLAGS_http_listen);
   config.http.http.threads = absl::GetFlag(FLAGS_http_threads);
   config.http.http.max_body_bytes =

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -17,7 +18,42 @@ int DecodeLoad(const WorkerEntry& e) {
   return e.load.running + e.load.waiting + e.load.awaiting_kv + e.dispatched_since_report;
 }
 
+// What one more stream, and one more KV position attended to, add to a decode step of the
+// model (the cost model's current fit, never negative).
+struct DecodeWorkPrice {
+  double per_stream_ms = 0;
+  double per_position_ms = 0;
+};
+
+DecodeWorkPrice PriceDecodeWork(const CostModel& cost_model, uint64_t fingerprint) {
+  constexpr double kPositions = 1 << 20;  // Far from rounding in the fit's scaled feature.
+  const double base = cost_model.StepMs(fingerprint, {});
+  return {
+      .per_stream_ms = std::max(0.0, cost_model.StepMs(fingerprint, {.decode = 1}) - base),
+      .per_position_ms =
+          std::max(0.0, cost_model.StepMs(fingerprint, {.decode_attention = kPositions}) - base) /
+          kPositions};
+}
+
+// The KV positions a decode worker's steps attend to once every request it holds runs: as it
+// last reported (a worker that does not report it: its streams at the attention per decode
+// of its latest decode-only step), plus the prompts dispatched to it since.
+double DecodeContext(const WorkerEntry& e) {
+  const double reported =
+      e.load.context_tokens > 0
+          ? static_cast<double>(e.load.context_tokens)
+          : (e.load.running + e.load.waiting + e.load.awaiting_kv) * e.attention_per_decode;
+  return reported + static_cast<double>(e.dispatched_tokens_since_report);
+}
+
 }  // namespace
+
+absl::StatusOr<DecodeBalance> ParseDecodeBalance(absl::string_view text, absl::string_view flag) {
+  if (text == "work") return DecodeBalance::kWork;
+  if (text == "streams") return DecodeBalance::kStreams;
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, ": '", text, "' is not one of work, streams"));
+}
 
 Placer::Placer(WorkerRegistry* registry, const CostModel* cost_model, const PlacementPolicy* policy,
                const PlacerConfig& config, RouterMetrics* metrics, DecisionLog* log)
@@ -112,14 +148,45 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       auto it = cached_blocks.find(e->slot);
       return it == cached_blocks.end() ? 0 : it->second * e->info.kv_layout.block_size;
     };
-    // Prefix affinity unless it has piled requests on some workers (see PlacerConfig).
-    int least = INT_MAX, most = 0;
+    // A worker's load is the decode step time its requests predict: their count and the KV
+    // positions they attend to, each at the cost model's price. Stream counts alone put as
+    // many 30k-token conversations on one worker as 1k-token ones on another, and the first
+    // then misses TPOT (pdserve-sim: Mooncake at 8 GPUs was held at 79 % of the work bound
+    // by decode steps, not placement). Prices are per model fingerprint; most placements
+    // see one.
+    std::vector<std::pair<uint64_t, DecodeWorkPrice>> prices;
+    auto price_of = [&](uint64_t fp) {
+      for (const auto& [f, p] : prices)
+        if (f == fp) return p;
+      prices.emplace_back(fp, PriceDecodeWork(*cost_model_, fp));
+      return prices.back().second;
+    };
+    absl::flat_hash_map<const WorkerEntry*, double> work;
+    double total_work = 0;
+    int total_requests = 0;
     for (const WorkerEntry* e : decode) {
-      least = std::min(least, DecodeLoad(*e));
-      most = std::max(most, DecodeLoad(*e));
+      const DecodeWorkPrice p = price_of(e->info.model_fingerprint);
+      double w = p.per_stream_ms * DecodeLoad(*e) + p.per_position_ms * DecodeContext(*e);
+      // A fit that prices neither (not a real model) leaves the counts.
+      if (config_.decode_balance == DecodeBalance::kStreams ||
+          (p.per_stream_ms <= 0 && p.per_position_ms <= 0)) {
+        w = DecodeLoad(*e);
+      }
+      work[e] = w;
+      total_work += w;
+      total_requests += DecodeLoad(*e);
     }
-    const bool balanced =
-        most - least <= config_.balance_abs || most <= config_.balance_rel * least;
+    // Prefix affinity unless it has piled work on some workers (see PlacerConfig): the
+    // spread, in requests of the candidates' mean work each, over balance_abs, and the
+    // busiest over balance_rel times the idlest.
+    double least = HUGE_VAL, most = 0;
+    for (const WorkerEntry* e : decode) {
+      least = std::min(least, work[e]);
+      most = std::max(most, work[e]);
+    }
+    const double work_per_request = total_requests > 0 ? total_work / total_requests : 0;
+    const bool balanced = most - least <= config_.balance_abs * work_per_request ||
+                          most <= config_.balance_rel * least;
     // Whether its free blocks (as last reported) hold the uncached prompt and a token: one
     // that cannot would queue the request until others finish.
     auto fits = [&](const WorkerEntry* e) {
@@ -131,6 +198,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
                                             if (fits(a) != fits(b)) return fits(a);
                                             if (balanced && cached_of(a) != cached_of(b))
                                               return cached_of(a) > cached_of(b);
+                                            if (work[a] != work[b]) return work[a] < work[b];
                                             if (DecodeLoad(*a) != DecodeLoad(*b))
                                               return DecodeLoad(*a) < DecodeLoad(*b);
                                             if (cached_of(a) != cached_of(b))
@@ -176,6 +244,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
 
     // Count the request on its workers until their next reports do.
     ++best->dispatched_since_report;
+    best->dispatched_tokens_since_report += prompt_len;
     best->arrivals.Count(now, prompt_len - cached_tokens);
     result.decode_session = best->session;
     result.fingerprint = r.model_fingerprint;

@@ -1,6 +1,7 @@
 // Places one validated request: picks its decode worker (one with free KV blocks for the
 // request's uncached prompt first; then the longest cached prefix from the prefix index, then
-// load, then free KV; workers over their queue limit are skipped), then
+// load — the decode step time its requests predict, from their count and the KV positions
+// they attend to — then free KV; workers over their queue limit are skipped), then
 // asks the placement policy whether its prefill runs there or on a prefill worker (with
 // alternates), records the decision (metrics, decision log, structured log line) and counts
 // the request against the chosen workers until their next load report.
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "router/decision_log.h"
 #include "router/model_catalog.h"
 #include "router/placement/placement_policy.h"
@@ -22,6 +24,19 @@
 
 namespace pdserve::router {
 
+// What a decode worker's load is when the placer compares them.
+// The default is kStreams: in pdserve-sim (Mooncake, 8 GPUs, cost_model 3P:5D) kWork lowers
+// TPOT p90 by 8-11 % below the knee but leaves goodput where it was (-1 %, one grid step) and
+// degrades sooner past it: the workers it picks hold more short streams, so the policy
+// offloads more, the prefill workers fill and offloads fall back to local prefills (attainment
+// 0.40 against 0.71 at 1.05x the knee). bench/README.md `sim` has the figures.
+enum class DecodeBalance {
+  kStreams,  // The number of its requests.
+  kWork,     // The decode step time its requests predict (count and attended KV positions).
+};
+// "work" or "streams"; INVALID_ARGUMENT naming `flag` otherwise.
+absl::StatusOr<DecodeBalance> ParseDecodeBalance(absl::string_view text, absl::string_view flag);
+
 struct PlacerConfig {
   // A decode worker with this many requests waiting (reported plus dispatched since) takes
   // no more; when every candidate is that full the request gets RESOURCE_EXHAUSTED.
@@ -29,13 +44,15 @@ struct PlacerConfig {
   int max_waiting_per_worker = 256;
   // The retry-after hint given with RESOURCE_EXHAUSTED. Default 200 ms.
   absl::Duration retry_after = absl::Milliseconds(200);
-  // Prefix affinity yields to load when the candidates are this unbalanced: the busiest has
-  // more than balance_abs requests (running + waiting) over the idlest and more than
-  // balance_rel times as many (SGLang's cache-aware router does the same). Without it every
+  // Prefix affinity yields to load when the candidates are this unbalanced: the busiest's
+  // decode work (its predicted step time) is more than balance_abs requests' worth (the
+  // candidates' mean per request) over the idlest's and more than balance_rel times it
+  // (SGLang's cache-aware router does the same with request counts). Without it every
   // request sharing one system-prompt block lands on one worker: pdserve-sim on the Mooncake
   // trace sent 95 % of requests to one of six workers. Defaults 8 and 1.5.
   int balance_abs = 8;
   double balance_rel = 1.5;
+  DecodeBalance decode_balance = DecodeBalance::kStreams;
 };
 
 struct PlacementRequest {

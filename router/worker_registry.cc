@@ -108,6 +108,7 @@ bool WorkerRegistry::Report(uint64_t session, const WorkerReport& report) {
   e->load = report.load;
   e->last_report = clock_->Now();
   e->dispatched_since_report = 0;
+  e->dispatched_tokens_since_report = 0;
   if (!e->reported) {
     e->reported = true;
     PublishCountsLocked();

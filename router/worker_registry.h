@@ -48,6 +48,7 @@ struct WorkerEntry {
   // Requests the router dispatched since the last report (the report does not count them
   // yet), and requests it is relaying now.
   int dispatched_since_report = 0;
+  int64_t dispatched_tokens_since_report = 0;  // Their prompts' tokens.
   int in_flight = 0;
   // Requests the router sends it per second, in all and by prompt length (uncached tokens),
   // counted at each dispatch (a prefill worker: each offload it is the primary of). The cost

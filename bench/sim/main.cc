@@ -84,6 +84,9 @@ ABSL_FLAG(
 ABSL_FLAG(double, max_prefill_queue_ms, 1000,
           "cost_model: past this much prefill-worker queue, ms, the delay an offload adds to the "
           "offloads behind it counts whole (the router's --max_prefill_queue).");
+ABSL_FLAG(std::string, decode_balance, "streams",
+          "A decode worker's load when placing: streams (request count) or work (predicted "
+          "step time); the router's flag.");
 ABSL_FLAG(int, decode_workers, 1, "run: decode workers.");
 ABSL_FLAG(int, prefill_workers, 1, "run: prefill workers.");
 ABSL_FLAG(double, slo_ttft, 2000, "TTFT objective, ms (every request's, sent with it).");
@@ -238,6 +241,9 @@ absl::StatusOr<SimConfig> BaseConfig() {
   c.policy.tpot_headroom = absl::GetFlag(FLAGS_tpot_headroom);
   c.policy.max_prefill_queue_ms = absl::GetFlag(FLAGS_max_prefill_queue_ms);
   if (absl::Status s = c.policy.Validate(); !s.ok()) return s;
+  ASSIGN_OR_RETURN(
+      c.placer.decode_balance,
+      router::ParseDecodeBalance(absl::GetFlag(FLAGS_decode_balance), "--decode_balance"));
   return c;
 }
 

@@ -15,6 +15,7 @@ WorkerReport ReportFromProto(const v1::LoadReport& r) {
   l.total_blocks = r.total_blocks();
   l.pending_prefill_tokens =
       static_cast<int64_t>(std::min<uint64_t>(r.pending_prefill_tokens(), INT64_MAX));
+  l.context_tokens = static_cast<int64_t>(std::min<uint64_t>(r.context_tokens(), INT64_MAX));
   l.prefill_tokens_per_second = r.prefill_tokens_per_second();
   l.transfer_bytes_per_second = r.transfer_bytes_per_second();
   l.sequence = r.sequence();
@@ -38,6 +39,7 @@ void LoadToProto(const LoadSnapshot& l, v1::LoadReport* out) {
   out->set_free_blocks(static_cast<uint32_t>(l.free_blocks));
   out->set_total_blocks(static_cast<uint32_t>(l.total_blocks));
   out->set_pending_prefill_tokens(static_cast<uint64_t>(l.pending_prefill_tokens));
+  out->set_context_tokens(static_cast<uint64_t>(std::max<int64_t>(0, l.context_tokens)));
   out->set_prefill_tokens_per_second(l.prefill_tokens_per_second);
   out->set_transfer_bytes_per_second(l.transfer_bytes_per_second);
   out->set_sequence(l.sequence);

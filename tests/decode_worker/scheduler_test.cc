@@ -374,6 +374,11 @@ TEST_F(SchedulerTest, StepObservationsLoadAndTransferBlocksFollowTheSchedulersSt
   EXPECT_EQ(load.running, 2);
   EXPECT_EQ(load.waiting, 0);
   EXPECT_EQ(load.pending_prefill_tokens, 3);
+  // Every token each sequence holds: what its decode steps will attend to.
+  int64_t held = 0;
+  for (const Sequence* s : scheduler_->running()) held += s->num_tokens();
+  EXPECT_GE(held, 6 + 10);
+  EXPECT_EQ(load.context_tokens, held);
   EXPECT_EQ(load.free_blocks, counts.free + counts.cached);  // Evictable blocks are free.
   EXPECT_EQ(load.total_blocks, 16);
 
@@ -383,6 +388,10 @@ TEST_F(SchedulerTest, StepObservationsLoadAndTransferBlocksFollowTheSchedulersSt
   ASSERT_EQ(b->request_id, "B");
   const std::vector<int32_t> shipped = TransferBlocks(*b, 4, kBlock);
   EXPECT_EQ(shipped, std::vector<int32_t>({b->block_table[1], b->block_table[2]}));
+
+  // A waiting sequence's tokens count too: its steps will attend to them once it runs.
+  Add("C", 5, 0, /*first_token=*/900);
+  EXPECT_EQ(DecodeLoad(*scheduler_, blocks_->counts()).context_tokens, held + 5);
   EXPECT_EQ(TransferBlocks(*b, 0, kBlock).size(), 3u);
 }
 

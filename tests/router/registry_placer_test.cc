@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/retry_after.h"
 #include "engine/block_hash.h"
 #include "gtest/gtest.h"
@@ -452,6 +453,70 @@ TEST_F(PlacerTest, OffloadsCountAsArrivalsAtTheirPrefillWorker) {
   // Same prompt length, so the same transfer tail: what grew is the queueing term.
   EXPECT_GT(second->placement.predicted_offload_cost_ms,
             first->placement.predicted_offload_cost_ms + 1e-3);
+}
+
+// A decode worker's load is the step time its requests predict, not their count: with an
+// H100-like price (0.05 ms a stream, 4e-5 ms a KV position attended to), 4 streams of 12k
+// tokens (2.12 ms) are more work than 8 of 500 (0.56 ms). Each dispatch adds its prompt to
+// the worker it went to until the next report, so 4000-token prompts go to the light worker
+// until it has become the heavier: after 8 (0.56 + 8 x 0.21 = 2.24 ms); then one to the
+// other (2.12 + 0.21 = 2.33 ms), and back.
+TEST_F(PlacerTest, LoadIsTheDecodeStepTimeTheRequestsPredict) {
+  CostModelParams params;
+  params.step_per_decode_ms = 0.05;
+  params.step_per_attention_ms = 4e-5;
+  const CostModel priced(params);
+  PlacerConfig config;
+  config.max_waiting_per_worker = 256;
+  config.decode_balance = DecodeBalance::kWork;
+  Placer placer(&registry_, &priced, policy_.get(), config, &metrics_, &log_);
+  WorkerReport long_streams = Load(4, 900);
+  long_streams.load.context_tokens = 4 * 12000;
+  WorkerReport short_streams = Load(8, 900);
+  short_streams.load.context_tokens = 8 * 500;
+  Add("long", WorkerRole::kDecode, long_streams);
+  Add("short", WorkerRole::kDecode, short_streams);
+  std::vector<std::string> chosen;
+  for (int i = 0; i < 10; ++i) {
+    const std::vector<int32_t> prompt = Prompt(4000, i);
+    PlacementRequest r{
+        .request_id = absl::StrCat("r", i), .model = &model_, .prompt = &prompt, .max_tokens = 16};
+    auto placed = placer.Place(r);
+    ASSERT_TRUE(placed.ok()) << placed.status();
+    chosen.push_back(placed->placement.decode.worker_id);
+  }
+  const std::vector<std::string> expected = {"short", "short", "short", "short", "short",
+                                             "short", "short", "short", "long",  "short"};
+  EXPECT_EQ(chosen, expected);
+  // --decode_balance=streams: the fewer streams win (long: 5 with the one above, short: 12).
+  config.decode_balance = DecodeBalance::kStreams;
+  Placer by_streams(&registry_, &priced, policy_.get(), config, &metrics_, &log_);
+  const std::vector<int32_t> next = Prompt(4000, 50);
+  auto counted = by_streams.Place(PlacementRequest{
+      .request_id = "streams", .model = &model_, .prompt = &next, .max_tokens = 16});
+  ASSERT_TRUE(counted.ok()) << counted.status();
+  EXPECT_EQ(counted->placement.decode.worker_id, "long");
+  // Without context reported or attention measured, work is the stream count.
+  Add("few", WorkerRole::kDecode, Load(4, 900));
+  Add("many", WorkerRole::kDecode, Load(8, 900));
+  const std::vector<int32_t> prompt = Prompt(100, 99);
+  auto placed = placer.Place(PlacementRequest{.request_id = "counts",
+                                              .model = &model_,
+                                              .prompt = &prompt,
+                                              .max_tokens = 16,
+                                              .exclude = {"long", "short"}});
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->placement.decode.worker_id, "few");
+}
+
+TEST(DecodeBalanceTest, ParsesItsTwoNamesAndNamesTheFlagOtherwise) {
+  EXPECT_EQ(*ParseDecodeBalance("work", "--decode_balance"), DecodeBalance::kWork);
+  EXPECT_EQ(*ParseDecodeBalance("streams", "--decode_balance"), DecodeBalance::kStreams);
+  const auto bad = ParseDecodeBalance("tokens", "--decode_balance");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "--decode_balance"));
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "tokens"));
 }
 
 // Each request counts on its decode worker by its uncached length: the cost model's view

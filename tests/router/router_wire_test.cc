@@ -80,6 +80,7 @@ TEST(RouterWireTest, ReportsCarryTheirStepsAndPrefixEvents) {
   r.set_waiting(2);
   r.set_free_blocks(77);
   r.set_pending_prefill_tokens(1234);
+  r.set_context_tokens(56789);
   v1::StepSample* s = r.add_recent_steps();
   s->set_num_decode(4);
   s->set_num_prefill_tokens(128);
@@ -95,6 +96,10 @@ TEST(RouterWireTest, ReportsCarryTheirStepsAndPrefixEvents) {
   EXPECT_EQ(report.load.waiting, 2);
   EXPECT_EQ(report.load.free_blocks, 77);
   EXPECT_EQ(report.load.pending_prefill_tokens, 1234);
+  EXPECT_EQ(report.load.context_tokens, 56789);
+  v1::LoadReport back;
+  bridge::LoadToProto(report.load, &back);
+  EXPECT_EQ(back.context_tokens(), 56789u);
   ASSERT_EQ(report.steps.size(), 2u);
   EXPECT_EQ(report.steps[0].num_prefill_tokens, 128);
   EXPECT_EQ(report.steps[0].context_tokens, 9000);
