@@ -1,9 +1,11 @@
 #include "common/registry_client.h"
 
 #include <arpa/inet.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
 
+#include <optional>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -165,6 +167,7 @@ class RegistryClient::RouterSession {
         registered_ = true;
         awaiting_reset_ = true;
       }
+      const absl::Duration heartbeat = absl::Milliseconds(reply.ack().heartbeat_interval_ms());
       PDS_LOG(INFO) << "registered with router " << address_ << " as "
                     << client_->registration_.worker_id();
       client_->SessionRegistered(true);
@@ -174,7 +177,7 @@ class RegistryClient::RouterSession {
         while (stream->Read(&m)) {
         }
       });
-      Forward(stream.get());
+      Forward(stream.get(), heartbeat);
       {
         absl::MutexLock lock(&mu_);
         registered_ = false;
@@ -193,9 +196,24 @@ class RegistryClient::RouterSession {
     stream->Finish();
   }
 
-  // Writes queued reports until the stream breaks or the session stops.
-  void Forward(grpc::ClientReaderWriter<v1::WorkerMessage, v1::RouterMessage>* stream) {
+  // Whether `next` says nothing `last` did not: no steps, the same load (its sequence aside).
+  static bool SameLoad(const v1::LoadReport& last, const v1::LoadReport& next) {
+    if (next.recent_steps_size() > 0) return false;
+    v1::LoadReport a = last, b = next;
+    a.clear_sequence();
+    b.clear_sequence();
+    a.clear_recent_steps();
+    return google::protobuf::util::MessageDifferencer::Equals(a, b);
+  }
+
+  // Writes queued reports until the stream breaks or the session stops. A report that says
+  // nothing new (SameLoad, no prefix events) is skipped unless `heartbeat` has passed since
+  // the last one written (zero: none is skipped).
+  void Forward(grpc::ClientReaderWriter<v1::WorkerMessage, v1::RouterMessage>* stream,
+               absl::Duration heartbeat) {
     const absl::Duration idle_check = client_->config_.report_interval * 10;
+    std::optional<v1::LoadReport> last_written;
+    absl::Time last_write = absl::InfinitePast();
     while (true) {
       std::shared_ptr<const Report> report;
       bool send_events;
@@ -213,7 +231,14 @@ class RegistryClient::RouterSession {
         send_events =
             !awaiting_reset_ && (e.reset() || e.stored_size() > 0 || e.evicted_size() > 0);
       }
+      const absl::Time now = absl::Now();
+      if (!send_events && last_written && now - last_write < heartbeat &&
+          SameLoad(*last_written, report->load.load())) {
+        continue;
+      }
       if (!stream->Write(report->load)) return;
+      last_written = report->load.load();
+      last_write = now;
       if (send_events && !stream->Write(report->events)) return;
     }
   }

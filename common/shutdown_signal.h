@@ -6,8 +6,12 @@
 #ifndef PDSERVE_COMMON_SHUTDOWN_SIGNAL_H_
 #define PDSERVE_COMMON_SHUTDOWN_SIGNAL_H_
 
+#include <pthread.h>
+
 #include <atomic>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace pdserve {
@@ -24,12 +28,16 @@ class ShutdownSignal {
   int Wait();
   // Like Wait() but gives up at `deadline`; returns -1 on timeout.
   int WaitUntil(absl::Time deadline);
-  // Asks Wait() to return, as if a signal had arrived.
+  // Asks Wait() to return, as if a signal had arrived (by sending the waiting thread a
+  // SIGTERM it consumes itself, so that Wait() sleeps instead of polling).
   void Trigger();
   bool triggered() const { return received_.load() >= 0; }
 
  private:
   std::atomic<int> received_{-1};
+  absl::Mutex mu_;
+  bool waiting_ ABSL_GUARDED_BY(mu_) = false;
+  pthread_t waiter_ ABSL_GUARDED_BY(mu_){};
 };
 
 }  // namespace pdserve

@@ -82,9 +82,10 @@ class EngineLoop {
   bool EmitToken(Sequence* seq);
   // Offload hooks: cancellation of an AWAITING_KV sequence is the coordinator's to finish.
   void SetAwaitingKvCancelHandler(std::function<void(Sequence*)> handler);
-  // Runs on the loop thread once per iteration (the offload coordinator's timers). Set before
-  // Start().
-  void SetIterationHook(std::function<void()> hook);
+  // Runs on the loop thread once per iteration (the offload coordinator's timers); returns
+  // whether it has timed work pending (the loop then keeps looking every 20 ms even when it
+  // holds no sequence). Set before Start().
+  void SetIterationHook(std::function<bool()> hook);
   // Any thread.
   void CountOffload(bool completed, const std::string& fallback_cause);
   // How long a sequence awaited offloaded KV, whether it arrived or the sequence fell back.
@@ -108,7 +109,7 @@ class EngineLoop {
   engine::BlockManager blocks_;
   Scheduler scheduler_;
   std::function<void(Sequence*)> awaiting_kv_cancel_;
-  std::function<void()> iteration_hook_;
+  std::function<bool()> iteration_hook_;
 
   // Loop-thread scratch, reused every step.
   engine::PackedBatch batch_;

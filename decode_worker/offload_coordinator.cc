@@ -160,7 +160,7 @@ OffloadCoordinator::~OffloadCoordinator() {
 
 void OffloadCoordinator::Attach() {
   loop_->SetAwaitingKvCancelHandler([this](Sequence* seq) { OnClientCancel(seq); });
-  loop_->SetIterationHook([this] { Tick(); });
+  loop_->SetIterationHook([this] { return Tick(); });
 }
 
 absl::Status OffloadCoordinator::Handle(std::unique_ptr<Sequence> seq,
@@ -521,8 +521,8 @@ void OffloadCoordinator::Release(Quarantine* q, const char* why) {
   quarantine_.erase(q->token);
 }
 
-void OffloadCoordinator::Tick() {
-  if (attempts_.empty() && quarantine_.empty()) return;
+bool OffloadCoordinator::Tick() {
+  if (attempts_.empty() && quarantine_.empty()) return false;
   const absl::Time now = clock_->Now();
   std::vector<Attempt*> late;
   for (auto& [token, attempt] : attempts_) {
@@ -554,6 +554,7 @@ void OffloadCoordinator::Tick() {
       SendCancel(q);
     }
   }
+  return !attempts_.empty() || !quarantine_.empty();
 }
 
 }  // namespace pdserve::decode

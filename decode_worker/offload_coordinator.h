@@ -118,7 +118,8 @@ class OffloadCoordinator {
   void OnCancelDone(const std::shared_ptr<Quarantine>& q,
                     const absl::StatusOr<bool>& writes_stopped);
   void Release(Quarantine* q, const char* why);
-  void Tick();
+  // The timers, once per loop iteration; true while attempts or quarantined blocks remain.
+  bool Tick();
   // Records that `seq`'s offload was given up (`cause`): outcome, timings and counters.
   void MarkFellBack(Sequence* seq, const std::string& cause);
   void FinishOffload(Sequence* seq);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -161,50 +160,50 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       prices.emplace_back(fp, PriceDecodeWork(*cost_model_, fp));
       return prices.back().second;
     };
-    absl::flat_hash_map<const WorkerEntry*, double> work;
+    const bool by_work = config_.decode_balance == DecodeBalance::kWork;
+    std::vector<double> work(decode.size());  // By candidate, as `decode`.
     double total_work = 0;
     int total_requests = 0;
-    for (const WorkerEntry* e : decode) {
-      const DecodeWorkPrice p = price_of(e->info.model_fingerprint);
-      double w = p.per_stream_ms * DecodeLoad(*e) + p.per_position_ms * DecodeContext(*e);
-      // A fit that prices neither (not a real model) leaves the counts.
-      if (config_.decode_balance == DecodeBalance::kStreams ||
-          (p.per_stream_ms <= 0 && p.per_position_ms <= 0)) {
-        w = DecodeLoad(*e);
+    for (size_t i = 0; i < decode.size(); ++i) {
+      const WorkerEntry& e = *decode[i];
+      const int requests = DecodeLoad(e);
+      work[i] = requests;
+      if (by_work) {
+        // A fit that prices neither (not a real model) leaves the counts.
+        const DecodeWorkPrice p = price_of(e.info.model_fingerprint);
+        if (p.per_stream_ms > 0 || p.per_position_ms > 0)
+          work[i] = p.per_stream_ms * requests + p.per_position_ms * DecodeContext(e);
       }
-      work[e] = w;
-      total_work += w;
-      total_requests += DecodeLoad(*e);
+      total_work += work[i];
+      total_requests += requests;
     }
     // Prefix affinity unless it has piled work on some workers (see PlacerConfig): the
     // spread, in requests of the candidates' mean work each, over balance_abs, and the
     // busiest over balance_rel times the idlest.
-    double least = HUGE_VAL, most = 0;
-    for (const WorkerEntry* e : decode) {
-      least = std::min(least, work[e]);
-      most = std::max(most, work[e]);
-    }
+    const auto [least, most] = std::minmax_element(work.begin(), work.end());
     const double work_per_request = total_requests > 0 ? total_work / total_requests : 0;
-    const bool balanced = most - least <= config_.balance_abs * work_per_request ||
-                          most <= config_.balance_rel * least;
+    const bool balanced = *most - *least <= config_.balance_abs * work_per_request ||
+                          *most <= config_.balance_rel * *least;
     // Whether its free blocks (as last reported) hold the uncached prompt and a token: one
     // that cannot would queue the request until others finish.
     auto fits = [&](const WorkerEntry* e) {
       const int bs = e->info.kv_layout.block_size;
       return e->load.free_blocks >= (prompt_len + 1 - cached_of(e) + bs - 1) / bs;
     };
-    WorkerEntry* best = *std::min_element(decode.begin(), decode.end(),
-                                          [&](const WorkerEntry* a, const WorkerEntry* b) {
-                                            if (fits(a) != fits(b)) return fits(a);
-                                            if (balanced && cached_of(a) != cached_of(b))
-                                              return cached_of(a) > cached_of(b);
-                                            if (work[a] != work[b]) return work[a] < work[b];
-                                            if (DecodeLoad(*a) != DecodeLoad(*b))
-                                              return DecodeLoad(*a) < DecodeLoad(*b);
-                                            if (cached_of(a) != cached_of(b))
-                                              return cached_of(a) > cached_of(b);
-                                            return a->load.free_blocks > b->load.free_blocks;
-                                          });
+    size_t chosen = 0;
+    auto before = [&](size_t i, size_t j) {
+      const WorkerEntry* a = decode[i];
+      const WorkerEntry* b = decode[j];
+      if (fits(a) != fits(b)) return fits(a);
+      if (balanced && cached_of(a) != cached_of(b)) return cached_of(a) > cached_of(b);
+      if (work[i] != work[j]) return work[i] < work[j];
+      if (DecodeLoad(*a) != DecodeLoad(*b)) return DecodeLoad(*a) < DecodeLoad(*b);
+      if (cached_of(a) != cached_of(b)) return cached_of(a) > cached_of(b);
+      return a->load.free_blocks > b->load.free_blocks;
+    };
+    for (size_t i = 1; i < decode.size(); ++i)
+      if (before(i, chosen)) chosen = i;
+    WorkerEntry* best = decode[chosen];
     const WorkerInfo& r = best->info;
     cached_tokens = cached_of(best);
     running = best->load.running + best->dispatched_since_report;

@@ -21,8 +21,11 @@ constexpr uint32_t kMaxDecisions = 1000;
 class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage> {
  public:
   WorkerStream(WorkerRegistry* registry, absl::Duration report_interval,
-               const std::atomic<bool>* draining)
-      : registry_(registry), report_interval_(report_interval), draining_(draining) {
+               absl::Duration heartbeat_interval, const std::atomic<bool>* draining)
+      : registry_(registry),
+        report_interval_(report_interval),
+        heartbeat_interval_(heartbeat_interval),
+        draining_(draining) {
     StartRead(&in_);
   }
 
@@ -43,6 +46,8 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
       v1::RegistrationAck* ack = out_.mutable_ack();
       ack->set_report_interval_ms(
           static_cast<uint32_t>(absl::ToInt64Milliseconds(report_interval_)));
+      ack->set_heartbeat_interval_ms(
+          static_cast<uint32_t>(absl::ToInt64Milliseconds(heartbeat_interval_)));
       if (!session.ok()) {
         PDS_LOG(WARNING) << "refused registration of '" << worker_id_ << "': " << session.status();
         ack->set_accepted(false);
@@ -117,6 +122,7 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
 
   WorkerRegistry* registry_;
   const absl::Duration report_interval_;
+  const absl::Duration heartbeat_interval_;
   const std::atomic<bool>* draining_;
   v1::WorkerMessage in_;
   v1::RouterMessage out_;
@@ -137,7 +143,8 @@ RegistryService::RegistryService(WorkerRegistry* registry, DecisionLog* log,
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* RegistryService::Connect(
     grpc::CallbackServerContext*) {
-  return new WorkerStream(registry_, options_.report_interval, &draining_);
+  return new WorkerStream(registry_, options_.report_interval, options_.heartbeat_interval,
+                          &draining_);
 }
 
 grpc::ServerUnaryReactor* RegistryService::GetClusterStatus(grpc::CallbackServerContext* context,

@@ -20,6 +20,8 @@ namespace pdserve::router {
 struct RegistryServiceOptions {
   // The report interval the router asks workers for. Default 100 ms.
   absl::Duration report_interval = absl::Milliseconds(100);
+  // How long a worker with unchanged load may go without reporting (zero: never skip).
+  absl::Duration heartbeat_interval = absl::ZeroDuration();
   std::string policy;              // Reported in the cluster status.
   std::function<int()> in_flight;  // Requests being relayed now.
 };

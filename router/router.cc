@@ -75,6 +75,9 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
                                                        r->registry_.get(), r->cost_model_.get(),
                                                        r->metrics_.get(), generation_options);
   RegistryServiceOptions registry_options;
+  // Four chances within the worker timeout for an idle worker's report to arrive.
+  registry_options.heartbeat_interval =
+      std::max(registry_options.report_interval, config.report_timeout / 4);
   registry_options.policy = r->policy_->name();
   GenerationService* generation = r->generation_.get();
   registry_options.in_flight = [generation] { return generation->in_flight(); };

@@ -29,6 +29,7 @@ class FakeRegistry final : public v1::Registry::Service {
         v1::RouterMessage ack;
         ack.mutable_ack()->set_accepted(!refuse_);
         ack.mutable_ack()->set_message(refuse_ ? "refused by test" : "welcome");
+        ack.mutable_ack()->set_heartbeat_interval_ms(heartbeat_ms_);
         stream->Write(ack);
       } else if (message.has_load()) {
         loads_.push_back(message.load());
@@ -40,6 +41,7 @@ class FakeRegistry final : public v1::Registry::Service {
   }
   absl::Mutex mu_;
   bool refuse_ = false;
+  uint32_t heartbeat_ms_ = 0;  // Sent in the ack: 0, every report.
   std::vector<v1::WorkerRegistration> registrations_;
   std::vector<v1::LoadReport> loads_;
   std::vector<v1::PrefixCacheEvents> events_;
@@ -114,6 +116,47 @@ TEST(RegistryClientTest, RegistersReportsAndReconnects) {
   EXPECT_EQ(client.registrations(), 2);
   client.Stop();
   (*server2)->Drain(absl::Now());
+}
+
+// A router that allows heartbeats gets an unchanged load only every heartbeat (an idle fleet
+// costs it a fraction of its reports), and every report again once the load changes.
+TEST(RegistryClientTest, AnUnchangedLoadIsSentOnlyEveryHeartbeat) {
+  auto fake = std::make_unique<FakeRegistry>();
+  fake->heartbeat_ms_ = 300;
+  auto server =
+      GrpcServer::Start(GrpcServerConfig{}, {{fake.get(), v1::Registry::service_full_name()}});
+  ASSERT_TRUE(server.ok());
+  v1::WorkerRegistration reg;
+  reg.set_worker_id("decode-idle");
+  std::atomic<bool> changing{false};
+  std::atomic<int> taken{0};
+  RegistryClient client(RegistryClientConfig{.router_address = (*server)->address(),
+                                             .report_interval = absl::Milliseconds(10)},
+                        reg, [&](bool, v1::LoadReport* load, v1::PrefixCacheEvents*) {
+                          const int n = taken.fetch_add(1);
+                          load->set_total_blocks(100);
+                          load->set_running(changing.load() ? n : 0);
+                        });
+  auto received = [&] {
+    absl::MutexLock lock(&fake->mu_);
+    return fake->loads_.size();
+  };
+  client.Start();
+  ASSERT_TRUE(WaitFor([&] { return received() >= 1; }, absl::Seconds(5)));
+  // About 100 reports taken in a second, one sent every 300 ms.
+  const int taken_before = taken.load();
+  absl::SleepFor(absl::Seconds(1));
+  const size_t idle = received();
+  ASSERT_GE(taken.load() - taken_before, 20) << "the reporter did not run";
+  EXPECT_GE(idle, 2u);
+  EXPECT_LE(idle, 7u);
+  // Changing load: every report goes.
+  changing.store(true);
+  const int taken_at_change = taken.load();
+  ASSERT_TRUE(WaitFor([&] { return taken.load() >= taken_at_change + 30; }, absl::Seconds(10)));
+  client.Stop();
+  EXPECT_GE(received() - idle, 25u);
+  (*server)->Drain(absl::Now());
 }
 
 // Two fake routers on their own servers, and the comma list that names both.
