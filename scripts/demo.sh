@@ -16,8 +16,22 @@ pdctl=build/bin/pdctl
 config=deploy/local/cluster.yaml
 
 background=()
+stop_background=$(mktemp -u)
+# Ends the background streams: their loops see the file and stop starting new ones; the stream
+# each is running is killed (again, until the loop is gone).
+stop_streams() {
+  touch "$stop_background"
+  for pid in "${background[@]+"${background[@]}"}"; do
+    while kill -0 "$pid" 2>/dev/null; do
+      pkill -P "$pid" 2>/dev/null || true
+      sleep 0.1
+    done
+  done
+  background=()
+  rm -f "$stop_background"
+}
 cleanup() {
-  for pid in "${background[@]+"${background[@]}"}"; do kill "$pid" 2>/dev/null || true; done
+  stop_streams
   "$pdctl" down -f "$config" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -37,21 +51,31 @@ cat "$info"
 rm -f "$info"
 
 echo
-echo "== 2. a long cold prompt while two other requests are decoding"
-for i in 1 2; do
-  "$pdctl" generate -f "$config" --prompt="Background stream $i: count the llamas in the field." \
-    --max_tokens=3000 --ignore_eos --quiet 2>/dev/null &
+echo "== 2. a long cold prompt while four other requests are decoding"
+# Each background stream starts again when it ends: on a fast machine 4,000 tokens of the tiny
+# model take about a second, and the long prompt must find streams decoding on both workers
+# (two each, so that one between its restarts leaves another).
+for i in 1 2 3 4; do
+  while [ ! -e "$stop_background" ]; do
+    "$pdctl" generate -f "$config" --prompt="Background stream $i: count the llamas in the field." \
+      --max_tokens=4000 --ignore_eos --quiet 2>/dev/null || break
+  done &
   background+=($!)
 done
-sleep 1
+# Until both decode workers report running some (at most 10 s).
+for _ in $(seq 1 100); do
+  busy=$("$pdctl" status -f "$config" 2>/dev/null |
+    awk '$2 == "decode" && $4 >= 1 {n++} END {print n + 0}')
+  [ "$busy" -ge 2 ] && break
+  sleep 0.1
+done
 long=""
 for i in $(seq 1 35); do
   long+="Record $i: the herd moved from pasture $((i * 7 % 13)) to pasture $((i * 5 % 11)) and ate $((i * 3)) bales. "
 done
 "$pdctl" generate -f "$config" --prompt="$long Summarise the records." --max_tokens=16 --temperature=0 >/dev/null
-for pid in "${background[@]}"; do kill "$pid" 2>/dev/null || true; done
+stop_streams
 wait 2>/dev/null || true
-background=()
 
 echo
 echo "== 3. the follow-up turn of the first conversation (its prefix is cached on one decode worker)"
