@@ -196,23 +196,21 @@ class RegistryClient::RouterSession {
     stream->Finish();
   }
 
-  // Whether `next` says nothing `last` did not: no steps, the same load (its sequence aside).
-  static bool SameLoad(const v1::LoadReport& last, const v1::LoadReport& next) {
-    if (next.recent_steps_size() > 0) return false;
-    v1::LoadReport a = last, b = next;
-    a.clear_sequence();
-    b.clear_sequence();
-    a.clear_recent_steps();
-    return google::protobuf::util::MessageDifferencer::Equals(a, b);
+  // A report's load as compared between reports: without its sequence and step samples.
+  static v1::LoadReport LoadOnly(const v1::LoadReport& report) {
+    v1::LoadReport load = report;
+    load.clear_sequence();
+    load.clear_recent_steps();
+    return load;
   }
 
   // Writes queued reports until the stream breaks or the session stops. A report that says
-  // nothing new (SameLoad, no prefix events) is skipped unless `heartbeat` has passed since
-  // the last one written (zero: none is skipped).
+  // nothing new (no step samples, no prefix events, the last written LoadOnly) is skipped
+  // unless `heartbeat` has passed since the last one written (zero: none is skipped).
   void Forward(grpc::ClientReaderWriter<v1::WorkerMessage, v1::RouterMessage>* stream,
                absl::Duration heartbeat) {
     const absl::Duration idle_check = client_->config_.report_interval * 10;
-    std::optional<v1::LoadReport> last_written;
+    std::optional<v1::LoadReport> last_written;  // LoadOnly.
     absl::Time last_write = absl::InfinitePast();
     while (true) {
       std::shared_ptr<const Report> report;
@@ -232,12 +230,14 @@ class RegistryClient::RouterSession {
             !awaiting_reset_ && (e.reset() || e.stored_size() > 0 || e.evicted_size() > 0);
       }
       const absl::Time now = absl::Now();
-      if (!send_events && last_written && now - last_write < heartbeat &&
-          SameLoad(*last_written, report->load.load())) {
+      const v1::LoadReport& load = report->load.load();
+      if (!send_events && load.recent_steps_size() == 0 && last_written &&
+          now - last_write < heartbeat &&
+          google::protobuf::util::MessageDifferencer::Equals(*last_written, LoadOnly(load))) {
         continue;
       }
       if (!stream->Write(report->load)) return;
-      last_written = report->load.load();
+      last_written = LoadOnly(load);
       last_write = now;
       if (send_events && !stream->Write(report->events)) return;
     }

@@ -60,9 +60,8 @@ ABSL_FLAG(int, max_in_flight, 4096, "Requests relayed at once; more get RESOURCE
 ABSL_FLAG(int, max_waiting_per_worker, 256,
           "Waiting requests per decode worker beyond which it takes no more.");
 ABSL_FLAG(int, balance_abs, 8,
-          "Prefix affinity yields to load when the busiest decode worker's decode work (its "
-          "predicted step time) exceeds the idlest's by this many requests' worth (the "
-          "workers' mean per request)...");
+          "Prefix affinity yields to load when the busiest decode worker's load (as "
+          "--decode_balance measures it) exceeds the idlest's by this many requests' worth...");
 ABSL_FLAG(double, balance_rel, 1.5, "...and is this many times the idlest's.");
 ABSL_FLAG(std::string, decode_balance, "streams",
           "A decode worker's load when placing: streams (the number of its requests) or work "

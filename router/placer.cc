@@ -147,12 +147,10 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       auto it = cached_blocks.find(e->slot);
       return it == cached_blocks.end() ? 0 : it->second * e->info.kv_layout.block_size;
     };
-    // A worker's load is the decode step time its requests predict: their count and the KV
-    // positions they attend to, each at the cost model's price. Stream counts alone put as
-    // many 30k-token conversations on one worker as 1k-token ones on another, and the first
-    // then misses TPOT (pdserve-sim: Mooncake at 8 GPUs was held at 79 % of the work bound
-    // by decode steps, not placement). Prices are per model fingerprint; most placements
-    // see one.
+    // A worker's load: its request count, or with DecodeBalance::kWork the decode step time
+    // its requests predict (their count and the KV positions they attend to, each at the cost
+    // model's price; prices are per model fingerprint, most placements see one). PlacerConfig
+    // says why counts stay the default.
     std::vector<std::pair<uint64_t, DecodeWorkPrice>> prices;
     auto price_of = [&](uint64_t fp) {
       for (const auto& [f, p] : prices)

@@ -1,7 +1,7 @@
 // Places one validated request: picks its decode worker (one with free KV blocks for the
 // request's uncached prompt first; then the longest cached prefix from the prefix index, then
-// load — the decode step time its requests predict, from their count and the KV positions
-// they attend to — then free KV; workers over their queue limit are skipped), then
+// load (PlacerConfig::decode_balance: its request count, or the decode step time they
+// predict), then free KV; workers over their queue limit are skipped), then
 // asks the placement policy whether its prefill runs there or on a prefill worker (with
 // alternates), records the decision (metrics, decision log, structured log line) and counts
 // the request against the chosen workers until their next load report.
@@ -45,9 +45,9 @@ struct PlacerConfig {
   // The retry-after hint given with RESOURCE_EXHAUSTED. Default 200 ms.
   absl::Duration retry_after = absl::Milliseconds(200);
   // Prefix affinity yields to load when the candidates are this unbalanced: the busiest's
-  // decode work (its predicted step time) is more than balance_abs requests' worth (the
-  // candidates' mean per request) over the idlest's and more than balance_rel times it
-  // (SGLang's cache-aware router does the same with request counts). Without it every
+  // load (as decode_balance measures it) is more than balance_abs requests' worth (the
+  // candidates' mean per request; with counts, requests) over the idlest's and more than
+  // balance_rel times it (SGLang's cache-aware router does the same). Without it every
   // request sharing one system-prompt block lands on one worker: pdserve-sim on the Mooncake
   // trace sent 95 % of requests to one of six workers. Defaults 8 and 1.5.
   int balance_abs = 8;
