@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <ctime>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -15,9 +17,6 @@
 
 namespace pdserve::engine::jinja {
 namespace {
-
-// Lists a range() or a repeated string/list may make; templates never need more.
-constexpr int64_t kMaxSequence = 1 << 20;
 
 absl::StatusOr<Value> DictMethod(const Value& dict, const std::string& name, const CallArgs& args) {
   const Dict& d = dict.dict();
@@ -93,16 +92,57 @@ absl::StatusOr<int64_t> IntArg(const Value* v, absl::string_view what, int64_t f
   return v->as_int();
 }
 
-// Python's floor division and modulo on integers.
-int64_t FloorDiv(int64_t a, int64_t b) {
+// Python's integers never overflow; ours are 64 bits, so a result that does not fit is an error
+// naming the operation rather than a wrapped value (or, for signed overflow, undefined
+// behaviour). No chat template computes numbers near 2^63.
+absl::Status IntOverflow(absl::string_view op, int64_t a, int64_t b) {
+  return Error(absl::StrCat("integer overflow: ", a, " ", op, " ", b, " does not fit in 64 bits"));
+}
+
+absl::StatusOr<int64_t> CheckedPow(int64_t base, int64_t exponent) {
+  const int64_t original_base = base;
+  int64_t result = 1;
+  for (int64_t e = exponent; e > 0; e >>= 1) {
+    if ((e & 1) != 0 && __builtin_mul_overflow(result, base, &result))
+      return IntOverflow("**", original_base, exponent);
+    // Squaring only while bits remain: if base^2 overflows then, so would the result, since
+    // |base| >= 2 there and a later factor is at least base^2.
+    if (e > 1 && __builtin_mul_overflow(base, base, &base))
+      return IntOverflow("**", original_base, exponent);
+  }
+  return result;
+}
+
+// Python's floor division and modulo on integers (b != 0).
+absl::StatusOr<int64_t> FloorDiv(int64_t a, int64_t b) {
+  if (a == std::numeric_limits<int64_t>::min() && b == -1) return IntOverflow("//", a, b);
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
+// Python's modulo (b != 0): the sign of the divisor; never overflows, unlike a - (a // b) * b.
+int64_t FloorMod(int64_t a, int64_t b) {
+  if (b == -1) return 0;  // INT64_MIN % -1 traps in C++.
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+// int(x) for a float: toward zero, refused (as Python refuses) for NaN, infinities and values
+// past 64 bits, where the C++ conversion is undefined.
+absl::StatusOr<Value> Truncate(double d) {
+  // 2^63 is exact in a double; every double below it (and at or above -2^63) converts.
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  if (!(d > -kTwoTo63 - 1024.0 && d < kTwoTo63))
+    return Error(absl::StrCat("int: cannot convert float ", d, " to a 64-bit integer"));
+  return Value(static_cast<int64_t>(d));
+}
+
 absl::StatusOr<Value> Repeat(const Value& seq, int64_t times) {
   times = std::max<int64_t>(times, 0);
-  if (Length(seq) * times > kMaxSequence) return Error("sequence repetition too large");
+  if (times > 0 && Length(seq) > kMaxSequence / times)
+    return Error("sequence repetition too large");
   if (seq.is_string()) {
     std::string out;
     for (int64_t i = 0; i < times; ++i) out += seq.as_string();
@@ -190,8 +230,9 @@ absl::StatusOr<Value> Indent(const std::string& s, const CallArgs& args) {
   const Value* width = args.Get(0, "width");
   std::string prefix;
   if (width == nullptr || width->is_int()) {
-    prefix.assign(width == nullptr ? 4 : static_cast<size_t>(std::max<int64_t>(width->as_int(), 0)),
-                  ' ');
+    const int64_t spaces = width == nullptr ? 4 : std::max<int64_t>(width->as_int(), 0);
+    if (spaces > kMaxSequence) return Error(absl::StrCat("indent: width ", spaces, " too large"));
+    prefix.assign(static_cast<size_t>(spaces), ' ');
   } else if (width->is_string()) {
     prefix = width->as_string();
   } else {
@@ -207,6 +248,7 @@ absl::StatusOr<Value> Indent(const std::string& s, const CallArgs& args) {
                         (!lines[i].empty() || (blank != nullptr && blank->Truthy()));
     if (indent) out += prefix;
     out += lines[i];
+    RETURN_IF_ERROR(CheckBuiltString(out, "indent"));
   }
   return Value(std::move(out));
 }
@@ -299,12 +341,13 @@ absl::StatusOr<Value> SliceValue(const Value& obj, const Value& start_v, const V
   ASSIGN_OR_RETURN(int64_t stop, bound(stop_v, step > 0 ? n : -1));
   std::vector<Value> out_items;
   std::string out_string;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (obj.is_list()) {
       out_items.push_back(items[static_cast<size_t>(i)]);
     } else {
       out_string += cps[static_cast<size_t>(i)];
     }
+    if (__builtin_add_overflow(i, step, &i)) break;  // Past either end too.
   }
   if (obj.is_list()) return Value(std::move(out_items));
   return Value(std::move(out_string));
@@ -315,8 +358,13 @@ absl::StatusOr<Value> BinaryOp(absl::string_view op, const Value& a, const Value
   const bool numbers = (a.is_number() || a.is_bool()) && (b.is_number() || b.is_bool());
   const bool ints = numbers && !a.is_float() && !b.is_float();
   auto as_int = [](const Value& v) { return v.is_int() ? v.as_int() : int64_t{v.as_bool()}; };
+  int64_t int_result = 0;
   if (op == "+") {
-    if (ints) return Value(as_int(a) + as_int(b));
+    if (ints) {
+      if (__builtin_add_overflow(as_int(a), as_int(b), &int_result))
+        return IntOverflow(op, as_int(a), as_int(b));
+      return Value(int_result);
+    }
     if (numbers) return Value(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
     if (a.is_list() && b.is_list()) {
@@ -325,10 +373,18 @@ absl::StatusOr<Value> BinaryOp(absl::string_view op, const Value& a, const Value
       return Value(std::move(out));
     }
   } else if (op == "-") {
-    if (ints) return Value(as_int(a) - as_int(b));
+    if (ints) {
+      if (__builtin_sub_overflow(as_int(a), as_int(b), &int_result))
+        return IntOverflow(op, as_int(a), as_int(b));
+      return Value(int_result);
+    }
     if (numbers) return Value(a.as_double() - b.as_double());
   } else if (op == "*") {
-    if (ints) return Value(as_int(a) * as_int(b));
+    if (ints) {
+      if (__builtin_mul_overflow(as_int(a), as_int(b), &int_result))
+        return IntOverflow(op, as_int(a), as_int(b));
+      return Value(int_result);
+    }
     if (numbers) return Value(a.as_double() * b.as_double());
     if ((a.is_string() || a.is_list()) && b.is_int()) return Repeat(a, b.as_int());
     if ((b.is_string() || b.is_list()) && a.is_int()) return Repeat(b, a.as_int());
@@ -341,16 +397,16 @@ absl::StatusOr<Value> BinaryOp(absl::string_view op, const Value& a, const Value
     if (numbers) {
       if (b.as_double() == 0) return Error("integer division or modulo by zero");
       if (ints) {
-        const int64_t q = FloorDiv(as_int(a), as_int(b));
-        return Value(op == "//" ? q : as_int(a) - q * as_int(b));
+        if (op == "%") return Value(FloorMod(as_int(a), as_int(b)));
+        ASSIGN_OR_RETURN(const int64_t q, FloorDiv(as_int(a), as_int(b)));
+        return Value(q);
       }
       const double q = std::floor(a.as_double() / b.as_double());
       return Value(op == "//" ? q : a.as_double() - q * b.as_double());
     }
   } else if (op == "**") {
     if (ints && as_int(b) >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < as_int(b) && i < 64; ++i) r *= as_int(a);
+      ASSIGN_OR_RETURN(const int64_t r, CheckedPow(as_int(a), as_int(b)));
       return Value(r);
     }
     if (numbers) return Value(std::pow(a.as_double(), b.as_double()));
@@ -402,6 +458,10 @@ absl::StatusOr<std::vector<Value>> Iterate(const Value& v) {
       return keys;
     }
     case Value::Kind::kString: {
+      if (static_cast<int64_t>(v.as_string().size()) > kMaxSequence) {
+        return Error(absl::StrCat("iterating a string of ", v.as_string().size(),
+                                  " bytes (at most ", kMaxSequence, ")"));
+      }
       std::vector<Value> out;
       for (std::string& cp : CodePoints(v.as_string())) out.emplace_back(std::move(cp));
       return out;
@@ -422,7 +482,10 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& value,
     JsonOptions options;
     if (const Value* indent = args.Get(0, "indent"); indent != nullptr && !indent->is_none()) {
       if (!indent->is_int()) return Error("tojson: indent must be an integer");
-      options.indent = static_cast<int>(indent->as_int());
+      // Python's json.dumps treats a negative indent as 0 (newlines, no spaces).
+      const int64_t spaces = std::max<int64_t>(indent->as_int(), 0);
+      if (spaces > 1024) return Error(absl::StrCat("tojson: indent ", spaces, " too large"));
+      options.indent = static_cast<int>(spaces);
     }
     if (const Value* sort = args.Get(99, "sort_keys")) options.sort_keys = sort->Truthy();
     if (const Value* ascii = args.Get(99, "ensure_ascii")) options.ensure_ascii = ascii->Truthy();
@@ -481,6 +544,7 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& value,
         ASSIGN_OR_RETURN(item, Attribute(item, attribute));
       }
       out += item.ToString();
+      RETURN_IF_ERROR(CheckBuiltString(out, "join"));
     }
     return Value(std::move(out));
   }
@@ -513,14 +577,18 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& value,
     const Value* fallback = args.Get(0, "default");
     if (value.is_int()) return value;
     if (value.is_bool()) return Value(int64_t{value.as_bool()});
-    if (value.is_float()) return Value(static_cast<int64_t>(value.as_double()));
+    if (value.is_float()) return Truncate(value.as_double());
     if (value.is_string()) {
       char* end = nullptr;
       const std::string s = Strip(value.as_string(), nullptr, true, true);
+      errno = 0;
       const long long v = std::strtoll(s.c_str(), &end, 10);
-      if (!s.empty() && end != nullptr && *end == '\0') return Value(static_cast<int64_t>(v));
+      if (!s.empty() && end != nullptr && *end == '\0') {
+        if (errno == ERANGE) return Error(absl::StrCat("int: ", s, " does not fit in 64 bits"));
+        return Value(static_cast<int64_t>(v));
+      }
       const double d = std::strtod(s.c_str(), &end);
-      if (!s.empty() && end != nullptr && *end == '\0') return Value(static_cast<int64_t>(d));
+      if (!s.empty() && end != nullptr && *end == '\0') return Truncate(d);
     }
     return fallback != nullptr ? *fallback : Value(int64_t{0});
   }
@@ -536,7 +604,11 @@ absl::StatusOr<Value> ApplyFilter(absl::string_view name, const Value& value,
     return fallback != nullptr ? *fallback : Value(0.0);
   }
   if (name == "abs") {
-    if (value.is_int()) return Value(value.as_int() < 0 ? -value.as_int() : value.as_int());
+    if (value.is_int()) {
+      if (value.as_int() == std::numeric_limits<int64_t>::min())
+        return Error("integer overflow: abs of the smallest 64-bit integer");
+      return Value(value.as_int() < 0 ? -value.as_int() : value.as_int());
+    }
     if (value.is_float()) return Value(std::fabs(value.as_double()));
     return TypeError("abs", value);
   }
@@ -669,7 +741,7 @@ absl::StatusOr<bool> ApplyTest(absl::string_view name, const Value& value, const
     RETURN_IF_ERROR(need_arg());
     if (!value.is_int() || !arg->is_int() || arg->as_int() == 0)
       return Error("divisibleby: needs non-zero integers");
-    return value.as_int() % arg->as_int() == 0;
+    return FloorMod(value.as_int(), arg->as_int()) == 0;
   }
   if (name == "sameas") {
     RETURN_IF_ERROR(need_arg());
@@ -711,10 +783,11 @@ std::vector<std::pair<std::string, Value>> DefaultGlobals() {
                          }
                          if (step == 0) return Error("range: step must not be zero");
                          std::vector<Value> out;
-                         for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+                         for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
                            if (static_cast<int64_t>(out.size()) >= kMaxSequence)
                              return Error("range: too many items");
                            out.emplace_back(i);
+                           if (__builtin_add_overflow(i, step, &i)) break;  // Past stop too.
                          }
                          return Value(std::move(out));
                        }));

@@ -170,6 +170,7 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
       if (at == std::string::npos) break;
       out.append(s, start, at - start);
       out += to;
+      RETURN_IF_ERROR(CheckBuiltString(out, "replace"));
       start = at + from.size();
       if (left > 0) --left;
     }
@@ -198,6 +199,7 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
     for (size_t i = 0; i < parts.size(); ++i) {
       if (i > 0) out += s;
       out += parts[i].ToString();
+      RETURN_IF_ERROR(CheckBuiltString(out, "join"));
     }
     return Value(std::move(out));
   }

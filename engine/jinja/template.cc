@@ -1,5 +1,6 @@
 #include "engine/jinja/template.h"
 
+#include <limits>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/jinja/builtins.h"
+#include "engine/jinja/errors.h"
 #include "engine/jinja/parser.h"
 
 namespace pdserve::engine::jinja {
@@ -277,7 +279,25 @@ class Interpreter {
     return ApplyFilter(e.name, operand, args);
   }
 
+  // Every value an expression makes is within the render's limits: a string no longer than
+  // the output may be, a list no longer than kMaxSequence. Without this, a few doublings
+  // (`{% set s = s ~ s %}` in a loop) or chained joins would exhaust memory long before the
+  // output limit saw anything.
   absl::StatusOr<Value> Eval(const Expr& e) {
+    ASSIGN_OR_RETURN(Value v, EvalUnbounded(e));
+    if (v.is_string() && v.as_string().size() > limits_.max_output_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("a string of ", v.as_string().size(),
+                                                     " bytes exceeds the template output limit (",
+                                                     limits_.max_output_bytes, " bytes)"));
+    }
+    if (v.is_list() && static_cast<int64_t>(v.list().size()) > kMaxSequence) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a list of ", v.list().size(), " items (at most ", kMaxSequence, ")"));
+    }
+    return v;
+  }
+
+  absl::StatusOr<Value> EvalUnbounded(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.literal;
@@ -342,7 +362,13 @@ class Interpreter {
       case Expr::Kind::kNeg:
       case Expr::Kind::kPos: {
         ASSIGN_OR_RETURN(Value v, Eval(*e.children[0]));
-        if (v.is_int()) return e.kind == Expr::Kind::kNeg ? Value(-v.as_int()) : v;
+        if (v.is_int() && e.kind == Expr::Kind::kNeg) {
+          if (v.as_int() == std::numeric_limits<int64_t>::min())
+            return absl::InvalidArgumentError(
+                "integer overflow: negating the smallest 64-bit integer");
+          return Value(-v.as_int());
+        }
+        if (v.is_int()) return v;
         if (v.is_float()) return e.kind == Expr::Kind::kNeg ? Value(-v.as_double()) : v;
         return absl::InvalidArgumentError(absl::StrCat("bad operand type for unary ",
                                                        e.kind == Expr::Kind::kNeg ? "-" : "+", ": ",

@@ -15,6 +15,7 @@
 namespace pdserve::engine::jinja {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 absl::StatusOr<std::string> Render(const std::string& source,
@@ -203,6 +204,64 @@ TEST(JinjaTest, ErrorsNameTheLineAndTheProblem) {
   }
 }
 
+// Python's integers are unbounded, ours are 64 bits: a result that does not fit is refused with
+// a message, never wrapped (signed overflow is undefined behaviour; the UBSan build of
+// jinja_template_fuzzer found `{{ 99999990 ** 22 }}`).
+TEST(JinjaTest, IntegersThatDoNotFitAreRefusedAndThoseThatDoAreExact) {
+  const Case exact[] = {
+      {"{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 3 ** 39 }} {{ 0 ** 0 }} {{ (-1) ** 1000000000001 }}",
+       "4611686018427387904 -9223372036854775808 4052555153018976267 1 -1"},
+      {"{{ 2 ** -1 }}", "0.5"},
+      {"{{ 9223372036854775807 - 1 + 1 }} {{ -9223372036854775807 - 1 }}",
+       "9223372036854775807 -9223372036854775808"},
+      {"{{ (-9223372036854775807 - 1) % 3 }} {{ (-9223372036854775807 - 1) % -1 }} {{ -7 % -3 }}",
+       "1 0 -1"},
+      {"{{ (-9223372036854775807 - 1) is divisibleby(-1) }} {{ 10 is divisibleby(-4) }}",
+       "True False"},
+      {"{{ range(9223372036854775800, 9223372036854775807, 5) | list }}",
+       "[9223372036854775800, 9223372036854775805]"},
+      {"{{ 'abcdef'[1:9223372036854775807:9223372036854775807] }} {{ 'abc'[::-9223372036854775807] "
+       "}}",
+       "b c"},
+      {"{{ '-9223372036854775808' | int }} {{ 1e18 | int }} {{ -2.5 | int }}",
+       "-9223372036854775808 1000000000000000000 -2"},
+  };
+  for (const Case& c : exact) {
+    auto out = Render(c.source);
+    ASSERT_TRUE(out.ok()) << c.source << ": " << out.status();
+    EXPECT_EQ(*out, c.expected) << c.source;
+  }
+  const char* refused[] = {
+      "{{ 9223372036854775807 + 1 }}",
+      "{{ -9223372036854775807 - 2 }}",
+      "{{ 4294967296 * 4294967296 }}",
+      "{{ 99999990 ** 22 }}",
+      "{{ 2 ** 63 }}",
+      "{{ (-9223372036854775807 - 1) // -1 }}",
+      "{{ -(-9223372036854775807 - 1) }}",
+      "{{ (-9223372036854775807 - 1) | abs }}",
+      "{{ '99999999999999999999' | int }}",
+      "{{ 1e19 | int }}",
+      "{{ [1, 2] | sum(start=9223372036854775807) }}",
+  };
+  for (const char* source : refused) {
+    auto out = Render(source);
+    ASSERT_FALSE(out.ok()) << source << " rendered " << *out;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << source;
+    EXPECT_THAT(out.status().message(),
+                AnyOf(HasSubstr("overflow"), HasSubstr("64 bits"), HasSubstr("64-bit")))
+        << source;
+  }
+  // Widths that would allocate gigabytes before the output limit could see them.
+  EXPECT_THAT(Render("{{ 'a\nb' | indent(99999999999) }}").status().message(),
+              HasSubstr("too large"));
+  EXPECT_THAT(Render("{{ [1] | tojson(indent=2147483648) }}").status().message(),
+              HasSubstr("too large"));
+  auto negative = Render("{{ [1] | tojson(indent=-3) }}");
+  ASSERT_TRUE(negative.ok()) << negative.status();
+  EXPECT_EQ(*negative, "[\n1\n]");  // As Python's json.dumps([1], indent=-3).
+}
+
 TEST(JinjaTest, RaiseExceptionIsMarkedAsTheTemplatesOwnRefusal) {
   auto out = Render("{% if true %}{{ raise_exception('roles must alternate') }}{% endif %}");
   ASSERT_FALSE(out.ok());
@@ -227,6 +286,29 @@ TEST(JinjaTest, RendersAreBounded) {
   // range() and repetition refuse to build huge sequences.
   EXPECT_THAT(Render("{{ range(100000000) | length }}").status().message(), HasSubstr("too many"));
   EXPECT_THAT(Render("{{ 'x' * 100000000 }}").status().message(), HasSubstr("too large"));
+  // Values grow no larger than the output may: doubling in a loop, chained joins (each within
+  // the limit, their product not; jinja_template_fuzzer found the second).
+  limits = RenderLimits();
+  limits.max_output_bytes = 1 << 20;
+  EXPECT_THAT(Render("{% set ns = namespace(s='ab') %}{% for i in range(40) %}"
+                     "{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+                     {}, limits)
+                  .status()
+                  .message(),
+              HasSubstr("exceeds the template output limit"));
+  EXPECT_THAT(Render("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}"
+                     "{% set ns.l = ns.l + ns.l %}{% endfor %}")
+                  .status()
+                  .message(),
+              HasSubstr("a list of"));
+  const std::string wide(1000, ',');
+  EXPECT_THAT(
+      Render("{{ range(7) | join('" + wide + "') | join('" + wide + "') | join('" + wide + "') }}",
+             {}, limits)
+          .status()
+          .message(),
+      AnyOf(HasSubstr("larger than"), HasSubstr("exceeds the template output limit"),
+            HasSubstr("iterating a string")));
   // Deep nesting fails to parse rather than exhausting the stack.
   EXPECT_THAT(Render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}")
                   .status()
