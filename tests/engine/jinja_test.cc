@@ -286,6 +286,9 @@ TEST(JinjaTest, RendersAreBounded) {
   // range() and repetition refuse to build huge sequences.
   EXPECT_THAT(Render("{{ range(100000000) | length }}").status().message(), HasSubstr("too many"));
   EXPECT_THAT(Render("{{ 'x' * 100000000 }}").status().message(), HasSubstr("too large"));
+  auto empty = Render("[{{ '' * 9999099990 }}{{ [] * 9999099990 }}]", {}, limits);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(*empty, "[[]]");
   // Values grow no larger than the output may: doubling in a loop, chained joins (each within
   // the limit, their product not; jinja_template_fuzzer found the second).
   limits = RenderLimits();
