@@ -90,6 +90,14 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(ChildOptions o
       std::fprintf(stderr, "setpriority: %s\n", std::strerror(errno));
       _exit(127);
     }
+    if (options.max_open_files > 0) {
+      const rlimit files{static_cast<rlim_t>(options.max_open_files),
+                         static_cast<rlim_t>(options.max_open_files)};
+      if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+        std::fprintf(stderr, "setrlimit(RLIMIT_NOFILE): %s\n", std::strerror(errno));
+        _exit(127);
+      }
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);

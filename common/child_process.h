@@ -46,6 +46,8 @@ struct ChildOptions {
   // cores with latency-critical processes runs niced so that their short wake-ups preempt
   // its long forwards rather than the decode worker's steps.
   int nice = 0;
+  // RLIMIT_NOFILE (soft and hard) of the child; 0: inherited. Tests of descriptor exhaustion.
+  int64_t max_open_files = 0;
   // How WaitHealthy() reaches the child's gRPC listener (a TLS child needs TLS).
   GrpcSecurity security;
 };

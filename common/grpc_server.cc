@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "common/fd_limits.h"
 #include "common/grpc_channel.h"
 #include "common/logging.h"
 #include "common/net_address.h"
@@ -20,6 +21,10 @@ namespace {
 
 // How long after the drain deadline cancelled calls may take to finish.
 constexpr absl::Duration kDrainGrace = absl::Seconds(10);
+
+// A TLS handshake across regions takes well under a second; a client that has not finished
+// one in 20 s is gone or hostile.
+constexpr int kHandshakeTimeoutMs = 20'000;
 
 }  // namespace
 
@@ -76,11 +81,23 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
                      << " is plaintext and reachable from other hosts: anyone who reaches it "
                         "can call it; set --tls_cert, --tls_key and --tls_ca (docs/security.md)";
   }
-  int bound_port = 0;
-  builder.AddListeningPort(host_port.ToString(), credentials, &bound_port);
-  // gRPC sets SO_REUSEPORT by default: a second process could then bind this port and take
-  // a share of new connections. Ours is owned: a second bind fails with EADDRINUSE.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Our own listener hands each connection to gRPC: gRPC 1.51's closes for good on the first
+  // EMFILE ("Failed accept4"), leaving a live process that no client can reach; ours waits
+  // the shortage out and keeps a descriptor reserve (tcp_listener.h). It also binds without
+  // SO_REUSEPORT (gRPC's default would let a second process take a share of new connections)
+  // and says "in use" when the port is taken.
+  TcpListenerOptions listen_options;
+  listen_options.listen_address = config.listen_address;
+  listen_options.field = config.field;
+  listen_options.refuse_fd_at = config.refuse_fd_at != 0
+                                    ? config.refuse_fd_at
+                                    : FdBudget::ForLimit(CurrentFileLimit()).grpc_refuse_at();
+  ASSIGN_OR_RETURN(out->listener_, TcpListener::Bind(std::move(listen_options)));
+  out->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
+  // A connection that never finishes its handshake holds a descriptor for this long (gRPC's
+  // default is 120 s), which a flood of idle connections would turn into an outage.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, kHandshakeTimeoutMs);
   // Clients' keepalive pings (grpc_channel.h) are welcome this often: gRPC's default (one per
   // 5 min while the server sends nothing, as on a worker's registry stream) would count them
   // as abuse and close the connection.
@@ -94,12 +111,20 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.RegisterCallbackGenericService(out->unknown_methods_.get());
   for (const HostedService& s : services) builder.RegisterService(s.service);
   out->server_ = builder.BuildAndStart();
-  if (out->server_ == nullptr || bound_port == 0) {
-    return absl::UnavailableError(absl::StrCat("grpc: cannot listen on ", config.listen_address));
+  if (out->server_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("grpc: cannot start a server for ", config.listen_address));
   }
-  out->port_ = bound_port;
+  const int listen_fd = out->listener_->fd();
+  out->listener_->Start([acceptor = out->acceptor_.get(), listen_fd](int fd) {
+    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+    connection.listener_fd = listen_fd;
+    connection.fd = fd;  // gRPC owns it from here.
+    acceptor->HandleNewConnection(&connection);
+  });
+  out->port_ = out->listener_->port();
   out->tls_ = config.security.tls();
-  out->address_ = WithPort(host_port, bound_port);
+  out->address_ = WithPort(host_port, out->port_);
   out->SetServing(false);
   return out;
 }
@@ -117,6 +142,8 @@ void GrpcServer::Drain(absl::Time deadline) {
   // NOT_SERVING for good; Watch streams are told and ended, so that they do not hold the
   // drain until its deadline.
   health_->Shutdown();
+  // No new connections from here (a connection handed to a shut-down server would leak).
+  listener_->Stop();
   // Shutdown cancels what is still running at the deadline, then waits for every call's
   // reactor to finish. A reactor that never finishes would hang the process forever: that is
   // a bug, so say so loudly and exit rather than hang (the orchestrator restarts us).

@@ -1,7 +1,8 @@
 // A gRPC server with the pieces every pdserve process needs: the grpc.health.v1 service
 // (health_service.h: NOT_SERVING until the process says it is ready, and again while
 // draining, when open Watch streams are ended so that they do not hold the drain), server
-// reflection, port-0 binding that reports the real address, and a drain that lets in-flight
+// reflection, port-0 binding that reports the real address, a listener of our own that keeps
+// accepting through descriptor exhaustion (tcp_listener.h), and a drain that lets in-flight
 // calls finish before a deadline.
 // Thread-safety: SetServing/Drain may be called from any thread.
 #ifndef PDSERVE_COMMON_GRPC_SERVER_H_
@@ -15,10 +16,14 @@
 #include "absl/time/time.h"
 #include "common/grpc_security.h"
 #include "common/health_service.h"
+#include "common/tcp_listener.h"
 
 namespace grpc {
 class Server;
 class Service;
+namespace experimental {
+class ExternalConnectionAcceptor;
+}  // namespace experimental
 }  // namespace grpc
 
 namespace pdserve {
@@ -41,6 +46,12 @@ struct GrpcServerConfig {
   // Refuse clients without a certificate whenever TLS is on, whatever `security` requires
   // (the router's registry listener: only workers with a certificate may register).
   bool always_require_client_cert = false;
+  // The flag that set listen_address, for error messages ("--listen").
+  std::string field = "listen_address";
+  // Connections accepted on a descriptor numbered at or past this are closed at once. 0 (the
+  // default): FdBudget::grpc_refuse_at() of the process's limit when the server starts
+  // (fd_limits.h); negative: none.
+  int64_t refuse_fd_at = 0;
   // Checks every field; errors name the field and its limit.
   absl::Status Validate() const;
 };
@@ -58,6 +69,7 @@ class GrpcServer {
   int port() const { return port_; }
   // Whether the listener speaks TLS.
   bool tls() const { return tls_; }
+  const TcpListenerStats& listener_stats() const { return listener_->stats(); }
 
   // Sets the health status of the whole server ("") and of every hosted service.
   void SetServing(bool serving);
@@ -75,6 +87,9 @@ class GrpcServer {
   GrpcServer() = default;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<UnknownMethods> unknown_methods_;
+  // Destroyed after server_ (declared before it): the listener's thread is stopped by Drain.
+  std::unique_ptr<TcpListener> listener_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;

@@ -4,6 +4,7 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/fd_limits.h"
 #include "common/logging.h"
 #include "common/net_address.h"
 #include "common/serving_info.h"
@@ -29,6 +30,13 @@ absl::StatusOr<std::unique_ptr<ServerRunner>> ServerRunner::Start(
     const std::vector<HostedService>& internal_services,
     std::shared_ptr<prometheus::Registry> registry, const std::string& component) {
   RETURN_IF_ERROR(config.Validate());
+  // Before any listener: the descriptor budget of every listener follows from this limit.
+  const int64_t before = CurrentFileLimit();
+  if (auto raised = RaiseFileLimitToHard(); !raised.ok()) {
+    PDS_LOG(WARNING) << raised.status();
+  } else if (*raised != before) {
+    PDS_LOG(INFO) << "open-file limit raised from " << before << " to " << *raised;
+  }
   std::unique_ptr<ServerRunner> runner(new ServerRunner());
   runner->config_ = config;
   std::vector<HostedService> main_services = services;

@@ -86,7 +86,9 @@ ABSL_FLAG(int64_t, http_max_body_bytes, int64_t{32} << 20,
           "Largest HTTP request body; larger ones get 413.");
 ABSL_FLAG(absl::Duration, http_read_timeout, absl::Seconds(30),
           "An HTTP request must arrive whole within this long of its connection going idle.");
-ABSL_FLAG(int, http_max_connections, 10000, "Open HTTP connections; more get 503.");
+ABSL_FLAG(int, http_max_connections, 10000,
+          "Open HTTP connections; more get 503. Lowered to the HTTP share of the open-file "
+          "limit (docs/security.md).");
 ABSL_FLAG(absl::Duration, http_request_timeout, absl::Minutes(10),
           "Deadline of an HTTP request without an x-pdserve-timeout-ms header.");
 ABSL_FLAG(std::string, http_api_key_file, "",

@@ -1,5 +1,6 @@
 #include "router/openai/http_server.h"
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -15,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/fd_limits.h"
 #include "common/logging.h"
 #include "common/net_address.h"
 
@@ -29,6 +31,9 @@ using tcp = net::ip::tcp;
 // A chunk longer than the header limit is not read into the buffer while watching a
 // connection for disconnects: pipelined bytes beyond it wait in the kernel.
 constexpr size_t kWatchReadBytes = 4096;
+// Waits after an accept failure: the first, then doubling to the last.
+constexpr absl::Duration kFirstAcceptBackoff = absl::Milliseconds(10);
+constexpr absl::Duration kMaxAcceptBackoff = absl::Seconds(1);
 // How long a response write may wait for the client to take it before the connection is
 // dropped (a client that stopped reading).
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
@@ -81,9 +86,18 @@ struct HttpServer::Impl {
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   tcp::acceptor acceptor{ioc};
+  // Waits out an accept failure: retried at once, EMFILE would spin a core for as long as the
+  // descriptors stay short.
+  net::steady_timer accept_backoff{ioc};
+  absl::Duration backoff = kFirstAcceptBackoff;
+  // Connections whose descriptor is numbered at or past this are closed when accepted.
+  int64_t refuse_fd_at = 0;
+  // config.max_connections, clamped to the descriptors HTTP clients may hold.
+  int64_t max_connections = 0;
   std::vector<std::thread> threads;
 
   void Accept();
+  void AcceptLater();
 };
 
 // One connection. Everything below runs on the connection's strand.
@@ -483,12 +497,43 @@ void HttpServer::Impl::Accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (ec) {
       if (ec == net::error::operation_aborted) return;  // Closed by StopAccepting.
-      PDS_LOG_EVERY_N_SEC(WARNING, 5) << "HTTP accept failed: " << ec.message();
+      // A connection that went away before it was accepted is not our shortage.
+      if (ec != net::error::connection_aborted) {
+        stats.accept_errors.fetch_add(1);
+        PDS_LOG_EVERY_N_SEC(WARNING, 5) << "HTTP accept failed: " << ec.message()
+                                        << "; retrying in " << absl::FormatDuration(backoff);
+        AcceptLater();
+        return;
+      }
+    } else if (socket.native_handle() >= refuse_fd_at) {
+      // Past the descriptors HTTP may hold: closed without a word (writing a 503 would need
+      // the strand and a buffer for a client that is likely part of a flood).
+      stats.refused_fd_headroom.fetch_add(1);
+      PDS_LOG_EVERY_N_SEC(WARNING, 5)
+          << "HTTP: refusing connections: " << socket.native_handle() + 1
+          << " or more descriptors are open, at or past the " << refuse_fd_at
+          << " HTTP clients may use (the rest are kept for gRPC and the router's own work)";
+      beast::error_code ignored;
+      socket.close(ignored);
     } else {
-      const bool refuse = stats.open_connections.load() >= config.max_connections;
+      backoff = kFirstAcceptBackoff;
+      const bool refuse = stats.open_connections.load() >= max_connections;
       auto session = std::make_shared<Session>(this, std::move(socket));
       net::post(session->executor(), [session, refuse] { session->Start(refuse); });
     }
+    {
+      absl::MutexLock lock(&mu);
+      if (!accepting) return;
+    }
+    Accept();
+  });
+}
+
+void HttpServer::Impl::AcceptLater() {
+  accept_backoff.expires_after(absl::ToChronoNanoseconds(backoff));
+  backoff = std::min(backoff * 2, kMaxAcceptBackoff);
+  accept_backoff.async_wait([this](beast::error_code ec) {
+    if (ec == net::error::operation_aborted) return;
     {
       absl::MutexLock lock(&mu);
       if (!accepting) return;
@@ -527,6 +572,17 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerCo
   }
   const tcp::endpoint bound = impl.acceptor.local_endpoint();
   server->address_ = WithPort(*address, bound.port());
+  // HTTP clients may hold the descriptors up to the HTTP threshold; the rest stay for gRPC
+  // (health probes, workers' reports) and the router's own channels and files.
+  const FdBudget budget = FdBudget::ForLimit(CurrentFileLimit());
+  impl.refuse_fd_at = budget.http_refuse_at();
+  impl.max_connections = std::min<int64_t>(config.max_connections, budget.http_refuse_at());
+  if (impl.max_connections < config.max_connections) {
+    PDS_LOG(WARNING) << "--http_max_connections=" << config.max_connections << " lowered to "
+                     << impl.max_connections << ": the open-file limit is " << budget.limit
+                     << " and " << budget.limit - budget.http_refuse_at()
+                     << " descriptors are kept for gRPC and the router's own work";
+  }
   impl.work.emplace(net::make_work_guard(impl.ioc));
   impl.Accept();
   for (int i = 0; i < config.threads; ++i) {
@@ -547,6 +603,7 @@ void HttpServer::StopAccepting() {
   net::post(impl_->ioc, [impl = impl_.get()] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
+    impl->accept_backoff.cancel();
   });
 }
 

@@ -80,6 +80,10 @@ using HttpHandler =
 struct HttpServerStats {
   std::atomic<int64_t> open_connections{0};
   std::atomic<int64_t> refused_connections{0};
+  // Closed when accepted: past the descriptors HTTP clients may hold (fd_limits.h).
+  std::atomic<int64_t> refused_fd_headroom{0};
+  // accept() failures (out of descriptors or memory), each waited out with a backoff.
+  std::atomic<int64_t> accept_errors{0};
   std::atomic<int64_t> timed_out_reads{0};
 };
 

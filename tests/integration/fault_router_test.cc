@@ -2,19 +2,30 @@
 // random cancellations once aborted the router ("pure virtual method called": a read started
 // on a downstream call gRPC had already finished); a full router must refuse at once with a
 // retry-after hint and lose nothing. Every scenario ends with the shared baseline check.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
+#include "common/fd_limits.h"
+#include "common/net_address.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/integration/fault_check.h"
 #include "tests/testing/greedy_reference.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/poll.h"
 #include "tools/client/generation_client.h"
 
 namespace pdserve::testing {
@@ -213,6 +224,118 @@ TEST(RouterFaultTest, ThreeTimesOverloadIsRefusedAtOnceAndLosesNothing) {
   EXPECT_GT(r.exhausted, 0);
   EXPECT_GE(r.ok, 40);
   EXPECT_EQ(r.ok + r.exhausted, 120);
+  ExpectClusterAtBaseline(*cluster);
+}
+
+// A TCP connection to 127.0.0.1:`port` that has sent `partial` and holds on; -1 if the
+// connection could not be made within a second.
+int HoldConnection(int port, const std::string& partial) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const timeval second{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &second, sizeof(second));  // Bounds connect().
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  (void)!send(fd, partial.data(), partial.size(), MSG_NOSIGNAL);
+  return fd;
+}
+
+// CPU seconds `pid` has used (user + system).
+double CpuSeconds(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) start after the last ')'.
+  const size_t close_paren = text.rfind(')');
+  if (close_paren == std::string::npos) return -1;
+  std::vector<std::string> fields = absl::StrSplit(text.substr(close_paren + 2), ' ');
+  if (fields.size() < 13) return -1;
+  // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+  return (std::stod(fields[11]) + std::stod(fields[12])) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+bool HealthServing(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  return stub->Check(&context, request, &response).ok() &&
+         response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+// A flood of idle connections past the router's descriptor limit (issue: 400 connections at
+// 256 descriptors) once ended its gRPC listener for good (gRPC 1.51 closes a listener on its
+// first EMFILE: after the flood, new calls queued in the backlog unanswered while the process
+// and its workers' registrations lived on) and spun the HTTP accept loop at 100 % CPU. Now
+// each listener stops at its share of the descriptors and keeps accepting (and closing) past
+// it, connections already open keep being served, and everything answers once the flood ends.
+TEST(RouterFaultTest, AConnectionFloodPastTheDescriptorLimitLeavesEveryListenerServing) {
+  constexpr int64_t kRouterFiles = 256;
+  // Ten times the router's limit, half on each listener, as far as this process may open.
+  ASSERT_TRUE(RaiseFileLimitToHard().ok());
+  const int per_listener =
+      static_cast<int>(std::min<int64_t>(5 * kRouterFiles, (CurrentFileLimit() - 256) / 2));
+  ASSERT_GE(per_listener, 2 * kRouterFiles) << "this process may not open enough descriptors";
+  auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 0,
+                                                    .decode_workers = 1,
+                                                    .router_flags = {"--http_listen=127.0.0.1:0"},
+                                                    .router_max_open_files = kRouterFiles});
+  ASSERT_NE(cluster, nullptr);
+  ChildProcess& router = cluster->router();
+  auto http = ParseHostPort(router.serving_info().at("http"), "http");
+  auto grpc_port = ParseHostPort(router.grpc_address(), "grpc");
+  ASSERT_TRUE(http.ok() && grpc_port.ok());
+  auto generate = [](const std::shared_ptr<grpc::Channel>& channel) {
+    return client::CallGenerate(channel, client::MakeRequest({1, 2, 3, 4}, 4), absl::Seconds(20))
+        .status;
+  };
+  ASSERT_TRUE(generate(cluster->channel()).ok());  // The channel is open before the flood.
+
+  std::vector<int> flood;
+  for (int i = 0; i < per_listener; ++i) {
+    const int a = HoldConnection(http->port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n");
+    const int b = HoldConnection(grpc_port->port, "PRI * HTTP/2.0\r\n");
+    for (int fd : {a, b}) {
+      if (fd >= 0) flood.push_back(fd);
+    }
+  }
+  EXPECT_GT(flood.size(), static_cast<size_t>(kRouterFiles)) << "the flood did not happen";
+  // Past its share, the router refuses: it says so, does not spin, and serves the channel it
+  // had.
+  EXPECT_TRUE(PollUntil([&] { return absl::StrContains(router.Log(), "refusing connections"); },
+                        absl::Seconds(10)))
+      << router.Log();
+  const double cpu_before = CpuSeconds(router.pid());
+  absl::SleepFor(absl::Seconds(2));
+  const double cpu_during = CpuSeconds(router.pid()) - cpu_before;
+  EXPECT_LT(cpu_during, 1.0) << "the router used " << cpu_during
+                             << " CPU seconds in 2 s of an idle flood (an accept loop spinning)";
+  auto during = generate(cluster->channel());
+  EXPECT_TRUE(during.ok()) << during.error_message();
+  EXPECT_FALSE(absl::StrContains(router.Log(), "Failed accept4")) << router.Log();
+
+  for (int fd : flood) close(fd);
+  // Once the flood is gone, new gRPC and HTTP clients are served.
+  EXPECT_TRUE(PollUntil([&] { return HealthServing(router.grpc_address()); }, absl::Seconds(30)))
+      << router.Log();
+  auto after =
+      generate(grpc::CreateChannel(router.grpc_address(), grpc::InsecureChannelCredentials()));
+  EXPECT_TRUE(after.ok()) << after.error_message();
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto models = HttpGet(http->ToString(), "/v1/models", absl::Seconds(2));
+        return models.ok() && models->status == 200;
+      },
+      absl::Seconds(30)))
+      << router.Log();
   ExpectClusterAtBaseline(*cluster);
 }
 

@@ -9,9 +9,11 @@ namespace pdserve::testing {
 namespace {
 
 std::unique_ptr<ChildProcess> StartChild(const std::string& binary, std::vector<std::string> args,
-                                         const GrpcSecurity& security) {
-  auto child = ChildProcess::Start(
-      ChildOptions{.binary = binary, .args = std::move(args), .security = security});
+                                         const GrpcSecurity& security, int64_t max_open_files = 0) {
+  auto child = ChildProcess::Start(ChildOptions{.binary = binary,
+                                                .args = std::move(args),
+                                                .max_open_files = max_open_files,
+                                                .security = security});
   EXPECT_TRUE(child.ok()) << binary << ": " << child.status();
   if (!child.ok()) return nullptr;
   EXPECT_TRUE((*child)->WaitHealthy(absl::Seconds(30)).ok()) << (*child)->Log();
@@ -28,7 +30,9 @@ std::unique_ptr<LocalCluster> LocalCluster::Start(const ClusterOptions& options)
                                           "--worker_timeout=1s"};
   router_args.insert(router_args.end(), options.router_flags.begin(), options.router_flags.end());
   cluster->router_args_ = router_args;
-  cluster->router_ = StartChild("pdserve-router", router_args, options.security);
+  cluster->router_max_open_files_ = options.router_max_open_files;
+  cluster->router_ =
+      StartChild("pdserve-router", router_args, options.security, options.router_max_open_files);
   if (!cluster->router_) return nullptr;
   const std::string router = "--router=" + cluster->registry_address();
   for (int i = 0; i < options.prefill_workers; ++i) {
@@ -133,7 +137,7 @@ bool LocalCluster::RestartRouter() {
   std::vector<std::string> args = router_args_;
   args.push_back("--listen=" + address);
   if (registry != address) args.push_back("--registry_listen=" + registry);
-  router_ = StartChild("pdserve-router", args, security_);
+  router_ = StartChild("pdserve-router", args, security_, router_max_open_files_);
   return router_ != nullptr;
 }
 

@@ -25,6 +25,8 @@ struct ClusterOptions {
   std::vector<std::string> router_flags;
   std::vector<std::string> decode_flags;
   std::vector<std::string> prefill_flags;
+  // The router's open-file limit (soft and hard); 0: inherited.
+  int64_t router_max_open_files = 0;
   // How the test's own calls (and health checks) reach the processes: plaintext unless the
   // flags above turn TLS on, when this must match them.
   GrpcSecurity security;
@@ -64,6 +66,7 @@ class LocalCluster {
  private:
   std::unique_ptr<ChildProcess> router_;
   std::vector<std::string> router_args_;
+  int64_t router_max_open_files_ = 0;
   std::vector<std::unique_ptr<ChildProcess>> decode_;
   std::vector<std::unique_ptr<ChildProcess>> prefill_;
   std::shared_ptr<grpc::Channel> channel_;
