@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -85,6 +86,18 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromConfig(
       t->special_tokens_.emplace_back(key, *text);
   }
   return t;
+}
+
+bool ChatTemplate::KnowsRole(absl::string_view role) const {
+  static constexpr absl::string_view kOpenAiRoles[] = {"system",    "developer", "user",
+                                                       "assistant", "tool",      "function"};
+  for (absl::string_view known : kOpenAiRoles) {
+    if (role == known) return true;
+  }
+  // A role the template compares with or prints as a literal (Llama 3.1's 'ipython').
+  if (role.empty() || role.size() > 64) return false;
+  return absl::StrContains(source_, absl::StrCat("'", role, "'")) ||
+         absl::StrContains(source_, absl::StrCat("\"", role, "\""));
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> messages,

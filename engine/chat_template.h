@@ -47,6 +47,12 @@ class ChatTemplate {
 
   const std::string& source() const { return source_; }
 
+  // Whether a message may have `role`: one of the OpenAI API's (system, developer, user,
+  // assistant, tool, function), or one the template names as a string literal. Requests
+  // with other roles are refused (proto/bridge), rather than letting a template that prints
+  // roles verbatim put an arbitrary header into the prompt.
+  bool KnowsRole(absl::string_view role) const;
+
  private:
   ChatTemplate() = default;
 

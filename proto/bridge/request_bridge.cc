@@ -112,6 +112,16 @@ absl::StatusOr<std::vector<int32_t>> ChatPromptIds(const v1::ChatPrompt& chat,
     if (kwargs.is_discarded() || !kwargs.is_object())
       return Invalid("prompt.chat.template_kwargs_json", "must be a JSON object");
   }
+  for (int i = 0; i < chat.messages_size(); ++i) {
+    const std::string& role = chat.messages(i).role();
+    if (!chat_template->KnowsRole(role)) {
+      return Invalid(absl::StrCat("prompt.chat.messages[", i, "].role"),
+                     absl::StrCat("'", role,
+                                  "' is neither an OpenAI API role (system, developer, user, "
+                                  "assistant, tool, function) nor one this model's chat "
+                                  "template names"));
+    }
+  }
   std::vector<engine::ChatMessage> messages;
   messages.reserve(chat.messages_size());
   for (const auto& m : chat.messages()) messages.push_back({m.role(), m.content()});

@@ -92,6 +92,10 @@ TEST_F(ChatBridgeTest, BadChatsNameTheFieldAndTheLimit) {
     m->set_role("u");
   }
   cases.push_back({many, "prompt.chat.messages: 4097 messages, at most 4096"});
+  // A role neither the OpenAI API nor the template knows would print a made-up header into
+  // the prompt of templates that print roles verbatim.
+  cases.push_back({Chat({{"user", "hi"}, {"wizard", "x"}}),
+                   "prompt.chat.messages[1].role: 'wizard' is neither an OpenAI API role"});
   v1::GenerateRequest kwargs = Chat({{"user", "hi"}});
   kwargs.mutable_chat()->set_template_kwargs_json("[1, 2]");
   cases.push_back({kwargs, "prompt.chat.template_kwargs_json: must be a JSON object"});
@@ -107,6 +111,18 @@ TEST_F(ChatBridgeTest, BadChatsNameTheFieldAndTheLimit) {
   }
   EXPECT_THAT(PrecheckGenerateRequest(Chat({{"user", std::string(5000, 'x')}}), limits_).message(),
               HasSubstr("prompt.chat: 5004 bytes"));
+}
+
+TEST(ChatTemplateRolesTest, OpenAiRolesAndThoseTheTemplateNamesAreKnown) {
+  auto t = engine::ChatTemplate::FromConfig(
+      R"({"chat_template": "{% for m in messages %}{% if m.role == 'ipython' %}<tool>{% endif %}{{ m.role }}: {{ m.content }}{% endfor %}"})");
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (const char* role :
+       {"system", "developer", "user", "assistant", "tool", "function", "ipython"}) {
+    EXPECT_TRUE((*t)->KnowsRole(role)) << role;
+  }
+  for (const char* role : {"wizard", "", "ipytho", "m.role"})
+    EXPECT_FALSE((*t)->KnowsRole(role)) << role;
 }
 
 TEST_F(ChatBridgeTest, AModelWithoutATemplateOrARefusingTemplateSaysSo) {

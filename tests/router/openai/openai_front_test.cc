@@ -203,6 +203,8 @@ TEST_F(OpenAiFrontTest, ErrorsAreOpenAiErrorsWithTheirHttpStatus) {
        nullptr},
       {"POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": 7}]})", "", 400,
        "messages[0].content", "messages[0].content"},
+      {"POST", "/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "hi"}]})", "",
+       400, "messages[0].role: 'wizard' is neither an OpenAI API role", "messages"},
       {"POST", "/v1/completions", R"({"prompt": "x", "max_tokens": "lots"})", "", 400,
        "max_tokens: must be an integer", "max_tokens"},
       {"POST", "/v1/completions", R"({"prompt": "x", "top_p": 7})", "", 400, "sampling.top_p",
