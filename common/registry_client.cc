@@ -155,7 +155,10 @@ class RegistryClient::RouterSession {
     v1::WorkerMessage hello;
     *hello.mutable_registration() = client_->registration_;
     v1::RouterMessage reply;
-    bool ok = stream->Write(hello) && stream->Read(&reply) && reply.has_ack();
+    // A stream whose write or read failed is over: its status says why. One that answered
+    // but not as expected is still open and must be cancelled.
+    const bool answered = stream->Write(hello) && stream->Read(&reply);
+    bool ok = answered && reply.has_ack();
     if (ok && !reply.ack().accepted()) {
       PDS_LOG_EVERY_N_SEC(WARNING, 10)
           << "router " << address_ << " refused registration: " << reply.ack().message();
@@ -188,12 +191,30 @@ class RegistryClient::RouterSession {
       context.TryCancel();
       reader.join();
     }
-    if (!ok) context.TryCancel();
+    const bool refused = !ok && reply.has_ack();  // Said and logged above.
+    if (!ok && answered) context.TryCancel();
     {
       absl::MutexLock lock(&mu_);
       active_context_ = nullptr;
     }
-    stream->Finish();
+    const grpc::Status finished = stream->Finish();
+    if (!ok && !stopping()) {
+      // A worker that cannot register once said nothing: the router unreachable, TLS
+      // refused, or --router pointing at a listener without the registry (UNIMPLEMENTED).
+      std::string why =
+          refused
+              ? absl::StrCat("router ", address_, " refused registration: ", reply.ack().message())
+              : absl::StrCat(
+                    "cannot register with router ", address_, ": ",
+                    absl::StatusCodeToString(static_cast<absl::StatusCode>(finished.error_code())),
+                    ": ", finished.error_message());
+      if (finished.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        absl::StrAppend(&why,
+                        " (is --router the router's registry listener, its --registry_listen?)");
+      }
+      if (!refused) PDS_LOG_EVERY_N_SEC(WARNING, 10) << why;
+      client_->RegistrationFailed(why);
+    }
   }
 
   // A report's load as compared between reports: without its sequence and step samples.
@@ -343,6 +364,16 @@ void RegistryClient::RunReporter() {
 }
 
 void RegistryClient::RequestReset() { reset_requested_.store(true); }
+
+void RegistryClient::RegistrationFailed(const std::string& why) {
+  absl::MutexLock lock(&error_mu_);
+  last_error_ = why;
+}
+
+std::string RegistryClient::last_error() const {
+  absl::MutexLock lock(&error_mu_);
+  return last_error_;
+}
 
 void RegistryClient::SessionRegistered(bool registered) {
   if (registered) {

@@ -83,6 +83,9 @@ class RegistryClient {
   int registered_routers() const { return registered_routers_.load(); }
   // Successful registrations so far, over every router.
   int registrations() const { return registrations_.load(); }
+  // Why the last registration attempt that failed did (router address, gRPC status and a
+  // hint); empty while none has. Also logged, at most every 10 s per router.
+  std::string last_error() const;
 
  private:
   class RouterSession;
@@ -96,6 +99,7 @@ class RegistryClient {
   // Calls report_ every report_interval and hands the result to every session.
   void RunReporter();
   void SessionRegistered(bool registered);
+  void RegistrationFailed(const std::string& why);
   void RequestReset();
 
   const RegistryClientConfig config_;
@@ -112,6 +116,8 @@ class RegistryClient {
   // By address; only the resolver thread adds or removes.
   std::map<std::string, std::unique_ptr<RouterSession>> sessions_ ABSL_GUARDED_BY(mu_);
   absl::Mutex callback_mu_;  // One on_registered_routers call at a time.
+  mutable absl::Mutex error_mu_;
+  std::string last_error_ ABSL_GUARDED_BY(error_mu_);
 };
 
 }  // namespace pdserve

@@ -1,6 +1,8 @@
 #include "common/serving_info.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -11,17 +13,21 @@ namespace pdserve {
 
 absl::Status WriteServingInfo(const std::string& path, const ServingInfo& info) {
   const std::string tmp = absl::StrCat(path, ".tmp");
+  absl::Status written = absl::OkStatus();
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
     for (const auto& [key, value] : info) out << key << '=' << value << '\n';
     out.flush();
-    if (!out) return absl::InternalError(absl::StrCat("write failed: ", tmp));
+    if (!out) written = absl::InternalError(absl::StrCat("write failed: ", tmp));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  if (written.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    written = absl::InternalError(
+        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
   }
-  return absl::OkStatus();
+  // A failed write leaves nothing behind (a 0-byte temporary file once stayed).
+  if (!written.ok()) std::remove(tmp.c_str());
+  return written;
 }
 
 absl::StatusOr<ServingInfo> ReadServingInfo(const std::string& path) {

@@ -276,6 +276,29 @@ TEST(ResolveRouterAddressesTest, LiteralsListsAndNames) {
   EXPECT_EQ(ResolveRouterAddresses(" , ").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A worker pointed at a listener without the registry (the router's public port when the
+// registry has its own) once failed silently; now it says why, with a hint.
+TEST(RegistryClientTest, AFailedRegistrationSaysWhy) {
+  auto server = GrpcServer::Start(GrpcServerConfig{}, {});  // No Registry service here.
+  ASSERT_TRUE(server.ok());
+  RegistryClient client(RegistryClientConfig{.router_address = (*server)->address(),
+                                             .min_backoff = absl::Milliseconds(20),
+                                             .max_backoff = absl::Milliseconds(100)},
+                        v1::WorkerRegistration(), [](bool, auto*, auto*) {});
+  client.Start();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (client.last_error().empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  client.Stop();
+  const std::string error = client.last_error();
+  EXPECT_NE(error.find("cannot register with router " + (*server)->address() + ": UNIMPLEMENTED"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("--registry_listen"), std::string::npos) << error;
+  EXPECT_FALSE(client.connected());
+}
+
 TEST(RegistryClientTest, WithoutARouterItDoesNothing) {
   RegistryClient client(RegistryClientConfig{}, v1::WorkerRegistration(),
                         [](bool, auto*, auto*) { FAIL(); });
