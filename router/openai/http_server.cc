@@ -1,6 +1,7 @@
 #include "router/openai/http_server.h"
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -34,6 +35,9 @@ constexpr size_t kWatchReadBytes = 4096;
 // Waits after an accept failure: the first, then doubling to the last.
 constexpr absl::Duration kFirstAcceptBackoff = absl::Milliseconds(10);
 constexpr absl::Duration kMaxAcceptBackoff = absl::Seconds(1);
+// Lingering close after a refused request: at most this long, at most this many bytes.
+constexpr absl::Duration kLingerTime = absl::Seconds(2);
+constexpr size_t kLingerBytes = size_t{256} << 20;
 // How long a response write may wait for the client to take it before the connection is
 // dropped (a client that stopped reading).
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
@@ -224,6 +228,32 @@ class Session : public std::enable_shared_from_this<Session> {
     if (auto callback = std::move(on_disconnect_)) callback();
   }
 
+  // After an answer that refused the request, reads and drops what the client still sends,
+  // until it closes, kLingerBytes were dropped or kLingerTime passed (nginx's lingering
+  // close), so that the client reads our answer instead of a connection reset.
+  void LingerThenClose() {
+    read_timer_.expires_after(std::chrono::microseconds(absl::ToInt64Microseconds(kLingerTime)));
+    read_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->closed_) return;
+      self->Close();
+    });
+    DropInput();
+  }
+
+  void DropInput() {
+    if (closed_) return;
+    if (!linger_buffer_) linger_buffer_ = std::make_unique<std::array<char, 16384>>();
+    socket_.async_read_some(net::buffer(*linger_buffer_),
+                            [self = shared_from_this()](beast::error_code ec, size_t bytes) {
+                              self->lingered_bytes_ += bytes;
+                              if (ec || self->lingered_bytes_ > kLingerBytes) {
+                                self->Close();
+                                return;
+                              }
+                              self->DropInput();
+                            });
+  }
+
   void ArmReadTimer() {
     read_timer_.expires_after(
         std::chrono::microseconds(absl::ToInt64Microseconds(impl_->config.read_timeout)));
@@ -269,6 +299,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void RespondAndClose(int status, const std::string& message) {
     answered_ = true;
+    // The client may still be sending what we refused (a 40 MB body): closing at once would
+    // answer its bytes with a reset, which discards our answer before it can read it.
+    linger_ = true;
     Send(StatusLine(status) + "Content-Type: application/json\r\nConnection: close\r\n" +
              ContentLength(ErrorJson(message, "invalid_request_error")),
          nullptr, /*last=*/true);
@@ -407,6 +440,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!keep_alive_ || stopping) {
       beast::error_code ignored;
       socket_.shutdown(tcp::socket::shutdown_send, ignored);
+      if (linger_ && !stopping) {
+        LingerThenClose();
+        return;
+      }
       Close();
       return;
     }
@@ -436,6 +473,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // The request being answered.
   uint64_t exchange_id_ = 0;
   bool answered_ = false;
+  // Refused without reading the whole request: drain before closing (LingerThenClose).
+  bool linger_ = false;
+  size_t lingered_bytes_ = 0;
+  std::unique_ptr<std::array<char, 16384>> linger_buffer_;
   bool answer_completed_ = false;
   bool streaming_ = false;
   bool exchange_done_ = true;

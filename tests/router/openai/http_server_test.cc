@@ -150,6 +150,27 @@ TEST(HttpServerTest, LimitsAreAnsweredWithTheirStatusAndTheConnectionCloses) {
   EXPECT_EQ(ok->body, "POST /after small");
 }
 
+// A 40 MB body refused from its Content-Length once ended in a connection reset while the
+// client was still sending it, so it never read the 413: the server closed with the body still
+// arriving. It now drains what the client sends (up to 2 s, 256 MiB) after answering.
+TEST(HttpServerTest, AClientStillSendingARefusedBodyReadsThe413) {
+  HttpServerConfig config = Config();
+  config.max_body_bytes = 1024;
+  auto server = StartServer(config, Echo);
+  ASSERT_NE(server, nullptr);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto conn = HttpConnection::Open(server->address());
+    ASSERT_TRUE(conn.ok());
+    // As most clients do (curl, Python's requests): the whole request first, then the answer.
+    const absl::Status sent =
+        (*conn)->Send(HttpRequestBytes("POST", "/big", std::string(40 << 20, 'b')));
+    EXPECT_TRUE(sent.ok()) << "attempt " << attempt << ": " << sent;
+    const HttpResponseParts response = (*conn)->ReadResponse(absl::Seconds(20));
+    EXPECT_EQ(response.status, 413) << "attempt " << attempt;
+    EXPECT_THAT(response.body, HasSubstr("larger than 1024 bytes"));
+  }
+}
+
 TEST(HttpServerTest, SlowAndIdleConnectionsAreClosedAfterTheReadTimeout) {
   HttpServerConfig config = Config();
   config.read_timeout = absl::Milliseconds(500);
