@@ -146,6 +146,9 @@ class RegistryClient::RouterSession {
     auto channel = MakeChannel(address_, security_, kRegistryKeepalive);
     auto stub = v1::Registry::NewStub(channel);
     grpc::ClientContext context;
+    if (!client_->config_.registration_token.empty()) {
+      context.AddMetadata(kRegistrationTokenHeader, client_->config_.registration_token);
+    }
     {
       absl::MutexLock lock(&mu_);
       if (stop_) return;
@@ -208,6 +211,9 @@ class RegistryClient::RouterSession {
                     "cannot register with router ", address_, ": ",
                     absl::StatusCodeToString(static_cast<absl::StatusCode>(finished.error_code())),
                     ": ", finished.error_message());
+      if (finished.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+        absl::StrAppend(&why, " (does --registration_token_file hold the router's token?)");
+      }
       if (finished.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
         absl::StrAppend(&why,
                         " (is --router the router's registry listener, its --registry_listen?)");

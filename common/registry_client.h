@@ -55,6 +55,9 @@ struct RegistryClientConfig {
   absl::Duration resolve_interval = absl::Seconds(5);
   // How the stream is secured (the worker's TLS identity); plaintext by default.
   GrpcSecurity security;
+  // The cluster's registration token (--registration_token_file), sent as the
+  // kRegistrationTokenHeader metadata of every registration; empty: none sent.
+  std::string registration_token;
   // Called with the number of routers this worker is registered with, whenever it changes.
   std::function<void(int registered_routers)> on_registered_routers;
 };
@@ -64,6 +67,9 @@ struct RegistryClientConfig {
 // ones when it has none. Errors: a malformed entry (INVALID_ARGUMENT), a name that does not
 // resolve (UNAVAILABLE).
 absl::StatusOr<std::vector<std::string>> ResolveRouterAddresses(const std::string& addresses);
+
+// The metadata key a worker's registration carries the cluster's token in.
+inline constexpr char kRegistrationTokenHeader[] = "x-pdserve-registration-token";
 
 class RegistryClient {
  public:

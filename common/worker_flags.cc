@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/net_address.h"
+#include "common/secret_file.h"
 #include "common/status_macros.h"
 #include "common/tls_flags.h"
 #include "engine/engine_flags.h"
@@ -24,6 +25,9 @@ ABSL_FLAG(std::string, router, "",
           "Routers' Registry address(es), host:port[,host:port...]; a name with several "
           "addresses (a headless Service) registers with each, re-resolved every 5 s. Empty: "
           "standalone.");
+ABSL_FLAG(std::string, registration_token_file, "",
+          "File holding the cluster's registration token, sent with every registration (the "
+          "router's --registration_token_file); empty: none.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM, how long running work may finish.");
 ABSL_FLAG(int, block_size, pdserve::WorkerProcessConfig{}.block_size,
@@ -67,6 +71,11 @@ absl::StatusOr<WorkerProcessConfig> WorkerProcessConfigFromFlags(const std::stri
       auto parsed = ParseHostPort(absl::StripAsciiWhitespace(router), "--router");
       if (!parsed.ok()) return parsed.status();
     }
+  }
+  if (const std::string file = absl::GetFlag(FLAGS_registration_token_file); !file.empty()) {
+    auto token = ReadSecretFile(file, "--registration_token_file");
+    if (!token.ok()) return token.status();
+    c.registry.registration_token = *std::move(token);
   }
   c.block_size = absl::GetFlag(FLAGS_block_size);
   c.num_blocks = absl::GetFlag(FLAGS_num_blocks);

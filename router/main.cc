@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/secret_file.h"
 #include "common/tls_flags.h"
 #include "router/placement/placement_policy.h"
 #include "router/router.h"
@@ -95,6 +96,10 @@ ABSL_FLAG(std::string, http_api_key_file, "",
           "File holding the API key HTTP clients must send (Authorization: Bearer KEY); empty: "
           "no key. /health needs none.");
 
+ABSL_FLAG(std::string, registration_token_file, "",
+          "File holding the cluster's registration token: workers must send it to register "
+          "(their --registration_token_file). Empty: anyone who reaches the registry may.");
+
 int main(int argc, char** argv) {
   pdserve::ShutdownSignal shutdown;
   pdserve::ParseCommandLine(
@@ -154,6 +159,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     config.http.api_key = *std::move(key);
+  }
+  if (const std::string file = absl::GetFlag(FLAGS_registration_token_file); !file.empty()) {
+    auto token = pdserve::ReadSecretFile(file, "--registration_token_file");
+    if (!token.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
+      return 2;
+    }
+    config.registration_token = *std::move(token);
   }
   if (absl::Status s = config.Validate(); !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());

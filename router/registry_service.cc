@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "common/registry_client.h"
+#include "common/secret_file.h"
 #include "proto/bridge/report_bridge.h"
 #include "proto/bridge/request_bridge.h"
 #include "router/router_wire.h"
@@ -142,7 +144,28 @@ RegistryService::RegistryService(WorkerRegistry* registry, DecisionLog* log,
     : registry_(registry), log_(log), cost_model_(cost_model), options_(std::move(options)) {}
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* RegistryService::Connect(
-    grpc::CallbackServerContext*) {
+    grpc::CallbackServerContext* context) {
+  if (!options_.registration_token.empty()) {
+    const auto& metadata = context->client_metadata();
+    const auto found = metadata.find(kRegistrationTokenHeader);
+    const absl::string_view given =
+        found == metadata.end() ? absl::string_view()
+                                : absl::string_view(found->second.data(), found->second.size());
+    if (!ConstantTimeEquals(given, options_.registration_token)) {
+      PDS_LOG_EVERY_N_SEC(WARNING, 5)
+          << "refused a registration from " << context->peer() << ": registration token "
+          << (found == metadata.end() ? "missing" : "wrong");
+      class Refuse final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage> {
+       public:
+        Refuse() {
+          Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                              "registration token missing or wrong (--registration_token_file)"));
+        }
+        void OnDone() override { delete this; }
+      };
+      return new Refuse();
+    }
+  }
   return new WorkerStream(registry_, options_.report_interval, options_.heartbeat_interval,
                           &draining_);
 }

@@ -24,6 +24,9 @@ struct RegistryServiceOptions {
   absl::Duration heartbeat_interval = absl::ZeroDuration();
   std::string policy;              // Reported in the cluster status.
   std::function<int()> in_flight;  // Requests being relayed now.
+  // The cluster's registration token: a registration without it (kRegistrationTokenHeader)
+  // is refused UNAUTHENTICATED and logged with its peer. Empty: anyone may register.
+  std::string registration_token;
 };
 
 class RegistryService final : public v1::Registry::CallbackService {

@@ -79,6 +79,7 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
   registry_options.heartbeat_interval =
       std::max(registry_options.report_interval, config.report_timeout / 4);
   registry_options.policy = r->policy_->name();
+  registry_options.registration_token = config.registration_token;
   GenerationService* generation = r->generation_.get();
   registry_options.in_flight = [generation] { return generation->in_flight(); };
   r->registry_service_ = std::make_unique<RegistryService>(r->registry_.get(), r->decisions_.get(),

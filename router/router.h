@@ -35,6 +35,9 @@ struct RouterConfig {
   // The public Generation service listens on server.grpc; the Registry service on
   // server.internal_grpc when it has an address (--registry_listen), else beside Generation.
   ServerRunnerConfig server;
+  // Workers must send this token to register (--registration_token_file); empty: anyone who
+  // reaches the registry may (docs/security.md).
+  std::string registration_token;
   // TLS for every gRPC link of the router (both listeners and its calls to decode workers);
   // the registry listener then demands client certificates. Overrides the security fields of
   // `server` and `generation`.

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/net_address.h"
 #include "common/retry_after.h"
+#include "common/secret_file.h"
 #include "proto/bridge/request_bridge.h"
 #include "router/openai/openai_protocol.h"
 
@@ -37,33 +38,10 @@ int64_t RetryAfterMs(const grpc::ClientContext& context) {
   return ms;
 }
 
-// Compares without an early exit, so that timing does not reveal how much of a guess matched.
-bool ConstantTimeEquals(absl::string_view given, absl::string_view expected) {
-  size_t diff = given.size() ^ expected.size();
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const char g = i < given.size() ? given[i] : '\0';
-    diff |= static_cast<unsigned char>(g ^ expected[i]);
-  }
-  return diff == 0;
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> ReadApiKeyFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    return absl::InvalidArgumentError(absl::StrCat("--http_api_key_file: cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string key(absl::StripAsciiWhitespace(text.str()));
-  if (key.empty())
-    return absl::InvalidArgumentError(absl::StrCat("--http_api_key_file: ", path, " is empty"));
-  for (char c : key) {
-    if (c < 0x21 || c > 0x7e)
-      return absl::InvalidArgumentError(absl::StrCat("--http_api_key_file: the key in ", path,
-                                                     " must be one word of printable ASCII"));
-  }
-  return key;
+  return ReadSecretFile(path, "--http_api_key_file");
 }
 
 absl::Status OpenAiFrontConfig::Validate() const {

@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/fd_limits.h"
 #include "common/net_address.h"
+#include "common/registry_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/integration/fault_check.h"
@@ -337,6 +338,59 @@ TEST(RouterFaultTest, AConnectionFloodPastTheDescriptorLimitLeavesEveryListenerS
       absl::Seconds(30)))
       << router.Log();
   ExpectClusterAtBaseline(*cluster);
+}
+
+// Without TLS the registry once took anyone: 1,000 fake decode workers registered and real
+// requests were placed on them. With --registration_token_file only workers that send the
+// cluster's token register; the others are refused UNAUTHENTICATED, told why, and logged with
+// their peer, and no request is placed on them.
+TEST(RouterFaultTest, WithoutTheRegistrationTokenNoWorkerRegisters) {
+  const std::string token_file =
+      absl::StrCat(::testing::TempDir(), "/registration-token-", getpid());
+  {
+    std::ofstream out(token_file);
+    out << "cluster-secret-7f3a\n";
+  }
+  const std::string flag = "--registration_token_file=" + token_file;
+  auto cluster = LocalCluster::Start(ClusterOptions{
+      .prefill_workers = 0, .decode_workers = 1, .router_flags = {flag}, .decode_flags = {flag}});
+  ASSERT_NE(cluster, nullptr) << "a worker with the token did not register";
+  for (const std::string& token : {std::string(), std::string("guess")}) {
+    v1::WorkerRegistration fake;
+    fake.set_worker_id("decode-impostor");
+    fake.set_role(v1::WORKER_ROLE_DECODE);
+    fake.set_grpc_address("127.0.0.1:1");
+    fake.set_model("tiny");
+    RegistryClient impostor(RegistryClientConfig{.router_address = cluster->registry_address(),
+                                                 .min_backoff = absl::Milliseconds(20),
+                                                 .max_backoff = absl::Milliseconds(100),
+                                                 .registration_token = token},
+                            fake, [](bool, auto*, auto*) {});
+    impostor.Start();
+    EXPECT_TRUE(PollUntil([&] { return !impostor.last_error().empty(); }, absl::Seconds(10)));
+    impostor.Stop();
+    EXPECT_FALSE(impostor.connected());
+    EXPECT_EQ(impostor.registrations(), 0);
+    EXPECT_TRUE(absl::StrContains(impostor.last_error(), "UNAUTHENTICATED"))
+        << impostor.last_error();
+    EXPECT_TRUE(absl::StrContains(impostor.last_error(), "--registration_token_file"))
+        << impostor.last_error();
+  }
+  EXPECT_TRUE(
+      absl::StrContains(cluster->router().Log(), "refused a registration from ipv4:127.0.0.1"))
+      << cluster->router().Log();
+  // (Logged at most every 5 s: the second impostor's refusal may not be.)
+  EXPECT_TRUE(absl::StrContains(cluster->router().Log(), "registration token missing"));
+  const v1::ClusterStatus status = cluster->Status();
+  ASSERT_EQ(status.workers_size(), 1) << status.DebugString();
+  EXPECT_NE(status.workers(0).registration().worker_id(), "decode-impostor");
+  for (int i = 0; i < 4; ++i) {
+    const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest({1, 2, 3}, 3),
+                                          absl::Seconds(20));
+    EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+  }
+  ExpectClusterAtBaseline(*cluster);
+  std::remove(token_file.c_str());
 }
 
 }  // namespace

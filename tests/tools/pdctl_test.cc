@@ -100,6 +100,18 @@ TEST(PdctlTest, UpGenerateStatusDown) {
   ASSERT_EQ(state->processes.size(), 3u);
   for (const ProcessState& p : state->processes)
     EXPECT_TRUE(ProcessRuns(p.pid, p.binary)) << p.name;
+  // The cluster's registry is closed: a fresh token only this user can read, which every
+  // process was given.
+  const std::string token_file = dir + "/run/registration-token";
+  ASSERT_TRUE(std::filesystem::exists(token_file));
+  EXPECT_EQ(std::filesystem::status(token_file).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  for (const ProcessState& p : state->processes) {
+    std::ifstream cmdline(absl::StrCat("/proc/", p.pid, "/cmdline"));
+    const std::string args((std::istreambuf_iterator<char>(cmdline)),
+                           std::istreambuf_iterator<char>());
+    EXPECT_TRUE(absl::StrContains(args, "--registration_token_file=" + token_file)) << p.name;
+  }
   // A second up refuses while the first runs.
   EXPECT_EQ(Pdctl({"up", "-f", yaml}, &log), 1);
   EXPECT_TRUE(absl::StrContains(log, "already up")) << log;

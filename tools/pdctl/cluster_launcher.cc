@@ -1,6 +1,10 @@
 #include "tools/pdctl/cluster_launcher.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -107,11 +111,37 @@ absl::Status EnsureClusterModel(const ClusterConfig& c, const std::string& confi
   return tools::EnsureModel(*spec, c.model_dir);
 }
 
+// A fresh random registration token for this cluster, in the run directory (mode 0600): only
+// processes that can read it (this user's) can register as workers with the router.
+absl::StatusOr<std::string> WriteRegistrationToken(const std::string& run_dir) {
+  std::error_code error;
+  std::filesystem::create_directories(run_dir, error);
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  unsigned char bytes[24];
+  if (!random.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
+    return absl::InternalError("cannot read /dev/urandom for the registration token");
+  }
+  std::string token;
+  for (unsigned char b : bytes) absl::StrAppend(&token, absl::Hex(b, absl::kZeroPad2));
+  const std::string path = run_dir + "/registration-token";
+  std::filesystem::remove(path, error);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path));
+  const bool written =
+      ::write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  ::close(fd);
+  if (!written) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return path;
+}
+
 absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detached) {
   LaunchedCluster cluster;
+  auto token_file = WriteRegistrationToken(c.run_dir);
+  if (!token_file.ok()) return token_file.status();
+  const std::string token_flag = "--registration_token_file=" + *token_file;
   std::vector<std::string> router_args = {"--model=" + c.model_dir, "--listen=" + c.router_listen,
                                           "--metrics_listen=" + c.router_metrics_listen,
-                                          "--policy=" + c.policy};
+                                          "--policy=" + c.policy, token_flag};
   if (!c.cost_model.empty()) router_args.push_back("--cost_model=" + c.cost_model);
   if (!c.router_http_listen.empty()) router_args.push_back("--http_listen=" + c.router_http_listen);
   auto add = [&](absl::StatusOr<Started> s) -> absl::Status {
@@ -131,9 +161,12 @@ absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detac
                                   ? cluster.children[0]->serving_info().at("http")
                                   : "";
   auto worker_args = [&](const ProcessSpec& p) {
-    return std::vector<std::string>{"--model=" + c.model_dir, "--router=" + cluster.state.router,
-                                    "--worker_id=" + p.name, absl::StrCat("--threads=", p.threads),
-                                    "--ucx_transports=" + c.ucx_transports};
+    return std::vector<std::string>{"--model=" + c.model_dir,
+                                    "--router=" + cluster.state.router,
+                                    "--worker_id=" + p.name,
+                                    absl::StrCat("--threads=", p.threads),
+                                    "--ucx_transports=" + c.ucx_transports,
+                                    token_flag};
   };
   for (const ProcessSpec& p : c.prefill) {
     if (absl::Status s =

@@ -51,6 +51,7 @@ helm.sh/chart: {{ include "pdserve.chart" . }}
 {{ include "pdserve.fullname" . }}-router-registry:{{ .Values.router.ports.registry }}
 {{- end -}}
 
+{{/* The flags of every role for TLS and the registration token. */}}
 {{- define "pdserve.tlsArgs" -}}
 {{- if .Values.tls.enabled }}
 - --tls_cert=/etc/pdserve/tls/tls.crt
@@ -59,9 +60,12 @@ helm.sh/chart: {{ include "pdserve.chart" . }}
 - --tls_server_name={{ .Values.tls.serverName }}
 - --tls_reload_interval={{ .Values.tls.reloadInterval }}
 {{- end }}
+{{- if .Values.registration.tokenSecret }}
+- --registration_token_file=/etc/pdserve/registration/{{ .Values.registration.tokenSecretKey }}
+{{- end }}
 {{- end -}}
 
-{{/* Volumes every role mounts: the model, /tmp, /dev/shm, the TLS secret. */}}
+{{/* Volumes every role mounts: the model, /tmp, /dev/shm, the TLS and registration secrets. */}}
 {{/* The emulated workers' profile (emulated.profile, or the chart's H100 + Llama 3 8B). */}}
 {{- define "pdserve.emulatedProfile" -}}
 {{- .Values.emulated.profile | default (.Files.Get "files/h100-llama3-8b.json") }}
@@ -94,6 +98,13 @@ helm.sh/chart: {{ include "pdserve.chart" . }}
   secret:
     secretName: {{ required "tls.secretName is required when tls.enabled is true" .Values.tls.secretName }}
 {{- end }}
+{{- if .Values.registration.tokenSecret }}
+- name: registration-token
+  secret:
+    secretName: {{ .Values.registration.tokenSecret }}
+    items:
+      - {key: {{ .Values.registration.tokenSecretKey }}, path: {{ .Values.registration.tokenSecretKey }}}
+{{- end }}
 {{- if .Values.emulated.enabled }}
 - name: emulated-profile
   configMap:
@@ -112,6 +123,11 @@ helm.sh/chart: {{ include "pdserve.chart" . }}
 {{- if .Values.tls.enabled }}
 - name: tls
   mountPath: /etc/pdserve/tls
+  readOnly: true
+{{- end }}
+{{- if .Values.registration.tokenSecret }}
+- name: registration-token
+  mountPath: /etc/pdserve/registration
   readOnly: true
 {{- end }}
 {{- if .Values.emulated.enabled }}
