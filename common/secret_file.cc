@@ -19,7 +19,8 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, absl::string
   std::stringstream text;
   text << in.rdbuf();
   const std::string secret(absl::StripAsciiWhitespace(text.str()));
-  if (secret.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is empty"));
+  if (secret.empty())
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is empty"));
   if (secret.size() > kMaxSecretBytes) {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": the secret in ", path, " is ",
                                                    secret.size(), " bytes, at most ",

@@ -37,8 +37,10 @@ TEST(SecretFileTest, OneWordOfPrintableAsciiWithoutSurroundingWhitespace) {
     EXPECT_NE(read.status().message().find(c.message), std::string::npos) << read.status();
     std::remove(path.c_str());
   }
-  EXPECT_NE(ReadSecretFile("/nonexistent/token", "--token_file").status().message().find(
-                "cannot read /nonexistent/token"),
+  EXPECT_NE(ReadSecretFile("/nonexistent/token", "--token_file")
+                .status()
+                .message()
+                .find("cannot read /nonexistent/token"),
             std::string::npos);
   std::remove(good.c_str());
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/child_process.h"
 #include "gtest/gtest.h"
+#include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/cluster_state.h"
@@ -26,6 +27,7 @@ TEST(ClusterConfigTest, ParsesTheShippedLocalCluster) {
   EXPECT_EQ(c->prefill.size(), 1u);
   EXPECT_EQ(c->policy, "cost_model");
   EXPECT_EQ(c->model_preset, "tiny");
+  EXPECT_EQ(c->router_registry_listen, "127.0.0.1:50052");  // Workers register apart.
 }
 
 TEST(ClusterConfigTest, ParsesTheShippedEmulatedCluster) {
@@ -88,7 +90,7 @@ TEST(PdctlTest, UpGenerateStatusDown) {
     std::ofstream out(yaml);
     out << "run_dir: " << dir << "/run\n"
         << "model: {dir: " << pdserve::testing::TestModelDir("tiny") << "}\n"
-        << "router: {listen: 127.0.0.1:0, policy: always_offload}\n"
+        << "router: {listen: 127.0.0.1:0, registry_listen: 127.0.0.1:0, policy: always_offload}\n"
         << "prefill: [{name: p0, threads: 1}]\n"
         << "decode: [{name: d0, threads: 1, flags: [--num_blocks=300]}]\n";
   }
@@ -98,6 +100,10 @@ TEST(PdctlTest, UpGenerateStatusDown) {
   auto state = ClusterState::Read(ClusterState::PathIn(dir + "/run"));
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_EQ(state->processes.size(), 3u);
+  // The registry on its own listener: the workers were pointed there (they registered, or up
+  // would have failed), and the public listener does not serve it.
+  EXPECT_NE(state->registry, state->router);
+  EXPECT_FALSE(state->registry.empty());
   for (const ProcessState& p : state->processes)
     EXPECT_TRUE(ProcessRuns(p.pid, p.binary)) << p.name;
   // The cluster's registry is closed: a fresh token only this user can read, which every
@@ -143,6 +149,52 @@ TEST(PdctlTest, UpGenerateStatusDown) {
   EXPECT_FALSE(std::filesystem::exists(ClusterState::PathIn(dir + "/run")));
   EXPECT_NE(Pdctl({"status", "-f", yaml}, &log), 0);
   EXPECT_TRUE(absl::StrContains(log, "no cluster is up")) << log;
+  std::filesystem::remove_all(dir);
+}
+
+// `pdctl up` interrupted (Ctrl-C) while its workers registered once left them running with
+// no cluster.json, out of `pdctl down`'s sight. Now each process is listed as soon as it runs,
+// and an interrupted launch stops what it started and removes the list.
+TEST(PdctlTest, AnInterruptedUpStopsWhatItStarted) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("pdctl-interrupt-", getpid());
+  std::filesystem::create_directories(dir);
+  const std::string yaml = dir + "/cluster.yaml";
+  {
+    std::ofstream out(yaml);
+    // The worker is sent to a router that is not there (the last --router wins): it never
+    // registers, and up waits for it until interrupted.
+    out << "run_dir: " << dir << "/run\n"
+        << "model: {dir: " << pdserve::testing::TestModelDir("tiny") << "}\n"
+        << "startup_timeout_s: 100\n"
+        << "router: {listen: 127.0.0.1:0}\n"
+        << "prefill: []\n"
+        << "decode: [{name: d0, threads: 1, flags: [--router=127.0.0.1:1]}]\n";
+  }
+  auto up = ChildProcess::Start(
+      ChildOptions{.binary = "pdctl", .args = {"up", "-f", yaml}, .expect_serving_info = false});
+  ASSERT_TRUE(up.ok()) << up.status();
+  const std::string state_path = ClusterState::PathIn(dir + "/run");
+  std::vector<ProcessState> started;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (started.size() < 2 && absl::Now() < deadline) {
+    auto state = ClusterState::Read(state_path);
+    if (state.ok()) started = state->processes;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(started.size(), 2u) << (*up)->Log();  // Listed while up still waits.
+  for (const ProcessState& p : started) EXPECT_TRUE(ProcessRuns(p.pid, p.binary)) << p.name;
+  kill((*up)->pid(), SIGINT);
+  auto status = (*up)->WaitExit(absl::Seconds(30));
+  ASSERT_TRUE(status.has_value()) << (*up)->Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) != 0) << (*up)->Log();
+  EXPECT_TRUE(absl::StrContains((*up)->Log(), "interrupted")) << (*up)->Log();
+  for (const ProcessState& p : started) {
+    EXPECT_TRUE(pdserve::testing::PollUntil([&] { return !ProcessRuns(p.pid, p.binary); },
+                                            absl::Seconds(15)))
+        << p.name << " still runs";
+  }
+  EXPECT_FALSE(std::filesystem::exists(state_path));
   std::filesystem::remove_all(dir);
 }
 

@@ -136,14 +136,15 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& text, const 
   }
 
   Mapping router(top["router"], "router", file);
-  if (absl::Status s = router.Check(
-          {"listen", "metrics_listen", "http_listen", "policy", "cost_model", "cpus", "flags"});
+  if (absl::Status s = router.Check({"listen", "registry_listen", "metrics_listen", "http_listen",
+                                     "policy", "cost_model", "cpus", "flags"});
       !s.ok()) {
     return s;
   }
   if (absl::Status s = router.Get("listen", &c.router_listen); !s.ok()) return s;
   if (absl::Status s = router.Get("metrics_listen", &c.router_metrics_listen); !s.ok()) return s;
   if (absl::Status s = router.Get("http_listen", &c.router_http_listen); !s.ok()) return s;
+  if (absl::Status s = router.Get("registry_listen", &c.router_registry_listen); !s.ok()) return s;
   if (absl::Status s = router.Get("policy", &c.policy); !s.ok()) return s;
   if (absl::Status s = router.Get("cost_model", &c.cost_model); !s.ok()) return s;
   c.router.name = "router";

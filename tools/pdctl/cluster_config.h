@@ -34,6 +34,9 @@ struct ClusterConfig {
   std::string router_metrics_listen = "127.0.0.1:0";
   // The router's OpenAI-compatible HTTP API (--http_listen); empty: off.
   std::string router_http_listen;
+  // The router's registry listener (--registry_listen); workers register there, pdctl status
+  // reads there. Empty: the registry shares router_listen.
+  std::string router_registry_listen;
   std::string policy = "cost_model";
   std::string cost_model;  // Path; empty: the router's built-in defaults.
   ProcessSpec router;

@@ -53,8 +53,8 @@ absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& 
   return out;
 }
 
-absl::Status WaitForRegistrations(const std::string& router, size_t workers,
-                                  absl::Duration timeout) {
+absl::Status WaitForRegistrations(const std::string& router, size_t workers, absl::Duration timeout,
+                                  ShutdownSignal* interrupt) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     auto status = FetchClusterStatus(router, 1, GrpcSecurity());
@@ -68,7 +68,13 @@ absl::Status WaitForRegistrations(const std::string& router, size_t workers,
       return absl::DeadlineExceededError(absl::StrCat(
           "not every worker registered with the router within ", absl::FormatDuration(timeout)));
     }
-    absl::SleepFor(absl::Milliseconds(50));
+    if (interrupt == nullptr) {
+      absl::SleepFor(absl::Milliseconds(50));
+    } else if (const int signal = interrupt->WaitUntil(absl::Now() + absl::Milliseconds(50));
+               signal >= 0) {
+      return absl::CancelledError(
+          absl::StrCat("interrupted (signal ", signal, ") while the workers registered"));
+    }
   }
 }
 
@@ -134,7 +140,8 @@ absl::StatusOr<std::string> WriteRegistrationToken(const std::string& run_dir) {
   return path;
 }
 
-absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detached) {
+absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detached,
+                                              const LaunchHooks& hooks) {
   LaunchedCluster cluster;
   auto token_file = WriteRegistrationToken(c.run_dir);
   if (!token_file.ok()) return token_file.status();
@@ -144,10 +151,13 @@ absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detac
                                           "--policy=" + c.policy, token_flag};
   if (!c.cost_model.empty()) router_args.push_back("--cost_model=" + c.cost_model);
   if (!c.router_http_listen.empty()) router_args.push_back("--http_listen=" + c.router_http_listen);
+  if (!c.router_registry_listen.empty())
+    router_args.push_back("--registry_listen=" + c.router_registry_listen);
   auto add = [&](absl::StatusOr<Started> s) -> absl::Status {
     if (!s.ok()) return s.status();  // Processes already started stop with their handles.
     cluster.state.processes.push_back(s->state);
     cluster.children.push_back(std::move(s->child));
+    if (hooks.on_progress) hooks.on_progress(cluster.state);
     return absl::OkStatus();
   };
   if (absl::Status s =
@@ -157,12 +167,13 @@ absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detac
   }
   cluster.state.router = cluster.state.processes[0].grpc;
   cluster.state.router_metrics = cluster.state.processes[0].metrics;
+  cluster.state.registry = cluster.children[0]->internal_grpc_address();
   cluster.state.router_http = cluster.children[0]->serving_info().count("http")
                                   ? cluster.children[0]->serving_info().at("http")
                                   : "";
   auto worker_args = [&](const ProcessSpec& p) {
     return std::vector<std::string>{"--model=" + c.model_dir,
-                                    "--router=" + cluster.state.router,
+                                    "--router=" + cluster.state.registry_address(),
                                     "--worker_id=" + p.name,
                                     absl::StrCat("--threads=", p.threads),
                                     "--ucx_transports=" + c.ucx_transports,
@@ -182,8 +193,9 @@ absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detac
       return s;
     }
   }
-  if (absl::Status s = WaitForRegistrations(cluster.state.router,
-                                            c.prefill.size() + c.decode.size(), c.startup_timeout);
+  if (absl::Status s =
+          WaitForRegistrations(cluster.state.registry_address(), c.prefill.size() + c.decode.size(),
+                               c.startup_timeout, hooks.interrupt);
       !s.ok()) {
     return s;
   }

@@ -6,6 +6,7 @@
 #ifndef PDSERVE_TOOLS_PDCTL_CLUSTER_LAUNCHER_H_
 #define PDSERVE_TOOLS_PDCTL_CLUSTER_LAUNCHER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/child_process.h"
 #include "common/grpc_security.h"
+#include "common/shutdown_signal.h"
 #include "pdserve/v1/registry.pb.h"
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/cluster_state.h"
@@ -39,9 +41,19 @@ absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, 
 
 // Makes the model if the config says how (model.preset) and it is missing.
 absl::Status EnsureClusterModel(const ClusterConfig& config, const std::string& config_name);
+struct LaunchHooks {
+  // Called after each process is up, with what is running so far (pdctl up writes it to
+  // cluster.json, so that `pdctl down` finds them even if pdctl itself is killed).
+  std::function<void(const ClusterState&)> on_progress;
+  // Checked while waiting for the workers to register: a SIGINT or SIGTERM ends the launch
+  // (CANCELLED) and stops what was started. Null: not interruptible.
+  ShutdownSignal* interrupt = nullptr;
+};
+
 // UNAVAILABLE with the failing process's log when one does not come up; processes already
 // started are stopped.
-absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& config, bool detached);
+absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& config, bool detached,
+                                              const LaunchHooks& hooks = {});
 
 }  // namespace pdserve::pdctl
 

@@ -15,6 +15,7 @@ namespace pdserve::pdctl {
 absl::Status ClusterState::Write(const std::string& path) const {
   nlohmann::json j;
   j["router"] = router;
+  j["registry"] = registry;
   j["router_metrics"] = router_metrics;
   j["router_http"] = router_http;
   j["processes"] = nlohmann::json::array();
@@ -53,6 +54,7 @@ absl::StatusOr<ClusterState> ClusterState::Read(const std::string& path) {
   }
   ClusterState s;
   s.router = j.value("router", "");
+  s.registry = j.value("registry", "");
   s.router_metrics = j.value("router_metrics", "");
   s.router_http = j.value("router_http", "");
   for (const auto& p : j["processes"]) {

@@ -24,10 +24,14 @@ struct ProcessState {
 };
 
 struct ClusterState {
-  std::string router;  // The router's gRPC address.
+  std::string router;    // The router's gRPC address.
+  std::string registry;  // Its registry's (the router's own when it has no registry listener).
   std::string router_metrics;
   std::string router_http;              // The OpenAI-compatible HTTP API; empty when off.
   std::vector<ProcessState> processes;  // Router first.
+
+  // Where the registry is: `registry`, else `router` (state files written before it existed).
+  const std::string& registry_address() const { return registry.empty() ? router : registry; }
 
   static std::string PathIn(const std::string& run_dir) { return run_dir + "/cluster.json"; }
   absl::Status Write(const std::string& path) const;

@@ -29,6 +29,13 @@ std::string RouterOf(const std::string& run_dir, const std::string& override_add
   return state.ok() ? state->router : "";
 }
 
+// Where GetClusterStatus is served: the registry listener when the cluster has one.
+std::string RegistryOf(const std::string& run_dir, const std::string& override_address) {
+  if (!override_address.empty()) return override_address;
+  auto state = ClusterState::Read(ClusterState::PathIn(run_dir));
+  return state.ok() ? state->registry_address() : "";
+}
+
 std::string ModeName(v1::PlacementMode mode) {
   return mode == v1::PLACEMENT_MODE_OFFLOAD ? "OFFLOAD"
          : mode == v1::PLACEMENT_MODE_LOCAL ? "LOCAL"
@@ -38,6 +45,9 @@ std::string ModeName(v1::PlacementMode mode) {
 }  // namespace
 
 absl::Status Up(const std::string& config_path, std::ostream& out) {
+  // SIGINT/SIGTERM from here on are taken by the launch, which stops what it started, rather
+  // than killing pdctl and leaving its detached processes behind.
+  ShutdownSignal interrupt;
   auto config = LoadClusterConfig(config_path);
   if (!config.ok()) return config.status();
   const ClusterConfig& c = *config;
@@ -55,8 +65,19 @@ absl::Status Up(const std::string& config_path, std::ostream& out) {
         << std::endl;
   }
   if (absl::Status s = EnsureClusterModel(c, config_path); !s.ok()) return s;
-  auto cluster = LaunchCluster(c, /*detached=*/true);
-  if (!cluster.ok()) return cluster.status();
+  // cluster.json lists each process as soon as it runs: a pdctl killed mid-launch (SIGKILL
+  // cannot be caught) leaves nothing `pdctl down` cannot find.
+  LaunchHooks hooks;
+  hooks.interrupt = &interrupt;
+  hooks.on_progress = [&state_path](const ClusterState& so_far) {
+    so_far.Write(state_path).IgnoreError();
+  };
+  auto cluster = LaunchCluster(c, /*detached=*/true, hooks);
+  if (!cluster.ok()) {
+    // The handles stopped every process they started: nothing is left to list.
+    std::filesystem::remove(state_path);
+    return cluster.status();
+  }
   if (absl::Status s = cluster->state.Write(state_path); !s.ok()) return s;
   cluster->Release();  // They outlive pdctl now.
 
@@ -76,7 +97,7 @@ absl::Status Up(const std::string& config_path, std::ostream& out) {
 
 absl::Status Status(const std::string& run_dir, const std::string& router_override, int decisions,
                     const GrpcSecurity& security, std::ostream& out) {
-  const std::string router = RouterOf(run_dir, router_override);
+  const std::string router = RegistryOf(run_dir, router_override);
   if (router.empty())
     return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
   auto status = FetchClusterStatus(router, decisions, security);
