@@ -263,7 +263,13 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(
     for (const v1::PrefillWorkerRef& ref : request->prefill_workers()) {
       targets.push_back(PrefillTarget{ref.worker_id(), ref.address()});
     }
-    status = offload_(std::move(seq), std::move(targets), absl::FromChrono(context->deadline()));
+    OffloadBudget budget;
+    budget.deadline = absl::FromChrono(context->deadline());
+    if (const double ttft_ms = request->request().objectives().ttft_ms(); ttft_ms > 0) {
+      budget.ttft_deadline = arrival + absl::Milliseconds(ttft_ms);
+    }
+    budget.predicted = absl::Milliseconds(std::max(0.0, placement.predicted_offload_cost_ms()));
+    status = offload_(std::move(seq), std::move(targets), budget);
   } else {
     if (!request->prefill_workers().empty()) {
       // Asked to offload, but this worker serves no KV transport (--kv_transport=none).

@@ -23,7 +23,7 @@ class GrpcStreamSink;
 // Takes over a request that names prefill workers (the offload path) with the client's
 // deadline; null (no KV transport): such requests prefill locally.
 using OffloadHandler = std::function<absl::Status(std::unique_ptr<Sequence>,
-                                                  std::vector<PrefillTarget>, absl::Time deadline)>;
+                                                  std::vector<PrefillTarget>, OffloadBudget)>;
 
 struct DecodeServiceOptions {
   std::string worker_id;

@@ -51,8 +51,8 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Create(
     OffloadCoordinator* offload = w->offload_.get();
     w->service_->SetOffloadHandler([offload](std::unique_ptr<Sequence> seq,
                                              std::vector<PrefillTarget> targets,
-                                             absl::Time deadline) {
-      return offload->Handle(std::move(seq), std::move(targets), deadline);
+                                             OffloadBudget budget) {
+      return offload->Handle(std::move(seq), std::move(targets), budget);
     });
   }
   // The service learns its id only now that the address is known (health is NOT_SERVING).

@@ -90,6 +90,9 @@ struct OffloadCoordinator::Offload {
   std::vector<PrefillTarget> targets;
   size_t next_target = 0;
   absl::Time deadline;
+  // Past this, no attempt runs on: max(the TTFT deadline, admission + 2 x predicted).
+  absl::Time offload_cutoff = absl::InfiniteFuture();
+  OffloadBudget budget;
   int cached_tokens = 0;             // Prefix-cache hit: positions not transferred.
   std::shared_ptr<Attempt> current;  // The attempt in flight, if any.
 };
@@ -164,10 +167,11 @@ void OffloadCoordinator::Attach() {
 }
 
 absl::Status OffloadCoordinator::Handle(std::unique_ptr<Sequence> seq,
-                                        std::vector<PrefillTarget> targets, absl::Time deadline) {
+                                        std::vector<PrefillTarget> targets, OffloadBudget budget) {
   auto offload = std::make_shared<Offload>();
   offload->targets = std::move(targets);
-  offload->deadline = deadline;
+  offload->deadline = budget.deadline;
+  offload->budget = budget;
   return loop_->Submit(std::move(seq),
                        [this, offload](Sequence* added) { OnAdded(added, offload); });
 }
@@ -182,6 +186,12 @@ void OffloadCoordinator::OnAdded(Sequence* seq, std::shared_ptr<Offload> offload
     return;
   }
   seq->admitted = clock_->Now();
+  if (offload->budget.ttft_deadline != absl::InfiniteFuture()) {
+    // A prompt the router expected to take longer than the objective (a long one, or a busy
+    // prefill pool it still preferred) gets twice its prediction.
+    offload->offload_cutoff =
+        std::max(offload->budget.ttft_deadline, seq->admitted + 2 * offload->budget.predicted);
+  }
   offload->cached_tokens = seq->num_computed;
   offloads_[seq] = offload;
   StartAttempt(offload.get());
@@ -222,6 +232,11 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   }
   if (offload->deadline - now < config_.min_attempt_budget) {
     FallBackToLocal(offload, "prefill_deadline");
+    return;
+  }
+  if (offload->offload_cutoff - now < config_.min_attempt_budget) {
+    // The TTFT budget is spent: local prefill from here gives the first token soonest.
+    FallBackToLocal(offload, "ttft_budget");
     return;
   }
   auto attempt = std::make_shared<Attempt>();
@@ -269,7 +284,8 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   job.model_fingerprint = pool_.model_fingerprint;
   job.first_position = offload->cached_tokens;
   job.num_tokens = seq->prompt_len - offload->cached_tokens;
-  attempt->deadline = std::min(offload->deadline, now + config_.attempt_timeout);
+  attempt->deadline =
+      std::min({offload->deadline, now + config_.attempt_timeout, offload->offload_cutoff});
   job.deadline = attempt->deadline;
   attempt->next_liveness = now + config_.liveness_interval;
 
@@ -297,7 +313,10 @@ void OffloadCoordinator::OnCallDone(const std::shared_ptr<Attempt>& attempt,
     const absl::Status& status = attempt->result.status();
     PDS_LOG(WARNING) << attempt->request_id << ": prefill on " << attempt->target.worker_id
                      << " failed: " << status;
-    AttemptFailed(attempt.get(), CauseOf(status), !RefusedBeforeWriting(status.code()));
+    const bool ttft =
+        absl::IsDeadlineExceeded(status) && attempt->deadline == attempt->offload->offload_cutoff;
+    AttemptFailed(attempt.get(), ttft ? "ttft_budget" : CauseOf(status),
+                  !RefusedBeforeWriting(status.code()));
     return;
   }
   attempt->call_ok_at = clock_->Now();
@@ -536,6 +555,22 @@ bool OffloadCoordinator::Tick() {
                      << " answered but its kv transfer did not complete within "
                      << absl::FormatDuration(config_.completion_timeout);
     AttemptFailed(attempt, "transfer_incomplete", true);
+  }
+  // A call unanswered at its attempt's deadline has failed (gRPC's deadline says so on the
+  // real clock too; this holds on the injected one and whatever the client does).
+  std::vector<Attempt*> expired;
+  for (auto& [token, attempt] : attempts_) {
+    if (attempt->offload != nullptr && !attempt->call_done && now >= attempt->deadline) {
+      expired.push_back(attempt.get());
+    }
+  }
+  for (Attempt* attempt : expired) {
+    // Cut by the request's TTFT budget rather than by the attempt timeout or its deadline.
+    const bool ttft = attempt->deadline == attempt->offload->offload_cutoff;
+    PDS_LOG(WARNING) << attempt->request_id << ": prefill on " << attempt->target.worker_id
+                     << " did not answer by its attempt's deadline"
+                     << (ttft ? " (the request's TTFT budget)" : "") << "; moving on";
+    AttemptFailed(attempt, ttft ? "ttft_budget" : "prefill_deadline", true);
   }
   std::vector<std::shared_ptr<Attempt>> check;
   for (auto& [token, attempt] : attempts_) {

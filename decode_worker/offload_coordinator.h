@@ -81,9 +81,9 @@ class OffloadCoordinator {
   // Installs the loop hooks (cancel handler, timers). Call before the loop starts.
   void Attach();
   // The DecodeService's offload handler: takes over `seq`, to be prefilled by `targets` in
-  // order (then locally) before `deadline`. Errors as EngineLoop::Submit.
+  // order (then locally) within `budget` (OffloadBudget). Errors as EngineLoop::Submit.
   absl::Status Handle(std::unique_ptr<Sequence> seq, std::vector<PrefillTarget> targets,
-                      absl::Time deadline);
+                      OffloadBudget budget);
 
   // Offloads in progress and quarantined transfers (loop thread; for tests and stats).
   int offloads_in_progress() const { return static_cast<int>(offloads_.size()); }

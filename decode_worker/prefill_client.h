@@ -26,6 +26,20 @@ struct PrefillTarget {
   std::string address;  // host:port of its Prefill service.
 };
 
+// The time an offloaded prefill may take, from the request: its deadline (the client's), its
+// TTFT objective and the router's predicted offload time. An attempt that runs past
+// max(ttft_deadline, admission + 2 x predicted) is abandoned for the next target or local
+// prefill, which still gives the first token within the objective plus the local prefill
+// time; a prefill worker alive but too slow no longer holds the request for the attempt
+// timeout (60 s) and then its deadline.
+struct OffloadBudget {
+  absl::Time deadline = absl::InfiniteFuture();
+  // Arrival + the TTFT objective; InfiniteFuture when the request has none.
+  absl::Time ttft_deadline = absl::InfiniteFuture();
+  // The router's predicted offload time (queue, prefill and transfer); zero: unknown.
+  absl::Duration predicted = absl::ZeroDuration();
+};
+
 // One offloaded prefill: the whole prompt; KV for positions [first_position,
 // first_position + num_tokens) goes into `target`'s blocks.
 struct PrefillJob {

@@ -138,6 +138,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
     // Downstream, the prompt travels as token ids (tokenized once, here), with max_tokens
     // resolved (max_tokens_to_context).
     forwarded.set_request_id(validated->request_id);
+    // The decode worker bounds an offload attempt by the request's TTFT objective (the
+    // client's, its class's or the router's): it travels with the request.
+    forwarded.mutable_objectives()->set_ttft_ms(slo.ttft_ms);
     forwarded.mutable_sampling()->set_max_tokens(validated->sampling.max_tokens);
     forwarded.mutable_token_ids()->clear_ids();
     for (int32_t t : validated->prompt)

@@ -60,6 +60,10 @@ class RecordingSink : public StreamSink {
     absl::MutexLock lock(&mu_);
     return tokens_;
   }
+  bool finished() const {
+    absl::MutexLock lock(&mu_);
+    return finished_;
+  }
   Final final() const {
     absl::MutexLock lock(&mu_);
     return final_;
@@ -389,11 +393,13 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
   std::shared_ptr<RecordingSink> Offload(const std::vector<int32_t>& prompt, int max_tokens,
                                          const std::vector<PrefillTarget>& targets,
                                          absl::Duration deadline = absl::Hours(1)) {
+    return OffloadWithin(prompt, max_tokens, targets, {.deadline = clock_.Now() + deadline});
+  }
+  std::shared_ptr<RecordingSink> OffloadWithin(const std::vector<int32_t>& prompt, int max_tokens,
+                                               const std::vector<PrefillTarget>& targets,
+                                               OffloadBudget budget) {
     auto sink = std::make_shared<RecordingSink>();
-    EXPECT_TRUE(
-        coordinator_
-            ->Handle(MakeSequence(prompt, max_tokens, sink), targets, clock_.Now() + deadline)
-            .ok());
+    EXPECT_TRUE(coordinator_->Handle(MakeSequence(prompt, max_tokens, sink), targets, budget).ok());
     return sink;
   }
 
@@ -668,6 +674,46 @@ TEST_P(OffloadCoordinatorTest, StoppedWorkerKeepsItsBlocksUntilItsWritingDeadlin
     clock_.Advance(absl::Milliseconds(300));
     absl::SleepFor(absl::Milliseconds(30));
   }
+  ExpectBaseline();
+}
+
+// A prefill worker alive (its health check answers) but too slow once held the request for
+// the whole attempt timeout (60 s) and then its deadline. The attempt now ends at the TTFT
+// objective (or twice the router's prediction, if later), and the request prefills locally:
+// its first token comes within the objective plus the local prefill time.
+TEST_P(OffloadCoordinatorTest, AnAliveButSlowWorkerIsAbandonedAtTheTtftObjective) {
+  OffloadConfig config;
+  config.attempt_timeout = absl::Seconds(60);
+  Start(64, config);
+  client_->SetScript(
+      "prefill-0",
+      Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kAck, .alive = true});
+  const auto prompt = Prompt(22, 15);
+  const absl::Time start = clock_.Now();
+  auto within_ttft = OffloadWithin(prompt, 4, kOneWorker,
+                                   {.deadline = start + absl::Hours(1),
+                                    .ttft_deadline = start + absl::Seconds(2),
+                                    .predicted = absl::Milliseconds(300)});
+  const auto other = Prompt(22, 16);
+  auto without_ttft = Offload(other, 4, kOneWorker);  // No objective: the attempt timeout.
+  ASSERT_TRUE(WaitOnLoop([this] { return coordinator_->offloads_in_progress() == 2; }));
+  for (int i = 0; i < 5; ++i) {  // 2.5 s: past the objective, well before 60 s.
+    clock_.Advance(absl::Milliseconds(500));
+    absl::SleepFor(absl::Milliseconds(30));
+  }
+  ASSERT_TRUE(within_ttft->WaitFinished());
+  EXPECT_EQ(within_ttft->tokens(), Alone(prompt, 4));
+  EXPECT_EQ(within_ttft->final().fallback_cause, "ttft_budget");
+  EXPECT_FALSE(without_ttft->finished()) << "an offload without an objective was cut short";
+  EXPECT_EQ(client_->prefill_calls(), 2);
+  // The attempt timeout still bounds the other.
+  clock_.Advance(absl::Seconds(58));
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Milliseconds(300));
+    absl::SleepFor(absl::Milliseconds(30));
+  }
+  ASSERT_TRUE(without_ttft->WaitFinished());
+  EXPECT_EQ(without_ttft->tokens(), Alone(other, 4));
   ExpectBaseline();
 }
 

@@ -125,6 +125,34 @@ bool WaitForAwaitingKv(ChildProcess& decode, uint32_t n, absl::Duration timeout)
   return false;
 }
 
+// A prefill worker alive (its health check answers) but far slower than predicted once held
+// its offloaded request for the attempt timeout (60 s) or until it finished. The decode
+// worker now abandons the attempt at the request's TTFT objective (here 1 s; the prefill
+// would take 4 layers x 1.5 s) and prefills locally: the first token comes within the
+// objective plus the local prefill, and the abandoned worker's blocks come back once it
+// stopped at the attempt's deadline.
+TEST(OffloadFaultTest, AnAliveButSlowPrefillWorkerIsAbandonedAtTheTtftObjective) {
+  auto cluster = LocalCluster::Start(OffloadCluster({"--layer_delay=1500ms"}));
+  ASSERT_NE(cluster, nullptr);
+  GreedyReference reference;
+  std::mt19937 rng(10);
+  const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 200);
+  v1::GenerateRequest request = client::MakeRequest(prompt, 6);
+  request.mutable_objectives()->set_ttft_ms(1000);
+  const auto out = client::CallGenerate(cluster->channel(), request, absl::Seconds(60));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  const v1::Placement& p = out.result.placement();
+  EXPECT_EQ(p.mode(), v1::PLACEMENT_MODE_OFFLOAD) << p.DebugString();
+  EXPECT_TRUE(p.fell_back_to_local()) << p.DebugString();
+  EXPECT_EQ(p.fallback_cause(), "ttft_budget") << p.DebugString();
+  const v1::StageTimings& t = out.result.timings();
+  EXPECT_GE(t.offload_wait_ms(), 900) << t.DebugString();   // It was given its objective...
+  EXPECT_LT(t.offload_wait_ms(), 3000) << t.DebugString();  // ...not the 6 s it would take.
+  EXPECT_LT(t.ttft_ms() - t.prefill_ms(), 3000) << t.DebugString();
+  EXPECT_EQ(out.tokens, reference.Generate(prompt, 6));
+  ExpectClusterAtBaseline(*cluster);
+}
+
 TEST(OffloadFaultTest, PrefillKilledAfterSomeLayersFallsBackWithIdenticalTokens) {
   auto cluster = LocalCluster::Start(OffloadCluster({"--layer_delay=300ms"}));
   ASSERT_NE(cluster, nullptr);
