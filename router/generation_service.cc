@@ -80,7 +80,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
     return new ErrorReactor(s);
   };
   auto model = catalog_->Find(request->model());
-  if (!model.ok()) return fail(request->model(), model.status());
+  // Labelled as no model: a name that is not served must not become a label value, or every
+  // distinct unknown name would add series that never go away.
+  if (!model.ok()) return fail("", model.status());
   const CatalogModel* m = *model;
   bridge::ModelLimits limits;
   limits.model_name = m->name;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -245,6 +246,8 @@ void OpenAiFront::Handle(HttpRequest request, std::shared_ptr<HttpExchange> exch
     Count(path, ready ? 200 : 503);
   } else if (path == "/v1/models") {
     if (method_is("GET")) HandleModels(std::move(exchange));
+  } else if (absl::StartsWith(path, "/v1/models/") && path.size() > 11) {
+    if (method_is("GET")) HandleModels(std::move(exchange), path.substr(11));
   } else if (path == "/v1/completions" || path == "/v1/chat/completions") {
     if (method_is("POST")) HandleGenerate(request, path, std::move(exchange));
   } else {
@@ -281,7 +284,8 @@ void OpenAiFront::HandleGenerate(const HttpRequest& request, const std::string& 
   call->Start();
 }
 
-void OpenAiFront::HandleModels(std::shared_ptr<HttpExchange> exchange) {
+void OpenAiFront::HandleModels(std::shared_ptr<HttpExchange> exchange,
+                               std::optional<std::string> id) {
   struct Call {
     grpc::ClientContext context;
     v1::ListModelsRequest request;
@@ -290,15 +294,31 @@ void OpenAiFront::HandleModels(std::shared_ptr<HttpExchange> exchange) {
   auto call = std::make_shared<Call>();
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   stub_->async()->ListModels(
-      &call->context, &call->request, &call->response, [this, call, exchange](grpc::Status status) {
+      &call->context, &call->request, &call->response,
+      [this, call, exchange, id](grpc::Status status) {
         if (!status.ok()) {
           const ApiError error = ErrorFromGrpc(status, Endpoint::kCompletions, 0);
           exchange->Respond(error.http_status, JsonHeaders(&error), ErrorBody(error));
           Count("/v1/models", error.http_status);
           return;
         }
-        exchange->Respond(200, JsonHeaders(),
-                          ModelsBody(call->response, absl::ToUnixSeconds(absl::Now())));
+        const int64_t now = absl::ToUnixSeconds(absl::Now());
+        if (id.has_value()) {
+          std::optional<std::string> model = ModelBody(call->response, *id, now);
+          if (!model.has_value()) {
+            const ApiError error{
+                404, "not_found_error",
+                absl::StrCat("The model '", id->substr(0, 256), "' does not exist"), "model",
+                "model_not_found"};
+            exchange->Respond(404, JsonHeaders(&error), ErrorBody(error));
+            Count("/v1/models", 404);
+            return;
+          }
+          exchange->Respond(200, JsonHeaders(), *model);
+          Count("/v1/models", 200);
+          return;
+        }
+        exchange->Respond(200, JsonHeaders(), ModelsBody(call->response, now));
         Count("/v1/models", 200);
       });
 }

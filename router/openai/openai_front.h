@@ -20,6 +20,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -77,7 +78,8 @@ class OpenAiFront {
   void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange);
   void HandleGenerate(const HttpRequest& request, const std::string& path,
                       std::shared_ptr<HttpExchange> exchange);
-  void HandleModels(std::shared_ptr<HttpExchange> exchange);
+  // GET /v1/models, or GET /v1/models/{id} when `id` is set.
+  void HandleModels(std::shared_ptr<HttpExchange> exchange, std::optional<std::string> id = {});
   void Count(const std::string& path, int status);
 
   OpenAiFrontConfig config_;

@@ -498,16 +498,30 @@ std::string ResponseWriter::Body(const std::string& text, const v1::GenerateResu
                    {"pdserve", Extension(result, request_id)}});
 }
 
+namespace {
+
+json ModelObject(const v1::ModelInfo& m, int64_t created) {
+  return json{{"id", m.name()},
+              {"object", "model"},
+              {"created", created},
+              {"owned_by", "pdserve"},
+              {"max_model_len", m.max_context_tokens()}};
+}
+
+}  // namespace
+
 std::string ModelsBody(const v1::ListModelsResponse& models, int64_t created) {
   json data = json::array();
-  for (const auto& m : models.models()) {
-    data.push_back(json{{"id", m.name()},
-                        {"object", "model"},
-                        {"created", created},
-                        {"owned_by", "pdserve"},
-                        {"max_model_len", m.max_context_tokens()}});
-  }
+  for (const auto& m : models.models()) data.push_back(ModelObject(m, created));
   return Dump(json{{"object", "list"}, {"data", data}});
+}
+
+std::optional<std::string> ModelBody(const v1::ListModelsResponse& models, absl::string_view id,
+                                     int64_t created) {
+  for (const auto& m : models.models()) {
+    if (m.name() == id) return Dump(ModelObject(m, created));
+  }
+  return std::nullopt;
 }
 
 std::string FinishReason(const v1::GenerateResult& result) {

@@ -86,6 +86,9 @@ class ResponseWriter {
 
 // GET /v1/models.
 std::string ModelsBody(const v1::ListModelsResponse& models, int64_t created);
+// GET /v1/models/{id}: the model object, or nullopt when no model has that id.
+std::optional<std::string> ModelBody(const v1::ListModelsResponse& models, absl::string_view id,
+                                     int64_t created);
 // "stop" or "length" (OpenAI's finish reasons) for a generation result.
 std::string FinishReason(const v1::GenerateResult& result);
 

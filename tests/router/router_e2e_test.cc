@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "engine/generator.h"
 #include "engine/model_loader.h"
@@ -300,6 +301,34 @@ TEST_F(RouterTest, ListModelsCountsTheWorkersOfEachModel) {
   EXPECT_EQ(m.architecture(), "LlamaForCausalLM");
   EXPECT_GT(m.vocab_size(), 0u);
   EXPECT_EQ(m.max_context_tokens(), 4096u);
+}
+
+// Each request naming an unknown model once added metric series that never went away (a
+// 5,000-character name became a label value): unbounded memory for anyone who can call.
+TEST_F(RouterTest, UnknownModelNamesAddNoMetricSeries) {
+  auto series = [&] {
+    auto page = testing::HttpGet(cluster_->router().metrics_address(), "/metrics");
+    EXPECT_TRUE(page.ok());
+    int n = 0;
+    for (absl::string_view line : absl::StrSplit(page.ok() ? page->body : "", '\n')) {
+      n += !line.empty() && line[0] != '#' ? 1 : 0;
+    }
+    return n;
+  };
+  v1::GenerateRequest warm = Request({1, 2, 3}, 4);
+  warm.set_model("warm-up-unknown");
+  client::CallGenerate(cluster_->channel(), warm, absl::Seconds(10));  // The label-less series.
+  const int before = series();
+  for (int i = 0; i < 10000; ++i) {
+    v1::GenerateRequest unknown = Request({1, 2, 3}, 4);
+    unknown.set_model(absl::StrCat("unknown-", i, i % 100 == 0 ? std::string(4000, 'x') : ""));
+    const auto out = client::CallGenerate(cluster_->channel(), unknown, absl::Seconds(10));
+    ASSERT_EQ(out.status.error_code(), grpc::StatusCode::NOT_FOUND) << i;
+  }
+  EXPECT_EQ(series(), before);
+  auto page = testing::HttpGet(cluster_->router().metrics_address(), "/metrics");
+  ASSERT_TRUE(page.ok());
+  EXPECT_FALSE(absl::StrContains(page->body, "unknown-"));
 }
 
 TEST_F(RouterTest, UnknownModelAndBadInputFailBeforeAnyWorkerIsTouched) {

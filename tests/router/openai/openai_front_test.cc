@@ -205,6 +205,8 @@ TEST_F(OpenAiFrontTest, ErrorsAreOpenAiErrorsWithTheirHttpStatus) {
        "messages[0].content", "messages[0].content"},
       {"POST", "/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "hi"}]})", "",
        400, "messages[0].role: 'wizard' is neither an OpenAI API role", "messages"},
+      {"GET", "/v1/models/no-such-model", "", "", 404, "The model 'no-such-model' does not exist",
+       "model"},
       {"POST", "/v1/completions", R"({"prompt": "x", "max_tokens": "lots"})", "", 400,
        "max_tokens: must be an integer", "max_tokens"},
       {"POST", "/v1/completions", R"({"prompt": "x", "top_p": 7})", "", 400, "sampling.top_p",
@@ -236,6 +238,12 @@ TEST_F(OpenAiFrontTest, ErrorsAreOpenAiErrorsWithTheirHttpStatus) {
       EXPECT_EQ(body["error"]["param"], c.param) << r->body;
     }
   }
+  // One model by its id, as OpenAI's GET /v1/models/{model}.
+  auto model = HttpCall(address, "GET", "/v1/models/tiny", "");
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(model->status, 200) << model->body;
+  EXPECT_EQ(json::parse(model->body)["id"], "tiny");
+  EXPECT_EQ(json::parse(model->body)["object"], "model");
   // A deadline that passes before the answer: 504.
   auto late = HttpCall(address, "POST", "/v1/completions",
                        R"({"prompt": "x", "max_tokens": 3000, "ignore_eos": true})",
