@@ -33,6 +33,25 @@ using testing::LocalCluster;
 const std::string kRules =
     std::string(PDSERVE_SOURCE_DIR) + "/deploy/prometheus/pdserve-rules.yaml";
 const std::string kDashboards = std::string(PDSERVE_SOURCE_DIR) + "/deploy/grafana";
+const std::string kPodMonitors =
+    std::string(PDSERVE_SOURCE_DIR) + "/deploy/helm/pdserve/templates/podmonitors.yaml";
+
+// The chart's PodMonitor relabelings as Prometheus relabel_configs, so that the labels a real
+// operator adds reach this test (a `role` target label once collided with the router's own
+// `role` label and made the critical alerts fire on healthy clusters).
+std::string ChartRelabelConfigs() {
+  std::ifstream in(kPodMonitors);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  static const std::regex kRelabel(
+      R"(\{sourceLabels: \[([A-Za-z0-9_]+)\], targetLabel: ([A-Za-z0-9_]+)\})");
+  std::string out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kRelabel);
+       it != std::sregex_iterator(); ++it) {
+    absl::StrAppend(&out, "      - {source_labels: [", (*it)[1].str(),
+                    "], target_label: ", (*it)[2].str(), "}\n");
+  }
+  return out;
+}
 constexpr char kNamespace[] = "pdserve-live";
 
 std::string UrlEncode(const std::string& text) {
@@ -129,13 +148,19 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
     config << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
            << "rule_files: ['" << kRules << "']\n"
            << "scrape_configs:\n";
-    for (const auto& [job, process] : std::vector<std::pair<std::string, ChildProcess*>>{
-             {"pdserve-router", &cluster->router()},
-             {"pdserve-decode", cluster->decode()[0].get()},
-             {"pdserve-prefill", cluster->prefill()[0].get()}}) {
-      // The namespace label Kubernetes service discovery adds, which the dashboards select.
-      config << "  - job_name: " << job << "\n    static_configs: [{targets: ['"
-             << process->metrics_address() << "'], labels: {namespace: '" << kNamespace << "'}}]\n";
+    const std::string relabel = ChartRelabelConfigs();
+    ASSERT_FALSE(relabel.empty()) << "no relabelings found in " << kPodMonitors;
+    for (const auto& [role, process] : std::vector<std::pair<std::string, ChildProcess*>>{
+             {"router", &cluster->router()},
+             {"decode", cluster->decode()[0].get()},
+             {"prefill", cluster->prefill()[0].get()}}) {
+      // What Kubernetes service discovery gives a pod's target (its namespace, which the
+      // dashboards select, and its pdserve.io/role pod label), then the chart's relabelings.
+      config << "  - job_name: pdserve-" << role << "\n    static_configs: [{targets: ['"
+             << process->metrics_address() << "'], labels: {namespace: '" << kNamespace
+             << "', __meta_kubernetes_pod_label_pdserve_io_role: '" << role << "'}}]\n"
+             << "    relabel_configs:\n"
+             << relabel;
     }
   }
   const std::string prometheus = absl::StrCat("127.0.0.1:", PickFreeLoopbackPort());
@@ -220,6 +245,14 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
       absl::Seconds(30), absl::Seconds(1));
   EXPECT_TRUE(every_panel) << "dashboard queries without data:\n"
                            << absl::StrJoin(empty_panels, "\n");
+  // A healthy cluster raises no worker-availability alert (neither pending nor firing): the
+  // rules see the router's own `role` label, not one the scrape configuration overwrote.
+  EXPECT_TRUE(testing::PollUntil(
+      [&] { return !Query(prometheus, "pdserve_router_workers{role=\"decode\"}").empty(); },
+      absl::Seconds(10), absl::Seconds(1)))
+      << "the router's role label did not survive the chart's scrape configuration";
+  EXPECT_TRUE(Query(prometheus, "ALERTS{alertname=~\"PdserveNoReady.*\"}").empty())
+      << Query(prometheus, "ALERTS{alertname=~\"PdserveNoReady.*\"}").dump();
   // The namespace filter is real: another namespace has no data.
   EXPECT_TRUE(Query(prometheus, "pdserve_router_requests_total{namespace=~\"other\"}").empty());
 
