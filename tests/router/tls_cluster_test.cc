@@ -4,10 +4,15 @@
 // a certificate from the cluster's CA are refused; the registry is only on its own listener.
 #include <sys/wait.h>
 
+#include <fstream>
 #include <map>
+#include <regex>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "common/child_process.h"
 #include "gtest/gtest.h"
 #include "tests/router/cluster_fixture.h"
 #include "tests/testing/poll.h"
@@ -168,6 +173,89 @@ TEST_F(TlsClusterTest, TheRegistryIsNotServedOnThePublicListener) {
   const grpc::Status s = stub->GetClusterStatus(&context, v1::ClusterStatusRequest(), &status);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
   EXPECT_EQ(cluster->Status().workers_size(), 2);  // The registry listener has them.
+}
+
+// Every probe the chart renders with tls.enabled (the kubelet's own gRPC probe speaks no TLS,
+// so those pods never became ready) is a `pdctl health` command over TLS. Each rendered command
+// (from the TLS scenario's golden render) runs here against every process of a mutual-TLS
+// cluster whose certificates name the chart's tls.serverName, with the pod's files replaced by
+// this cluster's: each answers SERVING. The same check without TLS, as the kubelet's probe
+// would make it, fails.
+TEST_F(TlsClusterTest, TheChartsTlsProbesPassAgainstATlsCluster) {
+  const std::vector<std::string> sans = {"IP:127.0.0.1", "DNS:localhost", "DNS:pdserve.internal"};
+  std::map<std::string, IssuedCert> certs;
+  for (const char* name : {"router", "decode", "prefill"}) {
+    auto cert = pki_->Issue(name, absl::StrCat(name, "-internal"), sans);
+    ASSERT_TRUE(cert.ok()) << cert.status();
+    certs[name] = *cert;
+  }
+  ClusterOptions options{.prefill_workers = 1, .decode_workers = 1};
+  options.router_flags = TlsFlags(pki_->Config(certs["router"], true));
+  options.decode_flags = TlsFlags(pki_->Config(certs["decode"], true));
+  options.prefill_flags = TlsFlags(pki_->Config(certs["prefill"], true));
+  options.security = Security(pki_->Config(certs_["client"]));
+  auto cluster = LocalCluster::Start(options);
+  ASSERT_NE(cluster, nullptr);
+
+  // The probe commands of the rendered chart: each "command:" list of the golden render.
+  std::ifstream golden(std::string(PDSERVE_SOURCE_DIR) +
+                       "/tests/deploy/helm/golden/scale-2p4d.yaml");
+  std::vector<std::vector<std::string>> commands;
+  std::string line;
+  static const std::regex kItem(R"(^\s+- (.*)$)");
+  bool in_command = false;
+  while (std::getline(golden, line)) {
+    std::smatch m;
+    if (absl::StrContains(line, "command:")) {
+      commands.emplace_back();
+      in_command = true;
+    } else if (in_command && std::regex_match(line, m, kItem)) {
+      commands.back().push_back(m[1].str());
+    } else {
+      in_command = false;
+    }
+  }
+  std::erase_if(commands, [](const auto& c) { return c.size() < 2 || c[1] != "health"; });
+  ASSERT_GE(commands.size(), 6u) << "the TLS render has no pdctl health probes";
+
+  const std::pair<std::string, ChildProcess*> processes[] = {
+      {"router", &cluster->router()},
+      {"decode", cluster->decode()[0].get()},
+      {"prefill", cluster->prefill()[0].get()}};
+  auto run = [](const std::vector<std::string>& args) {
+    auto child = ChildProcess::Start(
+        ChildOptions{.binary = "pdctl", .args = args, .expect_serving_info = false});
+    EXPECT_TRUE(child.ok()) << child.status();
+    if (!child.ok()) return std::make_pair(-1, std::string());
+    auto status = (*child)->WaitExit(absl::Seconds(30));
+    const int code = status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+    return std::make_pair(code, (*child)->Log());
+  };
+  static const std::regex kAddress(R"(--address=127\.0\.0\.1:[0-9]+)");
+  for (const auto& command : commands) {
+    for (const auto& [role, process] : processes) {
+      std::vector<std::string> args(command.begin() + 1, command.end());
+      for (std::string& a : args) {
+        a = std::regex_replace(a, kAddress, "--address=" + process->grpc_address());
+        a = absl::StrReplaceAll(a, {{"/etc/pdserve/tls/tls.crt", certs[role].cert_file},
+                                    {"/etc/pdserve/tls/tls.key", certs[role].key_file},
+                                    {"/etc/pdserve/tls/ca.crt", pki_->ca_file()}});
+      }
+      // As the kubelet does, a probe is tried again (readiness follows the registry's sweep).
+      std::pair<int, std::string> result;
+      for (int attempt = 0; attempt < 20; ++attempt) {
+        result = run(args);
+        if (result.first == 0) break;
+        absl::SleepFor(absl::Milliseconds(250));
+      }
+      EXPECT_EQ(result.first, 0) << role << ": pdctl " << absl::StrJoin(args, " ") << "\n"
+                                 << result.second;
+    }
+  }
+  // What the kubelet's gRPC probe does: plaintext. It cannot pass against a TLS listener.
+  const auto [code, log] = run({"health", "--address=" + cluster->router().grpc_address(),
+                                "--service=pdserve.live", "--health_timeout=2s"});
+  EXPECT_NE(code, 0) << log;
 }
 
 }  // namespace

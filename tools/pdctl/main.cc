@@ -4,12 +4,14 @@
 //   pdctl generate --prompt="..."           stream a completion (stdout), then its placement
 //                                           and timings (stderr)
 //   pdctl down                              stop everything `up` started
+//   pdctl health --address=H:P --service=S  exit 0 when S is SERVING (a probe; TLS flags apply)
 #include <cstdio>
 #include <iostream>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "common/flags.h"
+#include "common/health_client.h"
 #include "common/tls_flags.h"
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/commands.h"
@@ -40,6 +42,11 @@ ABSL_FLAG(absl::Duration, tpot, absl::ZeroDuration(),
           "generate: the request's own TPOT objective (0: its class's or the router's).");
 ABSL_FLAG(absl::Duration, grace, absl::Seconds(30),
           "down: how long each process may drain before SIGKILL.");
+ABSL_FLAG(std::string, address, "", "health: the server to check, host:port.");
+ABSL_FLAG(std::string, service, "",
+          "health: the service to check: pdserve.live, pdserve.ready, a service's full name, or "
+          "empty for the whole server.");
+ABSL_FLAG(absl::Duration, health_timeout, absl::Seconds(5), "health: how long the check may take.");
 
 namespace {
 
@@ -49,6 +56,9 @@ constexpr char kUsage[] =
     "       pdctl status [--router=HOST:PORT]\n"
     "       pdctl generate --prompt=TEXT [--max_tokens=N] [--temperature=T] [--slo_class=C]\n"
     "       pdctl down\n"
+    "       pdctl health --address=HOST:PORT [--service=pdserve.ready] [--tls_*]\n"
+    "health is a probe for Kubernetes exec probes (the kubelet's own gRPC probe speaks no TLS):\n"
+    "exit 0 when the service is SERVING, 1 otherwise.\n"
     "status and generate reach a TLS router with --tls_ca (and --tls_cert/--tls_key where it\n"
     "requires client certificates); status reads the router's registry listener when it has\n"
     "one (--router=REGISTRY_HOST:PORT).";
@@ -79,6 +89,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   absl::Status status;
+  if (command == "health") {
+    const std::string address = absl::GetFlag(FLAGS_address);
+    if (address.empty()) {
+      std::fprintf(stderr, "health: give --address=HOST:PORT\n");
+      return 2;
+    }
+    auto state = pdserve::CheckHealth(address, absl::GetFlag(FLAGS_health_timeout), *security,
+                                      absl::GetFlag(FLAGS_service));
+    if (!state.ok()) return Fail(state.status());
+    if (*state != pdserve::HealthState::kServing) {
+      std::fprintf(stderr, "pdctl: %s: '%s' is not serving\n", address.c_str(),
+                   absl::GetFlag(FLAGS_service).c_str());
+      return 1;
+    }
+    return 0;
+  }
   if (command == "up") {
     status = pdserve::pdctl::Up(absl::GetFlag(FLAGS_f), std::cout);
   } else if (command == "status") {

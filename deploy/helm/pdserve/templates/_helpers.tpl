@@ -51,6 +51,27 @@ helm.sh/chart: {{ include "pdserve.chart" . }}
 {{ include "pdserve.fullname" . }}-router-registry:{{ .Values.router.ports.registry }}
 {{- end -}}
 
+{{/* A gRPC health probe of `service` on `port`. The kubelet's built-in gRPC probe speaks no
+TLS: with tls.enabled the probe is `pdctl health` over TLS, presenting the pod's own
+certificate (the listener may require one). */}}
+{{- define "pdserve.healthProbe" -}}
+{{- if .root.Values.tls.enabled -}}
+exec:
+  command:
+    - pdctl
+    - health
+    - --address=127.0.0.1:{{ .port }}
+    - --service={{ .service }}
+    - --health_timeout=4s
+    - --tls_cert=/etc/pdserve/tls/tls.crt
+    - --tls_key=/etc/pdserve/tls/tls.key
+    - --tls_ca=/etc/pdserve/tls/ca.crt
+    - --tls_server_name={{ .root.Values.tls.serverName }}
+{{- else -}}
+grpc: {port: {{ .port }}, service: {{ .service }}}
+{{- end }}
+{{- end -}}
+
 {{/* The flags of every role for TLS and the registration token. */}}
 {{- define "pdserve.tlsArgs" -}}
 {{- if .Values.tls.enabled }}

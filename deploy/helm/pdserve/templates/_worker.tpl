@@ -95,15 +95,15 @@ spec:
           # draining. Live: the process answers, also while saturated or draining (a restart
           # would lose every stream).
           startupProbe:
-            grpc: {port: {{ $v.ports.grpc }}, service: pdserve.live}
+            {{- include "pdserve.healthProbe" (dict "root" $root "port" $v.ports.grpc "service" "pdserve.live") | nindent 12 }}
             periodSeconds: {{ $v.probes.startup.periodSeconds }}
             failureThreshold: {{ $v.probes.startup.failureThreshold }}
           readinessProbe:
-            grpc: {port: {{ $v.ports.grpc }}, service: pdserve.ready}
+            {{- include "pdserve.healthProbe" (dict "root" $root "port" $v.ports.grpc "service" "pdserve.ready") | nindent 12 }}
             periodSeconds: {{ $v.probes.readiness.periodSeconds }}
             failureThreshold: {{ $v.probes.readiness.failureThreshold }}
           livenessProbe:
-            grpc: {port: {{ $v.ports.grpc }}, service: pdserve.live}
+            {{- include "pdserve.healthProbe" (dict "root" $root "port" $v.ports.grpc "service" "pdserve.live") | nindent 12 }}
             periodSeconds: {{ $v.probes.liveness.periodSeconds }}
             timeoutSeconds: {{ $v.probes.liveness.timeoutSeconds }}
             failureThreshold: {{ $v.probes.liveness.failureThreshold }}
