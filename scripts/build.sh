@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds pdserve with CMake + Ninja (+ ccache when present).
-# Usage: scripts/build.sh [release|sanitize|tsan] [extra cmake args...]
+# Usage: scripts/build.sh [release|image|sanitize|tsan] [extra cmake args...]
 #   release  (default) -> build/        RelWithDebInfo, -Werror
+#   image              -> build-image/  the shipped binaries only (no tests, no benchmarks):
+#                                       what deploy/docker/Dockerfile builds
 #   sanitize           -> build-asan/   Debug, ASan + UBSan, -Werror, tests only
 #   tsan               -> build-tsan/   ThreadSanitizer: the server binaries and the stress test
 set -euo pipefail
@@ -21,6 +23,13 @@ case "$flavor" in
     dir=build
     args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON)
     ;;
+  image)
+    dir=build-image
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON -DPDSERVE_BUILD_TESTS=OFF
+          -DPDSERVE_BUILD_BENCH=OFF)
+    targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe pdserve-make-model
+             pdctl)
+    ;;
   sanitize)
     dir=build-asan
     # The sanitizer build runs the unit tests: no CUDA, no benchmarks.
@@ -35,7 +44,7 @@ case "$flavor" in
     targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe fault_router_test)
     ;;
   *)
-    echo "usage: $0 [release|sanitize|tsan] [cmake args...]" >&2
+    echo "usage: $0 [release|image|sanitize|tsan] [cmake args...]" >&2
     exit 2
     ;;
 esac

@@ -56,12 +56,27 @@ def main():
         sys.exit(f"expected two stages, found {len(stages)}")
     build, runtime = stages
     problems = []
-    for step in ("scripts/install_deps.sh", "scripts/build.sh release"):
+    for step in ("scripts/install_deps.sh", "scripts/build.sh image"):
         if step not in build:
             problems.append(f"the build stage does not run {step}")
     if not runtime.startswith("debian:12"):
         problems.append("the runtime stage is not Debian 12")
-    copied = re.findall(r"/src/build/bin/([A-Za-z0-9_-]+)", runtime)
+    copied = re.findall(r"/src/build-image/bin/([A-Za-z0-9_-]+)", runtime)
+    # The image builds exactly what it ships: scripts/build.sh image's targets.
+    build_sh = open(os.path.join(SOURCE_DIR, "scripts", "build.sh")).read()
+    image_flavor = build_sh.split("  image)", 1)[1].split(";;", 1)[0] if "  image)" in build_sh else ""
+    if "-DPDSERVE_BUILD_TESTS=OFF" not in image_flavor:
+        problems.append("scripts/build.sh image builds the tests")
+    for binary in copied:
+        if binary not in image_flavor:
+            problems.append(f"scripts/build.sh image does not build {binary}")
+    # A checkout that has been built holds build trees whose CMake caches name host paths:
+    # copied into the context, ninja runs against them. .dockerignore keeps them out.
+    ignore_path = os.path.join(SOURCE_DIR, ".dockerignore")
+    ignored = open(ignore_path).read().split() if os.path.exists(ignore_path) else []
+    for tree in ("build", "build-*", "models", ".pdserve"):
+        if tree not in ignored:
+            problems.append(f".dockerignore does not exclude {tree}")
     packages = set(re.findall(r"\b(lib[a-z0-9+.-]+[0-9][a-z0-9.+-]*)\b",
                               runtime.split("apt-get install", 1)[1].split("rm -rf")[0]))
     chart_commands = set()
