@@ -12,6 +12,7 @@
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/loopback_client.h"
 
 namespace pdserve {
 namespace {
@@ -58,16 +59,6 @@ TEST(MetricsServerTest, ASquatterCannotBindTheMetricsPort) {
   EXPECT_EQ(error, EADDRINUSE);
 }
 
-int ConnectTo(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  return fd;
-}
-
 // One idle TCP connection once blinded /metrics for 30 s (one civetweb thread, its default
 // request timeout), then 16 did (four threads). The server is event-driven now: with 64 idle
 // connections open, half of them holding partial requests, every scrape answers within 1 s.
@@ -77,7 +68,7 @@ TEST(MetricsServerTest, SixtyFourIdleConnectionsDoNotDelayAScrape) {
   ASSERT_TRUE(server.ok()) << server.status();
   std::vector<int> idle;
   for (int i = 0; i < 64; ++i) {
-    idle.push_back(ConnectTo((*server)->port()));
+    idle.push_back(testing::ConnectLoopback((*server)->port()));
     if (i % 2 == 0) {
       ASSERT_EQ(write(idle.back(), "GET /met", 8), 8);  // Never finished.
     }
@@ -99,7 +90,7 @@ TEST(MetricsServerTest, SlowRequestsAreClosedAndOtherRequestsAnswered) {
   auto server =
       MetricsServer::Start("127.0.0.1:0", std::make_shared<prometheus::Registry>(), "unit-test");
   ASSERT_TRUE(server.ok()) << server.status();
-  const int slow = ConnectTo((*server)->port());
+  const int slow = testing::ConnectLoopback((*server)->port());
   ASSERT_EQ(write(slow, "GET /metrics HTTP/1.1\r\n", 23), 23);
   const timeval limit{6, 0};
   setsockopt(slow, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
@@ -111,7 +102,7 @@ TEST(MetricsServerTest, SlowRequestsAreClosedAndOtherRequestsAnswered) {
   auto other = testing::HttpGet((*server)->address(), "/other");
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(other->status, 404);
-  const int big = ConnectTo((*server)->port());
+  const int big = testing::ConnectLoopback((*server)->port());
   const std::string headers = "GET /metrics HTTP/1.1\r\nX: " + std::string(10000, 'a');
   ASSERT_EQ(write(big, headers.data(), headers.size()), static_cast<ssize_t>(headers.size()));
   setsockopt(big, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));

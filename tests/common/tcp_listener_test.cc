@@ -11,19 +11,10 @@
 #include "absl/synchronization/mutex.h"
 #include "common/fd_limits.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback_client.h"
 
 namespace pdserve {
 namespace {
-
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  return fd;
-}
 
 int OpenDescriptors() {
   int n = 0;
@@ -57,7 +48,8 @@ TEST(TcpListenerTest, OutOfDescriptorsItWaitsInsteadOfSpinningAndResumesWhenSome
   auto listener = TcpListener::Bind({.listen_address = "127.0.0.1:0"});
   ASSERT_TRUE(listener.ok()) << listener.status();
   std::vector<int> clients;
-  for (int i = 0; i < 20; ++i) clients.push_back(Connect((*listener)->port()));  // In the backlog.
+  for (int i = 0; i < 20; ++i)
+    clients.push_back(testing::ConnectLoopback((*listener)->port()));  // In the backlog.
   rlimit saved{};
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
   // Room for five more descriptors in this process, then EMFILE.
@@ -95,7 +87,7 @@ TEST(TcpListenerTest, ConnectionsPastTheThresholdAreClosedAtOnce) {
     ++handed;
     close(fd);
   });
-  const int client = Connect((*listener)->port());
+  const int client = testing::ConnectLoopback((*listener)->port());
   char byte = 0;
   EXPECT_EQ(recv(client, &byte, 1, 0), 0) << "the refused connection was not closed";
   EXPECT_EQ((*listener)->stats().refused_fd_headroom.load(), 1);
@@ -117,13 +109,9 @@ TEST(TcpListenerTest, APortInUseIsNamedAndAStoppedListenerRefuses) {
   const int port = (*first)->port();
   (*first)->Start([](int fd) { close(fd); });
   (*first)->Stop();
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in loopback{};
-  loopback.sin_family = AF_INET;
-  loopback.sin_port = htons(static_cast<uint16_t>(port));
-  loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_NE(connect(fd, reinterpret_cast<sockaddr*>(&loopback), sizeof(loopback)), 0);
-  close(fd);
+  const int fd = testing::ConnectLoopback(port);
+  EXPECT_EQ(fd, -1) << "a stopped listener accepted a connection";
+  if (fd >= 0) close(fd);
 }
 
 TEST(FdBudgetTest, ReservesAShareForTheProcessAndASecondForGrpc) {

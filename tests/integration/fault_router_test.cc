@@ -26,6 +26,7 @@
 #include "tests/integration/fault_check.h"
 #include "tests/testing/greedy_reference.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/loopback_client.h"
 #include "tests/testing/poll.h"
 #include "tools/client/generation_client.h"
 
@@ -228,25 +229,6 @@ TEST(RouterFaultTest, ThreeTimesOverloadIsRefusedAtOnceAndLosesNothing) {
   ExpectClusterAtBaseline(*cluster);
 }
 
-// A TCP connection to 127.0.0.1:`port` that has sent `partial` and holds on; -1 if the
-// connection could not be made within a second.
-int HoldConnection(int port, const std::string& partial) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  const timeval second{1, 0};
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &second, sizeof(second));  // Bounds connect().
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  (void)!send(fd, partial.data(), partial.size(), MSG_NOSIGNAL);
-  return fd;
-}
-
 // CPU seconds `pid` has used (user + system).
 double CpuSeconds(pid_t pid) {
   std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
@@ -302,8 +284,8 @@ TEST(RouterFaultTest, AConnectionFloodPastTheDescriptorLimitLeavesEveryListenerS
 
   std::vector<int> flood;
   for (int i = 0; i < per_listener; ++i) {
-    const int a = HoldConnection(http->port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n");
-    const int b = HoldConnection(grpc_port->port, "PRI * HTTP/2.0\r\n");
+    const int a = ConnectLoopback(http->port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n");
+    const int b = ConnectLoopback(grpc_port->port, "PRI * HTTP/2.0\r\n");
     for (int fd : {a, b}) {
       if (fd >= 0) flood.push_back(fd);
     }
