@@ -136,11 +136,13 @@ void MetricsServer::Loop() {
           Close(fd);
           continue;
         }
-        if (!Read(fd, connection)) {
-          // A client that closed its side before its request was complete is gone.
-          if ((events[i].events & EPOLLRDHUP) != 0) Close(fd);
+        const ReadState state = Read(fd, connection);
+        if (state == ReadState::kGone) {
+          // A client that closed or broke its side before its request was complete.
+          Close(fd);
           continue;
         }
+        if (state == ReadState::kMore) continue;
         connection.deadline = absl::Now() + kResponseTimeout;
         epoll_event writable{};
         writable.events = EPOLLOUT;
@@ -164,7 +166,7 @@ void MetricsServer::Loop() {
   }
 }
 
-bool MetricsServer::Read(int fd, Connection& connection) {
+MetricsServer::ReadState MetricsServer::Read(int fd, Connection& connection) {
   char buffer[2048];
   for (;;) {
     const ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
@@ -173,16 +175,17 @@ bool MetricsServer::Read(int fd, Connection& connection) {
       if (connection.request.size() > kMaxRequestBytes) {
         connection.response = HttpResponse("431 Request Header Fields Too Large", "text/plain",
                                            "request headers too large\n");
-        return true;
+        return ReadState::kReady;
       }
       if (absl::StrContains(connection.request, "\r\n\r\n")) {
         connection.response = Respond(connection.request);
-        return true;
+        return ReadState::kReady;
       }
       continue;
     }
     if (got < 0 && errno == EINTR) continue;
-    return false;  // EAGAIN (wait for more), or the peer closed or failed (the caller looks).
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ReadState::kMore;
+    return ReadState::kGone;  // End of stream before the request was whole, or an error.
   }
 }
 

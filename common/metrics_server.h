@@ -56,8 +56,10 @@ class MetricsServer {
   MetricsServer() = default;
   void Adopt(int fd);
   void Loop();
-  // Reads what `fd` sent; true once the response is ready to send.
-  bool Read(int fd, Connection& connection);
+  enum class ReadState { kMore, kReady, kGone };
+  // Reads what `fd` sent: kReady once the response is ready to send, kMore to wait for more,
+  // kGone when the client closed or failed before its request was whole.
+  ReadState Read(int fd, Connection& connection);
   // Writes what it can; true once everything was sent.
   bool Write(int fd, Connection& connection);
   std::string Respond(const std::string& request) const;
