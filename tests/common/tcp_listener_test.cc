@@ -44,7 +44,25 @@ bool WaitFor(const std::function<bool()>& done) {
   return done();
 }
 
+// Whether this build runs under AddressSanitizer (GCC defines the macro, Clang the feature).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 TEST(TcpListenerTest, OutOfDescriptorsItWaitsInsteadOfSpinningAndResumesWhenSomeAreFree) {
+  if (kSanitized) {
+    // The sanitizers' runtime opens files of its own (UBSan's vptr check reads the process's
+    // memory map): out of descriptors it reports false errors. The release build runs this.
+    GTEST_SKIP() << "descriptor exhaustion breaks the sanitizer runtime itself";
+  }
   auto listener = TcpListener::Bind({.listen_address = "127.0.0.1:0"});
   ASSERT_TRUE(listener.ok()) << listener.status();
   std::vector<int> clients;
