@@ -139,6 +139,15 @@ def cross_object_problems(objs):
         where = f"{kind}/{name}"
         if (kind, name) in seen:
             problems.append(f"{where}: duplicate kind/name")
+        # An empty `annotations:` or `labels:` renders as null, which tools that merge
+        # metadata (kubectl apply, Argo CD, kustomize) trip over.
+        metadatas = [("metadata", o["metadata"])]
+        if kind in ("Deployment", "StatefulSet"):
+            metadatas.append(("spec.template.metadata", o["spec"]["template"].get("metadata", {})))
+        for path, metadata in metadatas:
+            for key in ("annotations", "labels"):
+                if key in metadata and metadata[key] is None:
+                    problems.append(f"{where}: {path}.{key} is null")
         seen.add((kind, name))
         if not DNS1123_LABEL.match(name) or len(name) > 63:
             problems.append(f"{where}: name is not a DNS-1123 label of at most 63 characters")
@@ -465,6 +474,9 @@ NEGATIVE_CASES = [
     (["decode.extraArgs[0]=max_num_seqs=4"], "/decode/extraArgs/0"),
     (["kvTransfer.rdma.enabled=true", "kvTransfer.rdma.resourceName=hca"],
      "/kvTransfer/rdma/resourceName"),
+    # A duration the Prometheus operator rejects (fractions, smallest unit first).
+    (["decode.podMonitor.interval=1.5s"], "/decode/podMonitor/interval"),
+    (["router.podMonitor.interval=30s1m"], "/router/podMonitor/interval"),
 ]
 
 
