@@ -19,9 +19,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "common/fd_limits.h"
+#include "common/health_client.h"
 #include "common/net_address.h"
 #include "common/registry_client.h"
-#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/integration/fault_check.h"
 #include "tests/testing/greedy_reference.h"
@@ -243,17 +243,6 @@ double CpuSeconds(pid_t pid) {
          static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-bool HealthServing(const std::string& address) {
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  grpc::health::v1::HealthCheckRequest request;
-  grpc::health::v1::HealthCheckResponse response;
-  return stub->Check(&context, request, &response).ok() &&
-         response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
-}
-
 // A flood of idle connections past the router's descriptor limit (issue: 400 connections at
 // 256 descriptors) once ended its gRPC listener for good (gRPC 1.51 closes a listener on its
 // first EMFILE: after the flood, new calls queued in the backlog unanswered while the process
@@ -307,7 +296,12 @@ TEST(RouterFaultTest, AConnectionFloodPastTheDescriptorLimitLeavesEveryListenerS
 
   for (int fd : flood) close(fd);
   // Once the flood is gone, new gRPC and HTTP clients are served.
-  EXPECT_TRUE(PollUntil([&] { return HealthServing(router.grpc_address()); }, absl::Seconds(30)))
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto state = CheckHealth(router.grpc_address(), absl::Seconds(2));
+        return state.ok() && *state == HealthState::kServing;
+      },
+      absl::Seconds(30)))
       << router.Log();
   auto after =
       generate(grpc::CreateChannel(router.grpc_address(), grpc::InsecureChannelCredentials()));
