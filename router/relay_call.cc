@@ -65,12 +65,13 @@ class RelayCall::Downstream final : public grpc::ClientReadReactor<v1::GenerateR
   RelayCall* const call_;
 };
 
-// Registered with the worker registry while the call runs on a decode worker; detached
-// before the call is deleted, so a late removal never reaches a dead call.
+// Registered with the worker registry while the call runs on one decode worker; detached
+// when the call is placed again and before it is deleted, so a late removal reaches neither
+// the next placement nor a dead call.
 class RelayCall::Listener final : public WorkerListener {
  public:
   explicit Listener(RelayCall* call) : call_(call) {}
-  void Interrupted(const std::string& message) override {
+  void Interrupted(Interruption why, const std::string& message) override {
     RelayCall* call;
     {
       absl::MutexLock lock(&mu_);
@@ -79,7 +80,7 @@ class RelayCall::Listener final : public WorkerListener {
       absl::MutexLock call_lock(&call->mu_);
       ++call->busy_;  // Keeps the call alive once this lock is released.
     }
-    call->OnInterrupted(message);
+    call->OnInterrupted(this, why, message);
   }
   void Detach() {
     absl::MutexLock lock(&mu_);
@@ -272,20 +273,28 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
     if (!finished_) {
       grpc::Status s = status;
       bool retried = false;
+      const bool interrupted = interruption_.has_value() && !status.ok();
+      // Whichever the router saw first, the worker's stream failing or the registry dropping
+      // the worker, a request with nothing produced yet may go elsewhere; a drain may not.
+      const bool worker_gone = interrupted ? *interruption_ == Interruption::kWorkerLeft
+                                           : status.error_code() == grpc::StatusCode::UNAVAILABLE;
       if (cancelled_) {
         s = ClientGoneStatusLocked();
-      } else if (!interrupted_.empty() && !status.ok()) {
-        s = grpc::Status(grpc::StatusCode::UNAVAILABLE, interrupted_);
-      } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE && messages_ == 0 &&
-                 retries_ < 1) {
+      } else if (worker_gone && messages_ == 0 && retries_ < 1) {
         // It failed before producing anything: place once more, elsewhere.
         ++retries_;
         retried = true;
         PDS_LOG(WARNING) << request_.request_id() << ": decode worker "
                          << placement_.placement.decode.worker_id << " unavailable ("
-                         << status.error_message() << "); placing again";
+                         << (interrupted ? interrupted_ : status.error_message())
+                         << "); placing again";
         placement_request_.exclude.push_back(placement_.placement.decode.worker_id);
+        interruption_.reset();
+        interrupted_.clear();
+        actions.detach = std::move(listener_);  // Late news of the old worker goes nowhere.
         PlaceLocked(&actions);
+      } else if (interrupted) {
+        s = grpc::Status(grpc::StatusCode::UNAVAILABLE, interrupted_);
       }
       if (!retried && s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
         // The decode worker's retry-after hint travels on to the client.
@@ -308,14 +317,19 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
   Act(actions);
 }
 
-void RelayCall::OnInterrupted(const std::string& message) {
+void RelayCall::OnInterrupted(const Listener* from, Interruption why, const std::string& message) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
-    interrupted_ = message;
-    if (downstream_ != nullptr && !downstream_done_) actions.cancel = downstream_;
+    // News of a worker the call has already left (told after the call placed itself again,
+    // before that placement's listener was detached) is not about the current placement.
+    if (from == listener_.get()) {
+      interruption_ = why;
+      interrupted_ = message;
+      if (downstream_ != nullptr && !downstream_done_) actions.cancel = downstream_;
+    }
   }
-  Act(actions);
+  Act(actions);  // Drops the hold the listener took.
 }
 
 grpc::Status RelayCall::ClientGoneStatusLocked() const {
@@ -365,6 +379,7 @@ void RelayCall::Act(const Actions& a) {
   }
   if (a.stop_reading != nullptr) a.stop_reading->StopReading();
   if (a.finish) Finish(a.status);
+  if (a.detach) a.detach->Detach();
   std::shared_ptr<Listener> listener;
   {
     absl::MutexLock lock(&mu_);

@@ -4,8 +4,8 @@
 // rather than buffered), and the final message gets the router's timings. The client's
 // deadline bounds the downstream call; the client's cancellation cancels it (the decode
 // worker then cancels its prefill, if any). If the decode worker leaves the registry, or the
-// router's drain runs out, the call ends with UNAVAILABLE saying why; if it fails before its first
-// token with UNAVAILABLE, the request is placed once more on another decode worker. Thread-safety:
+// router's drain runs out, the call ends with UNAVAILABLE saying why; if the worker fails or leaves
+// before the first token, the request is placed once more on another decode worker. Thread-safety:
 // gRPC drives it from its threads; shared state is locked.
 #ifndef PDSERVE_ROUTER_RELAY_CALL_H_
 #define PDSERVE_ROUTER_RELAY_CALL_H_
@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,7 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     bool write = false;
     bool finish = false;
     grpc::Status status;
+    std::shared_ptr<Listener> detach;  // A placement's listener, no longer current.
   };
 
   RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context, const CatalogModel* model,
@@ -87,9 +89,10 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void PlaceLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnMessage();  // The downstream read a message.
   void OnDownstreamDone(const grpc::Status& status);
-  // The worker left, or the router stops: ends the call UNAVAILABLE with `message`. Called
-  // with busy_ already raised.
-  void OnInterrupted(const std::string& message);
+  // The worker left, or the router stops: cancels the downstream call, which then ends the
+  // call UNAVAILABLE with `message` (or, if the worker left before the first token, places it
+  // again). Called with busy_ already raised.
+  void OnInterrupted(const Listener* from, Interruption why, const std::string& message);
   void FinishLocked(const grpc::Status& status, Actions* actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ObserveResult(const v1::GenerateResult& result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -126,7 +129,9 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   bool deadline_passed_ ABSL_GUARDED_BY(mu_) = false;
   bool pending_finish_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status pending_status_ ABSL_GUARDED_BY(mu_);
-  std::string interrupted_ ABSL_GUARDED_BY(mu_);  // Why the call was interrupted, if it was.
+  // Why the current placement was interrupted, if it was.
+  std::optional<Interruption> interruption_ ABSL_GUARDED_BY(mu_);
+  std::string interrupted_ ABSL_GUARDED_BY(mu_);
   int messages_ ABSL_GUARDED_BY(mu_) = 0;
   int retries_ ABSL_GUARDED_BY(mu_) = 0;
   double router_ms_ ABSL_GUARDED_BY(mu_) = 0;

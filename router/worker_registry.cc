@@ -140,11 +140,12 @@ WorkerRegistry::Removal WorkerRegistry::RemoveLocked(WorkerEntry* e, const std::
 }
 
 void WorkerRegistry::Notify(Removal removal) {
-  for (auto& listener : removal.listeners) listener->Interrupted(removal.message);
+  for (auto& listener : removal.listeners) listener->Interrupted(removal.why, removal.message);
 }
 
 int WorkerRegistry::InterruptAll(const std::string& message) {
   Removal all;
+  all.why = Interruption::kRouterStopping;
   all.message = message;
   {
     absl::MutexLock lock(&mu_);

@@ -27,13 +27,18 @@
 
 namespace pdserve::router {
 
-// Told when a request must end although its worker has not finished it: the worker left the
-// cluster, or the router is stopping. `message` says why, whole (the client's UNAVAILABLE
-// status message).
+// Why a request's worker will not finish it.
+enum class Interruption {
+  kWorkerLeft,      // The worker left the cluster: the request may go to another worker.
+  kRouterStopping,  // The router's drain ran out: the request ends here.
+};
+
+// Told when a request must end although its worker has not finished it. `message` says why,
+// whole (the client's UNAVAILABLE status message).
 class WorkerListener {
  public:
   virtual ~WorkerListener() = default;
-  virtual void Interrupted(const std::string& message) = 0;
+  virtual void Interrupted(Interruption why, const std::string& message) = 0;
 };
 
 // One registered worker. Plain data, read and written under the registry's lock.
@@ -116,6 +121,7 @@ class WorkerRegistry {
  private:
   struct Removal {
     std::vector<std::shared_ptr<WorkerListener>> listeners;
+    Interruption why = Interruption::kWorkerLeft;
     std::string message;  // What the listeners are told.
   };
   WorkerEntry* FindSessionLocked(uint64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -49,7 +49,8 @@ struct Event {
 
 class NoopListener final : public router::WorkerListener {
  public:
-  void Interrupted(const std::string&) override {}  // Simulated workers never leave.
+  void Interrupted(router::Interruption, const std::string&) override {
+  }  // Simulated workers never leave.
 };
 
 struct RequestState {

@@ -200,10 +200,19 @@ TEST(OffloadFaultTest, CancelWhileAwaitingKvAndMidDecodeLeaveNothingBehind) {
   ExpectClusterAtBaseline(*cluster);
 }
 
-// The decode worker dies while a prefill worker writes into it, before the request's first
-// token: the router places the request again on the other decode worker (same tokens), and
-// the prefill worker stops writing and keeps serving.
-TEST(OffloadFaultTest, DecodeKilledDuringTransferLeavesThePrefillWorkerServing) {
+// The decode worker dies, or stops, while a prefill worker writes into it, before the
+// request's first token: the router places the request again on the other decode worker (same
+// tokens), and the prefill worker stops writing and keeps serving. Killed, the worker's stream
+// fails and its registration closes, in either order (a request once ended UNAVAILABLE when
+// the registry's news came first); stopped, only the registry notices (no load report).
+enum class DecodeFault { kKilled, kStopped };
+void PrintTo(DecodeFault fault, std::ostream* os) {
+  *os << (fault == DecodeFault::kKilled ? "killed" : "stopped");
+}
+
+class DecodeLostDuringTransferTest : public ::testing::TestWithParam<DecodeFault> {};
+
+TEST_P(DecodeLostDuringTransferTest, TheRequestMovesAndThePrefillWorkerKeepsServing) {
   auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 1,
                                                     .decode_workers = 2,
                                                     .router_flags = {"--policy=always_offload"},
@@ -224,8 +233,13 @@ TEST(OffloadFaultTest, DecodeKilledDuringTransferLeavesThePrefillWorkerServing) 
   ASSERT_NE(victim, nullptr);
   ASSERT_TRUE(WaitForMetricAtLeast(cluster->prefill()[0]->metrics_address(),
                                    "pdserve_kv_transfer_layers_total", 1));
-  victim->Kill();
+  if (GetParam() == DecodeFault::kKilled) {
+    victim->Kill();
+  } else {
+    ASSERT_EQ(kill(victim->pid(), SIGSTOP), 0);
+  }
   const auto& out = call.Join();
+  victim->Kill();  // A stopped one too: it is gone for good.
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.tokens, reference.Generate(first, 8));
   EXPECT_EQ(cluster->DecodeById(out.result.placement().decode_worker_id()) == victim, false);
@@ -240,6 +254,12 @@ TEST(OffloadFaultTest, DecodeKilledDuringTransferLeavesThePrefillWorkerServing) 
   EXPECT_EQ(next.tokens, reference.Generate(prompt, 5));
   ExpectClusterAtBaseline(*cluster);
 }
+
+INSTANTIATE_TEST_SUITE_P(Faults, DecodeLostDuringTransferTest,
+                         ::testing::Values(DecodeFault::kKilled, DecodeFault::kStopped),
+                         [](const ::testing::TestParamInfo<DecodeFault>& info) {
+                           return info.param == DecodeFault::kKilled ? "Killed" : "Stopped";
+                         });
 
 // A prefill worker with another KV geometry refuses before writing anything; the request
 // prefills locally and nothing is quarantined.

@@ -47,7 +47,11 @@ WorkerReport Load(int running = 0, int64_t free_blocks = 0) {
 
 class Listener final : public WorkerListener {
  public:
-  void Interrupted(const std::string& message) override { reasons.push_back(message); }
+  void Interrupted(Interruption why, const std::string& message) override {
+    whys.push_back(why);
+    reasons.push_back(message);
+  }
+  std::vector<Interruption> whys;
   std::vector<std::string> reasons;
 };
 
@@ -109,9 +113,29 @@ TEST_F(RegistryTest, SilentWorkersExpireAndTheirRequestsAreTold) {
   EXPECT_EQ(registry_.size(), 1);
   ASSERT_EQ(listener->reasons.size(), 1u);
   EXPECT_TRUE(absl::StrContains(listener->reasons[0], "no load report")) << listener->reasons[0];
+  EXPECT_EQ(listener->whys[0], Interruption::kWorkerLeft);
   EXPECT_FALSE(registry_.Report(*a, Load()));  // Its stream will close.
   EXPECT_EQ(registry_.Acquire(*a, listener), 0u);
   registry_.Release(*a, key);  // Harmless after removal.
+}
+
+// The router's drain ran out: every running request is told it ends here (not that its
+// worker left, which would let the relay place it again), and the workers stay registered.
+TEST_F(RegistryTest, InterruptAllEndsEveryRequestAndKeepsTheWorkers) {
+  auto a = registry_.Register(Registration("a", WorkerRole::kDecode));
+  auto b = registry_.Register(Registration("b", WorkerRole::kDecode));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto on_a = std::make_shared<Listener>();
+  auto on_b = std::make_shared<Listener>();
+  ASSERT_NE(registry_.Acquire(*a, on_a), 0u);
+  ASSERT_NE(registry_.Acquire(*b, on_b), 0u);
+  EXPECT_EQ(registry_.InterruptAll("stopping"), 2);
+  for (const auto& listener : {on_a, on_b}) {
+    ASSERT_EQ(listener->whys.size(), 1u);
+    EXPECT_EQ(listener->whys[0], Interruption::kRouterStopping);
+    EXPECT_EQ(listener->reasons[0], "stopping");
+  }
+  EXPECT_EQ(registry_.size(), 2);
 }
 
 // The router paused for 6 s (SIGSTOP, a VM stall): when its sweeper runs again, the reports
