@@ -178,9 +178,12 @@ class RegistryClient::RouterSession {
                     << client_->registration_.worker_id();
       client_->SessionRegistered(true);
       // Drain router messages in the background so the stream's read side never stalls.
-      std::thread reader([&stream] {
+      std::thread reader([this, &stream] {
         v1::RouterMessage m;
         while (stream->Read(&m)) {
+          if (m.has_switch_role() && client_->config_.on_role_switch) {
+            client_->config_.on_role_switch(m.switch_role(), address_);
+          }
         }
       });
       Forward(stream.get(), heartbeat);

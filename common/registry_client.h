@@ -60,6 +60,9 @@ struct RegistryClientConfig {
   std::string registration_token;
   // Called with the number of routers this worker is registered with, whenever it changes.
   std::function<void(int registered_routers)> on_registered_routers;
+  // Called when a router orders a role change (workers registered with role_switching), from
+  // the client's threads: it must not block, nor stop this client.
+  std::function<void(const v1::RoleSwitch& order, const std::string& router)> on_role_switch;
 };
 
 // Every address `addresses` (host:port[,host:port...]) stands for, as sorted host:port strings

@@ -266,28 +266,57 @@ v1::WorkerRegistration WorkerProcess::BaseRegistration(v1::WorkerRole role) cons
 void WorkerProcess::Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration& registration,
                           RegistryClient::ReportFn report,
                           const std::function<void()>& begin_drain) {
-  RegistryClientConfig registry = config_.registry;
-  if (!registry.router_address.empty()) {
-    // Ready (pdserve.ready) only while registered with a router: a worker no router knows
-    // serves nothing, and a rollout should not count it as up.
-    server_->SetReady(false);
-    registry.on_registered_routers = [this](int routers) {
-      registered_routers_->Set(routers);
-      server_->SetReady(routers > 0);
-    };
+  {
+    absl::MutexLock lock(&registry_mu_);
+    registry_config_ = config_.registry;
+    if (!registry_config_.router_address.empty()) {
+      // Ready (pdserve.ready) only while registered with a router: a worker no router knows
+      // serves nothing, and a rollout should not count it as up.
+      server_->SetReady(false);
+      registry_config_.on_registered_routers = [this](int routers) {
+        registered_routers_->Set(routers);
+        server_->SetReady(routers > 0);
+      };
+    }
+    if (on_role_switch_) {
+      registry_config_.on_role_switch = [this](const v1::RoleSwitch& order,
+                                               const std::string& router) {
+        PDS_LOG(INFO) << "router " << router << " asks " << worker_id_ << " to become a "
+                      << (order.role() == v1::WORKER_ROLE_DECODE ? "decode" : "prefill")
+                      << " worker: " << order.reason();
+        on_role_switch_(order);
+      };
+    }
+    registry_client_ =
+        std::make_unique<RegistryClient>(registry_config_, registration, std::move(report));
+    registry_client_->Start();
   }
-  registry_client_ =
-      std::make_unique<RegistryClient>(std::move(registry), registration, std::move(report));
-  registry_client_->Start();
   server_->SetServing(true);
   PDS_LOG(INFO) << config_.role << " worker " << worker_id_ << " serving at "
                 << advertised_address_;
   server_->RunUntilShutdown(shutdown, [&begin_drain](absl::Time) { begin_drain(); });
+  absl::MutexLock lock(&registry_mu_);
+  registry_stopped_ = true;
   registry_client_->Stop();
 }
 
+bool WorkerProcess::Reregister(const v1::WorkerRegistration& registration,
+                               RegistryClient::ReportFn report) {
+  absl::MutexLock lock(&registry_mu_);
+  if (registry_stopped_ || registry_client_ == nullptr) return false;
+  registry_client_->Stop();  // Its streams close: the routers forget the old registration.
+  registry_client_ =
+      std::make_unique<RegistryClient>(registry_config_, registration, std::move(report));
+  registry_client_->Start();
+  return true;
+}
+
 void WorkerProcess::StopServing() {
-  if (registry_client_) registry_client_->Stop();
+  {
+    absl::MutexLock lock(&registry_mu_);
+    registry_stopped_ = true;
+    if (registry_client_) registry_client_->Stop();
+  }
   server_.reset();
 }
 

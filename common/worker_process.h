@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/kv_layout.h"
 #include "common/registry_client.h"
 #include "common/server_runner.h"
@@ -90,6 +91,16 @@ class WorkerProcess {
   void Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration& registration,
              RegistryClient::ReportFn report, const std::function<void()>& begin_drain);
 
+  // While Serve runs (from another thread; not from a registry callback): leaves every
+  // router and registers again with `registration` and `report` (a role change). Returns
+  // false once Serve has stopped registering.
+  bool Reregister(const v1::WorkerRegistration& registration, RegistryClient::ReportFn report);
+  // Called when a router orders a role change (see RegistryClientConfig::on_role_switch).
+  // Set before Serve.
+  void SetRoleSwitchHandler(std::function<void(const v1::RoleSwitch& order)> handler) {
+    on_role_switch_ = std::move(handler);
+  }
+
   // Stops the registry client and the servers: after this no call reaches the services, so
   // the role may tear down what they use. Idempotent; the destructor calls it too.
   void StopServing();
@@ -131,7 +142,11 @@ class WorkerProcess {
   std::shared_ptr<prometheus::Registry> metrics_registry_;
   prometheus::Gauge* registered_routers_ = nullptr;  // In metrics_registry_.
   std::unique_ptr<ServerRunner> server_;
-  std::unique_ptr<RegistryClient> registry_client_;
+  std::function<void(const v1::RoleSwitch& order)> on_role_switch_;
+  absl::Mutex registry_mu_;  // Serve and Reregister.
+  RegistryClientConfig registry_config_ ABSL_GUARDED_BY(registry_mu_);
+  bool registry_stopped_ ABSL_GUARDED_BY(registry_mu_) = false;
+  std::unique_ptr<RegistryClient> registry_client_ ABSL_GUARDED_BY(registry_mu_);
 };
 
 }  // namespace pdserve

@@ -37,6 +37,7 @@ struct LoadSnapshot {
   double prefill_tokens_per_second = 0;  // Prefill: recent throughput.
   double transfer_bytes_per_second = 0;  // Prefill: recent KV bandwidth.
   uint64_t sequence = 0;                 // Reports on this registration so far.
+  bool draining = false;                 // Takes no new work (changing role, or stopping).
 };
 
 // A load report: the snapshot and the steps run since the previous one.

@@ -1,6 +1,7 @@
 #include "decode_worker/engine_loop.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/logging.h"
 #include "common/retry_after.h"
 #include "decode_worker/step_report.h"
@@ -82,6 +83,28 @@ void EngineLoop::Notify() {
 void EngineLoop::BeginDrain() {
   absl::MutexLock lock(&mu_);
   draining_ = true;
+}
+
+void EngineLoop::EndDrain() {
+  absl::MutexLock lock(&mu_);
+  draining_ = false;
+}
+
+bool EngineLoop::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+int EngineLoop::DropPrefixCache() {
+  absl::Notification done;
+  int dropped = 0;
+  Post([&] {
+    dropped = blocks_.DropCache();
+    PublishStats();
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return dropped;
 }
 
 bool EngineLoop::WaitUntilIdle(absl::Time deadline) {

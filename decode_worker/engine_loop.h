@@ -61,6 +61,12 @@ class EngineLoop {
   void Notify();
   // Refuse new sequences from now on.
   void BeginDrain();
+  // Take new sequences again (a role change that was given up).
+  void EndDrain();
+  bool draining() const;
+  // Frees every cached prefix block no sequence holds (reported as evictions), on the loop
+  // thread; returns how many once done. Before the pool's memory serves another role.
+  int DropPrefixCache();
   // Waits until no sequence is waiting or running, or `deadline`.
   bool WaitUntilIdle(absl::Time deadline);
 

@@ -1,11 +1,14 @@
 // pdserve-decode: a decode worker. Owns a model replica and a paged KV pool (registered with
 // UCX so prefill workers can write into it), runs the continuous-batching scheduler, serves
-// pdserve.v1.Decode over gRPC, and registers with the router.
+// pdserve.v1.Decode over gRPC, and registers with the router. With --role_switching it can
+// also be a prefill worker, and changes role when a router asks (role_switching_worker.h).
 #include "absl/flags/flag.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/worker_flags.h"
 #include "decode_worker/decode_worker.h"
+#include "decode_worker/role_switching_worker.h"
+#include "prefill_worker/prefill_flags.h"
 
 ABSL_FLAG(int, max_num_batched_tokens, pdserve::decode::SchedulerConfig{}.max_num_batched_tokens,
           "Token budget per engine step (the local prefill chunk size).");
@@ -34,6 +37,14 @@ ABSL_FLAG(absl::Duration, offload_liveness_interval, absl::Milliseconds(500),
           "How often a prefill worker with an unanswered Prefill call is health-checked.");
 ABSL_FLAG(absl::Duration, offload_liveness_timeout, absl::Seconds(1),
           "A prefill worker whose health check takes longer fails the attempt (local prefill).");
+ABSL_FLAG(bool, role_switching, false,
+          "Also hold the prefill role (--max_batch_tokens, --transfer_mode), and change role "
+          "when a router asks (pdctl switch-role, the router's planner).");
+ABSL_FLAG(std::string, role, "decode", "With --role_switching: the role to start in.");
+ABSL_FLAG(absl::Duration, switch_drain_timeout,
+          pdserve::decode::RoleSwitchingWorkerConfig{}.switch_drain_timeout,
+          "With --role_switching: a switch whose current work has not finished by then is given "
+          "up (the worker keeps its role).");
 
 namespace {
 
@@ -66,5 +77,22 @@ int main(int argc, char** argv) {
       argc, argv,
       "pdserve-decode: decode worker (paged-KV continuous batching, gRPC Decode service).\n"
       "Usage: pdserve-decode --model=DIR [--router=HOST:PORT] [--listen=HOST:PORT] ...");
+  if (absl::GetFlag(FLAGS_role_switching)) {
+    absl::StatusOr<pdserve::decode::RoleSwitchingWorkerConfig> config;
+    if (auto decode = ConfigFromFlags(); decode.ok()) {
+      config.emplace();
+      config->decode = *std::move(decode);
+      config->prefill = pdserve::prefill::PrefillBatcherConfigFromFlags();
+      config->initial_role = absl::GetFlag(FLAGS_role);
+      config->switch_drain_timeout = absl::GetFlag(FLAGS_switch_drain_timeout);
+    } else {
+      config = decode.status();
+    }
+    return pdserve::RunWorkerMain<pdserve::decode::RoleSwitchingWorker>(config, shutdown);
+  }
+  if (absl::GetFlag(FLAGS_role) != "decode") {
+    std::fprintf(stderr, "--role: only with --role_switching (use pdserve-prefill)\n");
+    return 2;
+  }
   return pdserve::RunWorkerMain<pdserve::decode::DecodeWorker>(ConfigFromFlags(), shutdown);
 }

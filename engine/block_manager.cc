@@ -144,6 +144,18 @@ void BlockManager::Unquarantine(absl::Span<const int32_t> ids) {
   Release(ids);
 }
 
+int BlockManager::DropCache() {
+  int dropped = 0;
+  while (!lru_.empty()) {
+    const int32_t b = lru_.front();
+    Evict(b);
+    free_.push_back(b);
+    ++free_count_;
+    ++dropped;
+  }
+  return dropped;
+}
+
 PrefixCacheEvents BlockManager::TakeEvents() {
   PrefixCacheEvents out;
   std::swap(out, events_);

@@ -76,6 +76,9 @@ class BlockManager {
   void Unquarantine(absl::Span<const int32_t> blocks);
 
   PrefixCacheEvents TakeEvents();
+  // Evicts every cached block no sequence holds (they become free; each an eviction event):
+  // the pool's memory is about to hold something else. Returns how many.
+  int DropCache();
   // Every hash currently cached (for a full resync with the router).
   std::vector<uint64_t> CachedHashes() const;
 

@@ -185,6 +185,21 @@ void PrefillBatcher::BeginDrain() {
   draining_ = true;
 }
 
+void PrefillBatcher::EndDrain() {
+  absl::MutexLock lock(&mu_);
+  draining_ = false;
+}
+
+bool PrefillBatcher::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+bool PrefillBatcher::idle() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.empty() && active_.empty() && running_ == 0;
+}
+
 int64_t PrefillBatcher::pending_tokens() const {
   absl::MutexLock lock(&mu_);
   return pending_tokens_;

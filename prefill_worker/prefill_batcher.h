@@ -87,8 +87,13 @@ class PrefillBatcher {
   // Asks the job to stop between layers without waiting (the caller's RPC went away).
   void RequestCancel(uint64_t transfer_token);
 
-  // Refuse new jobs (SIGTERM); queued and running ones finish.
+  // Refuse new jobs (SIGTERM, a role change); queued and running ones finish.
   void BeginDrain();
+  // Take new jobs again (a role change back, or one given up).
+  void EndDrain();
+  bool draining() const;
+  // No job queued or computing.
+  bool idle() const;
 
   int64_t pending_tokens() const;
   int running() const;

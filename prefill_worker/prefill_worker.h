@@ -1,6 +1,7 @@
-// A prefill worker process, assembled: model, its own KV pool (registered with UCX: the
-// source of every transfer), batcher, gRPC Prefill service, /metrics, health, registry
-// client. main.cc parses flags into PrefillWorkerConfig and calls Create + Run.
+// A prefill worker process, assembled: a worker process (model, its own KV pool registered
+// with UCX: the source of every transfer, servers, registry client) with the prefill role
+// (batcher, gRPC Prefill service). main.cc parses flags into PrefillWorkerConfig and calls
+// Create + Run.
 // Thread-safety: Create/Run/destruction from the main thread.
 #ifndef PDSERVE_PREFILL_WORKER_PREFILL_WORKER_H_
 #define PDSERVE_PREFILL_WORKER_PREFILL_WORKER_H_
@@ -12,7 +13,7 @@
 #include "common/shutdown_signal.h"
 #include "common/worker_process.h"
 #include "prefill_worker/prefill_batcher.h"
-#include "prefill_worker/prefill_service.h"
+#include "prefill_worker/prefill_role.h"
 
 namespace pdserve::prefill {
 
@@ -34,13 +35,9 @@ class PrefillWorker {
 
  private:
   PrefillWorker() = default;
-  v1::WorkerRegistration Registration() const;
 
-  PrefillWorkerConfig config_;
   std::unique_ptr<WorkerProcess> process_;  // Model, KV pool, transport, servers.
-  std::unique_ptr<PrefillMetrics> metrics_;
-  std::unique_ptr<PrefillBatcher> batcher_;
-  std::unique_ptr<PrefillService> service_;
+  std::unique_ptr<PrefillRole> role_;
 };
 
 }  // namespace pdserve::prefill

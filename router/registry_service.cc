@@ -1,6 +1,9 @@
 #include "router/registry_service.h"
 
 #include <algorithm>
+#include <deque>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -17,9 +20,28 @@ namespace {
 constexpr uint32_t kDefaultDecisions = 20;
 constexpr uint32_t kMaxDecisions = 1000;
 
-// One worker's stream. Operations start only from this reactor's own reactions; the read
-// and write sides may run at once, so the one thing they share (whether the ack write is
-// still out, which a Finish must wait for) is locked.
+class WorkerStream;
+
+// The registry's way back to one worker: orders go out on its stream. Held by the registry
+// entry, which may outlive the stream's reactor: detached (orders dropped) once the stream is
+// done, and queued until the registration's answer is on its way.
+class StreamControl final : public WorkerControl {
+ public:
+  void SwitchRole(WorkerRole role, const std::string& reason) override;
+  void Attach(WorkerStream* stream);
+  void Detach();
+
+ private:
+  absl::Mutex mu_;
+  WorkerStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool detached_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::RouterMessage> early_ ABSL_GUARDED_BY(mu_);  // Before Attach.
+};
+
+// One worker's stream. Reads start only from this reactor's own reactions; writes (the
+// registration's answer, then the router's orders) from its reactions or from Send, one at
+// a time. The read and write sides may run at once, so what they share (the write in
+// flight, the queued orders, whether a Finish must wait for the write) is locked.
 class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage> {
  public:
   WorkerStream(WorkerRegistry* registry, absl::Duration report_interval,
@@ -27,8 +49,24 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
       : registry_(registry),
         report_interval_(report_interval),
         heartbeat_interval_(heartbeat_interval),
-        draining_(draining) {
+        draining_(draining),
+        control_(std::make_shared<StreamControl>()) {
     StartRead(&in_);
+  }
+
+  // Any thread: queues `message` after the writes already out.
+  void Send(const v1::RouterMessage& message) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      if (writing_) {
+        outbox_.push_back(message);
+        return;
+      }
+      writing_ = true;
+      out_ = message;
+    }
+    StartWrite(&out_);
   }
 
   void OnReadDone(bool ok) override {
@@ -44,7 +82,8 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
       }
       worker_id_ = in_.registration().worker_id();
       absl::StatusOr<WorkerInfo> info = WorkerInfoFromProto(in_.registration());
-      absl::StatusOr<uint64_t> session = info.ok() ? registry_->Register(*info) : info.status();
+      absl::StatusOr<uint64_t> session =
+          info.ok() ? registry_->Register(*info, control_) : info.status();
       v1::RegistrationAck* ack = out_.mutable_ack();
       ack->set_report_interval_ms(
           static_cast<uint32_t>(absl::ToInt64Milliseconds(report_interval_)));
@@ -69,6 +108,7 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
         writing_ = true;
       }
       StartWrite(&out_);
+      control_->Attach(this);  // Orders follow the answer.
       StartRead(&in_);
       return;
     }
@@ -91,18 +131,32 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
     StartRead(&in_);
   }
 
-  void OnWriteDone(bool) override {
+  void OnWriteDone(bool ok) override {
+    bool finish = false;
     grpc::Status deferred;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
-      if (!finish_pending_) return;
-      deferred = pending_status_;
+      if (finish_pending_) {
+        finish = true;
+        deferred = pending_status_;
+      } else if (ok && !finished_ && !outbox_.empty()) {
+        writing_ = true;
+        out_ = std::move(outbox_.front());
+        outbox_.pop_front();
+      } else {
+        return;
+      }
     }
-    Finish(deferred);
+    if (finish) {
+      Finish(deferred);
+    } else {
+      StartWrite(&out_);
+    }
   }
 
   void OnDone() override {
+    control_->Detach();  // No order reaches a deleted stream.
     if (session_ != 0) registry_->Unregister(session_, "registry stream closed");
     delete this;
   }
@@ -126,8 +180,11 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   const absl::Duration report_interval_;
   const absl::Duration heartbeat_interval_;
   const std::atomic<bool>* draining_;
+  const std::shared_ptr<StreamControl> control_;
   v1::WorkerMessage in_;
+  // The write in flight: filled by whoever starts it (under mu_ once the answer is out).
   v1::RouterMessage out_;
+  std::deque<v1::RouterMessage> outbox_ ABSL_GUARDED_BY(mu_);
   uint64_t session_ = 0;  // Read side only.
   std::string worker_id_;
   absl::Mutex mu_;
@@ -137,6 +194,35 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   grpc::Status pending_status_ ABSL_GUARDED_BY(mu_);
 };
 
+void StreamControl::SwitchRole(WorkerRole role, const std::string& reason) {
+  v1::RouterMessage m;
+  m.mutable_switch_role()->set_role(role == WorkerRole::kDecode ? v1::WORKER_ROLE_DECODE
+                                                                : v1::WORKER_ROLE_PREFILL);
+  m.mutable_switch_role()->set_reason(reason);
+  absl::MutexLock lock(&mu_);
+  if (detached_) return;
+  if (stream_ == nullptr) {
+    early_.push_back(std::move(m));
+    return;
+  }
+  stream_->Send(m);
+}
+
+void StreamControl::Attach(WorkerStream* stream) {
+  absl::MutexLock lock(&mu_);
+  if (detached_) return;
+  stream_ = stream;
+  for (const v1::RouterMessage& m : early_) stream_->Send(m);
+  early_.clear();
+}
+
+void StreamControl::Detach() {
+  absl::MutexLock lock(&mu_);
+  detached_ = true;
+  stream_ = nullptr;
+  early_.clear();
+}
+
 }  // namespace
 
 RegistryService::RegistryService(WorkerRegistry* registry, DecisionLog* log,
@@ -145,29 +231,68 @@ RegistryService::RegistryService(WorkerRegistry* registry, DecisionLog* log,
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* RegistryService::Connect(
     grpc::CallbackServerContext* context) {
-  if (!options_.registration_token.empty()) {
-    const auto& metadata = context->client_metadata();
-    const auto found = metadata.find(kRegistrationTokenHeader);
-    const absl::string_view given =
-        found == metadata.end() ? absl::string_view()
-                                : absl::string_view(found->second.data(), found->second.size());
-    if (!ConstantTimeEquals(given, options_.registration_token)) {
-      PDS_LOG_EVERY_N_SEC(WARNING, 5)
-          << "refused a registration from " << context->peer() << ": registration token "
-          << (found == metadata.end() ? "missing" : "wrong");
-      class Refuse final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage> {
-       public:
-        Refuse() {
-          Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                              "registration token missing or wrong (--registration_token_file)"));
-        }
-        void OnDone() override { delete this; }
-      };
-      return new Refuse();
-    }
+  if (!Authorized(context, "a registration")) {
+    class Refuse final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage> {
+     public:
+      Refuse() {
+        Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                            "registration token missing or wrong (--registration_token_file)"));
+      }
+      void OnDone() override { delete this; }
+    };
+    return new Refuse();
   }
   return new WorkerStream(registry_, options_.report_interval, options_.heartbeat_interval,
                           &draining_);
+}
+
+bool RegistryService::Authorized(grpc::CallbackServerContext* context, const char* what) const {
+  if (options_.registration_token.empty()) return true;
+  const auto& metadata = context->client_metadata();
+  const auto found = metadata.find(kRegistrationTokenHeader);
+  const absl::string_view given =
+      found == metadata.end() ? absl::string_view()
+                              : absl::string_view(found->second.data(), found->second.size());
+  if (ConstantTimeEquals(given, options_.registration_token)) return true;
+  PDS_LOG_EVERY_N_SEC(WARNING, 5) << "refused " << what << " from " << context->peer()
+                                  << ": registration token "
+                                  << (found == metadata.end() ? "missing" : "wrong");
+  return false;
+}
+
+grpc::ServerUnaryReactor* RegistryService::SwitchRole(grpc::CallbackServerContext* context,
+                                                      const v1::SwitchRoleRequest* request,
+                                                      v1::SwitchRoleResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  if (!Authorized(context, "a role switch")) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                 "registration token missing or wrong (a role switch needs the "
+                                 "cluster's --registration_token_file)"));
+    return reactor;
+  }
+  if (request->worker_id().empty() || request->worker_id().size() > kMaxWorkerIdBytes) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat("worker_id: must be 1 to ", kMaxWorkerIdBytes,
+                                              " bytes, got ", request->worker_id().size())));
+    return reactor;
+  }
+  if (request->role() != v1::WORKER_ROLE_DECODE && request->role() != v1::WORKER_ROLE_PREFILL) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat("role: must be decode or prefill, got ",
+                                              v1::WorkerRole_Name(request->role()))));
+    return reactor;
+  }
+  const WorkerRole role =
+      request->role() == v1::WORKER_ROLE_DECODE ? WorkerRole::kDecode : WorkerRole::kPrefill;
+  absl::StatusOr<std::string> done =
+      registry_->RequestSwitch(request->worker_id(), role, "asked by " + context->peer());
+  if (!done.ok()) {
+    reactor->Finish(bridge::ToGrpc(done.status()));
+    return reactor;
+  }
+  response->set_message(*done);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* RegistryService::GetClusterStatus(grpc::CallbackServerContext* context,

@@ -39,12 +39,19 @@ class RegistryService final : public v1::Registry::CallbackService {
   grpc::ServerUnaryReactor* GetClusterStatus(grpc::CallbackServerContext* context,
                                              const v1::ClusterStatusRequest* request,
                                              v1::ClusterStatus* response) override;
+  grpc::ServerUnaryReactor* SwitchRole(grpc::CallbackServerContext* context,
+                                       const v1::SwitchRoleRequest* request,
+                                       v1::SwitchRoleResponse* response) override;
 
   // SIGTERM: every worker stream ends at its next message (within a report interval), so
   // that these long-lived calls do not hold the router's drain until its deadline.
   void BeginDrain() { draining_.store(true); }
 
  private:
+  // Whether the call carries the registration token (true when the router has none); a
+  // refusal is logged with the peer.
+  bool Authorized(grpc::CallbackServerContext* context, const char* what) const;
+
   std::atomic<bool> draining_{false};
   WorkerRegistry* registry_;
   DecisionLog* log_;

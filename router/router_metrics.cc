@@ -103,6 +103,19 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                               "during the stall was not held against them.")
                         .Register(r)
                         .Add({})),
+      role_switches_family(BuildCounter()
+                               .Name("pdserve_router_role_switches_total")
+                               .Help("Worker role changes by target role and outcome: started, "
+                                     "completed, aborted (the worker kept its role), refused.")
+                               .Register(r)),
+      role_switch_seconds(
+          BuildHistogram()
+              .Name("pdserve_router_role_switch_seconds")
+              .Help("From the order to the worker's registration in its new role (its drain, "
+                    "the longest running stream's remaining time included).")
+              .Register(r)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60,
+                                                               120, 300, 600})),
       http_requests_family(
           BuildCounter()
               .Name("pdserve_router_http_requests_total")
@@ -147,6 +160,10 @@ prometheus::Histogram& RouterMetrics::TtftPrediction(const std::string& mode) {
 }
 prometheus::Gauge& RouterMetrics::Workers(const std::string& role, const std::string& state) {
   return workers_family.Add({{"role", role}, {"state", state}});
+}
+prometheus::Counter& RouterMetrics::RoleSwitches(const std::string& to,
+                                                 const std::string& outcome) {
+  return role_switches_family.Add({{"to", to}, {"outcome", outcome}});
 }
 prometheus::Counter& RouterMetrics::HttpRequests(const std::string& path, const std::string& code) {
   return http_requests_family.Add({{"path", path}, {"code", code}});

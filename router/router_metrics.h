@@ -38,6 +38,10 @@ struct RouterMetrics {
   prometheus::Counter& worker_removals;
   // Sweeps that found the router itself had not run (its workers' silence not counted).
   prometheus::Counter& router_stalls;
+  // Role changes: {to, outcome}: started, completed, aborted (the worker kept its role),
+  // refused (the request's checks failed).
+  prometheus::Family<prometheus::Counter>& role_switches_family;
+  prometheus::Histogram& role_switch_seconds;  // Ordered to registered in the new role.
   // The OpenAI-compatible HTTP front (router/openai/).
   prometheus::Family<prometheus::Counter>& http_requests_family;  // {path, code}
   prometheus::Gauge& http_open_connections;
@@ -55,6 +59,7 @@ struct RouterMetrics {
                                  const std::string& policy);
   prometheus::Histogram& TtftPrediction(const std::string& mode);
   prometheus::Gauge& Workers(const std::string& role, const std::string& state);
+  prometheus::Counter& RoleSwitches(const std::string& to, const std::string& outcome);
   prometheus::Counter& HttpRequests(const std::string& path, const std::string& code);
   // `objective`: "ttft" or "tpot"; `met`: whether the request met it.
   prometheus::Counter& Objective(const std::string& slo_class, const std::string& objective,

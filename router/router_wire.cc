@@ -49,6 +49,7 @@ absl::StatusOr<WorkerInfo> WorkerInfoFromProto(const v1::WorkerRegistration& r) 
   w.max_context_tokens = narrow(r.max_context_tokens());
   w.vocab_size = narrow(r.vocab_size());
   w.architecture = r.architecture();
+  w.role_switching = r.role_switching();
   if (absl::Status s = w.Validate(); !s.ok()) return s;
   return w;
 }
@@ -75,6 +76,7 @@ void WorkerInfoToProto(const WorkerInfo& w, v1::WorkerRegistration* out) {
   out->set_max_context_tokens(static_cast<uint32_t>(w.max_context_tokens));
   out->set_vocab_size(static_cast<uint32_t>(w.vocab_size));
   out->set_architecture(w.architecture);
+  out->set_role_switching(w.role_switching);
 }
 
 void WorkerStatusToProto(const WorkerStatus& s, v1::WorkerStatus* out) {
@@ -84,6 +86,7 @@ void WorkerStatusToProto(const WorkerStatus& s, v1::WorkerStatus* out) {
   out->set_seconds_registered(absl::ToDoubleSeconds(s.registered_for));
   out->set_router_in_flight(static_cast<uint32_t>(s.router_in_flight));
   out->set_indexed_blocks(static_cast<uint64_t>(s.indexed_blocks));
+  out->set_switching(s.switching);
 }
 
 void PlacementToProto(const Placement& p, v1::Placement* out) {

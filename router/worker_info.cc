@@ -6,8 +6,6 @@
 namespace pdserve::router {
 namespace {
 
-constexpr size_t kMaxWorkerIdBytes = 128;
-
 absl::Status Invalid(const std::string& field, const std::string& problem) {
   return absl::InvalidArgumentError(absl::StrCat("registration.", field, ": ", problem));
 }

@@ -20,7 +20,8 @@
 namespace pdserve::router {
 
 enum class WorkerRole { kDecode, kPrefill };
-absl::string_view RoleName(WorkerRole role);  // "decode" or "prefill".
+inline constexpr size_t kMaxWorkerIdBytes = 128;  // A worker id's longest.
+absl::string_view RoleName(WorkerRole role);      // "decode" or "prefill".
 
 // A worker as it registered.
 struct WorkerInfo {
@@ -39,6 +40,7 @@ struct WorkerInfo {
   int max_context_tokens = 0;
   int vocab_size = 0;
   std::string architecture;
+  bool role_switching = false;  // It can change role when told (--role_switching).
 
   bool is_decode() const { return role == WorkerRole::kDecode; }
   bool is_prefill() const { return role == WorkerRole::kPrefill; }
@@ -68,6 +70,7 @@ struct WorkerStatus {
   absl::Duration registered_for;
   int router_in_flight = 0;
   int64_t indexed_blocks = 0;
+  bool switching = false;  // Told to change role; not registered in the new one yet.
 };
 
 }  // namespace pdserve::router

@@ -11,7 +11,8 @@ WorkerRegistry::WorkerRegistry(Clock* clock, absl::Duration report_timeout, Cost
                                RouterMetrics* metrics)
     : clock_(clock), report_timeout_(report_timeout), cost_model_(cost_model), metrics_(metrics) {}
 
-absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info) {
+absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info,
+                                                  std::shared_ptr<WorkerControl> control) {
   if (absl::Status s = info.Validate(); !s.ok()) return s;
   Removal replaced;
   uint64_t session;
@@ -46,9 +47,13 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info) {
       replaced = RemoveLocked(*same, absl::StrCat("worker ", info.worker_id,
                                                   " registered again (epoch ", info.epoch, ")"));
     }
+    if (auto it = pending_switches_.find(info.worker_id); it != pending_switches_.end()) {
+      EndSwitchLocked(info.worker_id, it->second.to == info.role ? "completed" : "aborted");
+    }
     auto entry = std::make_unique<WorkerEntry>();
     entry->session = session = next_session_++;
     entry->info = info;
+    entry->control = std::move(control);
     entry->registered = clock_->Now();
     entry->last_report = entry->registered;
     PrefixIndex::Slot slot = 0;
@@ -105,7 +110,22 @@ bool WorkerRegistry::Report(uint64_t session, const WorkerReport& report) {
   WorkerEntry* e = FindSessionLocked(session);
   if (e == nullptr) return false;
   ObserveStepsLocked(e, report.steps);
+  const bool was_accepting = e->accepting();
   e->load = report.load;
+  if (e->switching) {
+    // A worker that stopped taking work for a switch and takes it again kept its role (its
+    // drain ran out, say): the switch is over.
+    auto pending = pending_switches_.find(e->info.worker_id);
+    if (pending == pending_switches_.end()) {
+      e->switching = false;  // Forgotten (kForgetSwitchAfter).
+    } else if (report.load.draining) {
+      pending->second.seen_draining = true;
+    } else if (pending->second.seen_draining) {
+      e->switching = false;
+      EndSwitchLocked(e->info.worker_id, "aborted");
+    }
+  }
+  if (was_accepting != e->accepting()) PublishCountsLocked();
   e->last_report = clock_->Now();
   e->dispatched_since_report = 0;
   e->dispatched_tokens_since_report = 0;
@@ -240,14 +260,99 @@ int WorkerRegistry::ReadyDecodeWorkers() const {
 }
 
 void WorkerRegistry::PublishCountsLocked() {
-  int counts[2][2] = {};  // [decode|prefill][registering|ready]
-  for (const WorkerEntry* e : live_) ++counts[e->is_decode() ? 0 : 1][e->reported ? 1 : 0];
+  int counts[2][3] = {};  // [decode|prefill][registering|ready|draining]
+  for (const WorkerEntry* e : live_) {
+    ++counts[e->is_decode() ? 0 : 1][!e->reported ? 0 : e->accepting() ? 1 : 2];
+  }
   for (int role = 0; role < 2; ++role) {
     const char* name = role == 0 ? "decode" : "prefill";
     metrics_->Workers(name, "registering").Set(counts[role][0]);
     metrics_->Workers(name, "ready").Set(counts[role][1]);
+    metrics_->Workers(name, "draining").Set(counts[role][2]);
   }
   ready_decode_workers_ = counts[0][1];
+}
+
+void WorkerRegistry::EndSwitchLocked(const std::string& worker_id, const char* outcome) {
+  auto it = pending_switches_.find(worker_id);
+  if (it == pending_switches_.end()) return;
+  const PendingSwitch& p = it->second;
+  const absl::Duration took = clock_->Now() - p.ordered;
+  PDS_LOG(INFO) << "role switch of " << worker_id << " to " << RoleName(p.to) << " " << outcome
+                << " after " << absl::FormatDuration(took);
+  if (metrics_ != nullptr) {
+    metrics_->RoleSwitches(std::string(RoleName(p.to)), outcome).Increment();
+    if (std::string_view(outcome) == "completed")
+      metrics_->role_switch_seconds.Observe(absl::ToDoubleSeconds(took));
+  }
+  pending_switches_.erase(it);
+}
+
+absl::StatusOr<std::string> WorkerRegistry::RequestSwitch(const std::string& worker_id,
+                                                          WorkerRole role,
+                                                          const std::string& reason) {
+  std::shared_ptr<WorkerControl> control;
+  std::string refused;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    for (auto it = pending_switches_.begin(); it != pending_switches_.end();) {
+      auto next = std::next(it);
+      if (now - it->second.ordered > kForgetSwitchAfter) EndSwitchLocked(it->first, "aborted");
+      it = next;
+    }
+    auto found = std::find_if(live_.begin(), live_.end(),
+                              [&](WorkerEntry* e) { return e->info.worker_id == worker_id; });
+    WorkerEntry* e = found == live_.end() ? nullptr : *found;
+    if (e == nullptr) {
+      refused = absl::StrCat("worker_id: no worker '", worker_id, "' is registered");
+    } else if (e->info.role == role) {
+      refused = absl::StrCat("role: ", worker_id, " is a ", RoleName(role), " worker already");
+    } else if (!e->info.role_switching || e->control == nullptr) {
+      refused = absl::StrCat(worker_id, " cannot change role (start it with --role_switching)");
+    } else if (!pending_switches_.empty()) {
+      const auto& [other, p] = *pending_switches_.begin();
+      refused =
+          absl::StrCat("a role switch is in progress (", other, " to ", RoleName(p.to),
+                       ", ordered ", absl::FormatDuration(now - p.ordered), " ago): one at a time");
+    } else {
+      int others = 0;  // Of its role and model, taking work.
+      for (const WorkerEntry* o : live_) {
+        if (o != e && o->info.role == e->info.role && o->info.model == e->info.model &&
+            o->reported && o->accepting()) {
+          ++others;
+        }
+      }
+      if (others == 0) {
+        refused =
+            absl::StrCat(worker_id, " is the last ", RoleName(e->info.role), " worker of model '",
+                         e->info.model, "' taking work: a role may not be left empty");
+      } else {
+        e->switching = true;
+        pending_switches_[worker_id] = PendingSwitch{.to = role, .ordered = now};
+        control = e->control;
+        PublishCountsLocked();
+      }
+    }
+    if (metrics_ != nullptr)
+      metrics_->RoleSwitches(std::string(RoleName(role)), refused.empty() ? "started" : "refused")
+          .Increment();
+  }
+  if (!refused.empty()) {
+    PDS_LOG(WARNING) << "refused role switch of " << worker_id << " to " << RoleName(role) << ": "
+                     << refused;
+    return absl::FailedPreconditionError(refused);
+  }
+  control->SwitchRole(role, reason);
+  const std::string done =
+      absl::StrCat(worker_id, " told to become a ", RoleName(role), " worker (", reason, ")");
+  PDS_LOG(INFO) << done;
+  return done;
+}
+
+absl::flat_hash_map<std::string, PendingSwitch> WorkerRegistry::PendingSwitches() const {
+  absl::MutexLock lock(&mu_);
+  return pending_switches_;
 }
 
 std::vector<WorkerStatus> WorkerRegistry::Status() const {
@@ -267,7 +372,8 @@ std::vector<WorkerStatus> WorkerRegistry::Status() const {
                      .since_report = now - e->last_report,
                      .registered_for = now - e->registered,
                      .router_in_flight = e->in_flight,
-                     .indexed_blocks = static_cast<int64_t>(prefix_.blocks_of(e->slot))});
+                     .indexed_blocks = static_cast<int64_t>(prefix_.blocks_of(e->slot)),
+                     .switching = e->switching});
   }
   return status;
 }

@@ -41,6 +41,14 @@ class WorkerListener {
   virtual void Interrupted(Interruption why, const std::string& message) = 0;
 };
 
+// The way back to a registered worker (its registry stream): the router's orders.
+class WorkerControl {
+ public:
+  virtual ~WorkerControl() = default;
+  // Tells the worker to change role. Must not block (queues a message on its stream).
+  virtual void SwitchRole(WorkerRole role, const std::string& reason) = 0;
+};
+
 // One registered worker. Plain data, read and written under the registry's lock.
 struct WorkerEntry {
   PrefixIndex::Slot slot = 0;
@@ -67,8 +75,22 @@ struct WorkerEntry {
   // order: the tightest is what a local prefill there must not break.
   absl::flat_hash_map<uint64_t, double> lease_tpot_ms;
   std::multiset<double> tpot_objectives;
+  // Null when the worker cannot be told anything (tests, the simulator).
+  std::shared_ptr<WorkerControl> control;
+  // Told to change role; its registration in the new role will replace this entry.
+  bool switching = false;
   bool is_decode() const { return info.is_decode(); }
   bool is_prefill() const { return info.is_prefill(); }
+  // New work may go to it: not changing role, not stopping.
+  bool accepting() const { return !switching && !load.draining; }
+};
+
+// A role change the router ordered and has not seen finished: the worker's registration in
+// the new role finishes it.
+struct PendingSwitch {
+  WorkerRole to = WorkerRole::kDecode;
+  absl::Time ordered;
+  bool seen_draining = false;  // The worker said it stopped taking work.
 };
 
 class WorkerRegistry {
@@ -81,7 +103,8 @@ class WorkerRegistry {
   // fingerprint. ALREADY_EXISTS when another live process (another epoch, reporting within
   // the report timeout) holds the worker id. The same process reconnecting, or a restarted one
   // whose predecessor went silent, replaces the old registration: requests on it end.
-  absl::StatusOr<uint64_t> Register(const WorkerInfo& info);
+  absl::StatusOr<uint64_t> Register(const WorkerInfo& info,
+                                    std::shared_ptr<WorkerControl> control = nullptr);
   // False when the session is no longer registered (replaced or expired): its stream should
   // close so that the worker registers again. The report's steps train the cost model.
   bool Report(uint64_t session, const WorkerReport& report);
@@ -118,6 +141,17 @@ class WorkerRegistry {
   // Decode workers registered and reporting (the router can place requests).
   int ReadyDecodeWorkers() const;
 
+  // Orders worker `worker_id` to change to `role` (`pdctl switch-role`, the planner): from
+  // now on nothing new is placed on it; it finishes what it runs and registers again in the
+  // new role. FAILED_PRECONDITION saying why when the worker is unknown, cannot switch
+  // (started without --role_switching), has that role, when a switch is in progress anywhere
+  // (one at a time), or when it is the last worker of its role and model taking work. Returns
+  // what was done. Logged and counted either way.
+  absl::StatusOr<std::string> RequestSwitch(const std::string& worker_id, WorkerRole role,
+                                            const std::string& reason);
+  // Role changes ordered and not yet finished, by worker id.
+  absl::flat_hash_map<std::string, PendingSwitch> PendingSwitches() const;
+
  private:
   struct Removal {
     std::vector<std::shared_ptr<WorkerListener>> listeners;
@@ -143,6 +177,13 @@ class WorkerRegistry {
   PrefixIndex prefix_ ABSL_GUARDED_BY(mu_);
   // Registered decode workers that have reported (kept by PublishCountsLocked).
   int ready_decode_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ordered role changes, by worker id: one at a time, finished by the worker's registration
+  // in its new role, aborted when it takes work in its old role again, forgotten after
+  // kForgetSwitchAfter (a worker that died meanwhile).
+  static constexpr absl::Duration kForgetSwitchAfter = absl::Minutes(30);
+  absl::flat_hash_map<std::string, PendingSwitch> pending_switches_ ABSL_GUARDED_BY(mu_);
+  void EndSwitchLocked(const std::string& worker_id, const char* outcome)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_key_ ABSL_GUARDED_BY(mu_) = 1;
 };

@@ -19,6 +19,7 @@ WorkerReport ReportFromProto(const v1::LoadReport& r) {
   l.prefill_tokens_per_second = r.prefill_tokens_per_second();
   l.transfer_bytes_per_second = r.transfer_bytes_per_second();
   l.sequence = r.sequence();
+  l.draining = r.draining();
   out.steps.reserve(r.recent_steps_size());
   for (const v1::StepSample& s : r.recent_steps()) {
     out.steps.push_back(StepObservation{
@@ -43,6 +44,7 @@ void LoadToProto(const LoadSnapshot& l, v1::LoadReport* out) {
   out->set_prefill_tokens_per_second(l.prefill_tokens_per_second);
   out->set_transfer_bytes_per_second(l.transfer_bytes_per_second);
   out->set_sequence(l.sequence);
+  out->set_draining(l.draining);
 }
 
 void ReportToProto(const WorkerReport& report, v1::LoadReport* out) {

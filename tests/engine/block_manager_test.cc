@@ -36,6 +36,29 @@ TEST(BlockManagerTest, EvictsLeastRecentlyUsedCachedBlocksAndReportsEvents) {
   EXPECT_EQ(m.counts().quarantined, 0);
 }
 
+// Before the pool holds something else (a role change), the cache is dropped: every cached
+// block no sequence holds becomes free and is reported evicted; held ones stay.
+TEST(BlockManagerTest, DropCacheFreesEveryUnheldCachedBlock) {
+  BlockManager m(4);
+  std::vector<int32_t> t;
+  ASSERT_TRUE(m.Allocate(3, &t));
+  m.Publish(t[0], 11);
+  m.Publish(t[1], 22);
+  m.Publish(t[2], 33);
+  m.Release(absl::MakeConstSpan(t).subspan(0, 2));  // 11 and 22 cached; 33 still held.
+  m.TakeEvents();
+  EXPECT_EQ(m.DropCache(), 2);
+  const BlockCounts c = m.counts();
+  EXPECT_EQ(c.cached, 0);
+  EXPECT_EQ(c.free, 3);
+  EXPECT_EQ(c.in_use, 1);
+  EXPECT_THAT(m.TakeEvents().evicted, ElementsAre(11, 22));
+  EXPECT_EQ(m.MatchPrefix(std::vector<uint64_t>{11}), 0);
+  EXPECT_EQ(m.MatchPrefix(std::vector<uint64_t>{33}), 1);
+  std::vector<int32_t> all;
+  EXPECT_TRUE(m.Allocate(3, &all));  // The dropped blocks are free for anyone.
+}
+
 TEST(BlockHashTest, ChainsOverPrefixes) {
   const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   const std::vector<int32_t> b = {1, 2, 3, 4, 5, 6, 7, 0};

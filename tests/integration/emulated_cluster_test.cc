@@ -4,15 +4,14 @@
 // tokens (the KV that crossed the transport carries the prompt exactly), no request is faster
 // than its modelled prefill, the workers end at baseline, and bad flags are refused at start
 // naming the flag.
-#include <sys/wait.h>
 
 #include <fstream>
 #include <random>
 
 #include "absl/strings/match.h"
-#include "common/child_process.h"
 #include "common/perf_profile.h"
 #include "gtest/gtest.h"
+#include "tests/integration/fault_check.h"
 #include "tests/router/cluster_fixture.h"
 #include "tests/testing/greedy_reference.h"
 #include "tests/testing/test_models.h"
@@ -111,14 +110,7 @@ std::pair<int, std::string> RunDecodeWorker(const std::vector<std::string>& flag
   std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"),
                                    "--ucx_transports=shm"};
   args.insert(args.end(), flags.begin(), flags.end());
-  auto child = ChildProcess::Start(
-      ChildOptions{.binary = "pdserve-decode", .args = args, .expect_serving_info = false});
-  EXPECT_TRUE(child.ok()) << child.status();
-  if (!child.ok()) return {-1, ""};
-  auto status = (*child)->WaitExit(absl::Seconds(20));
-  EXPECT_TRUE(status.has_value()) << "still running\n" << (*child)->Log();
-  const int code = status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
-  return {code, (*child)->Log()};
+  return pdserve::testing::RunUntilExit("pdserve-decode", args);
 }
 
 TEST(EmulatedClusterTest, BadFlagsAreRefusedAtStartNamingTheFlag) {

@@ -1,5 +1,7 @@
 #include "tests/integration/fault_check.h"
 
+#include <sys/wait.h>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
@@ -22,6 +24,18 @@ void ExpectProcessHealthy(ChildProcess& process, const std::string& name) {
   for (const char* report : kReports) {
     EXPECT_FALSE(absl::StrContains(log, report)) << name << " logged '" << report << "':\n" << log;
   }
+}
+
+std::pair<int, std::string> RunUntilExit(const std::string& binary,
+                                         const std::vector<std::string>& args) {
+  auto child = ChildProcess::Start(
+      ChildOptions{.binary = binary, .args = args, .expect_serving_info = false});
+  EXPECT_TRUE(child.ok()) << child.status();
+  if (!child.ok()) return {-1, ""};
+  auto status = (*child)->WaitExit(absl::Seconds(20));
+  EXPECT_TRUE(status.has_value()) << "still running\n" << (*child)->Log();
+  const int code = status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+  return {code, (*child)->Log()};
 }
 
 void ExpectClusterAtBaseline(LocalCluster& cluster, absl::Duration timeout) {

@@ -9,6 +9,8 @@
 #define PDSERVE_TESTS_INTEGRATION_FAULT_CHECK_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "common/child_process.h"
@@ -22,6 +24,11 @@ void ExpectClusterAtBaseline(LocalCluster& cluster, absl::Duration timeout = abs
 // Adds a test failure if `process` is not running or logged a report of a sanitizer, a UCX
 // assertion or a fatal error.
 void ExpectProcessHealthy(ChildProcess& process, const std::string& name);
+
+// Starts `binary` with `args`, expecting it to exit (a refused configuration): its exit code
+// (-1 if it did not exit within 20 s, or was killed) and its log.
+std::pair<int, std::string> RunUntilExit(const std::string& binary,
+                                         const std::vector<std::string>& args);
 
 }  // namespace pdserve::testing
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/integration/background_call.h"
 #include "tests/integration/fault_check.h"
 #include "tests/testing/greedy_reference.h"
 #include "tests/testing/http_client.h"
@@ -84,36 +85,6 @@ TEST(OffloadFaultTest, StoppedThenKilledPrefillWorkerReleasesItsQuarantineOnceGo
       << LocalCluster::DecodeStats(*cluster->decode()[0]).DebugString();
   ExpectClusterAtBaseline(*cluster);
 }
-
-// A call running on its own thread, cancellable, joined however the test leaves its scope.
-class BackgroundCall {
- public:
-  BackgroundCall(std::shared_ptr<grpc::Channel> channel, v1::GenerateRequest request)
-      : thread_([this, channel, request] {
-          out_ = client::CallGenerate(
-              channel, request, absl::Seconds(60),
-              [this](const v1::GenerateResponse& m) {
-                if (m.token_ids_size() > 0) ++tokens_;
-              },
-              &handle_);
-        }) {}
-  ~BackgroundCall() {
-    handle_.Cancel();
-    Join();
-  }
-  const client::GenerationOutcome& Join() {
-    if (thread_.joinable()) thread_.join();
-    return out_;
-  }
-  void Cancel() { handle_.Cancel(); }
-  int tokens() const { return tokens_.load(); }
-
- private:
-  client::CallHandle handle_;
-  client::GenerationOutcome out_;
-  std::atomic<int> tokens_{0};
-  std::thread thread_;
-};
 
 // Waits until the decode worker holds `n` sequences awaiting KV.
 bool WaitForAwaitingKv(ChildProcess& decode, uint32_t n, absl::Duration timeout) {

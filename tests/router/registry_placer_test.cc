@@ -138,6 +138,85 @@ TEST_F(RegistryTest, InterruptAllEndsEveryRequestAndKeepsTheWorkers) {
   EXPECT_EQ(registry_.size(), 2);
 }
 
+// The sum of a counter family's series whose outcome label is `outcome`.
+double CounterSum(prometheus::Registry& registry, const std::string& name,
+                  const std::string& outcome) {
+  double sum = 0;
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        if (l.name == "outcome" && l.value == outcome) sum += m.counter.value;
+      }
+    }
+  }
+  return sum;
+}
+
+class RecordingControl final : public WorkerControl {
+ public:
+  void SwitchRole(WorkerRole role, const std::string&) override { orders.push_back(role); }
+  std::vector<WorkerRole> orders;
+};
+
+// A role change: refused (saying why) for an unknown worker, one that cannot switch, one
+// that has the role, the last of its role taking work, and while another switch runs; once
+// ordered, the worker is told, takes no new work, and its registration in the new role
+// finishes the switch. A worker that takes work in its old role again has given it up.
+TEST_F(RegistryTest, RoleSwitchesAreCheckedOrderedAndFinishedByTheNewRegistration) {
+  auto control = std::make_shared<RecordingControl>();
+  WorkerInfo a_info = Registration("a", WorkerRole::kDecode);
+  a_info.role_switching = true;
+  auto a = registry_.Register(a_info, control);
+  auto fixed = registry_.Register(Registration("fixed", WorkerRole::kDecode), control);
+  ASSERT_TRUE(a.ok() && fixed.ok());
+  auto expect_refused = [&](const std::string& id, WorkerRole role, const std::string& why) {
+    auto s = registry_.RequestSwitch(id, role, "test");
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << id;
+    EXPECT_TRUE(absl::StrContains(s.status().message(), why)) << s.status();
+  };
+  expect_refused("nobody", WorkerRole::kPrefill, "no worker 'nobody'");
+  expect_refused("fixed", WorkerRole::kPrefill, "--role_switching");
+  expect_refused("a", WorkerRole::kDecode, "already");
+  // Before `fixed` reports it does not count as taking work: `a` would be the last.
+  EXPECT_TRUE(registry_.Report(*a, Load()));
+  expect_refused("a", WorkerRole::kPrefill, "last decode worker");
+  EXPECT_TRUE(registry_.Report(*fixed, Load()));
+  auto ordered = registry_.RequestSwitch("a", WorkerRole::kPrefill, "test");
+  ASSERT_TRUE(ordered.ok()) << ordered.status();
+  EXPECT_EQ(control->orders, std::vector<WorkerRole>{WorkerRole::kPrefill});
+  EXPECT_EQ(registry_.PendingSwitches().size(), 1u);
+  expect_refused("a", WorkerRole::kPrefill, "in progress");
+  registry_.WithLock([](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
+    for (WorkerEntry* e : workers) EXPECT_EQ(e->accepting(), e->info.worker_id != "a");
+  });
+  // The worker drains, then registers in its new role (same process, same epoch).
+  WorkerReport draining = Load();
+  draining.load.draining = true;
+  EXPECT_TRUE(registry_.Report(*a, draining));
+  WorkerInfo as_prefill = Registration("a", WorkerRole::kPrefill);
+  as_prefill.role_switching = true;
+  auto a2 = registry_.Register(as_prefill, control);
+  ASSERT_TRUE(a2.ok());
+  EXPECT_TRUE(registry_.PendingSwitches().empty());
+  EXPECT_EQ(CounterSum(prometheus_, "pdserve_router_role_switches_total", "completed"), 1);
+  // Switching back is refused while `a` is the only prefill worker; with another one it is
+  // ordered, and given up when `a` takes work again without registering anew.
+  EXPECT_TRUE(registry_.Report(*a2, Load()));
+  expect_refused("a", WorkerRole::kDecode, "last prefill worker");
+  auto p = registry_.Register(Registration("p", WorkerRole::kPrefill));
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(registry_.Report(*p, Load()));
+  ASSERT_TRUE(registry_.RequestSwitch("a", WorkerRole::kDecode, "test").ok());
+  EXPECT_TRUE(registry_.Report(*a2, draining));
+  EXPECT_TRUE(registry_.Report(*a2, Load()));  // Draining no more: the switch was given up.
+  EXPECT_TRUE(registry_.PendingSwitches().empty());
+  EXPECT_EQ(CounterSum(prometheus_, "pdserve_router_role_switches_total", "aborted"), 1);
+  registry_.WithLock([](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
+    for (WorkerEntry* e : workers) EXPECT_TRUE(e->accepting()) << e->info.worker_id;
+  });
+}
+
 // The router paused for 6 s (SIGSTOP, a VM stall): when its sweeper runs again, the reports
 // its workers sent meanwhile are still unread in its sockets. The stall is not their silence:
 // nobody is removed, and a worker that stays silent once the router runs expires as usual.

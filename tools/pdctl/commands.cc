@@ -12,6 +12,8 @@
 #include "absl/time/clock.h"
 #include "common/child_process.h"
 #include "common/health_client.h"
+#include "common/registry_client.h"
+#include "common/secret_file.h"
 #include "common/text_table.h"
 #include "pdserve/v1/registry.grpc.pb.h"
 #include "proto/bridge/request_bridge.h"
@@ -113,8 +115,13 @@ absl::Status Status(const std::string& run_dir, const std::string& router_overri
     const bool decode = r.role() == v1::WORKER_ROLE_DECODE;
     const double used =
         l.total_blocks() == 0 ? 0 : 1.0 - static_cast<double>(l.free_blocks()) / l.total_blocks();
+    // A role in change, or one taking no new work, says so.
+    const std::string role =
+        absl::StrCat(decode ? "decode" : "prefill", w.switching()  ? " (switching)"
+                                                    : l.draining() ? " (draining)"
+                                                                   : "");
     workers.AddRow(
-        {r.worker_id(), decode ? "decode" : "prefill", r.grpc_address(), absl::StrCat(l.running()),
+        {r.worker_id(), role, r.grpc_address(), absl::StrCat(l.running()),
          absl::StrCat(l.waiting()), decode ? absl::StrCat(l.awaiting_kv()) : "-",
          decode ? Fixed(100 * used, 1) + "%" : "-", absl::StrCat(l.pending_prefill_tokens()),
          decode ? "-" : Fixed(l.prefill_tokens_per_second(), 0), absl::StrCat(w.router_in_flight()),
@@ -144,6 +151,48 @@ absl::Status Status(const std::string& run_dir, const std::string& router_overri
       out << " " << p.name << "=http://" << p.metrics << "/metrics";
     out << "\n";
   }
+  return absl::OkStatus();
+}
+
+absl::Status SwitchRole(const std::string& run_dir, const std::string& router_override,
+                        const std::string& token_file, const GrpcSecurity& security,
+                        const std::string& worker_id, const std::string& role_name,
+                        std::ostream& out) {
+  const std::string router = RegistryOf(run_dir, router_override);
+  if (router.empty())
+    return absl::NotFoundError("no cluster is up here (pdctl up, or give --router)");
+  v1::SwitchRoleRequest request;
+  request.set_worker_id(worker_id);
+  if (role_name == "decode") {
+    request.set_role(v1::WORKER_ROLE_DECODE);
+  } else if (role_name == "prefill") {
+    request.set_role(v1::WORKER_ROLE_PREFILL);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("role: must be decode or prefill, got '", role_name, "'"));
+  }
+  std::string token;
+  const std::string path = !token_file.empty()       ? token_file
+                           : router_override.empty() ? run_dir + "/registration-token"
+                                                     : "";
+  if (!path.empty()) {
+    auto read = ReadSecretFile(path, "--registration_token_file");
+    if (read.ok()) {
+      token = *read;
+    } else if (!token_file.empty()) {
+      return read.status();
+    }
+  }
+  auto stub = v1::Registry::NewStub(client::MakeChannel(router, security));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  if (!token.empty()) ctx.AddMetadata(kRegistrationTokenHeader, token);
+  v1::SwitchRoleResponse response;
+  const grpc::Status s = stub->SwitchRole(&ctx, request, &response);
+  if (!s.ok())
+    return absl::FailedPreconditionError(absl::StrCat("router ", router, ": ", s.error_message()));
+  out << response.message() << "\n"
+      << "it finishes its running work first; `pdctl status` shows it switching\n";
   return absl::OkStatus();
 }
 

@@ -47,6 +47,12 @@ absl::Status Generate(const GenerateOptions& options, std::ostream& text, std::o
 
 absl::Status Down(const std::string& run_dir, absl::Duration grace, std::ostream& out);
 
+// Asks the router to switch worker `worker_id` to `role` ("decode" or "prefill"). The token is
+// read from `token_file`, else from the run directory of the cluster `up` started, if any.
+absl::Status SwitchRole(const std::string& run_dir, const std::string& router,
+                        const std::string& token_file, const GrpcSecurity& security,
+                        const std::string& worker_id, const std::string& role, std::ostream& out);
+
 }  // namespace pdserve::pdctl
 
 #endif  // PDSERVE_TOOLS_PDCTL_COMMANDS_H_

@@ -5,6 +5,7 @@
 //                                           and timings (stderr)
 //   pdctl down                              stop everything `up` started
 //   pdctl health --address=H:P --service=S  exit 0 when S is SERVING (a probe; TLS flags apply)
+//   pdctl switch-role WORKER decode|prefill  ask the router to change a worker's role
 #include <cstdio>
 #include <iostream>
 
@@ -47,6 +48,8 @@ ABSL_FLAG(std::string, service, "",
           "health: the service to check: pdserve.live, pdserve.ready, a service's full name, or "
           "empty for the whole server.");
 ABSL_FLAG(absl::Duration, health_timeout, absl::Seconds(5), "health: how long the check may take.");
+ABSL_FLAG(std::string, registration_token_file, "",
+          "switch-role: the cluster's registration token (default: the one `up` wrote).");
 
 namespace {
 
@@ -57,6 +60,9 @@ constexpr char kUsage[] =
     "       pdctl generate --prompt=TEXT [--max_tokens=N] [--temperature=T] [--slo_class=C]\n"
     "       pdctl down\n"
     "       pdctl health --address=HOST:PORT [--service=pdserve.ready] [--tls_*]\n"
+    "       pdctl switch-role WORKER_ID decode|prefill [--router=REGISTRY_HOST:PORT]\n"
+    "switch-role asks the router to change a worker's role (one started with --role_switching):\n"
+    "it finishes its running work, then registers in the other role.\n"
     "health is a probe for Kubernetes exec probes (the kubelet's own gRPC probe speaks no TLS):\n"
     "exit 0 when the service is SERVING, 1 otherwise.\n"
     "status and generate reach a TLS router with --tls_ca (and --tls_cert/--tls_key where it\n"
@@ -78,6 +84,17 @@ std::string RunDir() {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args = pdserve::ParseCommandLine(argc, argv, kUsage);
+  if (args.size() == 4 && args[1] == "switch-role") {
+    auto security = pdserve::GrpcSecurity::FromConfig(pdserve::TlsConfigFromFlags());
+    if (!security.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(security.status().message()).c_str());
+      return 2;
+    }
+    const absl::Status s = pdserve::pdctl::SwitchRole(RunDir(), absl::GetFlag(FLAGS_router),
+                                                      absl::GetFlag(FLAGS_registration_token_file),
+                                                      *security, args[2], args[3], std::cout);
+    return s.ok() ? 0 : Fail(s);
+  }
   if (args.size() != 2) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;

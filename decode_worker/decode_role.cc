@@ -1,0 +1,119 @@
+#include "decode_worker/decode_role.h"
+
+#include <algorithm>
+
+#include "common/status_macros.h"
+#include "proto/bridge/report_bridge.h"
+
+namespace pdserve::decode {
+
+absl::StatusOr<std::unique_ptr<DecodeRole>> DecodeRole::Create(WorkerProcess* process,
+                                                               const DecodeWorkerConfig& config) {
+  std::unique_ptr<DecodeRole> r(new DecodeRole());
+  r->process_ = process;
+  r->config_ = config;
+  engine::Model& model = process->model();
+  const engine::LoadedModel& loaded = process->loaded_model();
+  const KvLayout& layout = process->pool().layout();
+
+  r->metrics_ = std::make_unique<DecodeMetrics>(*process->metrics_registry(), loaded.name);
+  SchedulerConfig scheduler = config.EffectiveScheduler();
+  scheduler.block_size = layout.block_size;
+  scheduler.model_fingerprint = model.fingerprint();
+  r->loop_ = std::make_unique<EngineLoop>(&model, &process->pool(), loaded.tokenizer.get(),
+                                          loaded.eos_token_ids, scheduler, r->metrics_.get(),
+                                          Clock::Real());
+  DecodeServiceOptions options;
+  options.epoch = process->epoch();
+  options.eos_token_ids = loaded.eos_token_ids;
+  options.limits.model_name = loaded.name;
+  options.limits.vocab_size = model.config().vocab_size;
+  options.limits.max_context_tokens =
+      config.max_model_len > 0
+          ? std::min(config.max_model_len, model.config().max_position_embeddings)
+          : model.config().max_position_embeddings;
+  options.limits.max_sequence_tokens =
+      static_cast<int64_t>(layout.num_blocks) * layout.block_size - 1;
+  r->service_ = std::make_unique<DecodeService>(r->loop_.get(), loaded.tokenizer.get(), options,
+                                                Clock::Real(), r->metrics_.get());
+  return r;
+}
+
+HostedService DecodeRole::service() const {
+  return {service_.get(), v1::Decode::service_full_name()};
+}
+
+absl::Status DecodeRole::Attach() {
+  WorkerProcess& process = *process_;
+  if (process.transport() != nullptr) {
+    ASSIGN_OR_RETURN(kvtransfer::KvPoolDescriptor descriptor,
+                     process.transport()->ServePool(process.transport_pool(), process.worker_id(),
+                                                    process.model().fingerprint(),
+                                                    process.epoch()));
+    prefill_client_ = std::make_unique<GrpcPrefillClient>(process.security());
+    offload_ = std::make_unique<OffloadCoordinator>(
+        loop_.get(), process.transport(), std::move(descriptor), prefill_client_.get(),
+        Clock::Real(), config_.offload, process.staging());
+    offload_->Attach();
+    OffloadCoordinator* offload = offload_.get();
+    service_->SetOffloadHandler([offload](std::unique_ptr<Sequence> seq,
+                                          std::vector<PrefillTarget> targets,
+                                          OffloadBudget budget) {
+      return offload->Handle(std::move(seq), std::move(targets), budget);
+    });
+  }
+  // The service learns its id only now that the address is known (health is NOT_SERVING).
+  service_->SetWorkerId(process.worker_id());
+  return absl::OkStatus();
+}
+
+v1::WorkerRegistration DecodeRole::Registration() const {
+  const engine::ModelConfig& c = process_->model().config();
+  v1::WorkerRegistration r = process_->BaseRegistration(v1::WORKER_ROLE_DECODE);
+  r.set_max_num_batched_tokens(config_.scheduler.max_num_batched_tokens);
+  r.set_max_num_seqs(config_.scheduler.max_num_seqs);
+  r.set_max_context_tokens(config_.max_model_len > 0 ? config_.max_model_len
+                                                     : c.max_position_embeddings);
+  return r;
+}
+
+void DecodeRole::FillReport(bool reconnected, v1::LoadReport* load,
+                            v1::PrefixCacheEvents* events) {
+  WorkerReport report;
+  engine::PrefixCacheEvents prefix;
+  bool reset = false;
+  loop_->TakeReport(reconnected, &report.steps, &prefix, &reset);
+  report.load = loop_->Stats().load;
+  report.load.draining = loop_->draining();
+  bridge::ReportToProto(report, load);
+  events->set_reset(reset);
+  for (uint64_t h : prefix.stored) events->add_stored(h);
+  for (uint64_t h : prefix.evicted) events->add_evicted(h);
+}
+
+void DecodeRole::Start() { loop_->Start(); }
+
+void DecodeRole::Stop() { loop_->Stop(); }
+
+bool DecodeRole::WaitUntilEmpty(absl::Time deadline) {
+  while (true) {
+    const WorkerStats s = loop_->Stats();
+    const engine::BlockCounts& b = s.blocks;
+    if (s.running == 0 && s.waiting == 0 && s.awaiting_kv == 0 && b.in_use == 0 &&
+        b.reserved == 0 && b.quarantined == 0) {
+      return true;
+    }
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+DecodeRole::~DecodeRole() {
+  if (loop_) loop_->Stop();
+  service_.reset();
+  offload_.reset();  // After the loop stopped, before the loop and the transport go.
+  prefill_client_.reset();
+  loop_.reset();
+}
+
+}  // namespace pdserve::decode

@@ -1,0 +1,196 @@
+// Live role changes (label "fault"): workers started with --role_switching change role while
+// streams run on them. Every stream completes with the tokens it would have had; the worker
+// registers in its new role and serves it (an offload lands on it); the router refuses a
+// switch that would leave a role empty, one to the role a worker has, and one for a worker it
+// does not know; a switch back from prefill waits for the prefill it is computing.
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "pdserve/v1/registry.grpc.pb.h"
+#include "tests/integration/background_call.h"
+#include "tests/integration/fault_check.h"
+#include "tests/testing/greedy_reference.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/test_models.h"
+#include "tools/client/generation_client.h"
+
+namespace pdserve::testing {
+namespace {
+
+grpc::Status SwitchRole(const LocalCluster& cluster, const std::string& worker_id,
+                        v1::WorkerRole role, std::string* message = nullptr) {
+  auto stub = v1::Registry::NewStub(
+      grpc::CreateChannel(cluster.registry_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  v1::SwitchRoleRequest request;
+  request.set_worker_id(worker_id);
+  request.set_role(role);
+  v1::SwitchRoleResponse response;
+  grpc::Status status = stub->SwitchRole(&context, request, &response);
+  if (message != nullptr) *message = response.message();
+  return status;
+}
+
+// The worker's role as the router lists it, once it reports and is not switching.
+bool WaitForRole(const LocalCluster& cluster, const std::string& worker_id, v1::WorkerRole role) {
+  return cluster.WaitForStatus(
+      [&](const v1::ClusterStatus& s) {
+        for (const v1::WorkerStatus& w : s.workers()) {
+          if (w.registration().worker_id() == worker_id) {
+            return w.registration().role() == role && !w.switching() && !w.load().draining() &&
+                   w.load().sequence() > 0;  // Reported in its new role.
+          }
+        }
+        return false;
+      },
+      absl::Seconds(30));
+}
+
+v1::GenerateRequest LongRequest(const std::vector<int32_t>& prompt, int tokens) {
+  v1::GenerateRequest r = client::MakeRequest(prompt, tokens);
+  r.mutable_sampling()->set_ignore_eos(true);
+  return r;
+}
+
+TEST(RoleSwitchTest, WorkersChangeRoleUnderLoadLosingNothingAndTheRouterKeepsEveryRole) {
+  auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 0,
+                                                    .decode_workers = 3,
+                                                    .router_flags = {"--policy=always_offload"},
+                                                    .decode_flags = {"--role_switching",
+                                                                     "--layer_delay=200ms"}});
+  ASSERT_NE(cluster, nullptr);
+  GreedyReference reference;
+  std::mt19937 rng(29);
+  ChildProcess& victim = *cluster->decode()[1];
+
+  // Streams on the decode workers (none is offloaded: there is no prefill worker yet).
+  constexpr int kTokens = 160;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::unique_ptr<BackgroundCall>> calls;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(reference.RandomPrompt(rng, 24));
+    calls.push_back(std::make_unique<BackgroundCall>(cluster->channel(),
+                                                     LongRequest(prompts.back(), kTokens)));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (LocalCluster::DecodeStats(victim).running() == 0 && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_GT(LocalCluster::DecodeStats(victim).running(), 0u) << "no stream reached decode-1";
+
+  std::string message;
+  const grpc::Status ordered = SwitchRole(*cluster, "decode-1", v1::WORKER_ROLE_PREFILL, &message);
+  ASSERT_TRUE(ordered.ok()) << ordered.error_message();
+  EXPECT_TRUE(absl::StrContains(message, "decode-1")) << message;
+  // One switch at a time.
+  grpc::Status refused = SwitchRole(*cluster, "decode-2", v1::WORKER_ROLE_PREFILL);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "in progress")) << refused.error_message();
+  // Nothing new goes to the switching worker.
+  {
+    const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 16);
+    const auto out =
+        client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 4), absl::Seconds(60));
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_NE(out.result.placement().decode_worker_id(), "decode-1");
+    EXPECT_EQ(out.tokens, reference.Generate(prompt, 4));
+  }
+  // Every stream that ran there completes, with its own tokens.
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const auto& out = calls[i]->Join();
+    ASSERT_TRUE(out.status.ok()) << "stream " << i << ": " << out.status.error_message();
+    EXPECT_EQ(out.tokens, reference.Generate(prompts[i], kTokens)) << "stream " << i;
+  }
+  ASSERT_TRUE(WaitForRole(*cluster, "decode-1", v1::WORKER_ROLE_PREFILL))
+      << cluster->Status().DebugString();
+  EXPECT_EQ(Metric(victim.metrics_address(), "pdserve_worker_role{role=\"prefill\"}"), 1);
+  ASSERT_TRUE(SwitchRole(*cluster, "decode-2", v1::WORKER_ROLE_PREFILL).ok());
+  ASSERT_TRUE(WaitForRole(*cluster, "decode-2", v1::WORKER_ROLE_PREFILL))
+      << cluster->Status().DebugString();
+
+  // Refusals, each saying why: decode-0 is the last decode worker now.
+  refused = SwitchRole(*cluster, "decode-0", v1::WORKER_ROLE_PREFILL);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "last decode worker"))
+      << refused.error_message();
+  refused = SwitchRole(*cluster, "decode-1", v1::WORKER_ROLE_PREFILL);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "already")) << refused.error_message();
+  refused = SwitchRole(*cluster, "nobody", v1::WORKER_ROLE_DECODE);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "nobody")) << refused.error_message();
+  refused = SwitchRole(*cluster, "decode-1", v1::WORKER_ROLE_UNSPECIFIED);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "role")) << refused.error_message();
+
+  // The new prefill workers serve offloads; the one computing an offload, told to switch back,
+  // finishes it first (the request is offloaded, not fallen back).
+  const std::vector<int32_t> offloaded = reference.RandomPrompt(rng, 120);
+  BackgroundCall during(cluster->channel(), client::MakeRequest(offloaded, 6));
+  std::string busy;
+  const absl::Time found_by = absl::Now() + absl::Seconds(20);
+  while (busy.empty() && absl::Now() < found_by) {
+    for (int i : {1, 2}) {
+      if (Metric(cluster->decode()[i]->metrics_address(), "pdserve_kv_transfer_layers_total") >= 1)
+        busy = "decode-" + std::to_string(i);
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_FALSE(busy.empty()) << "no prefill worker took the offload";
+  const grpc::Status back = SwitchRole(*cluster, busy, v1::WORKER_ROLE_DECODE);
+  ASSERT_TRUE(back.ok()) << back.error_message();
+  const auto& out = during.Join();
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  const v1::Placement& p = out.result.placement();
+  EXPECT_EQ(p.mode(), v1::PLACEMENT_MODE_OFFLOAD) << p.DebugString();
+  EXPECT_FALSE(p.fell_back_to_local()) << p.DebugString();
+  EXPECT_EQ(p.prefill_worker_id(), busy) << p.DebugString();
+  EXPECT_EQ(out.tokens, reference.Generate(offloaded, 6));
+
+  ASSERT_TRUE(WaitForRole(*cluster, busy, v1::WORKER_ROLE_DECODE))
+      << cluster->Status().DebugString();
+  ASSERT_TRUE(cluster->WaitForWorkers(2, 1, absl::Seconds(10)));
+  const std::string router_metrics = cluster->router().metrics_address();
+  EXPECT_TRUE(WaitForMetricAtLeast(
+      router_metrics, "pdserve_router_role_switches_total{outcome=\"completed\",to=\"decode\"}",
+      1));
+  EXPECT_TRUE(WaitForMetricAtLeast(
+      router_metrics, "pdserve_router_role_switches_total{outcome=\"completed\",to=\"prefill\"}",
+      2));
+  // Back in its first role, with its pool whole: the cluster serves as before.
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 40);
+    const auto after =
+        client::CallGenerate(cluster->channel(), client::MakeRequest(prompt, 5), absl::Seconds(60));
+    ASSERT_TRUE(after.status.ok()) << after.status.error_message();
+    EXPECT_EQ(after.tokens, reference.Generate(prompt, 5));
+  }
+  ExpectClusterAtBaseline(*cluster);
+}
+
+TEST(RoleSwitchTest, BadFlagsAreRefusedAtStartNamingTheFlag) {
+  const std::vector<std::string> base = {"--model=" + TestModelDir("tiny"), "--ucx_transports=shm"};
+  auto run = [&](std::vector<std::string> flags) {
+    flags.insert(flags.begin(), base.begin(), base.end());
+    return RunUntilExit("pdserve-decode", flags);
+  };
+  auto [code, log] = run({"--role=prefill"});
+  EXPECT_EQ(code, 2);
+  EXPECT_TRUE(absl::StrContains(log, "--role: only with --role_switching")) << log;
+  std::tie(code, log) = run({"--role_switching", "--role=router"});
+  EXPECT_EQ(code, 2);
+  EXPECT_TRUE(absl::StrContains(log, "--role: must be decode or prefill")) << log;
+  std::tie(code, log) = run({"--role_switching", "--kv_transport=none"});
+  EXPECT_EQ(code, 2);
+  EXPECT_TRUE(absl::StrContains(log, "--role_switching needs --kv_transport=ucx")) << log;
+  std::tie(code, log) = run({"--role_switching", "--switch_drain_timeout=0s"});
+  EXPECT_EQ(code, 2);
+  EXPECT_TRUE(absl::StrContains(log, "--switch_drain_timeout: must be positive")) << log;
+}
+
+}  // namespace
+}  // namespace pdserve::testing
