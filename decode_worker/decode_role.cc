@@ -46,10 +46,10 @@ HostedService DecodeRole::service() const {
 absl::Status DecodeRole::Attach() {
   WorkerProcess& process = *process_;
   if (process.transport() != nullptr) {
-    ASSIGN_OR_RETURN(kvtransfer::KvPoolDescriptor descriptor,
-                     process.transport()->ServePool(process.transport_pool(), process.worker_id(),
-                                                    process.model().fingerprint(),
-                                                    process.epoch()));
+    ASSIGN_OR_RETURN(
+        kvtransfer::KvPoolDescriptor descriptor,
+        process.transport()->ServePool(process.transport_pool(), process.worker_id(),
+                                       process.model().fingerprint(), process.epoch()));
     prefill_client_ = std::make_unique<GrpcPrefillClient>(process.security());
     offload_ = std::make_unique<OffloadCoordinator>(
         loop_.get(), process.transport(), std::move(descriptor), prefill_client_.get(),
@@ -77,8 +77,7 @@ v1::WorkerRegistration DecodeRole::Registration() const {
   return r;
 }
 
-void DecodeRole::FillReport(bool reconnected, v1::LoadReport* load,
-                            v1::PrefixCacheEvents* events) {
+void DecodeRole::FillReport(bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
   WorkerReport report;
   engine::PrefixCacheEvents prefix;
   bool reset = false;

@@ -64,17 +64,18 @@ absl::StatusOr<std::unique_ptr<RoleSwitchingWorker>> RoleSwitchingWorker::Create
   w->prefill_role_gauge_ = &role.Add({{"role", "prefill"}});
   w->switches_ = &prometheus::BuildCounter()
                       .Name("pdserve_worker_role_switches_total")
-                      .Help("Role changes this worker ran, by target role and outcome: "
-                            "completed, or aborted (its work did not finish within "
-                            "--switch_drain_timeout, or it was stopping).")
+                      .Help(
+                          "Role changes this worker ran, by target role and outcome: "
+                          "completed, or aborted (its work did not finish within "
+                          "--switch_drain_timeout, or it was stopping).")
                       .Register(metrics);
   w->PublishRole(initial);
   return w;
 }
 
 v1::WorkerRegistration RoleSwitchingWorker::Registration(v1::WorkerRole role) const {
-  v1::WorkerRegistration r = role == v1::WORKER_ROLE_DECODE ? decode_->Registration()
-                                                            : prefill_->Registration();
+  v1::WorkerRegistration r =
+      role == v1::WORKER_ROLE_DECODE ? decode_->Registration() : prefill_->Registration();
   r.set_role_switching(true);
   return r;
 }
@@ -87,9 +88,8 @@ RegistryClient::ReportFn RoleSwitchingWorker::Report(v1::WorkerRole role) {
     };
   }
   prefill::PrefillRole* prefill = prefill_.get();
-  return [prefill](bool, v1::LoadReport* load, v1::PrefixCacheEvents*) {
-    prefill->FillReport(load);
-  };
+  return
+      [prefill](bool, v1::LoadReport* load, v1::PrefixCacheEvents*) { prefill->FillReport(load); };
 }
 
 void RoleSwitchingWorker::PublishRole(v1::WorkerRole role) {

@@ -9,43 +9,9 @@
 #include "common/logging.h"
 #include "common/retry_after.h"
 #include "engine/block_hash.h"
+#include "router/decode_work.h"
 
 namespace pdserve::router {
-namespace {
-
-int DecodeLoad(const WorkerEntry& e) {
-  return e.load.running + e.load.waiting + e.load.awaiting_kv + e.dispatched_since_report;
-}
-
-// What one more stream, and one more KV position attended to, add to a decode step of the
-// model (the cost model's current fit, never negative).
-struct DecodeWorkPrice {
-  double per_stream_ms = 0;
-  double per_position_ms = 0;
-};
-
-DecodeWorkPrice PriceDecodeWork(const CostModel& cost_model, uint64_t fingerprint) {
-  constexpr double kPositions = 1 << 20;  // Far from rounding in the fit's scaled feature.
-  const double base = cost_model.StepMs(fingerprint, {});
-  return {
-      .per_stream_ms = std::max(0.0, cost_model.StepMs(fingerprint, {.decode = 1}) - base),
-      .per_position_ms =
-          std::max(0.0, cost_model.StepMs(fingerprint, {.decode_attention = kPositions}) - base) /
-          kPositions};
-}
-
-// The KV positions a decode worker's steps attend to once every request it holds runs: as it
-// last reported (a worker that does not report it: its streams at the attention per decode
-// of its latest decode-only step), plus the prompts dispatched to it since.
-double DecodeContext(const WorkerEntry& e) {
-  const double reported =
-      e.load.context_tokens > 0
-          ? static_cast<double>(e.load.context_tokens)
-          : (e.load.running + e.load.waiting + e.load.awaiting_kv) * e.attention_per_decode;
-  return reported + static_cast<double>(e.dispatched_tokens_since_report);
-}
-
-}  // namespace
 
 absl::StatusOr<DecodeBalance> ParseDecodeBalance(absl::string_view text, absl::string_view flag) {
   if (text == "work") return DecodeBalance::kWork;
@@ -96,6 +62,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       any_capable = true;
       if (std::find(req.exclude.begin(), req.exclude.end(), r.worker_id) != req.exclude.end())
         continue;
+      if (!e->accepting()) continue;  // Changing role or stopping: what runs there finishes.
       any_fits = true;
       if (e->load.waiting + e->dispatched_since_report >= config_.max_waiting_per_worker) continue;
       decode.push_back(e);
@@ -225,7 +192,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     for (WorkerEntry* e : workers) {
       // The one definition of "KV a decode worker can take as is" (the transport checks the same
       // before writing): KvLayout::SameGeometry.
-      if (!e->is_prefill() || e->info.model_fingerprint != r.model_fingerprint ||
+      if (!e->is_prefill() || !e->accepting() || e->info.model_fingerprint != r.model_fingerprint ||
           !e->info.kv_layout.SameGeometry(r.kv_layout)) {
         continue;
       }

@@ -23,6 +23,7 @@ absl::Status RouterConfig::Validate() const {
   }
   RETURN_IF_ERROR(policy.Validate());
   RETURN_IF_ERROR(SloCatalog::Parse(slo_classes, policy.slo).status());
+  RETURN_IF_ERROR(rebalance_config.Validate());
   if (placer.max_waiting_per_worker < 1)
     return absl::InvalidArgumentError("--max_waiting_per_worker: must be >= 1");
   if (placer.balance_abs < 0) return absl::InvalidArgumentError("--balance_abs: must be >= 0");
@@ -122,9 +123,30 @@ void Router::Sweep() {
   }
 }
 
+void Router::Rebalance() {
+  absl::flat_hash_map<std::string, RebalancePlanner> planners;  // By model.
+  while (!stop_sweeper_.WaitForNotificationWithTimeout(config_.rebalance_config.interval)) {
+    for (const auto& model : catalog_->models()) {
+      PlannerSnapshot snapshot;
+      registry_->WithLock([&](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
+        snapshot = SnapshotForPlanner(workers, model->name, *cost_model_, config_.policy.slo);
+      });
+      RebalancePlanner& planner =
+          planners.try_emplace(model->name, config_.rebalance_config).first->second;
+      const absl::Time now = absl::Now();
+      std::optional<RebalanceOrder> order = planner.Look(snapshot, now);
+      if (!order.has_value()) continue;
+      // Refused (another switch, a worker gone meanwhile): logged and counted there.
+      if (registry_->RequestSwitch(order->worker_id, order->to, order->reason).ok())
+        planner.Ordered(now);
+    }
+  }
+}
+
 void Router::Run(ShutdownSignal& shutdown) {
   server_->SetReady(false);
   sweeper_ = std::thread([this] { Sweep(); });
+  if (config_.rebalance) rebalancer_ = std::thread([this] { Rebalance(); });
   server_->SetServing(true);
   server_->RunUntilShutdown(shutdown, [this](absl::Time deadline) {
     // New requests are refused; those in flight run on until the deadline.
@@ -155,6 +177,7 @@ void Router::Run(ShutdownSignal& shutdown) {
   });
   stop_sweeper_.Notify();
   sweeper_.join();
+  if (rebalancer_.joinable()) rebalancer_.join();
   StopHttpFront();
 }
 
@@ -177,6 +200,7 @@ void Router::StopHttpFront() {
 Router::~Router() {
   if (!stop_sweeper_.HasBeenNotified()) stop_sweeper_.Notify();
   if (sweeper_.joinable()) sweeper_.join();
+  if (rebalancer_.joinable()) rebalancer_.join();
   if (http_front_) http_front_->StopAccepting();
   server_.reset();
   StopHttpFront();

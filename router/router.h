@@ -22,6 +22,7 @@
 #include "router/openai/openai_front.h"
 #include "router/placement/placement_policy.h"
 #include "router/placer.h"
+#include "router/rebalance_planner.h"
 #include "router/registry_service.h"
 #include "router/router_metrics.h"
 #include "router/slo_catalog.h"
@@ -54,6 +55,11 @@ struct RouterConfig {
   GenerationServiceOptions generation;
   // Placement decisions kept for `pdctl status`. Default 1000.
   int decision_log_size = 1000;
+  // Role changes the router decides itself (--rebalance=on): the planner looks every
+  // rebalance.interval and orders a switch of a role-switching worker when one pays
+  // (rebalance_planner.h). Off by default: switches come from `pdctl switch-role`.
+  bool rebalance = false;
+  RebalanceConfig rebalance_config;
   // The OpenAI-compatible HTTP front; off when http.http.listen_address is empty (default).
   openai::OpenAiFrontConfig http{.http = {.listen_address = ""}};
 
@@ -74,6 +80,8 @@ class Router {
  private:
   Router() = default;
   void Sweep();
+  // Every rebalance interval: each model's planner looks, and orders what pays.
+  void Rebalance();
   void StopHttpFront();
   // Waits until no request runs (HTTP or gRPC), or `deadline`; true if none does.
   bool WaitRequestsIdle(absl::Time deadline) const;
@@ -94,6 +102,7 @@ class Router {
   std::unique_ptr<openai::OpenAiFront> http_front_;
   absl::Notification stop_sweeper_;
   std::thread sweeper_;
+  std::thread rebalancer_;  // With --rebalance=on; stops with the sweeper.
 };
 
 }  // namespace pdserve::router

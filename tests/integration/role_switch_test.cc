@@ -58,11 +58,11 @@ v1::GenerateRequest LongRequest(const std::vector<int32_t>& prompt, int tokens) 
 }
 
 TEST(RoleSwitchTest, WorkersChangeRoleUnderLoadLosingNothingAndTheRouterKeepsEveryRole) {
-  auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 0,
-                                                    .decode_workers = 3,
-                                                    .router_flags = {"--policy=always_offload"},
-                                                    .decode_flags = {"--role_switching",
-                                                                     "--layer_delay=200ms"}});
+  auto cluster = LocalCluster::Start(
+      ClusterOptions{.prefill_workers = 0,
+                     .decode_workers = 3,
+                     .router_flags = {"--policy=always_offload"},
+                     .decode_flags = {"--role_switching", "--layer_delay=200ms"}});
   ASSERT_NE(cluster, nullptr);
   GreedyReference reference;
   std::mt19937 rng(29);
@@ -74,8 +74,8 @@ TEST(RoleSwitchTest, WorkersChangeRoleUnderLoadLosingNothingAndTheRouterKeepsEve
   std::vector<std::unique_ptr<BackgroundCall>> calls;
   for (int i = 0; i < 6; ++i) {
     prompts.push_back(reference.RandomPrompt(rng, 24));
-    calls.push_back(std::make_unique<BackgroundCall>(cluster->channel(),
-                                                     LongRequest(prompts.back(), kTokens)));
+    calls.push_back(
+        std::make_unique<BackgroundCall>(cluster->channel(), LongRequest(prompts.back(), kTokens)));
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (LocalCluster::DecodeStats(victim).running() == 0 && absl::Now() < deadline)
@@ -169,6 +169,49 @@ TEST(RoleSwitchTest, WorkersChangeRoleUnderLoadLosingNothingAndTheRouterKeepsEve
     ASSERT_TRUE(after.status.ok()) << after.status.error_message();
     EXPECT_EQ(after.tokens, reference.Generate(prompt, 5));
   }
+  ExpectClusterAtBaseline(*cluster);
+}
+
+// --rebalance=on: with prompts backing up on the decode workers (a TTFT objective of 1 ms
+// makes any backlog a shortage) and their streams far inside the TPOT objective, the router's
+// planner moves a role-switching decode worker to prefill by itself, keeps a decode worker,
+// and every request meanwhile gets its own tokens.
+TEST(RoleSwitchTest, TheRoutersPlannerMovesAWorkerToTheShortRole) {
+  auto cluster = LocalCluster::Start(ClusterOptions{
+      .prefill_workers = 0,
+      .decode_workers = 3,
+      .router_flags = {"--rebalance=on", "--rebalance_interval=100ms", "--rebalance_confirm=2",
+                       "--rebalance_min_between=1s", "--slo_ttft=1ms", "--slo_tpot=10s"},
+      .decode_flags = {"--role_switching", "--max_num_batched_tokens=64"}});
+  ASSERT_NE(cluster, nullptr);
+  GreedyReference reference;
+  std::mt19937 rng(31);
+  const std::string router_metrics = cluster->router().metrics_address();
+  const std::string completed =
+      "pdserve_router_role_switches_total{outcome=\"completed\",to=\"prefill\"}";
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  int sent = 0;
+  while (Metric(router_metrics, completed) < 1 && absl::Now() < deadline) {
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::unique_ptr<BackgroundCall>> calls;
+    for (int i = 0; i < 6; ++i) {
+      prompts.push_back(reference.RandomPrompt(rng, 600));
+      calls.push_back(std::make_unique<BackgroundCall>(cluster->channel(),
+                                                       client::MakeRequest(prompts.back(), 2)));
+    }
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const auto& out = calls[i]->Join();
+      ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+      EXPECT_EQ(out.tokens, reference.Generate(prompts[i], 2));
+      ++sent;
+    }
+  }
+  ASSERT_GE(Metric(router_metrics, completed), 1) << "no switch after " << sent << " requests";
+  const v1::ClusterStatus status = cluster->Status();
+  int decode = 0;
+  for (const v1::WorkerStatus& w : status.workers())
+    decode += w.registration().role() == v1::WORKER_ROLE_DECODE ? 1 : 0;
+  EXPECT_GE(decode, 1) << status.DebugString();
   ExpectClusterAtBaseline(*cluster);
 }
 

@@ -1,0 +1,147 @@
+#include "router/rebalance_planner.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "router/decode_work.h"
+
+namespace pdserve::router {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+bool Taking(const PlannerWorker& w, WorkerRole role) { return w.accepting && w.role == role; }
+
+int Count(const PlannerSnapshot& s, WorkerRole role) {
+  return static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(),
+                                        [&](const PlannerWorker& w) { return Taking(w, role); }));
+}
+
+}  // namespace
+
+absl::Status RebalanceConfig::Validate() const {
+  if (interval <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("--rebalance_interval: must be positive");
+  if (min_between < absl::ZeroDuration())
+    return absl::InvalidArgumentError("--rebalance_min_between: must not be negative");
+  if (confirm < 1) return absl::InvalidArgumentError("--rebalance_confirm: must be at least 1");
+  if (!(high > 0) || !(margin >= 0) || !(margin < high)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rebalance_high and --rebalance_margin: need high > 0 and 0 <= margin < high, got ",
+        high, " and ", margin));
+  }
+  return absl::OkStatus();
+}
+
+PlannerSnapshot SnapshotForPlanner(const std::vector<WorkerEntry*>& workers,
+                                   const std::string& model, const CostModel& cost_model,
+                                   const SloConfig& slo) {
+  PlannerSnapshot s;
+  s.slo = slo;
+  for (const WorkerEntry* e : workers) {
+    if (e->info.model != model) continue;
+    PlannerWorker w;
+    w.worker_id = e->info.worker_id;
+    w.role = e->info.role;
+    w.can_switch = e->info.role_switching;
+    w.accepting = e->reported && e->accepting();
+    const uint64_t fp = e->info.model_fingerprint;
+    const double pending = static_cast<double>(e->load.pending_prefill_tokens);
+    if (e->is_decode()) {
+      const DecodeWorkPrice price = PriceDecodeWork(cost_model, fp);
+      w.streams = DecodeLoad(*e);
+      w.base_step_ms = cost_model.StepMs(fp, {});
+      w.step_ms =
+          w.base_step_ms + price.per_stream_ms * w.streams + price.per_position_ms * DecodeContext(*e);
+      w.backlog_s = pending > 0 ? cost_model.PrefillMs(fp, pending) / 1000 : 0;
+    } else {
+      w.backlog_s = pending <= 0                                   ? 0
+                    : e->load.prefill_tokens_per_second > 0       ? pending /
+                                                                  e->load.prefill_tokens_per_second
+                                                                  : cost_model.PrefillMs(fp, pending) / 1000;
+    }
+    s.workers.push_back(std::move(w));
+  }
+  return s;
+}
+
+double RebalancePlanner::DecodePressure(const PlannerSnapshot& s, int workers) {
+  double work = 0;  // Above the fixed cost, summed.
+  double base = 0;
+  for (const PlannerWorker& w : s.workers) {
+    if (!Taking(w, WorkerRole::kDecode)) continue;
+    work += std::max(0.0, w.step_ms - w.base_step_ms);
+    base = std::max(base, w.base_step_ms);
+  }
+  if (workers <= 0) return work > 0 ? kInfinity : 0;
+  return (base + work / workers) / s.slo.tpot_ms;
+}
+
+double RebalancePlanner::PrefillPressure(const PlannerSnapshot& s, int workers) {
+  double backlog = 0;
+  double local = 0;
+  for (const PlannerWorker& w : s.workers) {
+    if (Taking(w, WorkerRole::kPrefill)) backlog += w.backlog_s;
+    if (Taking(w, WorkerRole::kDecode)) local += w.backlog_s;
+  }
+  const double ttft_s = s.slo.ttft_ms / 1000;
+  if (Count(s, WorkerRole::kPrefill) == 0) {
+    // No prefill worker: the prompts wait on the decode workers, chunked beside the streams.
+    const int decode = Count(s, WorkerRole::kDecode);
+    return decode == 0 ? 0 : local / decode / ttft_s;
+  }
+  if (workers <= 0) return backlog > 0 ? kInfinity : 0;
+  return backlog / workers / ttft_s;
+}
+
+std::optional<RebalanceOrder> RebalancePlanner::Look(const PlannerSnapshot& s, absl::Time now) {
+  const bool in_change = std::any_of(s.workers.begin(), s.workers.end(), [](const PlannerWorker& w) {
+    return !w.accepting;
+  });
+  if (in_change) {
+    // A worker registering, draining or switching: the pressures are about to change.
+    short_prefill_looks_ = short_decode_looks_ = 0;
+    return std::nullopt;
+  }
+  const int decode = Count(s, WorkerRole::kDecode);
+  const int prefill = Count(s, WorkerRole::kPrefill);
+  const double d = DecodePressure(s, decode);
+  const double p = PrefillPressure(s, prefill);
+  const double keep = config_.high - config_.margin;
+  const PlannerWorker* to_prefill = nullptr;  // The decode worker with the fewest streams.
+  const PlannerWorker* to_decode = nullptr;   // The prefill worker with the least backlog.
+  for (const PlannerWorker& w : s.workers) {
+    if (!w.can_switch) continue;
+    if (w.role == WorkerRole::kDecode && (to_prefill == nullptr || w.streams < to_prefill->streams))
+      to_prefill = &w;
+    if (w.role == WorkerRole::kPrefill &&
+        (to_decode == nullptr || w.backlog_s < to_decode->backlog_s))
+      to_decode = &w;
+  }
+  const double d_after = decode >= 2 ? DecodePressure(s, decode - 1) : kInfinity;
+  const double p_after = prefill >= 2 ? PrefillPressure(s, prefill - 1) : kInfinity;
+  const bool prefill_short = to_prefill != nullptr && p > config_.high && d_after < keep;
+  const bool decode_short = to_decode != nullptr && d > config_.high && p_after < keep;
+  short_prefill_looks_ = prefill_short ? short_prefill_looks_ + 1 : 0;
+  short_decode_looks_ = decode_short ? short_decode_looks_ + 1 : 0;
+  if (now - last_order_ < config_.min_between) return std::nullopt;
+  const bool move_to_prefill =
+      short_prefill_looks_ >= config_.confirm &&
+      (short_decode_looks_ < config_.confirm || p - config_.high >= d - config_.high);
+  const bool move_to_decode = !move_to_prefill && short_decode_looks_ >= config_.confirm;
+  if (!move_to_prefill && !move_to_decode) return std::nullopt;
+  short_prefill_looks_ = short_decode_looks_ = 0;
+  RebalanceOrder order;
+  order.worker_id = move_to_prefill ? to_prefill->worker_id : to_decode->worker_id;
+  order.to = move_to_prefill ? WorkerRole::kPrefill : WorkerRole::kDecode;
+  order.reason = absl::StrFormat(
+      "rebalance: prefill pressure %.2f with %d prefill workers (%.2f after), decode pressure "
+      "%.2f with %d decode workers (%.2f after)",
+      p, prefill, move_to_prefill ? PrefillPressure(s, prefill + 1) : p_after, d, decode,
+      move_to_prefill ? d_after : DecodePressure(s, decode + 1));
+  return order;
+}
+
+}  // namespace pdserve::router

@@ -1,0 +1,166 @@
+// The rebalancing planner: when a switch pays, which worker moves, and what holds it back
+// (hysteresis, the rate limit, a role that would be left empty or overloaded, a switch in
+// progress, a worker that cannot switch).
+#include "router/rebalance_planner.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace pdserve::router {
+namespace {
+
+constexpr absl::Time kStart = absl::FromUnixSeconds(1000);
+
+PlannerWorker Decode(const std::string& id, int streams, double step_ms, bool can_switch = true) {
+  return PlannerWorker{.worker_id = id,
+                       .role = WorkerRole::kDecode,
+                       .can_switch = can_switch,
+                       .accepting = true,
+                       .streams = streams,
+                       .step_ms = step_ms,
+                       .base_step_ms = 5};
+}
+
+PlannerWorker Prefill(const std::string& id, double backlog_s, bool can_switch = true) {
+  return PlannerWorker{.worker_id = id,
+                       .role = WorkerRole::kPrefill,
+                       .can_switch = can_switch,
+                       .accepting = true,
+                       .backlog_s = backlog_s};
+}
+
+PlannerSnapshot Snapshot(std::vector<PlannerWorker> workers) {
+  return PlannerSnapshot{.workers = std::move(workers), .slo = {.ttft_ms = 1000, .tpot_ms = 50}};
+}
+
+RebalanceConfig Config() {
+  return RebalanceConfig{.interval = absl::Seconds(2),
+                         .min_between = absl::Seconds(60),
+                         .confirm = 3,
+                         .high = 0.8,
+                         .margin = 0.25};
+}
+
+// Looks `n` times, 2 s apart from `*now`; the last look's order.
+std::optional<RebalanceOrder> LookTimes(RebalancePlanner& planner, const PlannerSnapshot& s, int n,
+                                        absl::Time* now) {
+  std::optional<RebalanceOrder> order;
+  for (int i = 0; i < n; ++i) {
+    order = planner.Look(s, *now);
+    if (order.has_value() && i + 1 < n) ADD_FAILURE() << "ordered at look " << i + 1;
+    *now += absl::Seconds(2);
+  }
+  return order;
+}
+
+TEST(RebalancePlannerTest, PressuresSpreadEachRolesWorkOverItsWorkers) {
+  // Decode: 5 ms fixed, 20 + 10 ms of work over 2 workers; TPOT 50 ms.
+  const PlannerSnapshot s = Snapshot({Decode("d0", 4, 25), Decode("d1", 2, 15), Prefill("p0", 0.6),
+                                      Prefill("p1", 0.2)});
+  EXPECT_DOUBLE_EQ(RebalancePlanner::DecodePressure(s, 2), (5 + 30.0 / 2) / 50);
+  EXPECT_DOUBLE_EQ(RebalancePlanner::DecodePressure(s, 1), (5 + 30.0) / 50);
+  // Prefill: 0.8 s of backlog over 2 workers against a 1 s TTFT.
+  EXPECT_DOUBLE_EQ(RebalancePlanner::PrefillPressure(s, 2), 0.4);
+  EXPECT_DOUBLE_EQ(RebalancePlanner::PrefillPressure(s, 1), 0.8);
+  EXPECT_TRUE(std::isinf(RebalancePlanner::PrefillPressure(s, 0)));
+  // Without prefill workers, the decode workers' local prefill backlog stands for it.
+  PlannerWorker local = Decode("d0", 1, 10);
+  local.backlog_s = 3;
+  EXPECT_DOUBLE_EQ(RebalancePlanner::PrefillPressure(Snapshot({local, Decode("d1", 1, 10)}), 0),
+                   1.5);
+}
+
+TEST(RebalancePlannerTest, AShortPrefillRoleTakesTheIdlestDecodeWorkerAfterConfirmation) {
+  RebalancePlanner planner(Config());
+  // Prefill backlog 2 s against a 1 s TTFT; decode light even on two workers of three.
+  const PlannerSnapshot s = Snapshot({Decode("d0", 6, 12), Decode("d1", 1, 7), Decode("d2", 3, 9),
+                                      Prefill("p0", 2.0, /*can_switch=*/false)});
+  absl::Time now = kStart;
+  auto order = LookTimes(planner, s, 3, &now);
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(order->worker_id, "d1");
+  EXPECT_EQ(order->to, WorkerRole::kPrefill);
+  EXPECT_TRUE(absl::StrContains(order->reason, "prefill pressure 2.00")) << order->reason;
+  planner.Ordered(now);
+  // Still short, but the last switch is less than min_between ago.
+  EXPECT_FALSE(LookTimes(planner, s, 10, &now).has_value());
+  // Once it has passed, the shortage (seen all along) orders at the next look.
+  EXPECT_TRUE(planner.Look(s, kStart + absl::Seconds(200)).has_value());
+}
+
+TEST(RebalancePlannerTest, AShortDecodeRoleTakesTheLeastBusyPrefillWorker) {
+  RebalancePlanner planner(Config());
+  // Decode steps at 60 ms against 50 ms; prefill nearly idle on two workers.
+  const PlannerSnapshot s = Snapshot(
+      {Decode("d0", 40, 60, false), Prefill("p0", 0.3), Prefill("p1", 0.1), Prefill("p2", 0.2)});
+  absl::Time now = kStart;
+  auto order = LookTimes(planner, s, 3, &now);
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(order->worker_id, "p1");
+  EXPECT_EQ(order->to, WorkerRole::kDecode);
+}
+
+TEST(RebalancePlannerTest, NoSwitchThatEmptiesOrOverloadsTheGivingRoleOrInterruptsAnother) {
+  absl::Time now = kStart;
+  {
+    // The only decode worker: never moved, however short prefill is.
+    RebalancePlanner planner(Config());
+    EXPECT_FALSE(
+        LookTimes(planner, Snapshot({Decode("d0", 1, 6), Prefill("p0", 5)}), 5, &now).has_value());
+  }
+  {
+    // Decode would be overloaded without the worker (2 x 20 ms of work on one: 0.9).
+    RebalancePlanner planner(Config());
+    EXPECT_FALSE(LookTimes(planner,
+                           Snapshot({Decode("d0", 4, 25), Decode("d1", 4, 25), Prefill("p0", 5)}),
+                           5, &now)
+                     .has_value());
+  }
+  {
+    // Only workers that cannot switch could move.
+    RebalancePlanner planner(Config());
+    EXPECT_FALSE(LookTimes(planner,
+                           Snapshot({Decode("d0", 1, 6, false), Decode("d1", 1, 6, false),
+                                     Prefill("p0", 5)}),
+                           5, &now)
+                     .has_value());
+  }
+  {
+    // A worker draining (a switch in progress) resets the confirmation.
+    RebalancePlanner planner(Config());
+    const PlannerSnapshot s = Snapshot({Decode("d0", 1, 6), Decode("d1", 1, 6), Prefill("p0", 5)});
+    PlannerSnapshot changing = s;
+    changing.workers[1].accepting = false;
+    EXPECT_FALSE(LookTimes(planner, s, 2, &now).has_value());
+    EXPECT_FALSE(LookTimes(planner, changing, 1, &now).has_value());
+    EXPECT_FALSE(LookTimes(planner, s, 2, &now).has_value());
+    EXPECT_TRUE(LookTimes(planner, s, 1, &now).has_value());
+  }
+  {
+    // A shortage that does not hold for `confirm` looks in a row orders nothing.
+    RebalancePlanner planner(Config());
+    const PlannerSnapshot short_prefill =
+        Snapshot({Decode("d0", 1, 6), Decode("d1", 1, 6), Prefill("p0", 5)});
+    const PlannerSnapshot fine = Snapshot({Decode("d0", 1, 6), Decode("d1", 1, 6), Prefill("p0", 0.1)});
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_FALSE(LookTimes(planner, short_prefill, 2, &now).has_value());
+      EXPECT_FALSE(LookTimes(planner, fine, 1, &now).has_value());
+    }
+  }
+}
+
+TEST(RebalancePlannerTest, BadSettingsAreRefusedNamingTheFlag) {
+  RebalanceConfig c = Config();
+  EXPECT_TRUE(c.Validate().ok());
+  c.confirm = 0;
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "--rebalance_confirm"));
+  c = Config();
+  c.margin = 0.9;
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "--rebalance_margin"));
+  c = Config();
+  c.interval = absl::ZeroDuration();
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "--rebalance_interval"));
+}
+
+}  // namespace
+}  // namespace pdserve::router
