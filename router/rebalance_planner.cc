@@ -29,8 +29,8 @@ absl::Status RebalanceConfig::Validate() const {
   if (confirm < 1) return absl::InvalidArgumentError("--rebalance_confirm: must be at least 1");
   if (!(high > 0) || !(margin >= 0) || !(margin < high)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--rebalance_high and --rebalance_margin: need high > 0 and 0 <= margin < high, got ",
-        high, " and ", margin));
+        "--rebalance_high and --rebalance_margin: need high > 0 and 0 <= margin < high, got ", high,
+        " and ", margin));
   }
   return absl::OkStatus();
 }
@@ -53,14 +53,14 @@ PlannerSnapshot SnapshotForPlanner(const std::vector<WorkerEntry*>& workers,
       const DecodeWorkPrice price = PriceDecodeWork(cost_model, fp);
       w.streams = DecodeLoad(*e);
       w.base_step_ms = cost_model.StepMs(fp, {});
-      w.step_ms =
-          w.base_step_ms + price.per_stream_ms * w.streams + price.per_position_ms * DecodeContext(*e);
+      w.step_ms = w.base_step_ms + price.per_stream_ms * w.streams +
+                  price.per_position_ms * DecodeContext(*e);
       w.backlog_s = pending > 0 ? cost_model.PrefillMs(fp, pending) / 1000 : 0;
     } else {
-      w.backlog_s = pending <= 0                                   ? 0
-                    : e->load.prefill_tokens_per_second > 0       ? pending /
-                                                                  e->load.prefill_tokens_per_second
-                                                                  : cost_model.PrefillMs(fp, pending) / 1000;
+      w.backlog_s = pending <= 0 ? 0
+                    : e->load.prefill_tokens_per_second > 0
+                        ? pending / e->load.prefill_tokens_per_second
+                        : cost_model.PrefillMs(fp, pending) / 1000;
     }
     s.workers.push_back(std::move(w));
   }
@@ -80,26 +80,20 @@ double RebalancePlanner::DecodePressure(const PlannerSnapshot& s, int workers) {
 }
 
 double RebalancePlanner::PrefillPressure(const PlannerSnapshot& s, int workers) {
+  // The prompts waiting on prefill workers, and those the decode workers prefill themselves
+  // (chunked beside their streams: what more prefill workers would take off them), per
+  // prefill worker.
   double backlog = 0;
-  double local = 0;
   for (const PlannerWorker& w : s.workers) {
-    if (Taking(w, WorkerRole::kPrefill)) backlog += w.backlog_s;
-    if (Taking(w, WorkerRole::kDecode)) local += w.backlog_s;
-  }
-  const double ttft_s = s.slo.ttft_ms / 1000;
-  if (Count(s, WorkerRole::kPrefill) == 0) {
-    // No prefill worker: the prompts wait on the decode workers, chunked beside the streams.
-    const int decode = Count(s, WorkerRole::kDecode);
-    return decode == 0 ? 0 : local / decode / ttft_s;
+    if (w.accepting) backlog += w.backlog_s;
   }
   if (workers <= 0) return backlog > 0 ? kInfinity : 0;
-  return backlog / workers / ttft_s;
+  return backlog / workers / (s.slo.ttft_ms / 1000);
 }
 
 std::optional<RebalanceOrder> RebalancePlanner::Look(const PlannerSnapshot& s, absl::Time now) {
-  const bool in_change = std::any_of(s.workers.begin(), s.workers.end(), [](const PlannerWorker& w) {
-    return !w.accepting;
-  });
+  const bool in_change = std::any_of(s.workers.begin(), s.workers.end(),
+                                     [](const PlannerWorker& w) { return !w.accepting; });
   if (in_change) {
     // A worker registering, draining or switching: the pressures are about to change.
     short_prefill_looks_ = short_decode_looks_ = 0;
@@ -107,9 +101,15 @@ std::optional<RebalanceOrder> RebalancePlanner::Look(const PlannerSnapshot& s, a
   }
   const int decode = Count(s, WorkerRole::kDecode);
   const int prefill = Count(s, WorkerRole::kPrefill);
+  if (decode == 0 || prefill == 0) {
+    // It moves workers between two roles a cluster has; it does not create one (a cluster
+    // without prefill workers is a deliberate choice, e.g. always_local).
+    short_prefill_looks_ = short_decode_looks_ = 0;
+    return std::nullopt;
+  }
   const double d = DecodePressure(s, decode);
   const double p = PrefillPressure(s, prefill);
-  const double keep = config_.high - config_.margin;
+  const double worst = std::max(d, p);
   const PlannerWorker* to_prefill = nullptr;  // The decode worker with the fewest streams.
   const PlannerWorker* to_decode = nullptr;   // The prefill worker with the least backlog.
   for (const PlannerWorker& w : s.workers) {
@@ -120,27 +120,33 @@ std::optional<RebalanceOrder> RebalancePlanner::Look(const PlannerSnapshot& s, a
         (to_decode == nullptr || w.backlog_s < to_decode->backlog_s))
       to_decode = &w;
   }
-  const double d_after = decode >= 2 ? DecodePressure(s, decode - 1) : kInfinity;
-  const double p_after = prefill >= 2 ? PrefillPressure(s, prefill - 1) : kInfinity;
-  const bool prefill_short = to_prefill != nullptr && p > config_.high && d_after < keep;
-  const bool decode_short = to_decode != nullptr && d > config_.high && p_after < keep;
+  // The busier role after each move (a role is never left empty).
+  const double after_to_prefill =
+      decode >= 2 ? std::max(DecodePressure(s, decode - 1), PrefillPressure(s, prefill + 1))
+                  : kInfinity;
+  const double after_to_decode =
+      prefill >= 2 ? std::max(DecodePressure(s, decode + 1), PrefillPressure(s, prefill - 1))
+                   : kInfinity;
+  // A move pays when the cluster is busy and it lowers the busier role's pressure by the
+  // margin: the split follows the load without swinging back and forth around a balance.
+  const double bar = worst * (1 - config_.margin);
+  const bool busy = worst > config_.high;
+  const bool prefill_short = busy && to_prefill != nullptr && p >= d && after_to_prefill < bar;
+  const bool decode_short = busy && to_decode != nullptr && d > p && after_to_decode < bar;
   short_prefill_looks_ = prefill_short ? short_prefill_looks_ + 1 : 0;
   short_decode_looks_ = decode_short ? short_decode_looks_ + 1 : 0;
   if (now - last_order_ < config_.min_between) return std::nullopt;
-  const bool move_to_prefill =
-      short_prefill_looks_ >= config_.confirm &&
-      (short_decode_looks_ < config_.confirm || p - config_.high >= d - config_.high);
-  const bool move_to_decode = !move_to_prefill && short_decode_looks_ >= config_.confirm;
+  const bool move_to_prefill = short_prefill_looks_ >= config_.confirm;
+  const bool move_to_decode = short_decode_looks_ >= config_.confirm;
   if (!move_to_prefill && !move_to_decode) return std::nullopt;
   short_prefill_looks_ = short_decode_looks_ = 0;
   RebalanceOrder order;
   order.worker_id = move_to_prefill ? to_prefill->worker_id : to_decode->worker_id;
   order.to = move_to_prefill ? WorkerRole::kPrefill : WorkerRole::kDecode;
   order.reason = absl::StrFormat(
-      "rebalance: prefill pressure %.2f with %d prefill workers (%.2f after), decode pressure "
-      "%.2f with %d decode workers (%.2f after)",
-      p, prefill, move_to_prefill ? PrefillPressure(s, prefill + 1) : p_after, d, decode,
-      move_to_prefill ? d_after : DecodePressure(s, decode + 1));
+      "rebalance: prefill pressure %.2f on %d prefill workers, decode pressure %.2f on %d decode "
+      "workers; the busier role at %.2f after the move",
+      p, prefill, d, decode, move_to_prefill ? after_to_prefill : after_to_decode);
   return order;
 }
 

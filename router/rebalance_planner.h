@@ -1,16 +1,17 @@
 // The router's rebalancing planner (--rebalance=on): from each decode worker's predicted step
 // time (its streams and the KV positions they attend to, at the cost model's price) against
-// the TPOT objective, and each prefill worker's backlog (queued prompt tokens over its
-// measured throughput) against the TTFT objective, it decides when moving a role-switching
-// worker from one role to the other pays, and which worker. A role is short when its pressure
-// (mean step time over TPOT; mean backlog over TTFT) passes `high`; a worker moves to it only
-// if the role that gives it up stays below `high - margin` once its work is spread over the
-// workers left, never leaving a role empty, only after the same verdict held for `confirm`
-// looks in a row (hysteresis), and at most once per `min_between` (rate limit). The decode
-// worker chosen is the one with the fewest streams (the shortest drain), the prefill worker
-// the one with the smallest backlog.
-// Without prefill workers a decode worker's local prefill backlog (chunked prompt tokens not
-// yet computed, at the cost model's prefill price) stands for the prefill role's pressure.
+// the TPOT objective, and the prompts waiting to be prefilled (on prefill workers: queued
+// tokens over measured throughput; on decode workers, chunked beside their streams: at the
+// cost model's prefill price) against the TTFT objective, it decides when moving a
+// role-switching worker from one role to the other pays, and which worker. Each role's
+// pressure is its work spread over its workers (mean step time over TPOT; backlog per prefill
+// worker over TTFT). A worker moves to the busier role when the busier of the two is above
+// `high` and the move lowers it by the fraction `margin` (the split follows the load without
+// swinging around a balance), never leaving a role empty, only after the same move was called
+// for `confirm` looks in a row, and at most once per `min_between`. The decode worker chosen
+// is the one with the fewest streams (the shortest drain), the prefill worker the one with
+// the smallest backlog. It moves workers between the two roles of a cluster that has both; it
+// never creates a role (a cluster without prefill workers is a deliberate choice).
 // The planner holds only its hysteresis state; the registry orders and checks the switch
 // (WorkerRegistry::RequestSwitch). The simulator can run the same class.
 // Thread-safety: one caller at a time.
@@ -32,14 +33,14 @@ namespace pdserve::router {
 struct RebalanceConfig {
   // How often the planner looks. Default 2 s.
   absl::Duration interval = absl::Seconds(2);
-  // The least time between two switches it orders. Default 60 s.
-  absl::Duration min_between = absl::Seconds(60);
-  // Consecutive looks that must see the same shortage. Default 3.
-  int confirm = 3;
-  // A role's pressure above this is a shortage. Default 0.8.
-  double high = 0.8;
-  // The giving role must stay below high - margin after the move. Default 0.25.
-  double margin = 0.25;
+  // The least time between two switches it orders. Default 10 s.
+  absl::Duration min_between = absl::Seconds(10);
+  // Consecutive looks that must call for the same move. Default 2.
+  int confirm = 2;
+  // Nothing moves while both roles' pressures are below this (an idle cluster). Default 0.5.
+  double high = 0.5;
+  // A move must lower the busier role's pressure by this fraction. Default 0.1.
+  double margin = 0.1;
   absl::Status Validate() const;
 };
 
@@ -60,7 +61,7 @@ struct PlannerWorker {
 
 struct PlannerSnapshot {
   std::vector<PlannerWorker> workers;  // One model's.
-  SloConfig slo;                        // The objectives pressures are measured against.
+  SloConfig slo;                       // The objectives pressures are measured against.
 };
 
 // The snapshot of `model`'s workers (under the registry's lock, as the placer reads them).
@@ -84,9 +85,9 @@ class RebalancePlanner {
   void Ordered(absl::Time now) { last_order_ = now; }
 
   // Mean decode step time over the TPOT objective with the decode work spread over `workers`
-  // decode workers; mean prefill backlog over the TTFT objective over `workers` prefill
-  // workers (the decode workers' local backlogs when it has none). Infinity for 0 workers
-  // with work to do.
+  // decode workers; the prefill backlog (the prefill workers' and the decode workers' local
+  // one) over the TTFT objective per prefill worker, with `workers` of them. Infinity for 0
+  // workers with work to do.
   static double DecodePressure(const PlannerSnapshot& s, int workers);
   static double PrefillPressure(const PlannerSnapshot& s, int workers);
 

@@ -102,6 +102,19 @@ ABSL_FLAG(bool, bulk, false, "Ship KV after the whole prefill instead of layer b
 ABSL_FLAG(double, step_jitter, 0, "Log-normal sigma of step times around the calibration.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of prompts, mixes and jitter.");
 ABSL_FLAG(int, gpus, 8, "plan: GPUs to split into prefill and decode workers.");
+ABSL_FLAG(bool, rebalance, false,
+          "Live rebalancing (the router's --rebalance=on): every worker may switch role, the "
+          "split is where it starts; the planner's settings below.");
+ABSL_FLAG(absl::Duration, rebalance_interval, pdserve::router::RebalanceConfig{}.interval,
+          "With --rebalance: how often the planner looks (virtual time).");
+ABSL_FLAG(absl::Duration, rebalance_min_between, pdserve::router::RebalanceConfig{}.min_between,
+          "With --rebalance: the least time between two switches.");
+ABSL_FLAG(int, rebalance_confirm, pdserve::router::RebalanceConfig{}.confirm,
+          "With --rebalance: consecutive looks that must see the same shortage.");
+ABSL_FLAG(double, rebalance_high, pdserve::router::RebalanceConfig{}.high,
+          "With --rebalance: the pressure above which a role is short.");
+ABSL_FLAG(double, rebalance_margin, pdserve::router::RebalanceConfig{}.margin,
+          "With --rebalance: the giving role stays below high minus this.");
 ABSL_FLAG(std::vector<std::string>, policies,
           std::vector<std::string>({"always_local", "always_offload", "length_threshold",
                                     "cost_model"}),
@@ -244,6 +257,14 @@ absl::StatusOr<SimConfig> BaseConfig() {
   ASSIGN_OR_RETURN(
       c.placer.decode_balance,
       router::ParseDecodeBalance(absl::GetFlag(FLAGS_decode_balance), "--decode_balance"));
+  if (absl::GetFlag(FLAGS_rebalance)) {
+    c.rebalance = router::RebalanceConfig{.interval = absl::GetFlag(FLAGS_rebalance_interval),
+                                          .min_between = absl::GetFlag(FLAGS_rebalance_min_between),
+                                          .confirm = absl::GetFlag(FLAGS_rebalance_confirm),
+                                          .high = absl::GetFlag(FLAGS_rebalance_high),
+                                          .margin = absl::GetFlag(FLAGS_rebalance_margin)};
+    RETURN_IF_ERROR(c.rebalance->Validate());
+  }
   return c;
 }
 
@@ -312,6 +333,9 @@ absl::Status Run() {
   std::printf("%s", table.ToString().c_str());
   for (const auto& [name, attainment] : s.class_attainment)
     std::printf("class %s: attainment %.3f\n", name.c_str(), attainment);
+  if (config.rebalance.has_value())
+    std::printf("role switches: %llu\n",
+                static_cast<unsigned long long>(result.counters.role_switches));
   if (s.phase_attainment.size() > 1) {
     for (const auto& [phase, attainment] : s.phase_attainment)
       std::printf("phase %d: attainment %.3f\n", phase, attainment);

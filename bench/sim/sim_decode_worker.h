@@ -58,6 +58,13 @@ class SimDecodeWorker {
   const decode::SchedulerCounters& counters() const { return scheduler_.counters(); }
   engine::BlockCounts block_counts() const { return blocks_.counts(); }
   int live_sequences() const { return static_cast<int>(meta_.size()); }
+  // No sequence and no block held: a role change may take the worker.
+  bool empty() const {
+    const engine::BlockCounts b = blocks_.counts();
+    return meta_.empty() && b.in_use == 0 && b.reserved == 0 && b.quarantined == 0;
+  }
+  // Frees the prefix cache (the pool will hold another role's KV).
+  int DropCache() { return blocks_.DropCache(); }
 
  private:
   struct Meta {

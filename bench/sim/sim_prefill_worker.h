@@ -58,6 +58,8 @@ class SimPrefillWorker {
   // The running batch ended: its jobs.
   std::vector<SimPrefillDone> FinishBatch();
   bool busy() const { return busy_; }
+  // Nothing computing, nothing queued (a role change may take the worker).
+  bool idle() const { return !busy_ && queue_.empty(); }
   LoadSnapshot Load() const;
 
  private:

@@ -118,7 +118,8 @@ nlohmann::json ToJson(const SimCounters& c) {
           {"prefix_queried_tokens", c.prefix_queried_tokens},
           {"sequences_left", c.sequences_left},
           {"blocks_held_at_end", c.blocks_held_at_end},
-          {"virtual_s", c.virtual_s}};
+          {"virtual_s", c.virtual_s},
+          {"role_switches", c.role_switches}};
 }
 
 }  // namespace pdserve::sim

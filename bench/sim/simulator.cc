@@ -18,6 +18,7 @@
 #include "router/decision_log.h"
 #include "router/learning.h"
 #include "router/model_catalog.h"
+#include "router/rebalance_planner.h"
 #include "router/router_metrics.h"
 #include "router/worker_registry.h"
 
@@ -36,6 +37,8 @@ enum class EventKind : uint8_t {
   kKvArrived,      // Request `a`'s prefill answer reaches its decode worker.
   kDecodeReport,   // Decode worker `a` reports to the router.
   kPrefillReport,  // Prefill worker `a` reports.
+  kRebalance,      // The router's rebalancing planner looks (with rebalancing).
+  kSwitchDone,     // Worker `a`, drained, registers in its new role.
 };
 
 struct Event {
@@ -77,6 +80,19 @@ struct DecodeInbox {
   std::vector<int> kv;        // Requests whose offloaded KV arrived.
 };
 
+class Simulation;
+
+// The registry's way back to simulated worker `slot` (with rebalancing).
+class SlotControl final : public router::WorkerControl {
+ public:
+  SlotControl(Simulation* sim, int slot) : sim_(sim), slot_(slot) {}
+  void SwitchRole(router::WorkerRole role, const std::string& reason) override;
+
+ private:
+  Simulation* sim_;
+  int slot_;
+};
+
 class Simulation {
  public:
   Simulation(const SimConfig& config, const std::vector<SimRequest>& requests)
@@ -89,6 +105,8 @@ class Simulation {
         rng_(config.seed) {}
 
   absl::StatusOr<SimResult> Run();
+  // The registry ordered worker `slot` to change role: it takes no new work from now on.
+  void OrderSwitch(int slot, router::WorkerRole to);
 
  private:
   void Schedule(double ms, EventKind kind, int a, int b = 0) {
@@ -107,6 +125,16 @@ class Simulation {
   void HandleEmissions(const std::vector<Emission>& emissions);
   void Finish(int r, const std::string& error);
   double StepMs(const StepObservation& s);
+  // With rebalancing: worker `w` takes work as a decode (prefill) worker now.
+  bool DecodeActive(int w) const { return !switching_ || role_[w] == router::WorkerRole::kDecode; }
+  bool PrefillActive(int p) const {
+    return !switching_ || role_[p] == router::WorkerRole::kPrefill;
+  }
+  router::WorkerInfo InfoOf(router::WorkerRole role, int index) const;
+  void Rebalance();
+  // A draining worker that holds nothing more goes on to its new role.
+  void MaybeFinishSwitch(int slot);
+  void SwitchDone(int slot);
 
   const SimConfig& config_;
   const std::vector<SimRequest>& requests_;
@@ -131,6 +159,14 @@ class Simulation {
   std::vector<std::unique_ptr<SimPrefillWorker>> prefill_;
   std::vector<uint64_t> prefill_session_;
   absl::flat_hash_map<std::string, int> worker_index_;  // Worker id -> decode or prefill index.
+  // With rebalancing: every worker (slot) has both roles' parts, indexed alike, one active.
+  bool switching_ = false;
+  std::vector<router::WorkerRole> role_;
+  std::vector<bool> draining_;
+  std::vector<bool> finishing_;  // Drained; its registration in the new role is on its way.
+  std::vector<router::WorkerRole> switch_to_;
+  std::vector<std::shared_ptr<SlotControl>> controls_;
+  std::optional<router::RebalancePlanner> planner_;
 
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
   uint64_t next_order_ = 0;
@@ -141,6 +177,30 @@ class Simulation {
   std::vector<Emission> emissions_;  // Scratch.
 };
 
+router::WorkerInfo Simulation::InfoOf(router::WorkerRole role, int index) const {
+  const WorkerShape& shape = config_.profile.shape;
+  router::WorkerInfo info;
+  const bool decode = role == router::WorkerRole::kDecode;
+  info.worker_id = switching_ ? absl::StrCat("worker-", index)
+                              : absl::StrCat(decode ? "decode-" : "prefill-", index);
+  info.role = role;
+  info.grpc_address = absl::StrCat("127.0.0.1:", (switching_ ? 40000
+                                                  : decode   ? 20000
+                                                             : 30000) +
+                                                     index);
+  info.model = kModelName;
+  info.model_fingerprint = kFingerprint;
+  info.kv_layout = shape.kv_layout;
+  if (!decode && shape.prefill_kv_blocks > 0) info.kv_layout.num_blocks = shape.prefill_kv_blocks;
+  info.epoch = 1;
+  info.max_num_batched_tokens = shape.max_num_batched_tokens;
+  info.max_num_seqs = shape.max_num_seqs;
+  info.max_context_tokens = shape.max_context_tokens;
+  info.vocab_size = shape.vocab_size;
+  info.role_switching = switching_;
+  return info;
+}
+
 absl::Status Simulation::Start() {
   const WorkerShape& shape = config_.profile.shape;
   router::PolicyConfig policy = config_.policy;
@@ -149,48 +209,64 @@ absl::Status Simulation::Start() {
                                              config_.placer, &metrics_, &log_);
   model_.name = kModelName;
   epoch_ = clock_.Now();
-  auto info_of = [&](router::WorkerRole role, int index) {
-    router::WorkerInfo info;
-    const bool decode = role == router::WorkerRole::kDecode;
-    info.worker_id = absl::StrCat(decode ? "decode-" : "prefill-", index);
-    info.role = role;
-    info.grpc_address = absl::StrCat("127.0.0.1:", (decode ? 20000 : 30000) + index);
-    info.model = kModelName;
-    info.model_fingerprint = kFingerprint;
-    info.kv_layout = shape.kv_layout;
-    if (!decode && shape.prefill_kv_blocks > 0) info.kv_layout.num_blocks = shape.prefill_kv_blocks;
-    info.epoch = 1;
-    info.max_num_batched_tokens = shape.max_num_batched_tokens;
-    info.max_num_seqs = shape.max_num_seqs;
-    info.max_context_tokens = shape.max_context_tokens;
-    info.vocab_size = shape.vocab_size;
-    return info;
-  };
   const LinkModel link{.bytes_per_ms = config_.profile.timing.transfer_bytes_per_ms,
                        .latency_ms = config_.profile.timing.transfer_latency_ms,
                        .layerwise = config_.layerwise};
-  for (int i = 0; i < config_.decode_workers; ++i) {
-    const router::WorkerInfo info = info_of(router::WorkerRole::kDecode, i);
-    ASSIGN_OR_RETURN(const uint64_t session, registry_.Register(info));
-    decode_.push_back(std::make_unique<SimDecodeWorker>(shape, kFingerprint));
-    decode_session_.push_back(session);
-    worker_index_[info.worker_id] = i;
-    // Reports are spread over the interval, as unsynchronised processes' would be; the
-    // first one comes at once so that the router can place from the start.
-    registry_.Report(session, decode_.back()->TakeReport());
-    Schedule(config_.report_interval_ms * (i + 1.0) / config_.decode_workers,
-             EventKind::kDecodeReport, i);
-  }
-  inbox_.resize(decode_.size());
-  for (int i = 0; i < config_.prefill_workers; ++i) {
-    const router::WorkerInfo info = info_of(router::WorkerRole::kPrefill, i);
-    ASSIGN_OR_RETURN(const uint64_t session, registry_.Register(info));
-    prefill_.push_back(std::make_unique<SimPrefillWorker>(shape, config_.profile.timing, link));
-    prefill_session_.push_back(session);
-    worker_index_[info.worker_id] = i;
-    registry_.Report(session, WorkerReport{.load = prefill_.back()->Load(), .steps = {}});
-    Schedule(config_.report_interval_ms * (i + 0.5) / config_.prefill_workers,
-             EventKind::kPrefillReport, i);
+  if (config_.rebalance.has_value()) {
+    // Every worker holds both roles; the first decode_workers start as decode workers.
+    switching_ = true;
+    planner_.emplace(*config_.rebalance);
+    const int n = config_.decode_workers + config_.prefill_workers;
+    for (int i = 0; i < n; ++i) {
+      const router::WorkerRole role =
+          i < config_.decode_workers ? router::WorkerRole::kDecode : router::WorkerRole::kPrefill;
+      role_.push_back(role);
+      controls_.push_back(std::make_shared<SlotControl>(this, i));
+      const router::WorkerInfo info = InfoOf(role, i);
+      ASSIGN_OR_RETURN(const uint64_t session, registry_.Register(info, controls_.back()));
+      decode_.push_back(std::make_unique<SimDecodeWorker>(shape, kFingerprint));
+      prefill_.push_back(std::make_unique<SimPrefillWorker>(shape, config_.profile.timing, link));
+      const bool decode = role == router::WorkerRole::kDecode;
+      decode_session_.push_back(decode ? session : 0);
+      prefill_session_.push_back(decode ? 0 : session);
+      worker_index_[info.worker_id] = i;
+      if (decode) {
+        registry_.Report(session, decode_.back()->TakeReport());
+      } else {
+        registry_.Report(session, WorkerReport{.load = prefill_.back()->Load(), .steps = {}});
+      }
+      Schedule(config_.report_interval_ms * (i + 1.0) / n, EventKind::kDecodeReport, i);
+      Schedule(config_.report_interval_ms * (i + 1.0) / n, EventKind::kPrefillReport, i);
+    }
+    draining_.assign(n, false);
+    finishing_.assign(n, false);
+    switch_to_.assign(n, router::WorkerRole::kDecode);
+    inbox_.resize(decode_.size());
+    Schedule(absl::ToDoubleMilliseconds(config_.rebalance->interval), EventKind::kRebalance, 0);
+  } else {
+    for (int i = 0; i < config_.decode_workers; ++i) {
+      const router::WorkerInfo info = InfoOf(router::WorkerRole::kDecode, i);
+      ASSIGN_OR_RETURN(const uint64_t session, registry_.Register(info));
+      decode_.push_back(std::make_unique<SimDecodeWorker>(shape, kFingerprint));
+      decode_session_.push_back(session);
+      worker_index_[info.worker_id] = i;
+      // Reports are spread over the interval, as unsynchronised processes' would be; the
+      // first one comes at once so that the router can place from the start.
+      registry_.Report(session, decode_.back()->TakeReport());
+      Schedule(config_.report_interval_ms * (i + 1.0) / config_.decode_workers,
+               EventKind::kDecodeReport, i);
+    }
+    inbox_.resize(decode_.size());
+    for (int i = 0; i < config_.prefill_workers; ++i) {
+      const router::WorkerInfo info = InfoOf(router::WorkerRole::kPrefill, i);
+      ASSIGN_OR_RETURN(const uint64_t session, registry_.Register(info));
+      prefill_.push_back(std::make_unique<SimPrefillWorker>(shape, config_.profile.timing, link));
+      prefill_session_.push_back(session);
+      worker_index_[info.worker_id] = i;
+      registry_.Report(session, WorkerReport{.load = prefill_.back()->Load(), .steps = {}});
+      Schedule(config_.report_interval_ms * (i + 0.5) / config_.prefill_workers,
+               EventKind::kPrefillReport, i);
+    }
   }
   state_.resize(requests_.size());
   result_.requests.resize(requests_.size());
@@ -336,6 +412,7 @@ void Simulation::StepDone(int w) {
   for (int r : in.arrivals) Submit(r);
   for (int r : in.kv) TakeKv(r);
   MaybeStep(w);
+  MaybeFinishSwitch(w);
 }
 
 void Simulation::MaybeBatch(int p) {
@@ -352,6 +429,7 @@ void Simulation::BatchDone(int p) {
     Schedule(now_ms_ + config_.rpc_ms, EventKind::kKvArrived, d.job.request);
   }
   MaybeBatch(p);
+  MaybeFinishSwitch(p);
 }
 
 void Simulation::HandleEmissions(const std::vector<Emission>& emissions) {
@@ -397,6 +475,64 @@ void Simulation::Finish(int r, const std::string& error) {
   }
 }
 
+void SlotControl::SwitchRole(router::WorkerRole role, const std::string&) {
+  sim_->OrderSwitch(slot_, role);
+}
+
+void Simulation::Rebalance() {
+  router::PlannerSnapshot snapshot;
+  registry_.WithLock([&](std::vector<router::WorkerEntry*>& workers, const router::PrefixIndex&) {
+    snapshot = router::SnapshotForPlanner(workers, kModelName, cost_model_, config_.policy.slo);
+  });
+  const absl::Time now = clock_.Now();
+  std::optional<router::RebalanceOrder> order = planner_->Look(snapshot, now);
+  if (!order.has_value()) return;
+  if (registry_.RequestSwitch(order->worker_id, order->to, order->reason).ok())
+    planner_->Ordered(now);
+}
+
+void Simulation::OrderSwitch(int slot, router::WorkerRole to) {
+  draining_[slot] = true;
+  switch_to_[slot] = to;
+  MaybeFinishSwitch(slot);
+}
+
+void Simulation::MaybeFinishSwitch(int slot) {
+  if (!switching_ || !draining_[slot] || finishing_[slot]) return;
+  const bool empty =
+      role_[slot] == router::WorkerRole::kDecode ? decode_[slot]->empty() : prefill_[slot]->idle();
+  if (!empty) return;
+  // It registers again in its new role about one report interval later (the real worker's
+  // registry stream closes and reopens).
+  finishing_[slot] = true;
+  Schedule(now_ms_ + config_.report_interval_ms, EventKind::kSwitchDone, slot);
+}
+
+void Simulation::SwitchDone(int slot) {
+  finishing_[slot] = false;
+  // Work placed just before the order may have arrived meanwhile: it finishes first.
+  const bool empty =
+      role_[slot] == router::WorkerRole::kDecode ? decode_[slot]->empty() : prefill_[slot]->idle();
+  if (!empty) return;
+  if (role_[slot] == router::WorkerRole::kDecode) decode_[slot]->DropCache();
+  const router::WorkerRole to = switch_to_[slot];
+  absl::StatusOr<uint64_t> session = registry_.Register(InfoOf(to, slot), controls_[slot]);
+  PDS_CHECK(session.ok()) << session.status();
+  role_[slot] = to;
+  draining_[slot] = false;
+  if (to == router::WorkerRole::kDecode) {
+    decode_session_[slot] = *session;
+    prefill_session_[slot] = 0;
+    decode_[slot]->TakePrefixEvents();  // Its dropped cache: the new registration knows none.
+    registry_.Report(*session, decode_[slot]->TakeReport());
+  } else {
+    prefill_session_[slot] = *session;
+    decode_session_[slot] = 0;
+    registry_.Report(*session, WorkerReport{.load = prefill_[slot]->Load(), .steps = {}});
+  }
+  ++result_.counters.role_switches;
+}
+
 absl::StatusOr<SimResult> Simulation::Run() {
   RETURN_IF_ERROR(Start());
   step_ms_.assign(decode_.size(), 0);
@@ -427,14 +563,29 @@ absl::StatusOr<SimResult> Simulation::Run() {
         KvArrived(e.a);
         break;
       case EventKind::kDecodeReport:
-        registry_.Report(decode_session_[e.a], decode_[e.a]->TakeReport());
-        registry_.ApplyPrefix(decode_session_[e.a], decode_[e.a]->TakePrefixEvents());
+        if (DecodeActive(e.a)) {
+          WorkerReport report = decode_[e.a]->TakeReport();
+          report.load.draining = switching_ && draining_[e.a];
+          registry_.Report(decode_session_[e.a], report);
+          registry_.ApplyPrefix(decode_session_[e.a], decode_[e.a]->TakePrefixEvents());
+        }
         Schedule(now_ms_ + config_.report_interval_ms, EventKind::kDecodeReport, e.a);
         break;
       case EventKind::kPrefillReport:
-        registry_.Report(prefill_session_[e.a],
-                         WorkerReport{.load = prefill_[e.a]->Load(), .steps = {}});
+        if (PrefillActive(e.a)) {
+          WorkerReport report{.load = prefill_[e.a]->Load(), .steps = {}};
+          report.load.draining = switching_ && draining_[e.a];
+          registry_.Report(prefill_session_[e.a], report);
+        }
         Schedule(now_ms_ + config_.report_interval_ms, EventKind::kPrefillReport, e.a);
+        break;
+      case EventKind::kRebalance:
+        Rebalance();
+        Schedule(now_ms_ + absl::ToDoubleMilliseconds(config_.rebalance->interval),
+                 EventKind::kRebalance, 0);
+        break;
+      case EventKind::kSwitchDone:
+        SwitchDone(e.a);
         break;
     }
   }
@@ -470,6 +621,7 @@ absl::Status SimConfig::Validate() const {
   if (!(rate_scale > 0)) return absl::InvalidArgumentError("--rate: the scale must be > 0");
   if (!(step_jitter >= 0 && step_jitter <= 1))
     return absl::InvalidArgumentError("--step_jitter: must be in [0, 1]");
+  if (rebalance.has_value()) RETURN_IF_ERROR(rebalance->Validate());
   return absl::OkStatus();
 }
 

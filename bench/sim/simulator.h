@@ -5,6 +5,8 @@
 // each decode worker's scheduler and block allocator (sim_decode_worker.h). Only the forward
 // pass and the wire are modelled: step and prefill times from the profile's calibration, KV
 // transfers over a link (sim_prefill_worker.h), every RPC a constant latency.
+// With SimConfig::rebalance the router's own rebalancing planner moves workers between roles
+// (router/rebalance_planner.h), each switch draining as the real worker's does.
 // What it leaves out (the real cluster has them): retries after a worker fails, offload
 // attempt timeouts, clients that stop reading, and the host time between engine steps.
 // Thread-safety: Simulate() is reentrant (each call builds its own cluster).
@@ -20,6 +22,7 @@
 #include "bench/sim/sim_profile.h"
 #include "router/placement/placement_policy.h"
 #include "router/placer.h"
+#include "router/rebalance_planner.h"
 
 namespace pdserve::sim {
 
@@ -66,6 +69,11 @@ struct SimConfig {
   uint64_t seed = 1;
   // Arrival times are divided by this (2: the same requests at twice the rate).
   double rate_scale = 1;
+  // Live rebalancing (the router's --rebalance=on, its own planner): every worker can switch
+  // role; decode_workers and prefill_workers are the split it starts from. A switching worker
+  // drains as the real one does (nothing new placed on it, what it holds finishes), then
+  // registers in its new role one report interval later. Unset: roles are fixed.
+  std::optional<router::RebalanceConfig> rebalance;
 
   absl::Status Validate() const;
 };
@@ -110,6 +118,7 @@ struct SimCounters {
   uint64_t sequences_left = 0;
   uint64_t blocks_held_at_end = 0;
   double virtual_s = 0;
+  uint64_t role_switches = 0;  // Completed (with rebalancing).
 };
 
 struct SimResult {

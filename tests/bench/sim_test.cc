@@ -194,6 +194,52 @@ TEST(SimTest, FollowUpsReuseTheirEarlierTurnsKv) {
   EXPECT_GT(result->counters.prefix_hit_tokens, 0u);
 }
 
+// With rebalancing every worker can switch role: a prefill-heavy phase (long prompts, two
+// output tokens) then a decode-heavy one (short prompts, long outputs). The router's own planner
+// moves workers to where the work is (a worker that started as a prefill worker decodes in the
+// second phase), every request completes, nothing is left held, and the run is deterministic.
+TEST(SimTest, WithRebalancingWorkersFollowAShiftingMixAndNothingIsLost) {
+  SimConfig c = Config("cost_model", 2, 2);
+  c.policy.slo = {.ttft_ms = 200, .tpot_ms = 20};
+  c.rebalance = router::RebalanceConfig{.interval = absl::Milliseconds(500),
+                                        .min_between = absl::Seconds(1),
+                                        .confirm = 1,
+                                        .high = 0.3,
+                                        .margin = 0.1};
+  std::vector<SimRequest> requests = Poisson(200, 10, 800, 2);
+  std::vector<SimRequest> second = Poisson(200, 10, 20, 200);
+  const double offset = requests.back().arrival_s + 1;
+  for (SimRequest& r : second) {
+    r.arrival_s += offset;
+    r.phase = 1;
+    requests.push_back(r);
+  }
+  auto a = Simulate(c, requests);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_GE(a->counters.role_switches, 1u);
+  EXPECT_EQ(a->counters.sequences_left, 0u);
+  EXPECT_EQ(a->counters.blocks_held_at_end, 0u);
+  bool started_as_prefill_decodes = false;
+  for (const SimRequestResult& r : a->requests) {
+    ASSERT_TRUE(r.ok) << r.error;
+    if (r.phase == 1 && r.decode_worker >= 2) started_as_prefill_decodes = true;
+  }
+  EXPECT_TRUE(started_as_prefill_decodes);
+  auto b = Simulate(c, requests);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->counters.role_switches, a->counters.role_switches);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(a->requests[i].ttft_ms, b->requests[i].ttft_ms) << i;
+    EXPECT_EQ(a->requests[i].decode_worker, b->requests[i].decode_worker) << i;
+  }
+  // Without it the roles stay as they started.
+  c.rebalance.reset();
+  auto fixed = Simulate(c, requests);
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->counters.role_switches, 0u);
+  for (const SimRequestResult& r : fixed->requests) EXPECT_LT(r.decode_worker, 2);
+}
+
 TEST(SimTest, BadInputIsRefusedNamingTheField) {
   SimRequest r;
   r.prompt = Tokens(10, 0);

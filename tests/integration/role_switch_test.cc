@@ -172,17 +172,18 @@ TEST(RoleSwitchTest, WorkersChangeRoleUnderLoadLosingNothingAndTheRouterKeepsEve
   ExpectClusterAtBaseline(*cluster);
 }
 
-// --rebalance=on: with prompts backing up on the decode workers (a TTFT objective of 1 ms
-// makes any backlog a shortage) and their streams far inside the TPOT objective, the router's
-// planner moves a role-switching decode worker to prefill by itself, keeps a decode worker,
-// and every request meanwhile gets its own tokens.
+// --rebalance=on: with prompts backing up (a TTFT objective of 1 ms makes any backlog a
+// shortage) and the streams far inside the TPOT objective, the router's planner moves a
+// role-switching decode worker to prefill by itself, keeps a decode worker, and every request
+// meanwhile gets its own tokens.
 TEST(RoleSwitchTest, TheRoutersPlannerMovesAWorkerToTheShortRole) {
   auto cluster = LocalCluster::Start(ClusterOptions{
-      .prefill_workers = 0,
+      .prefill_workers = 1,
       .decode_workers = 3,
       .router_flags = {"--rebalance=on", "--rebalance_interval=100ms", "--rebalance_confirm=2",
                        "--rebalance_min_between=1s", "--slo_ttft=1ms", "--slo_tpot=10s"},
-      .decode_flags = {"--role_switching", "--max_num_batched_tokens=64"}});
+      .decode_flags = {"--role_switching", "--max_num_batched_tokens=64"},
+      .prefill_flags = {"--layer_delay=20ms"}});
   ASSERT_NE(cluster, nullptr);
   GreedyReference reference;
   std::mt19937 rng(31);

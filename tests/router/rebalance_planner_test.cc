@@ -37,8 +37,8 @@ RebalanceConfig Config() {
   return RebalanceConfig{.interval = absl::Seconds(2),
                          .min_between = absl::Seconds(60),
                          .confirm = 3,
-                         .high = 0.8,
-                         .margin = 0.25};
+                         .high = 0.5,
+                         .margin = 0.1};
 }
 
 // Looks `n` times, 2 s apart from `*now`; the last look's order.
@@ -55,19 +55,16 @@ std::optional<RebalanceOrder> LookTimes(RebalancePlanner& planner, const Planner
 
 TEST(RebalancePlannerTest, PressuresSpreadEachRolesWorkOverItsWorkers) {
   // Decode: 5 ms fixed, 20 + 10 ms of work over 2 workers; TPOT 50 ms.
-  const PlannerSnapshot s = Snapshot({Decode("d0", 4, 25), Decode("d1", 2, 15), Prefill("p0", 0.6),
-                                      Prefill("p1", 0.2)});
+  PlannerWorker local = Decode("d1", 2, 15);
+  local.backlog_s = 0.2;  // Prompts it prefills itself.
+  const PlannerSnapshot s =
+      Snapshot({Decode("d0", 4, 25), local, Prefill("p0", 0.6), Prefill("p1", 0.2)});
   EXPECT_DOUBLE_EQ(RebalancePlanner::DecodePressure(s, 2), (5 + 30.0 / 2) / 50);
   EXPECT_DOUBLE_EQ(RebalancePlanner::DecodePressure(s, 1), (5 + 30.0) / 50);
-  // Prefill: 0.8 s of backlog over 2 workers against a 1 s TTFT.
-  EXPECT_DOUBLE_EQ(RebalancePlanner::PrefillPressure(s, 2), 0.4);
-  EXPECT_DOUBLE_EQ(RebalancePlanner::PrefillPressure(s, 1), 0.8);
+  // Prefill: 1 s of backlog (the local one included) per prefill worker against a 1 s TTFT.
+  EXPECT_DOUBLE_EQ(RebalancePlanner::PrefillPressure(s, 2), 0.5);
+  EXPECT_DOUBLE_EQ(RebalancePlanner::PrefillPressure(s, 1), 1.0);
   EXPECT_TRUE(std::isinf(RebalancePlanner::PrefillPressure(s, 0)));
-  // Without prefill workers, the decode workers' local prefill backlog stands for it.
-  PlannerWorker local = Decode("d0", 1, 10);
-  local.backlog_s = 3;
-  EXPECT_DOUBLE_EQ(RebalancePlanner::PrefillPressure(Snapshot({local, Decode("d1", 1, 10)}), 0),
-                   1.5);
 }
 
 TEST(RebalancePlannerTest, AShortPrefillRoleTakesTheIdlestDecodeWorkerAfterConfirmation) {
@@ -90,7 +87,7 @@ TEST(RebalancePlannerTest, AShortPrefillRoleTakesTheIdlestDecodeWorkerAfterConfi
 
 TEST(RebalancePlannerTest, AShortDecodeRoleTakesTheLeastBusyPrefillWorker) {
   RebalancePlanner planner(Config());
-  // Decode steps at 60 ms against 50 ms; prefill nearly idle on two workers.
+  // Decode steps at 60 ms against 50 ms; prefill nearly idle on three workers.
   const PlannerSnapshot s = Snapshot(
       {Decode("d0", 40, 60, false), Prefill("p0", 0.3), Prefill("p1", 0.1), Prefill("p2", 0.2)});
   absl::Time now = kStart;
@@ -100,7 +97,7 @@ TEST(RebalancePlannerTest, AShortDecodeRoleTakesTheLeastBusyPrefillWorker) {
   EXPECT_EQ(order->to, WorkerRole::kDecode);
 }
 
-TEST(RebalancePlannerTest, NoSwitchThatEmptiesOrOverloadsTheGivingRoleOrInterruptsAnother) {
+TEST(RebalancePlannerTest, NoSwitchThatEmptiesOrDoesNotHelpOrInterruptsAnother) {
   absl::Time now = kStart;
   {
     // The only decode worker: never moved, however short prefill is.
@@ -109,10 +106,25 @@ TEST(RebalancePlannerTest, NoSwitchThatEmptiesOrOverloadsTheGivingRoleOrInterrup
         LookTimes(planner, Snapshot({Decode("d0", 1, 6), Prefill("p0", 5)}), 5, &now).has_value());
   }
   {
-    // Decode would be overloaded without the worker (2 x 20 ms of work on one: 0.9).
+    // No prefill worker at all: the planner does not create the role.
+    RebalancePlanner planner(Config());
+    PlannerWorker local = Decode("d0", 1, 6);
+    local.backlog_s = 5;
+    EXPECT_FALSE(LookTimes(planner, Snapshot({local, Decode("d1", 1, 6)}), 5, &now).has_value());
+  }
+  {
+    // Decode would be the busier role after the move, and busier than prefill is now.
     RebalancePlanner planner(Config());
     EXPECT_FALSE(LookTimes(planner,
-                           Snapshot({Decode("d0", 4, 25), Decode("d1", 4, 25), Prefill("p0", 5)}),
+                           Snapshot({Decode("d0", 4, 45), Decode("d1", 4, 45), Prefill("p0", 0.9)}),
+                           5, &now)
+                     .has_value());
+  }
+  {
+    // An idle cluster (both pressures below `high`) stays as it is.
+    RebalancePlanner planner(Config());
+    EXPECT_FALSE(LookTimes(planner,
+                           Snapshot({Decode("d0", 1, 6), Decode("d1", 1, 6), Prefill("p0", 0.4)}),
                            5, &now)
                      .has_value());
   }
@@ -141,7 +153,8 @@ TEST(RebalancePlannerTest, NoSwitchThatEmptiesOrOverloadsTheGivingRoleOrInterrup
     RebalancePlanner planner(Config());
     const PlannerSnapshot short_prefill =
         Snapshot({Decode("d0", 1, 6), Decode("d1", 1, 6), Prefill("p0", 5)});
-    const PlannerSnapshot fine = Snapshot({Decode("d0", 1, 6), Decode("d1", 1, 6), Prefill("p0", 0.1)});
+    const PlannerSnapshot fine =
+        Snapshot({Decode("d0", 1, 6), Decode("d1", 1, 6), Prefill("p0", 0.1)});
     for (int i = 0; i < 5; ++i) {
       EXPECT_FALSE(LookTimes(planner, short_prefill, 2, &now).has_value());
       EXPECT_FALSE(LookTimes(planner, fine, 1, &now).has_value());
