@@ -52,9 +52,13 @@ PlannerSnapshot SnapshotForPlanner(const std::vector<WorkerEntry*>& workers,
     if (e->is_decode()) {
       const DecodeWorkPrice price = PriceDecodeWork(cost_model, fp);
       w.streams = DecodeLoad(*e);
+      // The decode role's work is the streams that decode: those awaiting offloaded KV wait on
+      // the prefill role (and the context they hold is counted in proportion).
+      const int decoding = std::max(0, w.streams - e->load.awaiting_kv);
+      const double context =
+          w.streams > 0 ? DecodeContext(*e) * decoding / static_cast<double>(w.streams) : 0;
       w.base_step_ms = cost_model.StepMs(fp, {});
-      w.step_ms = w.base_step_ms + price.per_stream_ms * w.streams +
-                  price.per_position_ms * DecodeContext(*e);
+      w.step_ms = w.base_step_ms + price.per_stream_ms * decoding + price.per_position_ms * context;
       w.backlog_s = pending > 0 ? cost_model.PrefillMs(fp, pending) / 1000 : 0;
     } else {
       w.backlog_s = pending <= 0 ? 0

@@ -119,7 +119,8 @@ nlohmann::json ToJson(const SimCounters& c) {
           {"sequences_left", c.sequences_left},
           {"blocks_held_at_end", c.blocks_held_at_end},
           {"virtual_s", c.virtual_s},
-          {"role_switches", c.role_switches}};
+          {"role_switches", c.role_switches},
+          {"role_switches_unfinished", c.role_switches_unfinished}};
 }
 
 }  // namespace pdserve::sim

@@ -380,6 +380,7 @@ void Simulation::KvArrived(int r) {
   }
   TakeKv(r);
   MaybeStep(w);
+  MaybeFinishSwitch(w);  // A one-token request ends with its KV.
 }
 
 void Simulation::TakeKv(int r) {
@@ -604,6 +605,12 @@ absl::StatusOr<SimResult> Simulation::Run() {
     result_.counters.blocks_held_at_end += b.in_use + b.reserved + b.quarantined;
   }
   result_.counters.virtual_s = now_ms_ / 1e3;
+  for (size_t i = 0; i < draining_.size(); ++i) {
+    // One ordered just before the end may still drain; a worker that was empty is not.
+    const bool empty =
+        role_[i] == router::WorkerRole::kDecode ? decode_[i]->empty() : prefill_[i]->idle();
+    if (draining_[i] && empty && !finishing_[i]) ++result_.counters.role_switches_unfinished;
+  }
   return std::move(result_);
 }
 

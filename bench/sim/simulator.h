@@ -119,6 +119,9 @@ struct SimCounters {
   uint64_t blocks_held_at_end = 0;
   double virtual_s = 0;
   uint64_t role_switches = 0;  // Completed (with rebalancing).
+  // Ordered and still draining when the last request ended (a worker that never emptied:
+  // 0 unless the simulation loses track of something).
+  uint64_t role_switches_unfinished = 0;
 };
 
 struct SimResult {

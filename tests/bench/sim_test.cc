@@ -217,6 +217,7 @@ TEST(SimTest, WithRebalancingWorkersFollowAShiftingMixAndNothingIsLost) {
   auto a = Simulate(c, requests);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_GE(a->counters.role_switches, 1u);
+  EXPECT_EQ(a->counters.role_switches_unfinished, 0u);
   EXPECT_EQ(a->counters.sequences_left, 0u);
   EXPECT_EQ(a->counters.blocks_held_at_end, 0u);
   bool started_as_prefill_decodes = false;

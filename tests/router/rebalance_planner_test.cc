@@ -162,6 +162,46 @@ TEST(RebalancePlannerTest, NoSwitchThatEmptiesOrDoesNotHelpOrInterruptsAnother) 
   }
 }
 
+// The snapshot prices a decode worker's decoding streams (not those awaiting offloaded KV,
+// which wait on the prefill role) at the cost model's price, and a prefill worker's queue at
+// its measured throughput; a draining worker does not take work; other models are left out.
+TEST(RebalancePlannerTest, TheSnapshotPricesWhatEachRoleHasToDo) {
+  const CostModel cost_model{CostModelParams()};
+  constexpr uint64_t kFp = 7;
+  WorkerEntry decode;
+  decode.info = WorkerInfo{.worker_id = "d", .role = WorkerRole::kDecode, .model = "m"};
+  decode.info.model_fingerprint = kFp;
+  decode.info.role_switching = true;
+  decode.reported = true;
+  decode.load.running = 2;
+  decode.load.awaiting_kv = 2;
+  decode.load.context_tokens = 400;
+  WorkerEntry prefill;
+  prefill.info = WorkerInfo{.worker_id = "p", .role = WorkerRole::kPrefill, .model = "m"};
+  prefill.info.model_fingerprint = kFp;
+  prefill.reported = true;
+  prefill.load.pending_prefill_tokens = 1000;
+  prefill.load.prefill_tokens_per_second = 500;
+  prefill.load.draining = true;
+  WorkerEntry other;
+  other.info = WorkerInfo{.worker_id = "o", .role = WorkerRole::kDecode, .model = "other"};
+  const std::vector<WorkerEntry*> entries = {&decode, &prefill, &other};
+  const PlannerSnapshot s = SnapshotForPlanner(entries, "m", cost_model, {});
+  ASSERT_EQ(s.workers.size(), 2u);
+  const PlannerWorker& d = s.workers[0];
+  EXPECT_TRUE(d.can_switch);
+  EXPECT_TRUE(d.accepting);
+  EXPECT_EQ(d.streams, 4);
+  const double base = cost_model.StepMs(kFp, {});
+  EXPECT_DOUBLE_EQ(d.base_step_ms, base);
+  const double two_streams = cost_model.StepMs(kFp, {.decode = 2, .decode_attention = 200});
+  EXPECT_NEAR(d.step_ms, two_streams, 1e-6 * two_streams);
+  const PlannerWorker& p = s.workers[1];
+  EXPECT_FALSE(p.accepting);
+  EXPECT_FALSE(p.can_switch);
+  EXPECT_DOUBLE_EQ(p.backlog_s, 2.0);
+}
+
 TEST(RebalancePlannerTest, BadSettingsAreRefusedNamingTheFlag) {
   RebalanceConfig c = Config();
   EXPECT_TRUE(c.Validate().ok());
