@@ -12,6 +12,7 @@
 #include "common/secret_file.h"
 #include "common/tls_flags.h"
 #include "router/placement/placement_policy.h"
+#include "router/rebalance_flags.h"
 #include "router/router.h"
 
 ABSL_FLAG(std::vector<std::string>, model, {},
@@ -74,17 +75,6 @@ ABSL_FLAG(std::string, rebalance, "off",
           "on: the router moves role-switching workers (pdserve-decode --role_switching) between "
           "decode and prefill when one role is short and the other can spare a worker "
           "(docs/architecture.md); off: only `pdctl switch-role` does.");
-ABSL_FLAG(absl::Duration, rebalance_interval, pdserve::router::RebalanceConfig{}.interval,
-          "How often the rebalancing planner looks.");
-ABSL_FLAG(absl::Duration, rebalance_min_between, pdserve::router::RebalanceConfig{}.min_between,
-          "The least time between two switches the planner orders.");
-ABSL_FLAG(int, rebalance_confirm, pdserve::router::RebalanceConfig{}.confirm,
-          "Consecutive looks that must see the same shortage before a switch.");
-ABSL_FLAG(double, rebalance_high, pdserve::router::RebalanceConfig{}.high,
-          "A role is short when its pressure (decode: predicted step time over the TPOT "
-          "objective; prefill: backlog over the TTFT objective) is above this.");
-ABSL_FLAG(double, rebalance_margin, pdserve::router::RebalanceConfig{}.margin,
-          "The role giving a worker up must stay below --rebalance_high minus this.");
 ABSL_FLAG(int, tokenizer_threads, 2, "Threads that tokenize text prompts (never gRPC's own).");
 ABSL_FLAG(int, max_tokenize_queue, 256,
           "Text prompts waiting to be tokenized; more get RESOURCE_EXHAUSTED.");
@@ -152,11 +142,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   config.rebalance = rebalance == "on";
-  config.rebalance_config.interval = absl::GetFlag(FLAGS_rebalance_interval);
-  config.rebalance_config.min_between = absl::GetFlag(FLAGS_rebalance_min_between);
-  config.rebalance_config.confirm = absl::GetFlag(FLAGS_rebalance_confirm);
-  config.rebalance_config.high = absl::GetFlag(FLAGS_rebalance_high);
-  config.rebalance_config.margin = absl::GetFlag(FLAGS_rebalance_margin);
+  config.rebalance_config = pdserve::router::RebalanceConfigFromFlags();
   config.generation.max_tokenize_queue = absl::GetFlag(FLAGS_max_tokenize_queue);
   config.generation.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
   config.generation.testing_read_delay = absl::GetFlag(FLAGS_testing_relay_read_delay);

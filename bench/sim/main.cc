@@ -35,6 +35,7 @@
 #include "common/status_macros.h"
 #include "common/text_table.h"
 #include "router/placement/placement_policy.h"
+#include "router/rebalance_flags.h"
 
 ABSL_DECLARE_FLAG(std::string, log_level);
 
@@ -105,16 +106,6 @@ ABSL_FLAG(int, gpus, 8, "plan: GPUs to split into prefill and decode workers.");
 ABSL_FLAG(bool, rebalance, false,
           "Live rebalancing (the router's --rebalance=on): every worker may switch role, the "
           "split is where it starts; the planner's settings below.");
-ABSL_FLAG(absl::Duration, rebalance_interval, pdserve::router::RebalanceConfig{}.interval,
-          "With --rebalance: how often the planner looks (virtual time).");
-ABSL_FLAG(absl::Duration, rebalance_min_between, pdserve::router::RebalanceConfig{}.min_between,
-          "With --rebalance: the least time between two switches.");
-ABSL_FLAG(int, rebalance_confirm, pdserve::router::RebalanceConfig{}.confirm,
-          "With --rebalance: consecutive looks that must see the same shortage.");
-ABSL_FLAG(double, rebalance_high, pdserve::router::RebalanceConfig{}.high,
-          "With --rebalance: the pressure above which a role is short.");
-ABSL_FLAG(double, rebalance_margin, pdserve::router::RebalanceConfig{}.margin,
-          "With --rebalance: the giving role stays below high minus this.");
 ABSL_FLAG(std::vector<std::string>, policies,
           std::vector<std::string>({"always_local", "always_offload", "length_threshold",
                                     "cost_model"}),
@@ -258,11 +249,7 @@ absl::StatusOr<SimConfig> BaseConfig() {
       c.placer.decode_balance,
       router::ParseDecodeBalance(absl::GetFlag(FLAGS_decode_balance), "--decode_balance"));
   if (absl::GetFlag(FLAGS_rebalance)) {
-    c.rebalance = router::RebalanceConfig{.interval = absl::GetFlag(FLAGS_rebalance_interval),
-                                          .min_between = absl::GetFlag(FLAGS_rebalance_min_between),
-                                          .confirm = absl::GetFlag(FLAGS_rebalance_confirm),
-                                          .high = absl::GetFlag(FLAGS_rebalance_high),
-                                          .margin = absl::GetFlag(FLAGS_rebalance_margin)};
+    c.rebalance = router::RebalanceConfigFromFlags();
     RETURN_IF_ERROR(c.rebalance->Validate());
   }
   return c;
