@@ -69,6 +69,9 @@ spec:
             - --backend={{ $v.backend }}
             {{- end }}
             - --drain_timeout={{ $v.drainTimeoutSeconds }}s
+            {{- if $v.roleSwitching }}
+            - --role_switching
+            {{- end }}
             {{- if and (eq $role "decode") (not $root.Values.emulated.enabled) }}
             - --kv_cache_bytes={{ int64 $v.kvCacheBytes }}
             {{- end }}
