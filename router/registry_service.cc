@@ -196,8 +196,7 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
 
 void StreamControl::SwitchRole(WorkerRole role, const std::string& reason) {
   v1::RouterMessage m;
-  m.mutable_switch_role()->set_role(role == WorkerRole::kDecode ? v1::WORKER_ROLE_DECODE
-                                                                : v1::WORKER_ROLE_PREFILL);
+  m.mutable_switch_role()->set_role(RoleToProto(role));
   m.mutable_switch_role()->set_reason(reason);
   absl::MutexLock lock(&mu_);
   if (detached_) return;
@@ -276,16 +275,13 @@ grpc::ServerUnaryReactor* RegistryService::SwitchRole(grpc::CallbackServerContex
                                               " bytes, got ", request->worker_id().size())));
     return reactor;
   }
-  if (request->role() != v1::WORKER_ROLE_DECODE && request->role() != v1::WORKER_ROLE_PREFILL) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 absl::StrCat("role: must be decode or prefill, got ",
-                                              v1::WorkerRole_Name(request->role()))));
+  absl::StatusOr<WorkerRole> role = RoleFromProto(request->role(), "role");
+  if (!role.ok()) {
+    reactor->Finish(bridge::ToGrpc(role.status()));
     return reactor;
   }
-  const WorkerRole role =
-      request->role() == v1::WORKER_ROLE_DECODE ? WorkerRole::kDecode : WorkerRole::kPrefill;
   absl::StatusOr<std::string> done =
-      registry_->RequestSwitch(request->worker_id(), role, "asked by " + context->peer());
+      registry_->RequestSwitch(request->worker_id(), *role, "asked by " + context->peer());
   if (!done.ok()) {
     reactor->Finish(bridge::ToGrpc(done.status()));
     return reactor;

@@ -273,10 +273,10 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
     if (!finished_) {
       grpc::Status s = status;
       bool retried = false;
-      const bool interrupted = interruption_.has_value() && !status.ok();
+      const bool interrupted = interrupted_.has_value() && !status.ok();
       // Whichever the router saw first, the worker's stream failing or the registry dropping
       // the worker, a request with nothing produced yet may go elsewhere; a drain may not.
-      const bool worker_gone = interrupted ? *interruption_ == Interruption::kWorkerLeft
+      const bool worker_gone = interrupted ? interrupted_->why == Interruption::kWorkerLeft
                                            : status.error_code() == grpc::StatusCode::UNAVAILABLE;
       if (cancelled_) {
         s = ClientGoneStatusLocked();
@@ -286,15 +286,14 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
         retried = true;
         PDS_LOG(WARNING) << request_.request_id() << ": decode worker "
                          << placement_.placement.decode.worker_id << " unavailable ("
-                         << (interrupted ? interrupted_ : status.error_message())
+                         << (interrupted ? interrupted_->message : status.error_message())
                          << "); placing again";
         placement_request_.exclude.push_back(placement_.placement.decode.worker_id);
-        interruption_.reset();
-        interrupted_.clear();
+        interrupted_.reset();
         actions.detach = std::move(listener_);  // Late news of the old worker goes nowhere.
         PlaceLocked(&actions);
       } else if (interrupted) {
-        s = grpc::Status(grpc::StatusCode::UNAVAILABLE, interrupted_);
+        s = grpc::Status(grpc::StatusCode::UNAVAILABLE, interrupted_->message);
       }
       if (!retried && s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
         // The decode worker's retry-after hint travels on to the client.
@@ -324,8 +323,7 @@ void RelayCall::OnInterrupted(const Listener* from, Interruption why, const std:
     // News of a worker the call has already left (told after the call placed itself again,
     // before that placement's listener was detached) is not about the current placement.
     if (from == listener_.get()) {
-      interruption_ = why;
-      interrupted_ = message;
+      interrupted_ = Interrupt{why, message};
       if (downstream_ != nullptr && !downstream_done_) actions.cancel = downstream_;
     }
   }

@@ -130,8 +130,11 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   bool pending_finish_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status pending_status_ ABSL_GUARDED_BY(mu_);
   // Why the current placement was interrupted, if it was.
-  std::optional<Interruption> interruption_ ABSL_GUARDED_BY(mu_);
-  std::string interrupted_ ABSL_GUARDED_BY(mu_);
+  struct Interrupt {
+    Interruption why;
+    std::string message;
+  };
+  std::optional<Interrupt> interrupted_ ABSL_GUARDED_BY(mu_);
   int messages_ ABSL_GUARDED_BY(mu_) = 0;
   int retries_ ABSL_GUARDED_BY(mu_) = 0;
   double router_ms_ ABSL_GUARDED_BY(mu_) = 0;

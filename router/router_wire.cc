@@ -9,20 +9,29 @@
 
 namespace pdserve::router {
 
+absl::StatusOr<WorkerRole> RoleFromProto(v1::WorkerRole role, absl::string_view field) {
+  switch (role) {
+    case v1::WORKER_ROLE_DECODE:
+      return WorkerRole::kDecode;
+    case v1::WORKER_ROLE_PREFILL:
+      return WorkerRole::kPrefill;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be WORKER_ROLE_DECODE or WORKER_ROLE_PREFILL, got ",
+                       v1::WorkerRole_Name(role)));
+  }
+}
+
+v1::WorkerRole RoleToProto(WorkerRole role) {
+  return role == WorkerRole::kDecode ? v1::WORKER_ROLE_DECODE : v1::WORKER_ROLE_PREFILL;
+}
+
 absl::StatusOr<WorkerInfo> WorkerInfoFromProto(const v1::WorkerRegistration& r) {
   WorkerInfo w;
   w.worker_id = r.worker_id();
-  switch (r.role()) {
-    case v1::WORKER_ROLE_DECODE:
-      w.role = WorkerRole::kDecode;
-      break;
-    case v1::WORKER_ROLE_PREFILL:
-      w.role = WorkerRole::kPrefill;
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          "registration.role: must be WORKER_ROLE_DECODE or WORKER_ROLE_PREFILL");
-  }
+  absl::StatusOr<WorkerRole> role = RoleFromProto(r.role(), "registration.role");
+  if (!role.ok()) return role.status();
+  w.role = *role;
   w.grpc_address = r.grpc_address();
   w.metrics_address = r.metrics_address();
   w.model = r.model();
@@ -64,7 +73,7 @@ PrefixCacheUpdate PrefixUpdateFromProto(const v1::PrefixCacheEvents& e) {
 
 void WorkerInfoToProto(const WorkerInfo& w, v1::WorkerRegistration* out) {
   out->set_worker_id(w.worker_id);
-  out->set_role(w.is_decode() ? v1::WORKER_ROLE_DECODE : v1::WORKER_ROLE_PREFILL);
+  out->set_role(RoleToProto(w.role));
   out->set_grpc_address(w.grpc_address);
   out->set_metrics_address(w.metrics_address);
   out->set_model(w.model);

@@ -15,6 +15,11 @@
 
 namespace pdserve::router {
 
+// A worker role on the wire and in the router: `field` names the field in the error (decode
+// or prefill only).
+absl::StatusOr<WorkerRole> RoleFromProto(v1::WorkerRole role, absl::string_view field);
+v1::WorkerRole RoleToProto(WorkerRole role);
+
 // INVALID_ARGUMENT naming the field ("registration.<field>") for anything malformed.
 absl::StatusOr<WorkerInfo> WorkerInfoFromProto(const v1::WorkerRegistration& registration);
 PrefixCacheUpdate PrefixUpdateFromProto(const v1::PrefixCacheEvents& events);

@@ -132,6 +132,11 @@ class Simulation {
   }
   router::WorkerInfo InfoOf(router::WorkerRole role, int index) const;
   void Rebalance();
+  // Worker `slot` holds nothing in its current role.
+  bool SlotEmpty(int slot) const {
+    return role_[slot] == router::WorkerRole::kDecode ? decode_[slot]->empty()
+                                                      : prefill_[slot]->idle();
+  }
   // A draining worker that holds nothing more goes on to its new role.
   void MaybeFinishSwitch(int slot);
   void SwitchDone(int slot);
@@ -380,7 +385,6 @@ void Simulation::KvArrived(int r) {
   }
   TakeKv(r);
   MaybeStep(w);
-  MaybeFinishSwitch(w);  // A one-token request ends with its KV.
 }
 
 void Simulation::TakeKv(int r) {
@@ -413,7 +417,6 @@ void Simulation::StepDone(int w) {
   for (int r : in.arrivals) Submit(r);
   for (int r : in.kv) TakeKv(r);
   MaybeStep(w);
-  MaybeFinishSwitch(w);
 }
 
 void Simulation::MaybeBatch(int p) {
@@ -469,6 +472,9 @@ void Simulation::Finish(int r, const std::string& error) {
                                &cost_model_);
     }
   }
+  // Wherever it ended (a step, or its offloaded KV with its only token), its worker may be
+  // free to change role now.
+  if (s.decode >= 0) MaybeFinishSwitch(s.decode);
   // Its follow-ups go once its client has the last token (or the error): one hop later.
   for (int f : s.followers) {
     Schedule(std::max(now_ms_ + config_.rpc_ms, requests_[f].arrival_s * 1e3 / config_.rate_scale),
@@ -499,10 +505,7 @@ void Simulation::OrderSwitch(int slot, router::WorkerRole to) {
 }
 
 void Simulation::MaybeFinishSwitch(int slot) {
-  if (!switching_ || !draining_[slot] || finishing_[slot]) return;
-  const bool empty =
-      role_[slot] == router::WorkerRole::kDecode ? decode_[slot]->empty() : prefill_[slot]->idle();
-  if (!empty) return;
+  if (!switching_ || !draining_[slot] || finishing_[slot] || !SlotEmpty(slot)) return;
   // It registers again in its new role about one report interval later (the real worker's
   // registry stream closes and reopens).
   finishing_[slot] = true;
@@ -512,9 +515,7 @@ void Simulation::MaybeFinishSwitch(int slot) {
 void Simulation::SwitchDone(int slot) {
   finishing_[slot] = false;
   // Work placed just before the order may have arrived meanwhile: it finishes first.
-  const bool empty =
-      role_[slot] == router::WorkerRole::kDecode ? decode_[slot]->empty() : prefill_[slot]->idle();
-  if (!empty) return;
+  if (!SlotEmpty(slot)) return;
   if (role_[slot] == router::WorkerRole::kDecode) decode_[slot]->DropCache();
   const router::WorkerRole to = switch_to_[slot];
   absl::StatusOr<uint64_t> session = registry_.Register(InfoOf(to, slot), controls_[slot]);
@@ -607,9 +608,8 @@ absl::StatusOr<SimResult> Simulation::Run() {
   result_.counters.virtual_s = now_ms_ / 1e3;
   for (size_t i = 0; i < draining_.size(); ++i) {
     // One ordered just before the end may still drain; a worker that was empty is not.
-    const bool empty =
-        role_[i] == router::WorkerRole::kDecode ? decode_[i]->empty() : prefill_[i]->idle();
-    if (draining_[i] && empty && !finishing_[i]) ++result_.counters.role_switches_unfinished;
+    if (draining_[i] && SlotEmpty(static_cast<int>(i)) && !finishing_[i])
+      ++result_.counters.role_switches_unfinished;
   }
   return std::move(result_);
 }

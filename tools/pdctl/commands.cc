@@ -189,8 +189,10 @@ absl::Status SwitchRole(const std::string& run_dir, const std::string& router_ov
   if (!token.empty()) ctx.AddMetadata(kRegistrationTokenHeader, token);
   v1::SwitchRoleResponse response;
   const grpc::Status s = stub->SwitchRole(&ctx, request, &response);
-  if (!s.ok())
-    return absl::FailedPreconditionError(absl::StrCat("router ", router, ": ", s.error_message()));
+  if (!s.ok()) {
+    const absl::Status status = bridge::FromGrpc(s);  // Keeps the code (refused, unreachable).
+    return absl::Status(status.code(), absl::StrCat("router ", router, ": ", status.message()));
+  }
   out << response.message() << "\n"
       << "it finishes its running work first; `pdctl status` shows it switching\n";
   return absl::OkStatus();
