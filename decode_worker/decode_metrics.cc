@@ -86,6 +86,13 @@ DecodeMetrics::DecodeMetrics(prometheus::Registry& r, const std::string& model)
                       .Help("Sequences preempted (blocks freed, requeued for recompute).")
                       .Register(r)
                       .Add({{"model_name", model}})),
+      fairness_preemptions(
+          BuildCounter()
+              .Name("pdserve_fairness_preemptions_total")
+              .Help("Preemptions that let another client's waiting request in: the client "
+                    "preempted ran at least two more sequences than the one waiting.")
+              .Register(r)
+              .Add({{"model_name", model}})),
       stalled_clients(
           BuildCounter()
               .Name("pdserve_stalled_clients_total")

@@ -39,6 +39,7 @@ struct DecodeMetrics {
   prometheus::Counter& prefix_cache_queries;
   prometheus::Counter& prefix_cache_hits;
   prometheus::Counter& preemptions;
+  prometheus::Counter& fairness_preemptions;
   prometheus::Counter& stalled_clients;
   prometheus::Histogram& step_duration_decode_only;
   prometheus::Histogram& step_duration_mixed;

@@ -7,6 +7,9 @@
 namespace pdserve::decode {
 namespace {
 
+// A client's name is the router's (bounded there); this bounds what a direct caller sends.
+constexpr size_t kMaxClientBytes = 128;
+
 // A reactor that fails the call at once (validation errors, overload).
 class ErrorReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
@@ -257,6 +260,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(
   const absl::Time arrival =
       request->arrival_unix_nanos() > 0 ? absl::FromUnixNanos(request->arrival_unix_nanos()) : now;
   std::unique_ptr<Sequence> seq = MakeSequence(*validated, arrival, sink);
+  seq->client = request->client().substr(0, kMaxClientBytes);
   absl::Status status;
   if (!request->prefill_workers().empty() && offload_) {
     std::vector<PrefillTarget> targets;

@@ -176,6 +176,8 @@ void EngineLoop::PublishStats() {
       static_cast<double>(c.prefix_hit_tokens - published_counters_.prefix_hit_tokens));
   metrics_->preemptions.Increment(
       static_cast<double>(c.preemptions - published_counters_.preemptions));
+  metrics_->fairness_preemptions.Increment(
+      static_cast<double>(c.fairness_preemptions - published_counters_.fairness_preemptions));
   published_counters_ = c;
 
   absl::MutexLock lock(&mu_);
@@ -300,9 +302,11 @@ void EngineLoop::RetireCancelled() {
 
 void EngineLoop::RetireStalled() {
   const absl::Time now = clock_->Now();
-  const std::vector<Sequence*> running = scheduler_.running();
-  for (Sequence* seq : running) {
-    if (seq->state != SequenceState::kRunning) continue;
+  // Waiting ones too: one preempted while paused waits until its client reads again.
+  std::vector<Sequence*> held = scheduler_.waiting();
+  held.insert(held.end(), scheduler_.running().begin(), scheduler_.running().end());
+  for (Sequence* seq : held) {
+    if (seq->state == SequenceState::kAwaitingKv) continue;
     if (!scheduler_.IsPaused(seq)) {
       seq->paused_since = absl::Time();
       continue;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "engine/block_hash.h"
@@ -214,12 +216,71 @@ StepPlan Scheduler::PlanStep() {
   }
   // Admissions, highest priority first, while blocks, sequence slots and budget last.
   while (budget > 0 && !waiting_.empty()) {
-    Sequence* head = *waiting_.begin();
-    if (!TryAdmit(head, budget, &plan)) break;
+    Sequence* head = NextToAdmit();
+    if (head == nullptr) break;
+    bool admitted = TryAdmit(head, budget, &plan);
+    while (!admitted && PreemptForFairness(head, &plan)) admitted = TryAdmit(head, budget, &plan);
+    if (!admitted) break;
     if (!plan.chunks.empty() && plan.chunks.back().seq == head)
       budget -= plan.chunks.back().num_tokens;
   }
   return plan;
+}
+
+absl::flat_hash_map<absl::string_view, int> Scheduler::RunningByClient() const {
+  absl::flat_hash_map<absl::string_view, int> running;
+  for (const Sequence* s : running_) ++running[s->client];
+  return running;
+}
+
+Sequence* Scheduler::NextToAdmit() const {
+  const absl::flat_hash_map<absl::string_view, int> running = RunningByClient();
+  Sequence* best = nullptr;
+  int best_running = 0;
+  absl::flat_hash_set<absl::string_view> seen;
+  for (Sequence* s : waiting_) {  // Priority desc, arrival asc.
+    if (best != nullptr && s->priority != best->priority) break;
+    // Preempted while its client reads nothing: it would only be paused again (it ends after
+    // max_client_stall, as a running one does).
+    if (s->generated() > 0 && IsPaused(s)) continue;
+    if (!seen.insert(s->client).second) continue;  // Not this client's earliest.
+    auto it = running.find(s->client);
+    const int n = it == running.end() ? 0 : it->second;
+    if (best == nullptr || n < best_running) {
+      best = s;
+      best_running = n;
+      if (n == 0) break;  // None can run fewer; later ones arrived later.
+    }
+  }
+  return best;
+}
+
+bool Scheduler::PreemptForFairness(Sequence* seq, StepPlan* plan) {
+  const absl::flat_hash_map<absl::string_view, int> running = RunningByClient();
+  auto mine = running.find(seq->client);
+  const int own = mine == running.end() ? 0 : mine->second;
+  // The client running the most, if it runs at least two more than `seq`'s (one more would
+  // only swap which of the two is ahead).
+  absl::string_view busiest;
+  int most = own + 1;
+  for (const auto& [client, n] : running) {
+    if (n > most || (n == most && client < busiest)) {
+      busiest = client;
+      most = n;
+    }
+  }
+  if (most <= own + 1) return false;
+  // Its newest running sequence of no higher priority (AWAITING_KV ones hold transfers).
+  Sequence* victim = nullptr;
+  for (Sequence* s : running_) {
+    if (s->client != busiest || s->state != SequenceState::kRunning || s->priority > seq->priority)
+      continue;
+    if (victim == nullptr || WaitingOrder()(victim, s)) victim = s;
+  }
+  if (victim == nullptr) return false;
+  ++counters_.fairness_preemptions;
+  Preempt(victim, plan);
+  return true;
 }
 
 void Scheduler::PublishFullBlocks(Sequence* seq) {

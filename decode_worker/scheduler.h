@@ -6,8 +6,15 @@
 //               preemptions when blocks run out (the lowest-priority, newest running
 //               sequence is freed and requeued for recompute; a paused one, whose client
 //               reads nothing, goes first), and admissions from the
-//               waiting queue (priority desc, arrival asc) when blocks for the uncached
-//               prompt + 1 token are available after prefix-cache reuse.
+//               waiting queue when blocks for the uncached prompt + 1 token are available
+//               after prefix-cache reuse: highest priority first, and within it client by
+//               client (the earliest request of the client running the fewest), so that one
+//               client's backlog does not hold back another's requests; when slots or blocks
+//               are short, a client running at least two more sequences than the one waiting
+//               gives up its newest (fair-share preemption). Clients are as the router named
+//               them (Sequence::client); without names every request is one client's.
+//               A sequence preempted while its client reads nothing is not admitted again
+//               until it reads.
 //   ApplyStep() records what the forward pass computed: KV positions, full blocks entering
 //               the prefix cache, sampled tokens.
 // A StepPlan is a plain value, so plans are testable without a model.
@@ -82,6 +89,7 @@ struct StepPlan {
 
 struct SchedulerCounters {
   uint64_t preemptions = 0;
+  uint64_t fairness_preemptions = 0;  // Of those, to let another client's request in.
   uint64_t prefix_queried_tokens = 0;
   uint64_t prefix_hit_tokens = 0;
   uint64_t steps = 0;
@@ -148,6 +156,14 @@ class Scheduler {
   bool EnsureBlocks(Sequence* seq, int needed, StepPlan* plan);
   void Preempt(Sequence* seq, StepPlan* plan);
   void PublishFullBlocks(Sequence* seq);
+  // The waiting sequence to admit next (see the header comment), or null when every waiting
+  // one is paused (its client reads nothing).
+  Sequence* NextToAdmit() const;
+  // `seq` cannot be admitted: if another client runs at least two more sequences than
+  // `seq`'s, preempts that client's newest running one (of no higher priority) and returns
+  // true. So one client's long streams cannot hold every slot while another's requests wait.
+  bool PreemptForFairness(Sequence* seq, StepPlan* plan);
+  absl::flat_hash_map<absl::string_view, int> RunningByClient() const;
   int BlocksFor(int tokens) const { return (tokens + config_.block_size - 1) / config_.block_size; }
 
   SchedulerConfig config_;

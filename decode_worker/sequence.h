@@ -41,6 +41,8 @@ struct OffloadOutcome {
 struct Sequence {
   uint64_t order = 0;  // Arrival order: earlier is smaller (the queue's tie-breaker).
   std::string request_id;
+  // Who sent it, as the router named the client (DecodeRequest.client; empty: anonymous).
+  std::string client;
   int priority = 0;
   absl::Time arrival;
   std::vector<int32_t> tokens;

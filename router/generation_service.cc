@@ -34,6 +34,7 @@ GenerationService::GenerationService(const ModelCatalog* catalog, Placer* placer
       registry_(registry),
       metrics_(metrics),
       options_(options),
+      clients_(options.clients),
       tokenizers_("tokenize", options.tokenizer_threads, options.max_tokenize_queue) {
   deps_.placer = placer;
   deps_.registry = registry;
@@ -111,8 +112,15 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
                            "router overloaded: ", options_.max_in_flight, " requests in flight")),
                        options_.retry_after));
   }
+  auto admitted = clients_.Admit(ResolveClient(*context, options_.client_identity),
+                                 registry_->DecodeRequestSlots(options_.waiting_slots_per_worker));
+  if (!admitted.ok()) {
+    in_flight_.fetch_sub(1);
+    metrics_->client_share_refusals.Increment();
+    return fail(m->name, admitted.status());
+  }
   metrics_->requests_in_flight.Increment();
-  RelayCall* call = RelayCall::Create(deps_, context, m, arrival);
+  RelayCall* call = RelayCall::Create(deps_, context, m, arrival, *std::move(admitted));
   // The catalog's name is what an empty request names.
   auto start = [call, m, limits, slo = *slo, forwarded = *request]() mutable {
     forwarded.set_model(m->name);

@@ -15,6 +15,8 @@
 #include "common/grpc_security.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "pdserve/v1/generation.grpc.pb.h"
+#include "router/client_admission.h"
+#include "router/client_identity.h"
 #include "router/model_catalog.h"
 #include "router/relay_call.h"
 #include "router/slo_catalog.h"
@@ -38,6 +40,11 @@ struct GenerationServiceOptions {
   GrpcSecurity security;
   // Resolves each request's objectives (GenerateRequest.objectives).
   SloCatalog slos;
+  // Per-client shares (client_admission.h) of the decode workers' request slots, each
+  // counting this many waiting requests (the placer's max_waiting_per_worker). Default 256.
+  ClientAdmissionConfig clients;
+  int waiting_slots_per_worker = 256;
+  ClientIdentityConfig client_identity;
 };
 
 // Generate is a raw method (ByteBuffer in and out) so that the router, not gRPC, answers a
@@ -57,6 +64,7 @@ class GenerationService final
                                        v1::ListModelsResponse* response) override;
 
   int in_flight() const { return in_flight_.load(); }
+  const ClientAdmission& clients() const { return clients_; }
   // SIGTERM: new calls get UNAVAILABLE while those in flight run on. (Server shutdown refuses
   // new calls too, but it also ends the in-process calls of the HTTP front at once, so the
   // router refuses first and shuts down once those are done.)
@@ -76,6 +84,7 @@ class GenerationService final
   RelayDeps deps_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
+  ClientAdmission clients_;
   absl::Mutex stubs_mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<v1::Decode::Stub>> stubs_
       ABSL_GUARDED_BY(stubs_mu_);

@@ -59,6 +59,15 @@ ABSL_FLAG(std::string, slo_classes, "",
           "NAME:TTFT:TPOT,... e.g. interactive:500ms:50ms,batch:30s:1s. A request's unset "
           "objectives come from its class, then from --slo_ttft/--slo_tpot.");
 ABSL_FLAG(int, max_in_flight, 4096, "Requests relayed at once; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(double, client_max_share, 0.5,
+          "The share of the cluster's request slots (running plus waiting, over the decode "
+          "workers) one client may hold; beyond it RESOURCE_EXHAUSTED. 1: no per-client limit.");
+ABSL_FLAG(int, client_min_requests, 4,
+          "Requests any client may have in flight whatever its share.");
+ABSL_FLAG(std::string, client_id_header, "",
+          "A header naming the client (set by an authenticating gateway in front); empty: clients "
+          "are told apart by TLS certificate or IP address.");
+ABSL_FLAG(int, client_metrics_top, 8, "Clients whose requests in flight /metrics shows.");
 ABSL_FLAG(int, max_waiting_per_worker, 256,
           "Waiting requests per decode worker beyond which it takes no more.");
 ABSL_FLAG(int, balance_abs, 8,
@@ -134,6 +143,10 @@ int main(int argc, char** argv) {
   config.slo_classes = absl::GetFlag(FLAGS_slo_classes);
   config.generation.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   config.generation.retry_after = absl::GetFlag(FLAGS_retry_after);
+  config.generation.clients.max_share = absl::GetFlag(FLAGS_client_max_share);
+  config.generation.clients.min_requests = absl::GetFlag(FLAGS_client_min_requests);
+  config.generation.client_identity.header = absl::GetFlag(FLAGS_client_id_header);
+  config.client_metrics_top = absl::GetFlag(FLAGS_client_metrics_top);
   config.generation.tokenizer_threads = absl::GetFlag(FLAGS_tokenizer_threads);
   config.decision_log_size = absl::GetFlag(FLAGS_decision_log_size);
   const std::string rebalance = absl::GetFlag(FLAGS_rebalance);

@@ -93,14 +93,16 @@ class RelayCall::Listener final : public WorkerListener {
 };
 
 RelayCall* RelayCall::Create(const RelayDeps& deps, grpc::CallbackServerContext* context,
-                             const CatalogModel* model, absl::Time arrival) {
-  return new RelayCall(deps, context, model, arrival);
+                             const CatalogModel* model, absl::Time arrival,
+                             ClientAdmission::Ticket client) {
+  return new RelayCall(deps, context, model, arrival, std::move(client));
 }
 
 RelayCall::RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context,
-                     const CatalogModel* model, absl::Time arrival)
+                     const CatalogModel* model, absl::Time arrival, ClientAdmission::Ticket client)
     : deps_(deps), context_(context), arrival_(arrival) {
   absl::MutexLock lock(&mu_);
+  client_ = std::move(client);
   placement_request_.model = model;
 }
 
@@ -163,6 +165,7 @@ void RelayCall::PlaceLocked(Actions* actions) {
     }
   }
   r.set_arrival_unix_nanos(absl::ToUnixNanos(arrival_));
+  r.set_client(client_.client());
   downstream->context.set_deadline(context_->deadline());
   downstream_done_ = false;
   downstream_ = downstream.get();
@@ -404,6 +407,7 @@ void RelayCall::FinishLocked(const grpc::Status& status, Actions* actions) {
   const char* mode = !placed_ ? "unplaced" : placement_.placement.offload ? "offload" : "local";
   deps_.metrics->E2e(model, mode).Observe(absl::ToDoubleSeconds(absl::Now() - arrival_));
   if (deps_.on_finish) deps_.on_finish();
+  client_.Release();
   actions->finish = true;
   actions->status = status;
 }

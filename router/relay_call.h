@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pdserve/v1/decode.grpc.pb.h"
+#include "router/client_admission.h"
 #include "router/cost_model.h"
 #include "router/placer.h"
 #include "router/router_metrics.h"
@@ -50,8 +51,10 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // caller answers with exactly one of Begin() or Fail() (possibly from another thread, after
   // validating and tokenizing the request off gRPC's threads). The reactor deletes itself
   // when both ends are done.
+  // `client` is the request's place in its client's share, given back when the call finishes.
   static RelayCall* Create(const RelayDeps& deps, grpc::CallbackServerContext* context,
-                           const CatalogModel* model, absl::Time arrival);
+                           const CatalogModel* model, absl::Time arrival,
+                           ClientAdmission::Ticket client);
   // `request` is validated (its prompt as token ids, request id set) and `prompt` is that
   // prompt. Places it and opens the downstream call (or ends with CANCELLED if the client
   // already left).
@@ -82,7 +85,7 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   };
 
   RelayCall(const RelayDeps& deps, grpc::CallbackServerContext* context, const CatalogModel* model,
-            absl::Time arrival);
+            absl::Time arrival, ClientAdmission::Ticket client);
   ~RelayCall() override;
 
   // Places the request and prepares the downstream call (or the error finish).
@@ -108,6 +111,7 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   const absl::Time arrival_;
 
   absl::Mutex mu_;
+  ClientAdmission::Ticket client_ ABSL_GUARDED_BY(mu_);
   v1::GenerateRequest request_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> prompt_ ABSL_GUARDED_BY(mu_);
   PlacementRequest placement_request_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,8 @@
 #include "router/router.h"
 
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -37,6 +40,15 @@ absl::Status RouterConfig::Validate() const {
     return absl::InvalidArgumentError("--max_tokenize_queue: must be >= 1");
   if (generation.max_prompt_bytes < 0)
     return absl::InvalidArgumentError("--max_prompt_bytes: must be >= 0");
+  RETURN_IF_ERROR(generation.clients.Validate());
+  if (const std::string& h = generation.client_identity.header;
+      !h.empty() &&
+      (h != absl::AsciiStrToLower(h) || h.find_first_of(" :\r\n") != std::string::npos)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--client_id_header: '", h, "' is not a lower-case header name"));
+  }
+  if (client_metrics_top < 0 || client_metrics_top > 100)
+    return absl::InvalidArgumentError("--client_metrics_top: must be in [0, 100]");
   if (decision_log_size < 1) return absl::InvalidArgumentError("--decision_log_size: must be >= 1");
   if (!http.http.listen_address.empty()) RETURN_IF_ERROR(http.Validate());
   return absl::OkStatus();
@@ -54,6 +66,10 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
   server.internal_grpc.always_require_client_cert = true;
   GenerationServiceOptions generation_options = config.generation;
   generation_options.security = security;
+  generation_options.clients.retry_after = config.generation.retry_after;
+  generation_options.waiting_slots_per_worker = config.placer.max_waiting_per_worker;
+  // Calls from the HTTP front name their HTTP client; only the front knows this.
+  generation_options.client_identity.front_secret = RandomFrontSecret();
   ASSIGN_OR_RETURN(generation_options.slos,
                    SloCatalog::Parse(config.slo_classes, config.policy.slo));
   ASSIGN_OR_RETURN(r->catalog_, ModelCatalog::Load(config.model_dirs));
@@ -90,13 +106,16 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
     // deadlines, cancellation and metrics as gRPC clients.
     Router* self = r.get();
     server.start_more_listeners =
-        [self, config](std::shared_ptr<grpc::Channel> channel) -> absl::StatusOr<ServingInfo> {
+        [self, config, identity = generation_options.client_identity](
+            std::shared_ptr<grpc::Channel> channel) -> absl::StatusOr<ServingInfo> {
       WorkerRegistry* registry = self->registry_.get();
+      openai::OpenAiFrontConfig http = config.http;
+      http.client_identity = identity;
       ASSIGN_OR_RETURN(
           self->http_front_,
           openai::OpenAiFront::Start(
-              config.http, std::move(channel),
-              [registry] { return registry->ReadyDecodeWorkers() > 0; }, self->metrics_.get()));
+              http, std::move(channel), [registry] { return registry->ReadyDecodeWorkers() > 0; },
+              self->metrics_.get()));
       return ServingInfo{{"http", self->http_front_->address()}};
     };
   }
@@ -115,12 +134,30 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
 
 void Router::Sweep() {
   const absl::Duration period = std::max(absl::Milliseconds(50), config_.report_timeout / 4);
+  std::vector<std::string> shown_clients;
   while (!stop_sweeper_.WaitForNotificationWithTimeout(period)) {
     registry_->ExpireSilent(period);
+    PublishClients(&shown_clients);
     // Ready (pdserve.ready) while some decode worker can take requests: a Service then
     // sends clients only to routers that can serve them.
     server_->SetReady(registry_->ReadyDecodeWorkers() > 0);
   }
+}
+
+void Router::PublishClients(std::vector<std::string>* shown) {
+  const ClientAdmission& clients = generation_->clients();
+  metrics_->clients_active.Set(clients.ActiveClients());
+  std::vector<std::string> now;
+  for (const auto& [client, requests] : clients.Busiest(config_.client_metrics_top)) {
+    metrics_->busiest_clients_family.Add({{"client", client}}).Set(requests);
+    now.push_back(client);
+  }
+  for (const std::string& client : *shown) {
+    if (std::find(now.begin(), now.end(), client) == now.end())
+      metrics_->busiest_clients_family.Remove(
+          &metrics_->busiest_clients_family.Add({{"client", client}}));
+  }
+  *shown = std::move(now);
 }
 
 void Router::Rebalance() {

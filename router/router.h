@@ -53,6 +53,8 @@ struct RouterConfig {
   std::string slo_classes;
   PlacerConfig placer;
   GenerationServiceOptions generation;
+  // Clients whose requests in flight /metrics shows (the busiest). Default 8.
+  int client_metrics_top = 8;
   // Placement decisions kept for `pdctl status`. Default 1000.
   int decision_log_size = 1000;
   // Role changes the router decides itself (--rebalance=on): the planner looks every
@@ -80,6 +82,8 @@ class Router {
  private:
   Router() = default;
   void Sweep();
+  // The busiest clients' gauges: those no longer among them are removed.
+  void PublishClients(std::vector<std::string>* shown);
   // Every rebalance interval: each model's planner looks, and orders what pays.
   void Rebalance();
   void StopHttpFront();

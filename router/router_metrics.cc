@@ -31,6 +31,24 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                              .Help("Requests being relayed now.")
                              .Register(r)
                              .Add({})),
+      client_share_refusals(
+          BuildCounter()
+              .Name("pdserve_router_client_share_refusals_total")
+              .Help("Requests refused because their client held its share of the cluster's "
+                    "request slots (--client_max_share).")
+              .Register(r)
+              .Add({})),
+      clients_active(BuildGauge()
+                         .Name("pdserve_router_clients")
+                         .Help("Clients with requests in flight.")
+                         .Register(r)
+                         .Add({})),
+      busiest_clients_family(
+          BuildGauge()
+              .Name("pdserve_router_client_requests_in_flight")
+              .Help("Requests in flight of the clients holding the most (at most "
+                    "--client_metrics_top of them), by client.")
+              .Register(r)),
       ttft_family(
           BuildHistogram()
               .Name("pdserve_router_time_to_first_token_seconds")

@@ -22,6 +22,12 @@ struct RouterMetrics {
   prometheus::Family<prometheus::Counter>& requests_family;        // {model_name, code}
   prometheus::Family<prometheus::Counter>& request_errors_family;  // {model_name, error_type}
   prometheus::Gauge& requests_in_flight;
+  // Per-client admission (client_admission.h): refusals of a client past its share, clients
+  // with requests in flight, and the requests of the busiest few ({client}; a bounded set,
+  // refreshed by the router's sweeper, so client names cannot grow the series without end).
+  prometheus::Counter& client_share_refusals;
+  prometheus::Gauge& clients_active;
+  prometheus::Family<prometheus::Gauge>& busiest_clients_family;
   prometheus::Family<prometheus::Histogram>& ttft_family;      // {model_name, mode}
   prometheus::Family<prometheus::Histogram>& itl_family;       // {model_name}
   prometheus::Family<prometheus::Histogram>& e2e_family;       // {model_name}

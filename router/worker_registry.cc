@@ -259,6 +259,15 @@ int WorkerRegistry::ReadyDecodeWorkers() const {
   return ready_decode_workers_;
 }
 
+int64_t WorkerRegistry::DecodeRequestSlots(int waiting_per_worker) const {
+  absl::MutexLock lock(&mu_);
+  int64_t slots = 0;
+  for (const WorkerEntry* e : live_) {
+    if (e->is_decode() && e->accepting()) slots += e->info.max_num_seqs + waiting_per_worker;
+  }
+  return slots;
+}
+
 void WorkerRegistry::PublishCountsLocked() {
   int counts[2][3] = {};  // [decode|prefill][registering|ready|draining]
   for (const WorkerEntry* e : live_) {

@@ -140,6 +140,9 @@ class WorkerRegistry {
   Clock* clock() const { return clock_; }
   // Decode workers registered and reporting (the router can place requests).
   int ReadyDecodeWorkers() const;
+  // Requests the accepting decode workers hold at most: their running slots (max_num_seqs)
+  // plus `waiting_per_worker` each (per-client shares are of this).
+  int64_t DecodeRequestSlots(int waiting_per_worker) const;
 
   // Orders worker `worker_id` to change to `role` (`pdctl switch-role`, the planner): from
   // now on nothing new is placed on it; it finishes what it runs and registers again in the

@@ -172,6 +172,14 @@ def overview():
                    "{{path}} {{code}}"),
                   (f"sum(pdserve_router_http_open_connections{{{NS}}})", "open connections")],
                  "short")
+    d.timeseries("Clients",
+                 "Requests in flight of each router's busiest clients (--client_metrics_top), "
+                 "and requests refused because their client held its share of the cluster "
+                 "(--client_max_share), per second.",
+                 [(f"max by (client) (pdserve_router_client_requests_in_flight{{{NS}}}) "
+                   "or on() vector(0)", "{{client}}"),
+                  (f"sum(rate(pdserve_router_client_share_refusals_total{{{NS}}}[{RATE}]))",
+                   "refused past share /s")], "short")
     d.stat("In flight", "Requests the routers relay now.",
            [(f"sum(pdserve_router_requests_in_flight{{{NS}}})", "in flight")], "short")
     d.stat("Error ratio (5 m)", "Failed / all requests (recording rule).",

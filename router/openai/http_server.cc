@@ -345,6 +345,9 @@ class Session : public std::enable_shared_from_this<Session> {
                                    std::string(field.value()));
     }
     request.body = std::move(message.body());
+    beast::error_code remote_error;
+    const auto remote = socket_.remote_endpoint(remote_error);
+    if (!remote_error) request.peer_address = remote.address().to_string();
     ++exchange_id_;
     answered_ = false;
     answer_completed_ = false;

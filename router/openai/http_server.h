@@ -50,6 +50,7 @@ struct HttpRequest {
   std::string target;                                        // Path and query, as sent.
   std::vector<std::pair<std::string, std::string>> headers;  // Names lower-case.
   std::string body;
+  std::string peer_address;  // The client's IP address (empty if the socket could not say).
 
   // The first header named `name` (lower-case), or empty.
   std::string Header(const std::string& name) const;

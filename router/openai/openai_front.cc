@@ -58,7 +58,8 @@ class OpenAiFront::GenerateCall final : public grpc::ClientReadReactor<v1::Gener
                                         public std::enable_shared_from_this<GenerateCall> {
  public:
   GenerateCall(OpenAiFront* front, ParsedRequest parsed, std::string path,
-               std::shared_ptr<HttpExchange> exchange, absl::Time deadline)
+               std::shared_ptr<HttpExchange> exchange, absl::Time deadline,
+               const std::string& client)
       : front_(front),
         path_(std::move(path)),
         exchange_(std::move(exchange)),
@@ -70,6 +71,10 @@ class OpenAiFront::GenerateCall final : public grpc::ClientReadReactor<v1::Gener
                 request_.model(), absl::ToUnixSeconds(absl::Now()), parsed.include_usage),
         endpoint_(parsed.endpoint) {
     context_.set_deadline(absl::ToChronoTime(deadline));
+    if (!front_->config_.client_identity.front_secret.empty()) {
+      context_.AddMetadata(kFrontSecretHeader, front_->config_.client_identity.front_secret);
+      context_.AddMetadata(kFrontClientHeader, client);
+    }
     absl::MutexLock lock(&front_->mu_);
     ++front_->active_;
   }
@@ -279,8 +284,14 @@ void OpenAiFront::HandleGenerate(const HttpRequest& request, const std::string& 
   }
   std::string request_id = request.Header("x-request-id");
   parsed->generate.set_request_id(request_id.empty() ? bridge::NewRequestId() : request_id);
+  const std::string& id_header = config_.client_identity.header;
+  const std::string named = id_header.empty() ? "" : request.Header(id_header);
+  const std::string client =
+      !named.empty()
+          ? ClientName("id", named)
+          : ClientName("addr", request.peer_address.empty() ? "unknown" : request.peer_address);
   auto call = std::make_shared<GenerateCall>(this, *std::move(parsed), path, std::move(exchange),
-                                             absl::Now() + timeout);
+                                             absl::Now() + timeout, client);
   call->Start();
 }
 

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pdserve/v1/generation.grpc.pb.h"
+#include "router/client_identity.h"
 #include "router/openai/http_server.h"
 #include "router/router_metrics.h"
 
@@ -40,6 +41,9 @@ struct OpenAiFrontConfig {
   // When set, every request but GET /health must carry "Authorization: Bearer <api_key>"
   // (OpenAI clients send their api key so); others get 401. Empty (default): no check.
   std::string api_key;
+  // Who each HTTP client is, for per-client admission: `header`'s value when set and sent,
+  // else the client's IP address; passed to the Generation service with `front_secret`.
+  ClientIdentityConfig client_identity;
 
   absl::Status Validate() const;
 };

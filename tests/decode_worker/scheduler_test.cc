@@ -126,6 +126,86 @@ TEST_F(SchedulerTest, WaitingQueueIsPriorityThenArrival) {
   EXPECT_THAT(scheduler_->waiting().front()->request_id, "low");
 }
 
+TEST_F(SchedulerTest, WaitingRequestsAreTakenClientByClient) {
+  Init(64, 64, /*max_seqs=*/2);
+  std::vector<Sequence*> greedy;
+  for (int i = 0; i < 4; ++i) {
+    greedy.push_back(Add("g" + std::to_string(i), 4, 0, 100 * i));
+    greedy.back()->client = "addr:10.0.0.1";
+  }
+  Sequence* polite = Add("p", 4, 0, 900);
+  polite->client = "addr:10.0.0.2";
+  Sequence* urgent = Add("u", 4, /*priority=*/1, 950);
+  urgent->client = "addr:10.0.0.1";
+  // Priority first, whoever sent it; then the greedy client runs one and the polite one
+  // none, so the polite request goes before the greedy client's four earlier ones.
+  EXPECT_THAT(Step(), ElementsAre("u:0+4*", "p:0+4*"));
+  scheduler_->Finish(urgent);
+  EXPECT_THAT(Step(), ElementsAre("p:4+1*", "g0:0+4*"));
+  // Each runs one: a freed slot goes to the client that runs fewer.
+  scheduler_->Finish(greedy[0]);
+  EXPECT_THAT(Step(), ElementsAre("p:5+1*", "g1:0+4*"));
+  Sequence* polite2 = Add("p2", 4, 0, 990);
+  polite2->client = "addr:10.0.0.2";
+  scheduler_->Finish(polite);
+  EXPECT_THAT(Step(), ElementsAre("g1:4+1*", "p2:0+4*"));
+  EXPECT_EQ(scheduler_->waiting().front(), greedy[2]);
+  for (Sequence* s : std::vector<Sequence*>(scheduler_->running())) scheduler_->Finish(s);
+  ExpectAllFreeOrCached();
+}
+
+TEST_F(SchedulerTest, AClientHoldingEverySlotGivesOneUpToAnotherClient) {
+  Init(64, 64, /*max_seqs=*/2);
+  Sequence* g0 = Add("g0", 4, 0, 0);
+  Sequence* g1 = Add("g1", 4, 0, 100);
+  g0->client = g1->client = "addr:greedy";
+  EXPECT_THAT(Step(), ElementsAre("g0:0+4*", "g1:0+4*"));
+  Sequence* p = Add("p", 4, 0, 200);
+  p->client = "addr:polite";
+  // The greedy client runs two, the polite one none: its newest goes back to waiting.
+  StepPlan plan;
+  EXPECT_THAT(Step(&plan), ElementsAre("g0:4+1*", "p:0+4*"));
+  EXPECT_THAT(plan.preempted, ElementsAre(g1));
+  EXPECT_EQ(g1->state, SequenceState::kWaiting);
+  EXPECT_EQ(scheduler_->counters().fairness_preemptions, 1u);
+  // One each: nobody gives way (that would only swap who is ahead).
+  Sequence* g2 = Add("g2", 4, 0, 300);
+  g2->client = "addr:greedy";
+  EXPECT_THAT(Step(), ElementsAre("g0:5+1*", "p:4+1*"));
+  EXPECT_EQ(scheduler_->counters().fairness_preemptions, 1u);
+  // The one given up is the busiest client's lowest-priority newest (never one of higher
+  // priority than the waiting request).
+  scheduler_->Finish(p);
+  Sequence* hi = Add("hi", 4, /*priority=*/2, 400);
+  hi->client = "addr:greedy";
+  Step();  // g1 (greedy's earliest) fills the free slot.
+  Sequence* low = Add("low", 4, 0, 500);
+  low->client = "addr:polite";
+  EXPECT_THAT(Step(), ElementsAre("hi:4+1*", "low:0+4*"));
+  EXPECT_EQ(hi->state, SequenceState::kRunning);
+  EXPECT_EQ(g0->state, SequenceState::kWaiting);
+  EXPECT_EQ(scheduler_->counters().fairness_preemptions, 2u);
+  for (Sequence* s : std::vector<Sequence*>(scheduler_->running())) scheduler_->Finish(s);
+  for (Sequence* s : scheduler_->waiting()) scheduler_->Finish(s);
+  ExpectAllFreeOrCached();
+}
+
+TEST_F(SchedulerTest, AWaitingSequenceWhoseClientReadsNothingIsNotAdmitted) {
+  Init(64, 64);
+  Sequence* unread = Add("unread", 4, 0, 0);
+  auto sink = std::make_shared<FakeSink>();
+  unread->sink = sink;
+  EXPECT_THAT(Step(), ElementsAre("unread:0+4*"));
+  EXPECT_THAT(Step(), ElementsAre("unread:4+1*"));
+  scheduler_->ReturnToWaiting(unread);  // Preempted, say, with two tokens generated...
+  sink->pending = 10000;                // ...and its client reads nothing.
+  Add("next", 4, 0, 100);
+  EXPECT_THAT(Step(), ElementsAre("next:0+4*"));
+  EXPECT_EQ(unread->state, SequenceState::kWaiting);
+  sink->pending = 0;  // Its client read.
+  EXPECT_THAT(Step(), ElementsAre("next:4+1*", "unread:4+2*"));  // Its first block is cached.
+}
+
 TEST_F(SchedulerTest, PreemptsTheLowestPriorityNewestWhenBlocksRunOut) {
   Init(/*blocks=*/6, /*budget=*/64);
   Sequence* hi = Add("hi", 7, 1, 0);         // 2 blocks (7 + 1 tokens).

@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/integration/fault_check.h"
@@ -131,6 +133,107 @@ TEST(ClientFaultTest, DeadlineShorterThanTtftIsCountedAsDeadlineExceeded) {
       "pdserve_router_requests_total{code=\"DEADLINE_EXCEEDED\",model_name=\"tiny\"} 1"))
       << page->body;
   EXPECT_FALSE(absl::StrContains(page->body, "pdserve_router_requests_total{code=\"CANCELLED\""));
+}
+
+// One client kept 2,000 streams open that it never read, and for as long as it did every
+// other client got RESOURCE_EXHAUSTED ("every decode worker ... has 256 requests waiting"):
+// admission was first come, first served against global caps. Now a client holds at most its
+// share of the cluster's request slots, and the decode worker takes waiting requests client
+// by client (preempting a client that runs two more than the one waiting). Scaled down: 32
+// running and 64 waiting slots; the greedy client keeps opening long streams all along.
+TEST(ClientFaultTest, AGreedyClientDoesNotKeepOthersOut) {
+  auto cluster = LocalCluster::Start(
+      ClusterOptions{.prefill_workers = 0,
+                     .decode_workers = 1,
+                     .router_flags = {"--client_id_header=x-client", "--max_waiting_per_worker=64"},
+                     .decode_flags = {"--max_num_seqs=32"}});
+  ASSERT_NE(cluster, nullptr);
+  auto stub = v1::Generation::NewStub(cluster->channel());
+  struct Unread {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader;
+  };
+  std::vector<std::unique_ptr<Unread>> greedy;
+  absl::Notification stop;
+  std::atomic<int> opened{0};
+  std::thread greedy_client([&] {
+    for (int i = 0; i < 2000 && !stop.HasBeenNotified(); ++i) {
+      auto call = std::make_unique<Unread>();
+      call->context.AddMetadata("x-client", "greedy");
+      call->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+      v1::GenerateRequest request =
+          client::MakeRequest({3, 4, 5, static_cast<int32_t>(6 + i % 50)}, 150);
+      request.mutable_sampling()->set_ignore_eos(true);
+      call->reader = stub->Generate(&call->context, request);  // Never read.
+      greedy.push_back(std::move(call));
+      opened.fetch_add(1);
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+  });
+  // The greedy client fills the worker first, and goes on trying.
+  EXPECT_TRUE(cluster->WaitForStatus([&](const v1::ClusterStatus& s) {
+    return opened.load() >= 300 && s.workers_size() == 1 && s.workers(0).load().running() >= 32;
+  })) << cluster->Status().DebugString();
+  // Another client (by address: it sends no x-client) is admitted every time, within a
+  // 2 s TTFT objective, while the greedy one keeps at it.
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i) {
+    const auto out = client::CallGenerate(
+        cluster->channel(), client::MakeRequest({7, 8, 9, 10 + i}, 4), absl::Seconds(30));
+    if (!out.status.ok()) {
+      ADD_FAILURE() << "request " << i << ": " << out.status.error_message();
+      continue;
+    }
+    ASSERT_FALSE(out.token_times.empty());
+    EXPECT_LT(out.token_times.front() - out.start, absl::Seconds(2)) << "request " << i;
+    ++admitted;
+  }
+  EXPECT_EQ(admitted, 10);
+  stop.Notify();
+  greedy_client.join();
+  auto page = HttpGet(cluster->router().metrics_address(), "/metrics");
+  ASSERT_TRUE(page.ok());
+  EXPECT_FALSE(absl::StrContains(page->body, "pdserve_router_client_share_refusals_total 0\n"))
+      << page->body;
+  EXPECT_TRUE(absl::StrContains(page->body,
+                                "pdserve_router_client_requests_in_flight{client=\"id:greedy\"}"))
+      << page->body;
+  for (auto& call : greedy) call->context.TryCancel();
+  for (auto& call : greedy) call->reader->Finish().IgnoreError();
+  ExpectClusterAtBaseline(*cluster);
+}
+
+// The HTTP front names its clients in metadata that only it can make the router trust (a
+// per-process secret goes with it): a gRPC client sending the same metadata is still itself.
+TEST(ClientFaultTest, AClientCannotPassForAnotherWithTheFrontsMetadata) {
+  auto cluster = LocalCluster::Start(
+      ClusterOptions{.prefill_workers = 0,
+                     .decode_workers = 1,
+                     .router_flags = {"--client_max_share=0.001", "--client_min_requests=1"}});
+  ASSERT_NE(cluster, nullptr);
+  auto stub = v1::Generation::NewStub(cluster->channel());
+  grpc::ClientContext held;
+  held.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  v1::GenerateRequest long_request = client::MakeRequest({3, 4, 5}, 4000);
+  long_request.mutable_sampling()->set_ignore_eos(true);
+  auto reader = stub->Generate(&held, long_request);
+  v1::GenerateResponse first;
+  ASSERT_TRUE(reader->Read(&first));  // Admitted and running: this client's one request.
+  grpc::ClientContext posing;
+  posing.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  posing.AddMetadata("x-pdserve-front-client", "addr:10.9.9.9");
+  posing.AddMetadata("x-pdserve-front-secret", "0123456789abcdef0123456789abcdef");
+  auto second = stub->Generate(&posing, client::MakeRequest({3, 4, 6}, 2));
+  v1::GenerateResponse ignored;
+  while (second->Read(&ignored)) {
+  }
+  const grpc::Status refused = second->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "client addr:127.0.0.1 has 1 requests"))
+      << refused.error_message();
+  held.TryCancel();
+  reader->Finish().IgnoreError();
+  ExpectClusterAtBaseline(*cluster);
 }
 
 }  // namespace
