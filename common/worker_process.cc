@@ -247,13 +247,15 @@ absl::Status WorkerProcess::StartServer(const std::vector<HostedService>& servic
   ServerRunnerConfig server = config_.server;
   server.build_info["backend"] = model().backend_name();
   server.build_info["instruction_set"] = model().instruction_set();
-  ASSIGN_OR_RETURN(server_,
-                   ServerRunner::Start(server, services, {}, metrics_registry_, config_.role));
+  std::vector<HostedService> all = services;
+  all.push_back({&identity_, v1::WorkerIdentity::service_full_name()});
+  ASSIGN_OR_RETURN(server_, ServerRunner::Start(server, all, {}, metrics_registry_, config_.role));
   ASSIGN_OR_RETURN(HostPort bound, ParseHostPort(server_->grpc_address(), "grpc address"));
   if (!config_.advertise_host.empty()) bound.host = config_.advertise_host;
   advertised_address_ = bound.ToString();
   worker_id_ = config_.worker_id.empty() ? absl::StrCat(config_.role, "-", advertised_address_)
                                          : config_.worker_id;
+  identity_.Set(worker_id_, epoch_);
   return absl::OkStatus();
 }
 

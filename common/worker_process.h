@@ -19,6 +19,7 @@
 #include "common/kv_layout.h"
 #include "common/registry_client.h"
 #include "common/server_runner.h"
+#include "common/worker_identity_service.h"
 #include "engine/kv_pool.h"
 #include "engine/model_loader.h"
 #include "kvtransfer/factory.h"
@@ -141,6 +142,8 @@ class WorkerProcess {
   std::shared_ptr<kvtransfer::StagingPool> staging_pool_;
   std::shared_ptr<prometheus::Registry> metrics_registry_;
   prometheus::Gauge* registered_routers_ = nullptr;  // In metrics_registry_.
+  // Answers the router's "who is at this address" (before server_: outlives it).
+  WorkerIdentityService identity_;
   std::unique_ptr<ServerRunner> server_;
   std::function<void(const v1::RoleSwitch& order)> on_role_switch_;
   absl::Mutex registry_mu_;  // Serve and Reregister.

@@ -41,7 +41,7 @@ int64_t ClientAdmission::Limit(int64_t cluster_slots) const {
 }
 
 absl::StatusOr<ClientAdmission::Ticket> ClientAdmission::Admit(absl::string_view client,
-                                                              int64_t cluster_slots) {
+                                                               int64_t cluster_slots) {
   const int64_t limit = Limit(cluster_slots);
   {
     absl::MutexLock lock(&mu_);

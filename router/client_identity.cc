@@ -4,9 +4,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "common/hash.h"
 
 namespace pdserve::router {
@@ -51,7 +51,8 @@ std::string ClientFromPeer(absl::string_view peer) {
 
 std::string ResolveClient(const grpc::ServerContextBase& context,
                           const ClientIdentityConfig& config) {
-  if (!config.front_secret.empty() && Metadata(context, kFrontSecretHeader) == config.front_secret) {
+  if (!config.front_secret.empty() &&
+      Metadata(context, kFrontSecretHeader) == config.front_secret) {
     const absl::string_view front_client = Metadata(context, kFrontClientHeader);
     if (!front_client.empty()) return std::string(front_client);  // Resolved by the front.
   }

@@ -67,6 +67,13 @@ ABSL_FLAG(int, client_min_requests, 4,
 ABSL_FLAG(std::string, client_id_header, "",
           "A header naming the client (set by an authenticating gateway in front); empty: clients "
           "are told apart by TLS certificate or IP address.");
+ABSL_FLAG(bool, verify_worker_addresses, true,
+          "Accept a registration only once its address answers as the worker it claims; replace "
+          "a holder of a worker id whose address does not.");
+ABSL_FLAG(absl::Duration, worker_verify_timeout, absl::Seconds(1),
+          "How long a worker's address may take to answer that check.");
+ABSL_FLAG(int, max_workers_per_peer, 256,
+          "Live worker registrations one peer address may hold; 0: no limit.");
 ABSL_FLAG(int, client_metrics_top, 8, "Clients whose requests in flight /metrics shows.");
 ABSL_FLAG(int, max_waiting_per_worker, 256,
           "Waiting requests per decode worker beyond which it takes no more.");
@@ -147,6 +154,9 @@ int main(int argc, char** argv) {
   config.generation.clients.min_requests = absl::GetFlag(FLAGS_client_min_requests);
   config.generation.client_identity.header = absl::GetFlag(FLAGS_client_id_header);
   config.client_metrics_top = absl::GetFlag(FLAGS_client_metrics_top);
+  config.verify_worker_addresses = absl::GetFlag(FLAGS_verify_worker_addresses);
+  config.verify_timeout = absl::GetFlag(FLAGS_worker_verify_timeout);
+  config.max_workers_per_peer = absl::GetFlag(FLAGS_max_workers_per_peer);
   config.generation.tokenizer_threads = absl::GetFlag(FLAGS_tokenizer_threads);
   config.decision_log_size = absl::GetFlag(FLAGS_decision_log_size);
   const std::string rebalance = absl::GetFlag(FLAGS_rebalance);

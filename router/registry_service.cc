@@ -12,6 +12,7 @@
 #include "common/secret_file.h"
 #include "proto/bridge/report_bridge.h"
 #include "proto/bridge/request_bridge.h"
+#include "router/client_identity.h"
 #include "router/router_wire.h"
 
 namespace pdserve::router {
@@ -45,11 +46,15 @@ class StreamControl final : public WorkerControl {
 class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage> {
  public:
   WorkerStream(WorkerRegistry* registry, absl::Duration report_interval,
-               absl::Duration heartbeat_interval, const std::atomic<bool>* draining)
+               absl::Duration heartbeat_interval, const std::atomic<bool>* draining,
+               const AddressVerifier* verifier, PeerRegistrations* peers, std::string peer)
       : registry_(registry),
         report_interval_(report_interval),
         heartbeat_interval_(heartbeat_interval),
         draining_(draining),
+        verifier_(verifier),
+        peers_(peers),
+        peer_(std::move(peer)),
         control_(std::make_shared<StreamControl>()) {
     StartRead(&in_);
   }
@@ -82,34 +87,30 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
       }
       worker_id_ = in_.registration().worker_id();
       absl::StatusOr<WorkerInfo> info = WorkerInfoFromProto(in_.registration());
-      absl::StatusOr<uint64_t> session =
-          info.ok() ? registry_->Register(*info, control_) : info.status();
-      v1::RegistrationAck* ack = out_.mutable_ack();
-      ack->set_report_interval_ms(
-          static_cast<uint32_t>(absl::ToInt64Milliseconds(report_interval_)));
-      ack->set_heartbeat_interval_ms(
-          static_cast<uint32_t>(absl::ToInt64Milliseconds(heartbeat_interval_)));
-      if (!session.ok()) {
-        PDS_LOG(WARNING) << "refused registration of '" << worker_id_ << "': " << session.status();
-        ack->set_accepted(false);
-        ack->set_message(std::string(session.status().message()));
-        {
-          absl::MutexLock lock(&mu_);
-          finished_ = true;
-        }
-        StartWriteAndFinish(&out_, grpc::WriteOptions(), bridge::ToGrpc(session.status()));
+      if (!info.ok()) {
+        Answer(info.status());
         return;
       }
-      session_ = *session;
-      ack->set_accepted(true);
-      ack->set_message(absl::StrCat("registered ", worker_id_));
-      {
-        absl::MutexLock lock(&mu_);
-        writing_ = true;
+      if (!peers_->Acquire(peer_)) {
+        Answer(absl::ResourceExhaustedError(
+            absl::StrCat("registration: ", peer_, " holds ", peers_->limit(),
+                         " worker registrations already (--max_workers_per_peer)")));
+        return;
       }
-      StartWrite(&out_);
-      control_->Attach(this);  // Orders follow the answer.
-      StartRead(&in_);
+      counted_ = true;
+      if (verifier_ == nullptr) {
+        Answer(registry_->Register(*info, control_));
+        return;
+      }
+      // The address must answer as the worker; the answer continues the registration.
+      verifier_->Verify(info->grpc_address, info->worker_id, info->epoch,
+                        [this, info = *info](absl::Status verified) {
+                          if (!verified.ok()) {
+                            Answer(verified);
+                            return;
+                          }
+                          RegisterVerified(info);
+                        });
       return;
     }
     if (draining_->load()) {
@@ -158,10 +159,67 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   void OnDone() override {
     control_->Detach();  // No order reaches a deleted stream.
     if (session_ != 0) registry_->Unregister(session_, "registry stream closed");
+    if (counted_) peers_->Release(peer_);
     delete this;
   }
 
  private:
+  // Registers `info`, whose address answered as it; if another live process holds its id,
+  // asks the holder's address too, and replaces a holder that does not answer as itself.
+  void RegisterVerified(const WorkerInfo& info) {
+    absl::StatusOr<uint64_t> session = registry_->Register(info, control_);
+    std::optional<WorkerInfo> holder;
+    if (session.status().code() == absl::StatusCode::kAlreadyExists)
+      holder = registry_->Registered(info.worker_id);
+    if (!holder.has_value()) {
+      Answer(session);
+      return;
+    }
+    verifier_->Verify(
+        holder->grpc_address, holder->worker_id, holder->epoch,
+        [this, info, refused = session.status(), held_epoch = holder->epoch](absl::Status held) {
+          if (held.ok()) {  // Two live processes with one id.
+            Answer(refused);
+            return;
+          }
+          PDS_LOG(WARNING) << "worker '" << info.worker_id << "' (epoch " << held_epoch
+                           << ") no longer answers at its address (" << held.message()
+                           << "): replaced by epoch " << info.epoch << " from " << peer_;
+          Answer(registry_->Register(info, control_, held_epoch));
+        });
+  }
+
+  // The registration's answer: refused (the stream ends with `session`'s status) or accepted
+  // (reports follow).
+  void Answer(const absl::StatusOr<uint64_t>& session) {
+    v1::RegistrationAck* ack = out_.mutable_ack();
+    ack->set_report_interval_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(report_interval_)));
+    ack->set_heartbeat_interval_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(heartbeat_interval_)));
+    if (!session.ok()) {
+      PDS_LOG(WARNING) << "refused registration of '" << worker_id_ << "' from " << peer_ << ": "
+                       << session.status();
+      ack->set_accepted(false);
+      ack->set_message(std::string(session.status().message()));
+      {
+        absl::MutexLock lock(&mu_);
+        finished_ = true;
+      }
+      StartWriteAndFinish(&out_, grpc::WriteOptions(), bridge::ToGrpc(session.status()));
+      return;
+    }
+    session_ = *session;
+    ack->set_accepted(true);
+    ack->set_message(absl::StrCat("registered ", worker_id_));
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = true;
+    }
+    StartWrite(&out_);
+    control_->Attach(this);  // Orders follow the answer.
+    StartRead(&in_);
+  }
+
   void Close(const grpc::Status& status) {
     {
       absl::MutexLock lock(&mu_);
@@ -180,6 +238,10 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   const absl::Duration report_interval_;
   const absl::Duration heartbeat_interval_;
   const std::atomic<bool>* draining_;
+  const AddressVerifier* const verifier_;  // Null: addresses are not verified.
+  PeerRegistrations* const peers_;
+  const std::string peer_;  // The peer's address (router/client_identity.h's naming).
+  bool counted_ = false;    // Holds one of peers_'s places.
   const std::shared_ptr<StreamControl> control_;
   v1::WorkerMessage in_;
   // The write in flight: filled by whoever starts it (under mu_ once the answer is out).
@@ -224,9 +286,30 @@ void StreamControl::Detach() {
 
 }  // namespace
 
+bool PeerRegistrations::Acquire(const std::string& peer) {
+  absl::MutexLock lock(&mu_);
+  int& held = held_[peer];
+  if (limit_ > 0 && held >= limit_) {
+    if (held == 0) held_.erase(peer);
+    return false;
+  }
+  ++held;
+  return true;
+}
+
+void PeerRegistrations::Release(const std::string& peer) {
+  absl::MutexLock lock(&mu_);
+  auto it = held_.find(peer);
+  if (it != held_.end() && --it->second <= 0) held_.erase(it);
+}
+
 RegistryService::RegistryService(WorkerRegistry* registry, DecisionLog* log,
                                  const CostModel* cost_model, RegistryServiceOptions options)
-    : registry_(registry), log_(log), cost_model_(cost_model), options_(std::move(options)) {}
+    : peers_(options.max_workers_per_peer),
+      registry_(registry),
+      log_(log),
+      cost_model_(cost_model),
+      options_(std::move(options)) {}
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* RegistryService::Connect(
     grpc::CallbackServerContext* context) {
@@ -242,7 +325,7 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* RegistryService::
     return new Refuse();
   }
   return new WorkerStream(registry_, options_.report_interval, options_.heartbeat_interval,
-                          &draining_);
+                          &draining_, options_.verifier, &peers_, ClientFromPeer(context->peer()));
 }
 
 bool RegistryService::Authorized(grpc::CallbackServerContext* context, const char* what) const {

@@ -9,8 +9,11 @@
 #include <functional>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pdserve/v1/registry.grpc.pb.h"
+#include "router/address_verifier.h"
 #include "router/cost_model.h"
 #include "router/decision_log.h"
 #include "router/worker_registry.h"
@@ -27,6 +30,26 @@ struct RegistryServiceOptions {
   // The cluster's registration token: a registration without it (kRegistrationTokenHeader)
   // is refused UNAUTHENTICATED and logged with its peer. Empty: anyone may register.
   std::string registration_token;
+  // When set, a registration is accepted only once its address answers as the worker it
+  // claims, and a live holder of the same id whose address does not is replaced.
+  const AddressVerifier* verifier = nullptr;
+  // Live registrations one peer address may hold (0: no limit). Default 256.
+  int max_workers_per_peer = 256;
+};
+
+// Registrations per peer address (RegistryServiceOptions::max_workers_per_peer).
+class PeerRegistrations {
+ public:
+  explicit PeerRegistrations(int limit) : limit_(limit) {}
+  // False (nothing counted) when `peer` holds the limit already.
+  bool Acquire(const std::string& peer);
+  void Release(const std::string& peer);
+  int limit() const { return limit_; }
+
+ private:
+  const int limit_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, int> held_ ABSL_GUARDED_BY(mu_);
 };
 
 class RegistryService final : public v1::Registry::CallbackService {
@@ -53,6 +76,7 @@ class RegistryService final : public v1::Registry::CallbackService {
   bool Authorized(grpc::CallbackServerContext* context, const char* what) const;
 
   std::atomic<bool> draining_{false};
+  PeerRegistrations peers_;
   WorkerRegistry* registry_;
   DecisionLog* log_;
   const CostModel* cost_model_;

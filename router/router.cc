@@ -47,6 +47,10 @@ absl::Status RouterConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("--client_id_header: '", h, "' is not a lower-case header name"));
   }
+  if (verify_timeout < absl::Milliseconds(10) || verify_timeout > absl::Seconds(60))
+    return absl::InvalidArgumentError("--worker_verify_timeout: must be in [10ms, 60s]");
+  if (max_workers_per_peer < 0)
+    return absl::InvalidArgumentError("--max_workers_per_peer: must be >= 0 (0: no limit)");
   if (client_metrics_top < 0 || client_metrics_top > 100)
     return absl::InvalidArgumentError("--client_metrics_top: must be in [0, 100]");
   if (decision_log_size < 1) return absl::InvalidArgumentError("--decision_log_size: must be >= 1");
@@ -97,6 +101,11 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
       std::max(registry_options.report_interval, config.report_timeout / 4);
   registry_options.policy = r->policy_->name();
   registry_options.registration_token = config.registration_token;
+  registry_options.max_workers_per_peer = config.max_workers_per_peer;
+  if (config.verify_worker_addresses) {
+    r->verifier_ = std::make_unique<AddressVerifier>(security, config.verify_timeout);
+    registry_options.verifier = r->verifier_.get();
+  }
   GenerationService* generation = r->generation_.get();
   registry_options.in_flight = [generation] { return generation->in_flight(); };
   r->registry_service_ = std::make_unique<RegistryService>(r->registry_.get(), r->decisions_.get(),

@@ -53,6 +53,13 @@ struct RouterConfig {
   std::string slo_classes;
   PlacerConfig placer;
   GenerationServiceOptions generation;
+  // Registrations are accepted only once their address answers as the worker (within
+  // verify_timeout), and an unanswering holder of an id is replaced (address_verifier.h).
+  // Default on.
+  bool verify_worker_addresses = true;
+  absl::Duration verify_timeout = absl::Seconds(1);
+  // Live registrations one peer address may hold (0: no limit). Default 256.
+  int max_workers_per_peer = 256;
   // Clients whose requests in flight /metrics shows (the busiest). Default 8.
   int client_metrics_top = 8;
   // Placement decisions kept for `pdctl status`. Default 1000.
@@ -100,6 +107,7 @@ class Router {
   std::unique_ptr<DecisionLog> decisions_;
   std::unique_ptr<Placer> placer_;
   std::unique_ptr<GenerationService> generation_;
+  std::unique_ptr<AddressVerifier> verifier_;  // With verify_worker_addresses.
   std::unique_ptr<RegistryService> registry_service_;
   std::unique_ptr<ServerRunner> server_;
   // Uses server_'s in-process channel; stopped once server_ has drained.

@@ -12,7 +12,8 @@ WorkerRegistry::WorkerRegistry(Clock* clock, absl::Duration report_timeout, Cost
     : clock_(clock), report_timeout_(report_timeout), cost_model_(cost_model), metrics_(metrics) {}
 
 absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info,
-                                                  std::shared_ptr<WorkerControl> control) {
+                                                  std::shared_ptr<WorkerControl> control,
+                                                  uint64_t unanswered_epoch) {
   if (absl::Status s = info.Validate(); !s.ok()) return s;
   Removal replaced;
   uint64_t session;
@@ -38,14 +39,17 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info,
       // configured with one id cannot evict each other forever. The same process
       // reconnecting (same epoch), or a restarted one whose predecessor went silent, replaces
       // the old registration.
-      if (old.info.epoch != info.epoch && silent <= report_timeout_) {
+      const bool unanswered = unanswered_epoch != 0 && old.info.epoch == unanswered_epoch;
+      if (old.info.epoch != info.epoch && silent <= report_timeout_ && !unanswered) {
         return absl::AlreadyExistsError(absl::StrCat(
             "registration.worker_id: '", info.worker_id, "' is registered by a live worker (at ",
             old.info.grpc_address, ", epoch ", old.info.epoch, ", last report ",
             absl::FormatDuration(silent), " ago); give each worker its own --worker_id"));
       }
-      replaced = RemoveLocked(*same, absl::StrCat("worker ", info.worker_id,
-                                                  " registered again (epoch ", info.epoch, ")"));
+      replaced = RemoveLocked(
+          *same,
+          absl::StrCat("worker ", info.worker_id, " registered again (epoch ", info.epoch,
+                       unanswered ? "; the previous one did not answer at its address" : "", ")"));
     }
     if (auto it = pending_switches_.find(info.worker_id); it != pending_switches_.end()) {
       EndSwitchLocked(info.worker_id, it->second.to == info.role ? "completed" : "aborted");
@@ -257,6 +261,13 @@ void WorkerRegistry::WithLock(
 int WorkerRegistry::ReadyDecodeWorkers() const {
   absl::MutexLock lock(&mu_);
   return ready_decode_workers_;
+}
+
+std::optional<WorkerInfo> WorkerRegistry::Registered(const std::string& worker_id) const {
+  absl::MutexLock lock(&mu_);
+  for (const WorkerEntry* e : live_)
+    if (e->info.worker_id == worker_id) return e->info;
+  return std::nullopt;
 }
 
 int64_t WorkerRegistry::DecodeRequestSlots(int waiting_per_worker) const {

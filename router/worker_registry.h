@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -102,9 +103,14 @@ class WorkerRegistry {
   // FAILED_PRECONDITION when another worker serves the same model name with a different
   // fingerprint. ALREADY_EXISTS when another live process (another epoch, reporting within
   // the report timeout) holds the worker id. The same process reconnecting, or a restarted one
-  // whose predecessor went silent, replaces the old registration: requests on it end.
+  // whose predecessor went silent, replaces the old registration: requests on it end. So does
+  // one that found the holder's address no longer answering as the holder (`unanswered_epoch`:
+  // the holder's epoch then; AddressVerifier).
   absl::StatusOr<uint64_t> Register(const WorkerInfo& info,
-                                    std::shared_ptr<WorkerControl> control = nullptr);
+                                    std::shared_ptr<WorkerControl> control = nullptr,
+                                    uint64_t unanswered_epoch = 0);
+  // The live registration of `worker_id`, if any.
+  std::optional<WorkerInfo> Registered(const std::string& worker_id) const;
   // False when the session is no longer registered (replaced or expired): its stream should
   // close so that the worker registers again. The report's steps train the cost model.
   bool Report(uint64_t session, const WorkerReport& report);

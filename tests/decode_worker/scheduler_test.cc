@@ -202,7 +202,7 @@ TEST_F(SchedulerTest, AWaitingSequenceWhoseClientReadsNothingIsNotAdmitted) {
   Add("next", 4, 0, 100);
   EXPECT_THAT(Step(), ElementsAre("next:0+4*"));
   EXPECT_EQ(unread->state, SequenceState::kWaiting);
-  sink->pending = 0;  // Its client read.
+  sink->pending = 0;                                             // Its client read.
   EXPECT_THAT(Step(), ElementsAre("next:4+1*", "unread:4+2*"));  // Its first block is cached.
 }
 

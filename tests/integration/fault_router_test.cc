@@ -22,6 +22,7 @@
 #include "common/health_client.h"
 #include "common/net_address.h"
 #include "common/registry_client.h"
+#include "common/worker_identity_service.h"
 #include "gtest/gtest.h"
 #include "tests/integration/fault_check.h"
 #include "tests/testing/greedy_reference.h"
@@ -367,6 +368,86 @@ TEST(RouterFaultTest, WithoutTheRegistrationTokenNoWorkerRegisters) {
   }
   ExpectClusterAtBaseline(*cluster);
   std::remove(token_file.c_str());
+}
+
+// A worker's identity could be taken over: a decode worker paused long enough to be dropped,
+// an impostor registering its id, and the real worker refused ("registered by a live worker")
+// for as long as the impostor kept reporting, while requests placed on the impostor's
+// black-hole address stalled. Now a registration's address must answer as the worker it claims
+// (WorkerIdentity.Identify), and a holder whose address no longer does is replaced by the
+// worker that registers the id again.
+TEST(RouterFaultTest, AnImpostorCannotTakeAWorkersPlace) {
+  auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 0, .decode_workers = 1});
+  ASSERT_NE(cluster, nullptr);
+  ChildProcess& real = *cluster->decode()[0];
+  const v1::WorkerRegistration registered = cluster->Status().workers(0).registration();
+  auto start_impostor = [&](const std::string& address, uint64_t epoch) {
+    v1::WorkerRegistration fake = registered;
+    fake.set_grpc_address(address);
+    fake.set_epoch(epoch);
+    auto client = std::make_unique<RegistryClient>(
+        RegistryClientConfig{.router_address = cluster->registry_address(),
+                             .min_backoff = absl::Milliseconds(20),
+                             .max_backoff = absl::Milliseconds(100)},
+        fake, [](bool, auto*, auto*) {});
+    client->Start();
+    return client;
+  };
+  auto registered_at = [&](const std::string& address) {
+    return [&, address](const v1::ClusterStatus& s) {
+      return s.workers_size() == 1 && s.workers(0).registration().grpc_address() == address;
+    };
+  };
+  // The real worker stops answering and is dropped.
+  ASSERT_EQ(kill(real.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(
+      cluster->WaitForStatus([](const v1::ClusterStatus& s) { return s.workers_size() == 0; }));
+  // Its id with an address nobody answers at, or with its own (stopped) address: refused.
+  for (const std::string& address : {std::string("127.0.0.1:1"), registered.grpc_address()}) {
+    auto impostor = start_impostor(address, 777);
+    EXPECT_TRUE(PollUntil([&] { return !impostor->last_error().empty(); }, absl::Seconds(10)));
+    impostor->Stop();
+    EXPECT_EQ(impostor->registrations(), 0) << address;
+    EXPECT_TRUE(absl::StrContains(impostor->last_error(), "did not answer as worker"))
+        << impostor->last_error();
+  }
+  // An impostor that does answer at its own address takes the id...
+  WorkerIdentityService identity;
+  identity.Set(registered.worker_id(), 777);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&identity);
+  std::unique_ptr<grpc::Server> impostor_server = builder.BuildAndStart();
+  ASSERT_NE(impostor_server, nullptr);
+  const std::string impostor_address = absl::StrCat("127.0.0.1:", port);
+  auto impostor = start_impostor(impostor_address, 777);
+  ASSERT_TRUE(cluster->WaitForStatus(registered_at(impostor_address)))
+      << cluster->Status().DebugString();
+  // ...and keeps reporting, but stops answering there. The real worker comes back and takes
+  // its id back at once, however long the impostor goes on reporting.
+  impostor_server->Shutdown();
+  impostor_server.reset();
+  const absl::Time resumed = absl::Now();
+  ASSERT_EQ(kill(real.pid(), SIGCONT), 0);
+  ASSERT_TRUE(cluster->WaitForStatus(registered_at(registered.grpc_address()), absl::Seconds(10)))
+      << cluster->Status().DebugString() << real.Log();
+  EXPECT_LT(absl::Now() - resumed, absl::Seconds(5));
+  EXPECT_TRUE(absl::StrContains(cluster->router().Log(), "no longer answers at its address"))
+      << cluster->router().Log();
+  // Its retries are refused; requests go to the real worker.
+  for (int i = 0; i < 4; ++i) {
+    const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest({1, 2, 3}, 3),
+                                          absl::Seconds(20));
+    EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.result.placement().decode_worker_id(), registered.worker_id());
+  }
+  EXPECT_TRUE(PollUntil(
+      [&] { return absl::StrContains(impostor->last_error(), "did not answer as worker"); },
+      absl::Seconds(10)))
+      << impostor->last_error();
+  impostor->Stop();
+  ExpectClusterAtBaseline(*cluster);
 }
 
 }  // namespace

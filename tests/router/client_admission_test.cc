@@ -81,8 +81,8 @@ TEST(ClientAdmissionTest, BusiestListsTheTopClientsMostFirst) {
 TEST(ClientAdmissionTest, ConfigNamesTheFlagAndItsLimit) {
   EXPECT_TRUE(absl::StrContains(ClientAdmissionConfig{.max_share = 0}.Validate().message(),
                                 "--client_max_share"));
-  EXPECT_TRUE(absl::StrContains(ClientAdmissionConfig{.max_share = 1.5}.Validate().message(),
-                                "(0, 1]"));
+  EXPECT_TRUE(
+      absl::StrContains(ClientAdmissionConfig{.max_share = 1.5}.Validate().message(), "(0, 1]"));
   EXPECT_TRUE(absl::StrContains(ClientAdmissionConfig{.min_requests = 0}.Validate().message(),
                                 "--client_min_requests"));
   EXPECT_TRUE(ClientAdmissionConfig{}.Validate().ok());
