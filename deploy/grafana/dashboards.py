@@ -154,9 +154,9 @@ def overview():
     d.timeseries("SLO attainment",
                  "Share of first tokens within the TTFT objective and of tokens within the TPOT "
                  "objective (recording rules, 5 m).",
-                 [(f'pdserve:ttft_slo_attainment:ratio_rate5m{{model_name=~"$model"}}',
+                 [(f"pdserve:ttft_slo_attainment:ratio_rate5m{{{NS_MODEL}}}",
                    "TTFT {{model_name}}"),
-                  (f'pdserve:tpot_slo_attainment:ratio_rate5m{{model_name=~"$model"}}',
+                  (f"pdserve:tpot_slo_attainment:ratio_rate5m{{{NS_MODEL}}}",
                    "TPOT {{model_name}}")], "percentunit")
     d.timeseries("Requests by status", "Requests finished per second by gRPC status code.",
                  [(f"sum by (code) (rate(pdserve_router_requests_total{{{NS_MODEL}}}[{RATE}]))",
@@ -182,8 +182,8 @@ def overview():
                    "refused past share /s")], "short")
     d.stat("In flight", "Requests the routers relay now.",
            [(f"sum(pdserve_router_requests_in_flight{{{NS}}})", "in flight")], "short")
-    d.stat("Error ratio (5 m)", "Failed / all requests (recording rule).",
-           [(f'sum(pdserve:request_errors:ratio_rate5m{{model_name=~"$model"}})', "errors")],
+    d.stat("Error ratio (5 m)", "Failed / all requests of the model faring worst (recording rule).",
+           [(f"max(pdserve:request_errors:ratio_rate5m{{{NS_MODEL}}})", "errors")],
            "percentunit", thresholds=[(0.01, "orange"), (0.05, "red")])
 
     d.row("Placement (router)")
@@ -193,7 +193,7 @@ def overview():
                    f"[{RATE}]))", "{{mode}} / {{reason}}")], "ops", stack=True)
     d.timeseries("Offload ratio", "Share of placements whose prefill ran on a prefill worker "
                  "(recording rule, 5 m, every model).",
-                 [("pdserve:offload:ratio_rate5m", "offload ratio")],
+                 [(f"pdserve:offload:ratio_rate5m{{{NS}}}", "offload ratio {{namespace}}")],
                  "percentunit")
     d.timeseries("Decision latency", "Time the router takes to place a request.",
                  quantiles("pdserve_router_decision_latency_seconds", NS, qs=(0.5, 0.99)), "s")

@@ -2,7 +2,8 @@
 """Checks that every alert in a Prometheus rules file links a runbook section that exists.
 
 Usage: check_runbooks.py RULES.yaml RUNBOOKS.md
-Each alert needs annotations.runbook_url of the form docs/runbooks.md#anchor, and the anchor
+Each alert needs annotations.runbook_url of the form RUNBOOKS_URL#anchor (absolute: an alert
+is read where the repository is not), and the anchor
 must be a heading of RUNBOOKS.md (GitHub's anchor rules: lower case, spaces to dashes,
 punctuation dropped); every alert also has a test case in the rules' .test.yaml beside it.
 Exit 1 listing what is missing.
@@ -12,6 +13,9 @@ import re
 import sys
 
 import yaml
+
+
+RUNBOOKS_URL = "https://github.com/pdserve/pdserve/blob/main/docs/runbooks.md"
 
 
 def anchors(markdown):
@@ -36,8 +40,8 @@ def main():
             if not name:
                 continue
             url = rule.get("annotations", {}).get("runbook_url", "")
-            if not url.startswith("docs/runbooks.md#"):
-                problems.append(f"{name}: runbook_url '{url}' is not docs/runbooks.md#...")
+            if not url.startswith(RUNBOOKS_URL + "#"):
+                problems.append(f"{name}: runbook_url '{url}' is not {RUNBOOKS_URL}#...")
             elif url.split("#", 1)[1] not in known:
                 problems.append(f"{name}: no heading for '#{url.split('#', 1)[1]}' in {runbooks_path}")
             if f"alertname: {name}" not in tests:
