@@ -28,11 +28,11 @@ void AddressVerifier::Verify(const std::string& address, const std::string& work
        timeout = timeout_](grpc::Status status) {
         const std::string who = absl::StrCat("worker '", worker_id, "' (epoch ", epoch, ")");
         if (!status.ok()) {
-          done(absl::FailedPreconditionError(absl::StrCat(
-              "registration.grpc_address: ", address, " did not answer as ", who, " within ",
-              absl::FormatDuration(timeout), ": ", status.error_message(),
-              " (the router must reach each worker at the address it registers: "
-              "--advertise_host)")));
+          done(absl::FailedPreconditionError(
+              absl::StrCat("registration.grpc_address: ", address, " did not answer as ", who,
+                           " within ", absl::FormatDuration(timeout), ": ", status.error_message(),
+                           " (the router must reach each worker at the address it registers: "
+                           "--advertise_host)")));
           return;
         }
         if (q->response.worker_id() != worker_id || q->response.epoch() != epoch) {
