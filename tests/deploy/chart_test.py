@@ -42,6 +42,13 @@ TS_TYPES = {
     ("apps/v1", "StatefulSet"): ("kubernetes-models/apps/v1/StatefulSet", "IStatefulSet"),
     ("v1", "Service"): ("kubernetes-models/v1/Service", "IService"),
     ("v1", "ConfigMap"): ("kubernetes-models/v1/ConfigMap", "IConfigMap"),
+    ("v1", "ServiceAccount"): ("kubernetes-models/v1/ServiceAccount", "IServiceAccount"),
+    ("networking.k8s.io/v1", "NetworkPolicy"):
+        ("kubernetes-models/networking.k8s.io/v1/NetworkPolicy", "INetworkPolicy"),
+    ("networking.k8s.io/v1", "Ingress"):
+        ("kubernetes-models/networking.k8s.io/v1/Ingress", "IIngress"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"):
+        ("kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler", "IHorizontalPodAutoscaler"),
     ("policy/v1", "PodDisruptionBudget"):
         ("kubernetes-models/policy/v1/PodDisruptionBudget", "IPodDisruptionBudget"),
     ("monitoring.coreos.com/v1", "PodMonitor"):
@@ -94,6 +101,45 @@ def pod_specs(objs):
 
 def selects(selector, labels):
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def matches(label_selector, labels):
+    """A LabelSelector (matchLabels and matchExpressions) against a label set; an empty
+    selector matches everything, as in a NetworkPolicy."""
+    for k, v in (label_selector or {}).get("matchLabels", {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in (label_selector or {}).get("matchExpressions", []):
+        key, op, values = e["key"], e["operator"], e.get("values", [])
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def ingress_allowed(policies, source_labels, target, port_name):
+    """Whether the release's NetworkPolicies let a pod with `source_labels` (same namespace)
+    reach the pod template `target` on its port `port_name`."""
+    labels = target["metadata"].get("labels", {})
+    selecting = [p for p in policies if matches(p["spec"]["podSelector"], labels)]
+    if not selecting:
+        return True
+    for policy in selecting:
+        for rule in policy["spec"].get("ingress", []):
+            ports = rule.get("ports")
+            if ports and not any(p.get("port") == port_name for p in ports):
+                continue
+            peers = rule.get("from")
+            if not peers or any("podSelector" in peer and "namespaceSelector" not in peer
+                                and matches(peer["podSelector"], source_labels)
+                                for peer in peers):
+                return True
+    return False
 
 
 def container_ports(template):
@@ -236,6 +282,76 @@ def cross_object_problems(objs):
     for name, pdb in by_kind.get("PodDisruptionBudget", {}).items():
         if not matching_pods(pdb["spec"]["selector"].get("matchLabels", {})):
             problems.append(f"PodDisruptionBudget/{name}: selector matches no pods")
+    problems += platform_problems(objs, by_kind, workloads)
+    return problems
+
+
+def platform_problems(objs, by_kind, workloads):
+    """NetworkPolicies, autoscalers, the Ingress and the ServiceAccount: each refers to what
+    the release renders, and the policies let the cluster talk to itself."""
+    problems = []
+    policies = list(by_kind.get("NetworkPolicy", {}).values())
+    by_role = {}
+    for _, t in workloads:
+        by_role.setdefault(t["metadata"].get("labels", {}).get("pdserve.io/role"), []).append(t)
+    for name, policy in by_kind.get("NetworkPolicy", {}).items():
+        pods = [t for _, t in workloads
+                if matches(policy["spec"]["podSelector"], t["metadata"].get("labels", {}))]
+        if not pods:
+            problems.append(f"NetworkPolicy/{name}: podSelector matches no pods of the release")
+        for rule in policy["spec"].get("ingress", []):
+            for p in rule.get("ports", []):
+                for t in pods:
+                    if not port_exists(p.get("port"), *container_ports(t)):
+                        problems.append(f"NetworkPolicy/{name}: port {p.get('port')} is not a "
+                                        "port of its pods")
+    if policies:
+        # Who must reach whom, whatever else the policies allow.
+        needed = [("prefill", "router", "registry"), ("decode", "router", "registry"),
+                  ("router", "decode", "grpc"), ("router", "prefill", "grpc"),
+                  ("decode", "prefill", "grpc"), ("decode", "prefill", "ucx"),
+                  ("prefill", "decode", "ucx")]
+        for source, target, port in needed:
+            for s in by_role.get(source, []):
+                for t in by_role.get(target, []):
+                    if not ingress_allowed(policies, s["metadata"]["labels"], t, port):
+                        problems.append(f"NetworkPolicy: {source} pods cannot reach {target} "
+                                        f"pods' {port} port")
+    for name, hpa in by_kind.get("HorizontalPodAutoscaler", {}).items():
+        ref = hpa["spec"]["scaleTargetRef"]
+        target = by_kind.get(ref["kind"], {}).get(ref["name"])
+        if target is None:
+            problems.append(f"HorizontalPodAutoscaler/{name}: scaleTargetRef {ref['kind']}/"
+                            f"{ref['name']} is not in the release")
+        elif "replicas" in target["spec"]:
+            problems.append(f"HorizontalPodAutoscaler/{name}: {ref['kind']}/{ref['name']} "
+                            "sets replicas, which the autoscaler owns")
+        if hpa["spec"]["maxReplicas"] < hpa["spec"].get("minReplicas", 1):
+            problems.append(f"HorizontalPodAutoscaler/{name}: maxReplicas below minReplicas")
+    services = by_kind.get("Service", {})
+    for name, ingress in by_kind.get("Ingress", {}).items():
+        for rule in ingress["spec"].get("rules", []):
+            for path in rule.get("http", {}).get("paths", []):
+                backend = path["backend"]["service"]
+                service = services.get(backend["name"])
+                if service is None:
+                    problems.append(f"Ingress/{name}: backend Service {backend['name']} is not in "
+                                    "the release")
+                    continue
+                port = backend["port"].get("name", backend["port"].get("number"))
+                if not any(p.get("name") == port or p["port"] == port
+                           for p in service["spec"]["ports"]):
+                    problems.append(f"Ingress/{name}: Service {backend['name']} has no port "
+                                    f"{port}")
+    accounts = by_kind.get("ServiceAccount", {})
+    for workload, t in workloads:
+        account = t["spec"].get("serviceAccountName")
+        where = f"{workload['kind']}/{workload['metadata']['name']}"
+        if accounts and account not in accounts:
+            problems.append(f"{where}: serviceAccountName {account} is not the release's "
+                            "ServiceAccount")
+        if t["spec"].get("automountServiceAccountToken") is not False:
+            problems.append(f"{where}: mounts a ServiceAccount token pdserve never uses")
     return problems
 
 
@@ -477,6 +593,16 @@ NEGATIVE_CASES = [
     # A duration the Prometheus operator rejects (fractions, smallest unit first).
     (["decode.podMonitor.interval=1.5s"], "/decode/podMonitor/interval"),
     (["router.podMonitor.interval=30s1m"], "/router/podMonitor/interval"),
+    (["gpu.resourceName=gpu"], "/gpu/resourceName"),
+    (["decode.autoscaling.enabled=true", "decode.autoscaling.maxReplicas=0"],
+     "/decode/autoscaling/maxReplicas"),
+    (["prefill.autoscaling.enabled=true", "prefill.autoscaling.minReplicas=4",
+      "prefill.autoscaling.maxReplicas=2"], "prefill.autoscaling.maxReplicas: 2 is below"),
+    (["router.ingress.enabled=true", "router.ingress.host=Bad_Host"], "/router/ingress/host"),
+    (["router.ingress.enabled=true", "router.http.enabled=false"],
+     "router.ingress.enabled needs router.http.enabled"),
+    (["router.priorityClassName=High"], "/router/priorityClassName"),
+    (["networkPolicy.apiFrom=everyone"], "/networkPolicy/apiFrom"),
 ]
 
 
@@ -612,8 +738,49 @@ def cmd_selftest(a):
                        lambda o: find(o, "ConfigMap", "-emulated-profile")["data"].update(
                            {"profile.json": "{}"})),
     ]
+    # The platform checks (policies, autoscalers, Ingress, ServiceAccount), on that scenario.
+    platform = objects(render(a.tools, "platform").stdout)
+
+    def plant_platform(description, expected, mutate):
+        objs = copy.deepcopy(platform)
+        mutate(objs)
+        hit = any(expected in p for p in cross_object_problems(objs))
+        print(f"selftest {description}: {'reported' if hit else 'MISSED'}")
+        return hit
+
+    def policy_rule(objs, suffix, port):
+        rules = find(objs, "NetworkPolicy", suffix)["spec"]["ingress"]
+        return next(r for r in rules if any(p.get("port") == port for p in r.get("ports", [])))
+
+    results += [
+        plant_platform("registry closed to workers", "decode pods cannot reach router pods' "
+                       "registry", lambda o: policy_rule(o, "-router", "registry")["from"][0]
+                       ["podSelector"]["matchExpressions"][0].update(values=["prefill"])),
+        plant_platform("worker grpc closed to the router", "router pods cannot reach prefill",
+                       lambda o: policy_rule(o, "-prefill", "grpc")["from"].pop(0)),
+        plant_platform("policy port", "port grpcc is not a port",
+                       lambda o: policy_rule(o, "-decode", "grpc")["ports"][0].update(
+                           port="grpcc")),
+        plant_platform("hpa target", "is not in the release",
+                       lambda o: find(o, "HorizontalPodAutoscaler", "-decode")["spec"]
+                       ["scaleTargetRef"].update(name="pd-pdserve-decoder")),
+        plant_platform("hpa and replicas", "which the autoscaler owns",
+                       lambda o: find(o, "Deployment", "-decode")["spec"].update(replicas=3)),
+        plant_platform("ingress port", "has no port httpp",
+                       lambda o: find(o, "Ingress", "-router")["spec"]["rules"][0]["http"]
+                       ["paths"][0]["backend"]["service"]["port"].update(name="httpp")),
+        plant_platform("service account", "is not the release's ServiceAccount",
+                       lambda o: find(o, "Deployment", "-router")["spec"]["template"]["spec"]
+                       .update(serviceAccountName="default")),
+        plant_platform("token mounted", "mounts a ServiceAccount token",
+                       lambda o: find(o, "StatefulSet", "-prefill")["spec"]["template"]["spec"]
+                       .pop("automountServiceAccountToken")),
+    ]
     clean = cross_object_problems(base) + embedded_copy_problems(base)
     clean += cross_object_problems(emulated) + embedded_copy_problems(emulated)
+    clean += cross_object_problems(platform) + embedded_copy_problems(platform)
+    for p in clean:
+        print(f"  {p}")
     print(f"selftest clean renders: {len(clean)} problems")
     return 0 if all(results) and not clean else 1
 

@@ -217,3 +217,36 @@ le="{{ $text }}"
 le=~"{{ $text }}|{{ $text }}\\.0"
 {{- end -}}
 {{- end -}}
+
+{{/* The ServiceAccount the pods run as. */}}
+{{- define "pdserve.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ .Values.serviceAccount.name | default (include "pdserve.fullname" .) }}
+{{- else -}}
+{{ .Values.serviceAccount.name | default "default" }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Pod-spec fields every role shares: its ServiceAccount (no API token: pdserve calls no
+Kubernetes API), priority class and topology spread (a constraint without a labelSelector
+spreads the role's own pods). Called with (dict "root" $ "role" ROLE "values" ROLE_VALUES).
+*/}}
+{{- define "pdserve.podScheduling" -}}
+{{- $ctx := dict "root" .root "role" .role }}
+serviceAccountName: {{ include "pdserve.serviceAccountName" .root }}
+automountServiceAccountToken: false
+{{- with .values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- range . }}
+  {{- $c := deepCopy . }}
+  {{- if not (hasKey $c "labelSelector") }}
+  {{- $_ := set $c "labelSelector" (dict "matchLabels" (include "pdserve.selectorLabels" $ctx | fromYaml)) }}
+  {{- end }}
+  - {{ toYaml $c | indent 4 | trim }}
+  {{- end }}
+{{- end }}
+{{- end -}}

@@ -16,7 +16,9 @@ metadata:
   labels:
     {{- include "pdserve.labels" $ctx | nindent 4 }}
 spec:
+  {{- if not $v.autoscaling.enabled }}
   replicas: {{ $v.replicas }}
+  {{- end }}
   {{- if eq .kind "StatefulSet" }}
   serviceName: {{ $name }}
   # Workers are interchangeable: start and stop them in parallel, not one by one.
@@ -42,6 +44,7 @@ spec:
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- include "pdserve.podScheduling" (dict "root" $root "role" $role "values" $v) | nindent 6 }}
       securityContext:
         {{- include "pdserve.podSecurityContext" $root | nindent 8 }}
       # Above the drain timeout: running work finishes before the kubelet's SIGKILL.
@@ -114,7 +117,7 @@ spec:
             {{- $resources := deepCopy $v.resources }}
             {{- $extended := dict }}
             {{- if and (eq $v.backend "cuda") (not $root.Values.emulated.enabled) }}
-            {{- $_ := set $extended "nvidia.com/gpu" $v.gpus }}
+            {{- $_ := set $extended $root.Values.gpu.resourceName $v.gpus }}
             {{- end }}
             {{- if $rdma.enabled }}
             {{- $_ := set $extended $rdma.resourceName $rdma.count }}
@@ -171,5 +174,31 @@ spec:
   selector:
     matchLabels:
       {{- include "pdserve.selectorLabels" $ctx | nindent 6 }}
+{{- end }}
+{{- if $v.autoscaling.enabled }}
+{{- if lt (int $v.autoscaling.maxReplicas) (int $v.autoscaling.minReplicas) }}
+{{- fail (printf "%s.autoscaling.maxReplicas: %d is below minReplicas %d" $role (int $v.autoscaling.maxReplicas) (int $v.autoscaling.minReplicas)) }}
+{{- end }}
+---
+# Replicas follow the load; each scale-down drains its pod (the grace period covers it).
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "pdserve.labels" $ctx | nindent 4 }}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: {{ .kind }}
+    name: {{ $name }}
+  minReplicas: {{ $v.autoscaling.minReplicas }}
+  maxReplicas: {{ $v.autoscaling.maxReplicas }}
+  metrics:
+    {{- toYaml $v.autoscaling.metrics | nindent 4 }}
+  {{- with $v.autoscaling.behavior }}
+  behavior:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end }}
 {{- end -}}
