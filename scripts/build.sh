@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds pdserve with CMake + Ninja (+ ccache when present).
-# Usage: scripts/build.sh [release|image|sanitize|tsan] [extra cmake args...]
+# Usage: scripts/build.sh [release|demo|image|sanitize|tsan] [extra cmake args...]
 #   release  (default) -> build/        RelWithDebInfo, -Werror
+#   demo               -> build-demo/   what scripts/demo.sh runs, and only that: Release (no
+#                                       debug info), no tests, benchmarks or CUDA backend
 #   image              -> build-image/  the shipped binaries only (no tests, no benchmarks):
 #                                       what deploy/docker/Dockerfile builds
 #   sanitize           -> build-asan/   Debug, ASan + UBSan, -Werror, tests only
@@ -22,6 +24,13 @@ case "$flavor" in
   release)
     dir=build
     args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON)
+    ;;
+  demo)
+    dir=build-demo
+    args=(-DCMAKE_BUILD_TYPE=Release -DPDSERVE_BUILD_TESTS=OFF -DPDSERVE_BUILD_BENCH=OFF
+          -DPDSERVE_CUDA=OFF)
+    targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe pdserve-make-model
+             pdctl)
     ;;
   image)
     dir=build-image
@@ -44,7 +53,7 @@ case "$flavor" in
     targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe fault_router_test)
     ;;
   *)
-    echo "usage: $0 [release|image|sanitize|tsan] [cmake args...]" >&2
+    echo "usage: $0 [release|demo|image|sanitize|tsan] [cmake args...]" >&2
     exit 2
     ;;
 esac

@@ -10,9 +10,15 @@
 # the demo shows is the serving system.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One line per stage: the first run spends minutes in the first two.
+echo "== installing what is missing (scripts/install_deps.sh)"
 scripts/install_deps.sh
-scripts/build.sh release >/dev/null
-pdctl=build/bin/pdctl
+echo "== building the router, the workers and pdctl (scripts/build.sh demo: build-demo/; the"
+echo "   tests, benchmarks and CUDA backend are built by the test command, scripts/build.sh release)"
+start=$SECONDS
+scripts/build.sh demo >/dev/null
+echo "   built in $((SECONDS - start)) s"
+pdctl=build-demo/bin/pdctl
 config=deploy/local/cluster.yaml
 
 background=()
