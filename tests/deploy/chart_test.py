@@ -717,12 +717,17 @@ def cmd_selftest(a):
     # The emulated checks, on the emulated scenario's render.
     emulated = objects(render(a.tools, "emulated-control-plane").stdout)
 
-    def plant_emulated(description, expected, mutate):
-        objs = copy.deepcopy(emulated)
-        mutate(objs)
-        hit = any(expected in p for p in embedded_copy_problems(objs))
-        print(f"selftest {description}: {'reported' if hit else 'MISSED'}")
-        return hit
+    def planter(rendered, check):
+        """A plant() on another render, reported by `check`."""
+        def plant_on(description, expected, mutate):
+            objs = copy.deepcopy(rendered)
+            mutate(objs)
+            hit = any(expected in p for p in check(objs))
+            print(f"selftest {description}: {'reported' if hit else 'MISSED'}")
+            return hit
+        return plant_on
+
+    plant_emulated = planter(emulated, embedded_copy_problems)
 
     results += [
         plant_emulated("emulated gpu", "emulated workers request",
@@ -741,12 +746,7 @@ def cmd_selftest(a):
     # The platform checks (policies, autoscalers, Ingress, ServiceAccount), on that scenario.
     platform = objects(render(a.tools, "platform").stdout)
 
-    def plant_platform(description, expected, mutate):
-        objs = copy.deepcopy(platform)
-        mutate(objs)
-        hit = any(expected in p for p in cross_object_problems(objs))
-        print(f"selftest {description}: {'reported' if hit else 'MISSED'}")
-        return hit
+    plant_platform = planter(platform, cross_object_problems)
 
     def policy_rule(objs, suffix, port):
         rules = find(objs, "NetworkPolicy", suffix)["spec"]["ingress"]
