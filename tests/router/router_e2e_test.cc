@@ -524,6 +524,24 @@ TEST(RouterBinaryTest, HelpAndBadFlags) {
   EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << (*bad_classes)->Log();
   EXPECT_TRUE(absl::StrContains((*bad_classes)->Log(), "--slo_classes: 'gold:fast'"))
       << (*bad_classes)->Log();
+  // Client shares and worker identity: each bad value is refused naming its flag.
+  for (const auto& [flag, named] : std::vector<std::pair<std::string, std::string>>{
+           {"--client_max_share=0", "--client_max_share"},
+           {"--client_min_requests=0", "--client_min_requests"},
+           {"--client_id_header=X-User", "--client_id_header"},
+           {"--client_metrics_top=1000", "--client_metrics_top"},
+           {"--worker_verify_timeout=0s", "--worker_verify_timeout"},
+           {"--max_workers_per_peer=-1", "--max_workers_per_peer"}}) {
+    auto refused = pdserve::ChildProcess::Start(
+        pdserve::ChildOptions{.binary = "pdserve-router",
+                              .args = {"--model=" + pdserve::testing::TestModelDir("tiny"), flag},
+                              .expect_serving_info = false});
+    ASSERT_TRUE(refused.ok());
+    status = (*refused)->WaitExit(absl::Seconds(10));
+    ASSERT_TRUE(status.has_value()) << flag;
+    EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << flag;
+    EXPECT_TRUE(absl::StrContains((*refused)->Log(), named)) << flag << "\n" << (*refused)->Log();
+  }
 }
 
 }  // namespace
