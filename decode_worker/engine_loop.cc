@@ -307,6 +307,8 @@ void EngineLoop::RetireStalled() {
   held.insert(held.end(), scheduler_.running().begin(), scheduler_.running().end());
   for (Sequence* seq : held) {
     if (seq->state == SequenceState::kAwaitingKv) continue;
+    // One waiting that never ran has sent nothing, so it cannot be paused.
+    if (seq->state == SequenceState::kWaiting && seq->generated() == 0) continue;
     if (!scheduler_.IsPaused(seq)) {
       seq->paused_since = absl::Time();
       continue;

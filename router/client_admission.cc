@@ -1,6 +1,7 @@
 #include "router/client_admission.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -43,54 +44,15 @@ int64_t ClientAdmission::Limit(int64_t cluster_slots) const {
 absl::StatusOr<ClientAdmission::Ticket> ClientAdmission::Admit(absl::string_view client,
                                                                int64_t cluster_slots) {
   const int64_t limit = Limit(cluster_slots);
-  {
-    absl::MutexLock lock(&mu_);
-    int& held = in_flight_[std::string(client)];
-    if (held >= limit) {
-      if (held == 0) in_flight_.erase(std::string(client));
-      return WithRetryAfter(
-          absl::ResourceExhaustedError(absl::StrCat(
-              "client ", client, " has ", limit, " requests in flight, its share of the cluster (",
-              config_.max_share, " of ", cluster_slots,
-              " request slots; --client_max_share): others are admitted first")),
-          config_.retry_after);
-    }
-    ++held;
+  if (!in_flight_.TryAdd(client, limit)) {
+    return WithRetryAfter(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "client ", client, " has ", limit, " requests in flight, its share of the cluster (",
+            config_.max_share, " of ", cluster_slots,
+            " request slots; --client_max_share): others are admitted first")),
+        config_.retry_after);
   }
   return Ticket(this, std::string(client));
-}
-
-void ClientAdmission::Release(const std::string& client) {
-  absl::MutexLock lock(&mu_);
-  auto it = in_flight_.find(client);
-  if (it == in_flight_.end()) return;
-  if (--it->second <= 0) in_flight_.erase(it);
-}
-
-int ClientAdmission::InFlight(absl::string_view client) const {
-  absl::MutexLock lock(&mu_);
-  auto it = in_flight_.find(client);
-  return it == in_flight_.end() ? 0 : it->second;
-}
-
-int ClientAdmission::ActiveClients() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int>(in_flight_.size());
-}
-
-std::vector<std::pair<std::string, int>> ClientAdmission::Busiest(int n) const {
-  std::vector<std::pair<std::string, int>> all;
-  {
-    absl::MutexLock lock(&mu_);
-    all.assign(in_flight_.begin(), in_flight_.end());
-  }
-  auto more = [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  };
-  const size_t keep = std::min(all.size(), static_cast<size_t>(std::max(n, 0)));
-  std::partial_sort(all.begin(), all.begin() + static_cast<ptrdiff_t>(keep), all.end(), more);
-  all.resize(keep);
-  return all;
 }
 
 }  // namespace pdserve::router

@@ -18,11 +18,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "router/counts_by_key.h"
 
 namespace pdserve::router {
 
@@ -70,18 +69,17 @@ class ClientAdmission {
   // What one client may hold when the cluster holds `cluster_slots`.
   int64_t Limit(int64_t cluster_slots) const;
 
-  int InFlight(absl::string_view client) const;
+  int InFlight(absl::string_view client) const { return in_flight_.Get(client); }
   // Clients with requests in flight.
-  int ActiveClients() const;
+  int ActiveClients() const { return in_flight_.keys(); }
   // The `n` clients with the most requests in flight, most first (ties by name).
-  std::vector<std::pair<std::string, int>> Busiest(int n) const;
+  std::vector<std::pair<std::string, int>> Busiest(int n) const { return in_flight_.Largest(n); }
 
  private:
-  void Release(const std::string& client);
+  void Release(const std::string& client) { in_flight_.Remove(client); }
 
   const ClientAdmissionConfig config_;
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, int> in_flight_ ABSL_GUARDED_BY(mu_);
+  CountsByKey in_flight_;
 };
 
 }  // namespace pdserve::router

@@ -1,6 +1,7 @@
 #include "router/registry_service.h"
 
 #include <algorithm>
+#include <climits>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -47,13 +48,15 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
  public:
   WorkerStream(WorkerRegistry* registry, absl::Duration report_interval,
                absl::Duration heartbeat_interval, const std::atomic<bool>* draining,
-               const AddressVerifier* verifier, PeerRegistrations* peers, std::string peer)
+               const AddressVerifier* verifier, CountsByKey* peers, int peer_limit,
+               std::string peer)
       : registry_(registry),
         report_interval_(report_interval),
         heartbeat_interval_(heartbeat_interval),
         draining_(draining),
         verifier_(verifier),
         peers_(peers),
+        peer_limit_(peer_limit),
         peer_(std::move(peer)),
         control_(std::make_shared<StreamControl>()) {
     StartRead(&in_);
@@ -91,9 +94,9 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
         Answer(info.status());
         return;
       }
-      if (!peers_->Acquire(peer_)) {
+      if (!peers_->TryAdd(peer_, peer_limit_ > 0 ? peer_limit_ : INT64_MAX)) {
         Answer(absl::ResourceExhaustedError(
-            absl::StrCat("registration: ", peer_, " holds ", peers_->limit(),
+            absl::StrCat("registration: ", peer_, " holds ", peer_limit_,
                          " worker registrations already (--max_workers_per_peer)")));
         return;
       }
@@ -159,7 +162,7 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   void OnDone() override {
     control_->Detach();  // No order reaches a deleted stream.
     if (session_ != 0) registry_->Unregister(session_, "registry stream closed");
-    if (counted_) peers_->Release(peer_);
+    if (counted_) peers_->Remove(peer_);
     delete this;
   }
 
@@ -239,7 +242,8 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   const absl::Duration heartbeat_interval_;
   const std::atomic<bool>* draining_;
   const AddressVerifier* const verifier_;  // Null: addresses are not verified.
-  PeerRegistrations* const peers_;
+  CountsByKey* const peers_;               // Live registrations by peer.
+  const int peer_limit_;                   // Of one peer; 0: none.
   const std::string peer_;  // The peer's address (router/client_identity.h's naming).
   bool counted_ = false;    // Holds one of peers_'s places.
   const std::shared_ptr<StreamControl> control_;
@@ -286,30 +290,9 @@ void StreamControl::Detach() {
 
 }  // namespace
 
-bool PeerRegistrations::Acquire(const std::string& peer) {
-  absl::MutexLock lock(&mu_);
-  int& held = held_[peer];
-  if (limit_ > 0 && held >= limit_) {
-    if (held == 0) held_.erase(peer);
-    return false;
-  }
-  ++held;
-  return true;
-}
-
-void PeerRegistrations::Release(const std::string& peer) {
-  absl::MutexLock lock(&mu_);
-  auto it = held_.find(peer);
-  if (it != held_.end() && --it->second <= 0) held_.erase(it);
-}
-
 RegistryService::RegistryService(WorkerRegistry* registry, DecisionLog* log,
                                  const CostModel* cost_model, RegistryServiceOptions options)
-    : peers_(options.max_workers_per_peer),
-      registry_(registry),
-      log_(log),
-      cost_model_(cost_model),
-      options_(std::move(options)) {}
+    : registry_(registry), log_(log), cost_model_(cost_model), options_(std::move(options)) {}
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* RegistryService::Connect(
     grpc::CallbackServerContext* context) {
@@ -325,7 +308,8 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* RegistryService::
     return new Refuse();
   }
   return new WorkerStream(registry_, options_.report_interval, options_.heartbeat_interval,
-                          &draining_, options_.verifier, &peers_, ClientFromPeer(context->peer()));
+                          &draining_, options_.verifier, &peers_, options_.max_workers_per_peer,
+                          ClientFromPeer(context->peer()));
 }
 
 bool RegistryService::Authorized(grpc::CallbackServerContext* context, const char* what) const {

@@ -9,12 +9,11 @@
 #include <functional>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pdserve/v1/registry.grpc.pb.h"
 #include "router/address_verifier.h"
 #include "router/cost_model.h"
+#include "router/counts_by_key.h"
 #include "router/decision_log.h"
 #include "router/worker_registry.h"
 
@@ -35,21 +34,6 @@ struct RegistryServiceOptions {
   const AddressVerifier* verifier = nullptr;
   // Live registrations one peer address may hold (0: no limit). Default 256.
   int max_workers_per_peer = 256;
-};
-
-// Registrations per peer address (RegistryServiceOptions::max_workers_per_peer).
-class PeerRegistrations {
- public:
-  explicit PeerRegistrations(int limit) : limit_(limit) {}
-  // False (nothing counted) when `peer` holds the limit already.
-  bool Acquire(const std::string& peer);
-  void Release(const std::string& peer);
-  int limit() const { return limit_; }
-
- private:
-  const int limit_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, int> held_ ABSL_GUARDED_BY(mu_);
 };
 
 class RegistryService final : public v1::Registry::CallbackService {
@@ -76,7 +60,7 @@ class RegistryService final : public v1::Registry::CallbackService {
   bool Authorized(grpc::CallbackServerContext* context, const char* what) const;
 
   std::atomic<bool> draining_{false};
-  PeerRegistrations peers_;
+  CountsByKey peers_;  // Live registrations by peer address.
   WorkerRegistry* registry_;
   DecisionLog* log_;
   const CostModel* cost_model_;

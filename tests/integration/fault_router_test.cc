@@ -450,5 +450,27 @@ TEST(RouterFaultTest, AnImpostorCannotTakeAWorkersPlace) {
   ExpectClusterAtBaseline(*cluster);
 }
 
+// 1,000 fake workers once registered from one host. One peer address now holds at most
+// --max_workers_per_peer live registrations; past it a registration is refused naming the flag.
+TEST(RouterFaultTest, OnePeerHoldsAtMostItsShareOfRegistrations) {
+  auto cluster = LocalCluster::Start(ClusterOptions{
+      .prefill_workers = 0, .decode_workers = 1, .router_flags = {"--max_workers_per_peer=1"}});
+  ASSERT_NE(cluster, nullptr);
+  v1::WorkerRegistration another = cluster->Status().workers(0).registration();
+  another.set_worker_id("decode-another");
+  RegistryClient client(RegistryClientConfig{.router_address = cluster->registry_address(),
+                                             .min_backoff = absl::Milliseconds(20),
+                                             .max_backoff = absl::Milliseconds(100)},
+                        another, [](bool, auto*, auto*) {});
+  client.Start();
+  EXPECT_TRUE(PollUntil([&] { return !client.last_error().empty(); }, absl::Seconds(10)));
+  client.Stop();
+  EXPECT_EQ(client.registrations(), 0);
+  EXPECT_TRUE(absl::StrContains(client.last_error(), "--max_workers_per_peer"))
+      << client.last_error();
+  EXPECT_EQ(cluster->Status().workers_size(), 1);
+  ExpectClusterAtBaseline(*cluster);
+}
+
 }  // namespace
 }  // namespace pdserve::testing

@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/client_identity.h"
+#include "router/counts_by_key.h"
 
 namespace pdserve::router {
 namespace {
@@ -86,6 +87,24 @@ TEST(ClientAdmissionTest, ConfigNamesTheFlagAndItsLimit) {
   EXPECT_TRUE(absl::StrContains(ClientAdmissionConfig{.min_requests = 0}.Validate().message(),
                                 "--client_min_requests"));
   EXPECT_TRUE(ClientAdmissionConfig{}.Validate().ok());
+}
+
+// What both client shares and the registry's per-peer cap count with.
+TEST(CountsByKeyTest, EachKeyIsBoundedByItsLimitAndForgottenWithItsLastUnit) {
+  CountsByKey counts;
+  EXPECT_TRUE(counts.TryAdd("addr:10.0.0.1", 2));
+  EXPECT_TRUE(counts.TryAdd("addr:10.0.0.1", 2));
+  EXPECT_FALSE(counts.TryAdd("addr:10.0.0.1", 2));
+  EXPECT_FALSE(counts.TryAdd("addr:10.0.0.2", 0));  // Refused: nothing counted.
+  EXPECT_EQ(counts.keys(), 1);
+  EXPECT_EQ(counts.Get("addr:10.0.0.1"), 2);
+  counts.Remove("addr:10.0.0.9");  // Unknown: nothing happens.
+  counts.Remove("addr:10.0.0.1");
+  EXPECT_TRUE(counts.TryAdd("addr:10.0.0.1", 2));
+  counts.Remove("addr:10.0.0.1");
+  counts.Remove("addr:10.0.0.1");
+  EXPECT_EQ(counts.keys(), 0);
+  EXPECT_EQ(counts.Get("addr:10.0.0.1"), 0);
 }
 
 TEST(ClientIdentityTest, PeersAreNamedByAddressWithoutThePort) {
