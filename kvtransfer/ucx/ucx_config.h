@@ -24,6 +24,10 @@ struct UcxTransportConfig {
   std::string data_path = "auto";
   // Bound on calls into the worker thread (pool registration, endpoint setup). Default 10 s.
   absl::Duration call_timeout = absl::Seconds(10);
+  // How long a sender on the active-message path (TCP) waits for a new receiver to answer
+  // its greeting before the transfer fails (wire.h: the greeting keeps a sender's death from
+  // aborting the receiver). The caller's wait is also bounded by call_timeout. Default 5 s.
+  absl::Duration handshake_timeout = absl::Seconds(5);
   // Mapping a pool may take call_timeout plus this per GiB of pool. Default 60 s.
   absl::Duration pool_fill_time_per_gib = absl::Seconds(60);
   // Whether a new pool's memory is written through at creation (zeros over every page), so

@@ -413,6 +413,11 @@ absl::Status UcxTransportConfig::Validate() const {
   if (call_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("kv transport call_timeout: must be > 0");
   }
+  if (handshake_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv transport handshake_timeout: must be > 0, got ",
+                     absl::FormatDuration(handshake_timeout)));
+  }
   return absl::OkStatus();
 }
 
@@ -457,7 +462,9 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
                        [raw](ucp_worker_h worker) {
                          for (auto [id, cb] :
                               {std::pair<unsigned, ucp_am_recv_callback_t>{kAmData, &OnDataMessage},
-                               {kAmControl, &OnControlMessage}}) {
+                               {kAmControl, &OnControlMessage},
+                               {kAmHello, &OnHello},
+                               {kAmHelloAck, &OnHelloAck}}) {
                            ucp_am_handler_param_t p{};
                            p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                                           UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -592,24 +599,29 @@ UcxTransport::Peer* UcxTransport::FindPeer(const KvPoolDescriptor& d) const {
 
 absl::StatusOr<UcxTransport::Peer*> UcxTransport::GetPeer(const KvPoolDescriptor& d) {
   const std::string key = PeerKey(d);
-  absl::MutexLock lock(&peers_mu_);
-  auto it = peers_.find(key);
-  if (it != peers_.end() && !it->second->failed.load()) return it->second.get();
-  // A new epoch of a receiver we knew (it restarted): its old endpoint and rkey are stale.
-  // They are retired, not closed, because transfers of the old epoch may still hold them;
-  // retired peers are closed when the transport shuts down.
-  for (auto old = peers_.begin(); old != peers_.end();) {
-    if (old->first != key &&
-        (old->second->receiver_id == d.receiver_id || old->second->failed.load())) {
-      retired_peers_.push_back(std::move(old->second));
-      peers_.erase(old++);
-    } else {
-      ++old;
+  {
+    // Only this thread changes peers_; others read it under the lock, which is not held
+    // while connecting (the greeting waits on the network).
+    absl::MutexLock lock(&peers_mu_);
+    auto it = peers_.find(key);
+    if (it != peers_.end() && !it->second->failed.load()) return it->second.get();
+    // A new epoch of a receiver we knew (it restarted): its old endpoint and rkey are stale.
+    // They are retired, not closed, because transfers of the old epoch may still hold them;
+    // retired peers are closed when the transport shuts down.
+    for (auto old = peers_.begin(); old != peers_.end();) {
+      if (old->first != key &&
+          (old->second->receiver_id == d.receiver_id || old->second->failed.load())) {
+        retired_peers_.push_back(std::move(old->second));
+        peers_.erase(old++);
+      } else {
+        ++old;
+      }
     }
-  }
-  if (it != peers_.end()) {  // Failed peer: retire and reconnect.
-    retired_peers_.push_back(std::move(it->second));
-    peers_.erase(it);
+    it = peers_.find(key);
+    if (it != peers_.end()) {  // Failed peer: retire and reconnect.
+      retired_peers_.push_back(std::move(it->second));
+      peers_.erase(it);
+    }
   }
   auto peer = std::make_unique<Peer>();
   peer->receiver_id = d.receiver_id;
@@ -643,6 +655,7 @@ absl::StatusOr<UcxTransport::Peer*> UcxTransport::GetPeer(const KvPoolDescriptor
     // TCP peer an error instead of a fatal one.
     peer->ep.Close();
     RETURN_IF_ERROR(create(UCP_ERR_HANDLING_MODE_PEER));
+    RETURN_IF_ERROR(Greet(peer->ep.get(), d.receiver_id));
   } else {
     ucp_rkey_h rkey = nullptr;
     RETURN_IF_ERROR(
@@ -653,8 +666,75 @@ absl::StatusOr<UcxTransport::Peer*> UcxTransport::GetPeer(const KvPoolDescriptor
   PDS_LOG(DEBUG) << "kv transfer: connected to " << d.receiver_id << " epoch " << d.epoch << " via "
                  << DataPathName(path);
   Peer* raw = peer.get();
+  absl::MutexLock lock(&peers_mu_);
   peers_[key] = std::move(peer);
   return raw;
+}
+
+absl::Status UcxTransport::Greet(ucp_ep_h ep, const std::string& receiver_id) {
+  // The header must outlive the send (UCX 1.13 does not copy it); the completion frees it.
+  auto* hello = new HelloHeader();
+  do {
+    hello->nonce = hello_rng_();
+  } while (hello->nonce == 0);
+  const uint64_t nonce = hello->nonce;
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  // REPLY: the receiver's handler gets the endpoint towards this sender to answer on.
+  param.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
+  param.cb.send = [](void* request, ucs_status_t, void* user_data) {
+    delete static_cast<HelloHeader*>(user_data);
+    ucp_request_free(request);
+  };
+  param.user_data = hello;
+  const ucs_status_ptr_t request =
+      ucp_am_send_nbx(ep, kAmHello, hello, sizeof(*hello), nullptr, 0, &param);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete hello;
+  if (UCS_PTR_IS_ERR(request))
+    return FromUcs(UCS_PTR_STATUS(request), absl::StrCat("greet ", receiver_id));
+  const bool answered = thread_->ProgressUntil([&] { return hello_answers_.erase(nonce) > 0; },
+                                               config_.handshake_timeout);
+  if (!answered) {
+    return absl::UnavailableError(absl::StrCat("kv transfer: ", receiver_id,
+                                               " did not answer the greeting within ",
+                                               absl::FormatDuration(config_.handshake_timeout)));
+  }
+  return absl::OkStatus();
+}
+
+ucs_status_t UcxTransport::OnHello(void* arg, const void* header, size_t header_length, void*,
+                                   size_t, const ucp_am_recv_param_t* param) {
+  auto h = ParseHeader<HelloHeader>(header, header_length);
+  if (!h.has_value() || (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0 ||
+      param->reply_ep == nullptr) {
+    PDS_LOG_EVERY_N_SEC(WARNING, 5) << "kv receiver: malformed greeting";
+    return UCS_OK;
+  }
+  // Answered from inside the callback: the reply endpoint is UCX's, valid here. Queued behind
+  // this worker's own wireup reply to the sender on the same endpoint, if that still waits.
+  auto* answer = new HelloHeader(*h);
+  ucp_request_param_t p{};
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_EAGER;
+  p.cb.send = [](void* request, ucs_status_t, void* user_data) {
+    delete static_cast<HelloHeader*>(user_data);
+    ucp_request_free(request);
+  };
+  p.user_data = answer;
+  const ucs_status_ptr_t request =
+      ucp_am_send_nbx(param->reply_ep, kAmHelloAck, answer, sizeof(*answer), nullptr, 0, &p);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete answer;
+  (void)arg;
+  return UCS_OK;
+}
+
+ucs_status_t UcxTransport::OnHelloAck(void* arg, const void* header, size_t header_length, void*,
+                                      size_t, const ucp_am_recv_param_t*) {
+  auto h = ParseHeader<HelloHeader>(header, header_length);
+  if (h.has_value()) static_cast<UcxTransport*>(arg)->hello_answers_.insert(h->nonce);
+  return UCS_OK;
 }
 
 void UcxTransport::ClosePeers(UcxWorkerThread* thread) {

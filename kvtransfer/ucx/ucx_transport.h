@@ -11,7 +11,9 @@
 //    rendezvous straight into the pool offset; the receiver counts the bytes.
 // Endpoints are created with UCP_ERR_HANDLING_MODE_NONE (shared memory disappears under
 // PEER mode in UCX 1.13) except on the active-message path (TCP), where PEER mode keeps a
-// dead peer from being fatal.
+// dead peer from being fatal, and where a sender greets a new receiver and waits for its
+// answer before the first data (wire.h: a sender dying while the receiver's wireup reply
+// still waits would abort the receiver).
 // A peer's descriptor arrives in an RPC: its address and rkey are checked by a disposable
 // process before this one unpacks them (peer_address_check.h).
 // Thread-safety: all public methods are safe from any thread.
@@ -22,10 +24,12 @@
 
 #include <atomic>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "kvtransfer/kv_transport.h"
 #include "kvtransfer/receiver_table.h"
 #include "kvtransfer/ucx/peer_address_check.h"
@@ -70,11 +74,18 @@ class UcxTransport final : public KvTransport {
   // Worker thread only (at shutdown, while thread_ is already being reset).
   void ClosePeers(UcxWorkerThread* thread);
   void StartReceive(void* descriptor, ReceiverTable::DataDestination destination);
+  // Active-message path: greets a new receiver over `ep` and waits for its answer (wire.h).
+  // Worker thread only.
+  absl::Status Greet(ucp_ep_h ep, const std::string& receiver_id);
 
   static ucs_status_t OnDataMessage(void* arg, const void* header, size_t header_length, void* data,
                                     size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t OnControlMessage(void* arg, const void* header, size_t header_length,
                                        void* data, size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnHello(void* arg, const void* header, size_t header_length, void* data,
+                              size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnHelloAck(void* arg, const void* header, size_t header_length, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param);
 
   UcxTransportConfig config_;
   ucp_context_h context_ = nullptr;
@@ -87,6 +98,9 @@ class UcxTransport final : public KvTransport {
   mutable absl::Mutex peers_mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(peers_mu_);
   std::vector<std::unique_ptr<Peer>> retired_peers_;  // Worker thread only.
+  // Greetings answered, by nonce, until the greeter takes its own (worker thread only).
+  absl::flat_hash_set<uint64_t> hello_answers_;
+  std::mt19937_64 hello_rng_{std::random_device{}()};  // Worker thread only.
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> operations_posted_{0};
   std::atomic<uint64_t> send_failures_{0};

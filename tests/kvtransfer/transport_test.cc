@@ -361,5 +361,56 @@ TEST(UcxTransportTest, PoolCreationThatTimesOutIsFreedEvenWhileTheTransportClose
   }
 }
 
+// Over TCP a sender greets a new receiver and waits for its answer before any data (wire.h:
+// the receiver's wireup reply must have left before the sender can die mid-layer). A receiver
+// that does not answer in time (its UCX thread busy here) fails the transfer's opening with
+// UNAVAILABLE, bounded by the handshake timeout; once it answers, transfers go through.
+TEST(UcxTransportTest, ATcpSenderWaitsForTheReceiversGreetingAndGivesUpInTime) {
+  UcxTransportConfig config;
+  config.transports = "tcp";
+  config.net_devices = "lo";
+  config.pool_fill_time_per_gib = absl::ZeroDuration();
+  config.handshake_timeout = absl::Milliseconds(300);
+  auto sender = UcxTransport::Create(config);
+  // The receiver's UCX thread sleeps 3 s inside every pool mapping (a test hook): a second
+  // pool's mapping keeps it from answering meanwhile.
+  config.testing_pool_map_delay = absl::Seconds(3);
+  auto receiver = UcxTransport::Create(config);
+  ASSERT_TRUE(receiver.ok() && sender.ok()) << receiver.status() << sender.status();
+  auto pool = (*receiver)->CreatePool(TestLayout(16));
+  auto source = (*sender)->CreatePool(TestLayout(16));
+  ASSERT_TRUE(pool.ok() && source.ok());
+  auto descriptor = (*receiver)->ServePool(pool->get(), "decode-0", kFingerprint, kEpoch);
+  ASSERT_TRUE(descriptor.ok()) << descriptor.status();
+
+  std::thread busy([&] { EXPECT_TRUE((*receiver)->CreatePool(TestLayout(16)).ok()); });
+  absl::SleepFor(absl::Milliseconds(200));  // The mapping has started.
+  const absl::Time start = absl::Now();
+  auto refused = (*sender)->Open(TransferTarget{*descriptor, 1, {1}}, source->get(), kFingerprint);
+  const absl::Duration waited = absl::Now() - start;
+  busy.join();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "did not answer the greeting"))
+      << refused.status();
+  // Checking the peer's address (a child process) comes first; then 300 ms, not the 3 s the
+  // receiver stays busy.
+  EXPECT_LT(waited, absl::Milliseconds(2500)) << "the wait is not bounded by the timeout";
+
+  // Answering again: a transfer opens (a new endpoint, greeted) and its blocks arrive.
+  auto handle = (*receiver)->Expect(TransferExpectation{2, {3}, 4});
+  ASSERT_TRUE(handle.ok());
+  FillSource(static_cast<uint8_t*>((*source)->base()), (*source)->layout(), {0}, 4, 5);
+  auto out = (*sender)->Open(TransferTarget{*descriptor, 2, {3}}, source->get(), kFingerprint);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (int l = 0; l < 4; ++l) EXPECT_TRUE((*out)->WriteLayer(l, {0}).ok());
+  EXPECT_TRUE((*out)->Finish(absl::Seconds(10)).ok());
+  EXPECT_TRUE((*handle)->Wait(absl::Seconds(10)).ok());
+  EXPECT_EQ(CountMismatches(static_cast<uint8_t*>((*pool)->base()), (*pool)->layout(), {3}, 4, 5),
+            0);
+  out->reset();  // Transfers and pools before their transports.
+  source->reset();
+  pool->reset();
+}
+
 }  // namespace
 }  // namespace pdserve::kvtransfer
