@@ -2,8 +2,11 @@
 // each in their own network namespace, joined by a bridge, talking mutual TLS over gRPC and
 // UCX over TCP on their own interfaces. An offloaded request crosses all three; a partition
 // of the prefill host sends prompts to local prefill, and once it heals the prefill worker
-// re-registers and takes offloads again. Needs CAP_NET_ADMIN: skipped without it.
+// re-registers and takes offloads again; lossy, slow and one-way-cut links (no netem: a BPF
+// loss program and tbf) slow or fail transfers but never corrupt them. Needs CAP_NET_ADMIN:
+// skipped without it.
 #include <iostream>
+#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "pdserve/v1/registry.grpc.pb.h"
 #include "tests/router/cluster_fixture.h"
+#include "tests/testing/greedy_reference.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/netns_topology.h"
 #include "tests/testing/poll.h"
@@ -120,10 +124,20 @@ class NetnsClusterTest : public ::testing::Test {
                               absl::Milliseconds(100));
   }
 
-  client::GenerationOutcome Generate() {
+  client::GenerationOutcome Generate(const std::vector<int32_t>& prompt = {3, 1, 4, 1, 5, 9, 2, 6,
+                                                                           5, 3},
+                                     int max_tokens = 4) {
     return client::CallGenerate(MakeChannel(router_->grpc_address(), client_),
-                                client::MakeRequest({3, 1, 4, 1, 5, 9, 2, 6, 5, 3}, 4),
-                                absl::Seconds(60));
+                                client::MakeRequest(prompt, max_tokens), absl::Seconds(60));
+  }
+
+  // Every process up, the decode worker's blocks back at baseline.
+  void ExpectRecovered() {
+    EXPECT_TRUE(router_->running()) << router_->Log();
+    EXPECT_TRUE(prefill_->running()) << prefill_->Log();
+    EXPECT_TRUE(decode_->running()) << decode_->Log();
+    EXPECT_TRUE(testing::LocalCluster::WaitForBaseline(*decode_, absl::Seconds(30), client_))
+        << decode_->Log();
   }
 
   std::unique_ptr<NetnsTopology> net_;
@@ -187,11 +201,114 @@ TEST_F(NetnsClusterTest, APartitionDuringATransferEndsInAFallbackOrATypedError) 
   const auto after = Generate();
   EXPECT_TRUE(after.status.ok()) << after.status.error_message();
   // The invariants: every process up, the decode worker's blocks back at baseline.
-  EXPECT_TRUE(router_->running()) << router_->Log();
-  EXPECT_TRUE(prefill_->running()) << prefill_->Log();
-  EXPECT_TRUE(decode_->running()) << decode_->Log();
-  EXPECT_TRUE(testing::LocalCluster::WaitForBaseline(*decode_, absl::Seconds(30), client_))
-      << decode_->Log();
+  ExpectRecovered();
+}
+
+// Prompts of 300 tokens: about 600 KiB of KV (tiny model: 2 KiB a token), many TCP segments
+// per transfer. Each test prompt is new to the decode worker (a prefix-cache hit would leave
+// little to transfer); its reference tokens come from the engine in this process.
+std::vector<int32_t> LongPrompt(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> prompt(300);
+  for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % 1000);
+  return prompt;
+}
+
+std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int max_tokens) {
+  static testing::GreedyReference* reference = new testing::GreedyReference("tiny");
+  return reference->Generate(prompt, max_tokens);
+}
+
+// Link faults without netem (tests/testing/netns_topology.h): random loss on both hosts of
+// the transfer, both ways. TCP retransmits under UCX and gRPC: every request completes with
+// the tokens it gets alone (offloaded or fallen back, never corrupted), and the loss program
+// did drop packets.
+TEST_F(NetnsClusterTest, LossyLinksSlowTransfersButNeverCorruptThem) {
+  absl::Status lossy = net_->SetLoss(kPrefill, 5, testing::LinkDirection::kBoth);
+  if (!lossy.ok()) GTEST_SKIP() << "no BPF loss here: " << lossy;
+  ASSERT_TRUE(net_->SetLoss(kDecode, 2, testing::LinkDirection::kBoth).ok());
+  int offloaded = 0;
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    const std::vector<int32_t> prompt = LongPrompt(seed);
+    const auto out = Generate(prompt, 6);
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message() << "\n" << decode_->Log();
+    EXPECT_EQ(out.tokens, Reference(prompt, 6)) << "seed " << seed;
+    const v1::Placement& p = out.result.placement();
+    offloaded += p.mode() == v1::PLACEMENT_MODE_OFFLOAD && !p.fell_back_to_local() ? 1 : 0;
+  }
+  const int64_t dropped = net_->DroppedPackets(kPrefill, testing::LinkDirection::kBoth);
+  std::cout << offloaded << " of 3 offloads completed over the lossy links; " << dropped
+            << " packets (segmentation-offloaded: up to 64 KiB each) dropped on the prefill "
+               "host's link\n";
+  EXPECT_GT(dropped, 0) << "the loss program dropped nothing: the fault did not act";
+  ASSERT_TRUE(net_->SetLoss(kPrefill, 0, testing::LinkDirection::kBoth).ok());
+  ASSERT_TRUE(net_->SetLoss(kDecode, 0, testing::LinkDirection::kBoth).ok());
+  ExpectRecovered();
+}
+
+// A slow link (tbf, 8 Mbit/s out of the prefill host): the transfer completes intact and
+// takes at least what the rate allows for its bytes.
+TEST_F(NetnsClusterTest, ARateLimitedLinkCarriesTransfersIntactAtItsRate) {
+  constexpr double kMbit = 8;
+  ASSERT_TRUE(net_->SetRate(kPrefill, kMbit, testing::LinkDirection::kFromHost).ok());
+  const std::vector<int32_t> prompt = LongPrompt(7);
+  const absl::Time start = absl::Now();
+  const auto out = Generate(prompt, 6);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message() << "\n" << decode_->Log();
+  EXPECT_EQ(out.tokens, Reference(prompt, 6));
+  const v1::Placement& p = out.result.placement();
+  ASSERT_EQ(p.mode(), v1::PLACEMENT_MODE_OFFLOAD);
+  ASSERT_FALSE(p.fell_back_to_local()) << p.ShortDebugString() << "\n" << decode_->Log();
+  ASSERT_GT(p.transfer_bytes(), 256 * 1024) << p.ShortDebugString();
+  // tbf lets one 32 KiB burst through at once; the rest goes at the rate.
+  const double floor_s = (static_cast<double>(p.transfer_bytes()) - 32 * 1024) * 8 / (kMbit * 1e6);
+  std::cout << p.transfer_bytes() << " bytes of KV in " << took << " at " << kMbit
+            << " Mbit/s (no faster than " << floor_s << " s)\n";
+  EXPECT_GE(absl::ToDoubleSeconds(took), floor_s) << "the transfer did not cross the limited link";
+  ASSERT_TRUE(net_->SetRate(kPrefill, 0, testing::LinkDirection::kFromHost).ok());
+  ExpectRecovered();
+}
+
+// One direction cut mid-transfer (100 % loss one way: the other way still delivers, so
+// neither end sees its link go down): the request falls back with the tokens it gets alone,
+// or ends with a typed error, and once healed everything is back, for each direction in turn.
+TEST_F(NetnsClusterTest, AOneWayCutMidTransferEndsInAFallbackAndHeals) {
+  uint32_t seed = 11;
+  for (const auto direction :
+       {testing::LinkDirection::kToHost, testing::LinkDirection::kFromHost}) {
+    SCOPED_TRACE(direction == testing::LinkDirection::kToHost ? "to the prefill host"
+                                                              : "from the prefill host");
+    const std::vector<int32_t> prompt = LongPrompt(seed++);
+    client::GenerationOutcome cut;
+    std::thread request([&] { cut = Generate(prompt, 6); });
+    absl::SleepFor(absl::Milliseconds(300));  // Inside the transfer's 4 x 150 ms of layers.
+    absl::Status s = net_->SetLoss(kPrefill, 100, direction);
+    request.join();
+    if (!s.ok()) GTEST_SKIP() << "no BPF loss here: " << s;
+    std::cout << "one way cut mid-transfer: " << cut.status.error_code() << " "
+              << cut.result.placement().ShortDebugString() << "\n";
+    if (cut.status.ok()) {
+      EXPECT_EQ(cut.tokens, Reference(prompt, 6));
+      EXPECT_TRUE(cut.result.placement().fell_back_to_local() ||
+                  cut.result.placement().mode() == v1::PLACEMENT_MODE_LOCAL)
+          << "an offload whose link was cut one way claims to have succeeded";
+    } else {
+      EXPECT_TRUE(cut.status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                  cut.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+          << cut.status.error_code() << ": " << cut.status.error_message();
+    }
+    EXPECT_GT(net_->DroppedPackets(kPrefill, direction), 0);
+    ASSERT_TRUE(net_->SetLoss(kPrefill, 0, direction).ok());
+    ASSERT_TRUE(WaitForWorkers(2)) << prefill_->Log();
+    ExpectRecovered();
+  }
+  // Healed both ways: offloads complete again.
+  const std::vector<int32_t> prompt = LongPrompt(seed);
+  const auto after = Generate(prompt, 6);
+  ASSERT_TRUE(after.status.ok()) << after.status.error_message();
+  EXPECT_EQ(after.tokens, Reference(prompt, 6));
+  EXPECT_FALSE(after.result.placement().fell_back_to_local()) << decode_->Log();
 }
 
 // Two routers behind one name, as a Kubernetes headless Service answers: the decode worker's
