@@ -162,7 +162,21 @@ std::string ChildProcess::metrics_address() const {
 }
 
 absl::Status ChildProcess::WaitHealthy(absl::Duration timeout) {
-  return WaitForServing(grpc_address(), absl::Now() + timeout, security_);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    // In slices: a child that exits meanwhile is not waited for until the deadline.
+    const absl::Time slice = std::min(deadline, absl::Now() + absl::Milliseconds(500));
+    absl::Status serving = WaitForServing(grpc_address(), slice, security_);
+    if (serving.ok()) return serving;
+    if (!running()) {
+      return absl::UnavailableError(absl::StrCat(
+          "the process exited before it served (",
+          WIFSIGNALED(exit_status_) ? absl::StrCat("signal ", WTERMSIG(exit_status_))
+                                    : absl::StrCat("status ", WEXITSTATUS(exit_status_)),
+          ")"));
+    }
+    if (absl::Now() >= deadline) return serving;
+  }
 }
 
 bool ChildProcess::running() {
@@ -172,6 +186,11 @@ bool ChildProcess::running() {
   if (r == pid_) {
     reaped_ = true;
     exit_status_ = status;
+    return false;
+  }
+  if (r < 0 && errno == ECHILD) {
+    // Reaped by someone else (a supervisor's waitpid(-1)): gone, status unknown.
+    reaped_ = true;
     return false;
   }
   return true;

@@ -1,6 +1,7 @@
 // pdctl: cluster.yaml parsing (unknown keys and wrong types name the key), and the whole
 // lifecycle with real processes: up (detached, registered, state recorded), generate (text on
-// stdout, placement and timings on stderr), status, down (every process gone).
+// stdout, placement and timings on stderr), status, down (every process gone); and a
+// supervised cluster (up --supervise) that starts again what is killed, within its budget.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -16,6 +17,7 @@
 #include "tests/testing/test_models.h"
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/cluster_state.h"
+#include "tools/pdctl/supervisor.h"
 
 namespace pdserve::pdctl {
 namespace {
@@ -195,6 +197,129 @@ TEST(PdctlTest, AnInterruptedUpStopsWhatItStarted) {
         << p.name << " still runs";
   }
   EXPECT_FALSE(std::filesystem::exists(state_path));
+  std::filesystem::remove_all(dir);
+}
+
+// up --supervise: a killed worker and a killed router are started again (the router at its
+// addresses, so the workers register again by themselves and clients find it), requests are
+// served after each; a worker killed once more than its budget allows is left down and said
+// so; status shows the restarts and events; down stops the supervisor first, then the rest.
+TEST(PdctlTest, ASupervisedClusterStartsAgainWhatIsKilledWithinItsBudget) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("pdctl-supervise-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string yaml = dir + "/cluster.yaml";
+  const std::string run = dir + "/run";
+  {
+    std::ofstream out(yaml);
+    out << "run_dir: " << run << "\n"
+        << "model: {dir: " << pdserve::testing::TestModelDir("tiny") << "}\n"
+        << "router: {listen: 127.0.0.1:0, registry_listen: 127.0.0.1:0, policy: always_offload}\n"
+        << "prefill: [{name: p0, threads: 1}]\n"
+        << "decode: [{name: d0, threads: 1, flags: [--num_blocks=300]}]\n";
+  }
+  std::string log;
+  ASSERT_EQ(
+      Pdctl({"up", "-f", yaml, "--supervise", "--restart_backoff=100ms", "--max_restarts=2"}, &log),
+      0)
+      << log;
+  EXPECT_TRUE(absl::StrContains(log, "supervised (pid")) << log;
+  // A failed assertion below still brings the cluster and its supervisor down.
+  struct DownOnExit {
+    std::string yaml;
+    ~DownOnExit() {
+      std::string ignored;
+      Pdctl({"down", "-f", yaml, "--grace=5s"}, &ignored);
+    }
+  } down_on_exit{yaml};
+  auto state = ClusterState::Read(ClusterState::PathIn(run));
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_GT(state->supervisor_pid, 0);
+  ASSERT_TRUE(ProcessRuns(state->supervisor_pid, "pdctl"));
+  const ClusterState first = *state;
+
+  // The pid of `name` once the supervisor has started it again for the `n`th time and it is
+  // healthy (its "restarted" event); 0 if that does not happen.
+  auto restarted = [&](const std::string& name, int n) -> pid_t {
+    pid_t now = 0;
+    pdserve::testing::PollUntil(
+        [&] {
+          int seen = 0;
+          for (const SupervisionEvent& e : ReadEvents(run, 0))
+            seen += e.process == name && e.event == "restarted" ? 1 : 0;
+          if (seen < n) return false;
+          auto s = ClusterState::Read(ClusterState::PathIn(run));
+          if (!s.ok()) return false;
+          for (const ProcessState& p : s->processes) {
+            if (p.name == name && ProcessRuns(p.pid, p.binary)) now = p.pid;
+          }
+          return now != 0;
+        },
+        absl::Seconds(60));
+    return now;
+  };
+  // Served, offloaded: both workers registered with the router (again).
+  auto served = [&] {
+    return pdserve::testing::PollUntil(
+        [&] {
+          return Pdctl({"generate", "-f", yaml, "--token_ids=5,6,7,8", "--max_tokens=4"}, &log) ==
+                     0 &&
+                 absl::StrContains(log, "placement: OFFLOAD") &&
+                 !absl::StrContains(log, "fell back");
+        },
+        absl::Seconds(60), absl::Milliseconds(500));
+  };
+
+  const ProcessState& d0 = first.processes[2];
+  ASSERT_EQ(d0.name, "d0");
+  kill(d0.pid, SIGKILL);
+  const pid_t d0_again = restarted("d0", 1);
+  ASSERT_NE(d0_again, 0) << "d0 was not started again";
+  EXPECT_TRUE(served()) << log;
+
+  const ProcessState& router = first.processes[0];
+  kill(router.pid, SIGKILL);
+  const pid_t router_again = restarted("router", 1);
+  ASSERT_NE(router_again, 0) << "the router was not started again";
+  state = ClusterState::Read(ClusterState::PathIn(run));
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->processes[0].grpc, router.grpc) << "the router came back elsewhere";
+  EXPECT_EQ(state->registry, first.registry);
+  EXPECT_TRUE(served()) << log;
+
+  // d0's budget is 2 restarts: the second kill is restarted, the third is not.
+  kill(d0_again, SIGKILL);
+  const pid_t d0_third = restarted("d0", 2);
+  ASSERT_NE(d0_third, 0);
+  kill(d0_third, SIGKILL);
+  ASSERT_TRUE(pdserve::testing::PollUntil(
+      [&] {
+        for (const SupervisionEvent& e : ReadEvents(run, 0))
+          if (e.process == "d0" && e.event == "gave_up") return true;
+        return false;
+      },
+      absl::Seconds(30)));
+  absl::SleepFor(absl::Milliseconds(500));  // Several polls: nothing starts it again.
+  state = ClusterState::Read(ClusterState::PathIn(run));
+  ASSERT_TRUE(state.ok());
+  EXPECT_FALSE(ProcessRuns(state->processes[2].pid, "pdserve-decode"));
+  EXPECT_EQ(state->processes[2].restarts, 2);
+  // The old logs are kept beside the new one.
+  EXPECT_TRUE(std::filesystem::exists(run + "/d0.log.0"));
+  EXPECT_TRUE(std::filesystem::exists(run + "/router.log.0"));
+
+  ASSERT_EQ(Pdctl({"status", "-f", yaml}, &log), 0) << log;
+  EXPECT_TRUE(absl::StrContains(log, "restarts: router=1 p0=0 d0=2")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "gave_up")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "killed by signal 9")) << log;
+
+  const pid_t supervisor = state->supervisor_pid;
+  ASSERT_EQ(Pdctl({"down", "-f", yaml, "--grace=10s"}, &log), 0) << log;
+  EXPECT_TRUE(absl::StrContains(log, "stopped the supervisor")) << log;
+  EXPECT_FALSE(ProcessRuns(supervisor, "pdctl"));
+  for (const ProcessState& p : state->processes)
+    EXPECT_FALSE(ProcessRuns(p.pid, p.binary)) << p.name;
   std::filesystem::remove_all(dir);
 }
 

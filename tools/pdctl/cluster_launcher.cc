@@ -26,7 +26,7 @@ absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& 
   for (const std::string& f : spec.flags) args.push_back(f);
   ChildOptions options;
   options.binary = binary;
-  options.args = std::move(args);
+  options.args = args;
   options.run_dir = c.run_dir;
   options.name = spec.name;
   options.detached = detached;
@@ -49,6 +49,9 @@ absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& 
   out.state.grpc = (*child)->grpc_address();
   out.state.metrics = (*child)->metrics_address();
   out.state.log = (*child)->log_path();
+  out.state.args = std::move(args);
+  out.state.cpus = spec.cpus;
+  out.state.nice = spec.nice;
   out.child = *std::move(child);
   return out;
 }

@@ -18,6 +18,7 @@ absl::Status ClusterState::Write(const std::string& path) const {
   j["registry"] = registry;
   j["router_metrics"] = router_metrics;
   j["router_http"] = router_http;
+  j["supervisor_pid"] = supervisor_pid;
   j["processes"] = nlohmann::json::array();
   for (const ProcessState& p : processes) {
     j["processes"].push_back({{"name", p.name},
@@ -26,7 +27,11 @@ absl::Status ClusterState::Write(const std::string& path) const {
                               {"pid", p.pid},
                               {"grpc", p.grpc},
                               {"metrics", p.metrics},
-                              {"log", p.log}});
+                              {"log", p.log},
+                              {"args", p.args},
+                              {"cpus", p.cpus},
+                              {"nice", p.nice},
+                              {"restarts", p.restarts}});
   }
   const std::string tmp = path + ".tmp";
   {
@@ -57,6 +62,7 @@ absl::StatusOr<ClusterState> ClusterState::Read(const std::string& path) {
   s.registry = j.value("registry", "");
   s.router_metrics = j.value("router_metrics", "");
   s.router_http = j.value("router_http", "");
+  s.supervisor_pid = j.value("supervisor_pid", 0);
   for (const auto& p : j["processes"]) {
     ProcessState ps;
     ps.name = p.value("name", "");
@@ -66,6 +72,10 @@ absl::StatusOr<ClusterState> ClusterState::Read(const std::string& path) {
     ps.grpc = p.value("grpc", "");
     ps.metrics = p.value("metrics", "");
     ps.log = p.value("log", "");
+    ps.args = p.value("args", std::vector<std::string>{});
+    ps.cpus = p.value("cpus", std::vector<int>{});
+    ps.nice = p.value("nice", 0);
+    ps.restarts = p.value("restarts", 0);
     s.processes.push_back(std::move(ps));
   }
   return s;

@@ -1,5 +1,6 @@
 // What `pdctl up` leaves for later commands: the processes it started (name, role, pid,
-// addresses, log) in <run_dir>/cluster.json.
+// addresses, log, the flags to start each again) and its supervisor, if any, in
+// <run_dir>/cluster.json.
 // Thread-safety: a value type.
 #ifndef PDSERVE_TOOLS_PDCTL_CLUSTER_STATE_H_
 #define PDSERVE_TOOLS_PDCTL_CLUSTER_STATE_H_
@@ -21,6 +22,10 @@ struct ProcessState {
   std::string grpc;
   std::string metrics;
   std::string log;
+  std::vector<std::string> args;  // Its flags (the serving-info path aside).
+  std::vector<int> cpus;          // Its pinning and niceness, for a restart.
+  int nice = 0;
+  int restarts = 0;  // Times the supervisor started it again.
 };
 
 struct ClusterState {
@@ -29,6 +34,7 @@ struct ClusterState {
   std::string router_metrics;
   std::string router_http;              // The OpenAI-compatible HTTP API; empty when off.
   std::vector<ProcessState> processes;  // Router first.
+  pid_t supervisor_pid = 0;             // `pdctl supervise` (up --supervise); 0: none.
 
   // Where the registry is: `registry`, else `router` (state files written before it existed).
   const std::string& registry_address() const { return registry.empty() ? router : registry; }

@@ -14,6 +14,8 @@
 #include "common/health_client.h"
 #include "common/registry_client.h"
 #include "common/secret_file.h"
+#include "common/shutdown_signal.h"
+#include "common/status_macros.h"
 #include "common/text_table.h"
 #include "pdserve/v1/registry.grpc.pb.h"
 #include "proto/bridge/request_bridge.h"
@@ -38,6 +40,25 @@ std::string RegistryOf(const std::string& run_dir, const std::string& override_a
   return state.ok() ? state->registry_address() : "";
 }
 
+// The supervisor, each process's restarts, and the latest events.
+void PrintSupervision(const ClusterState& state, const std::string& run_dir, std::ostream& out) {
+  const std::vector<SupervisionEvent> events = ReadEvents(run_dir, 10);
+  if (state.supervisor_pid == 0 && events.empty()) return;
+  out << "\nsupervisor: "
+      << (state.supervisor_pid > 0 && ProcessRuns(state.supervisor_pid, "pdctl")
+              ? absl::StrCat("running (pid ", state.supervisor_pid, ")")
+              : std::string("not running"))
+      << "; restarts:";
+  for (const ProcessState& p : state.processes) out << " " << p.name << "=" << p.restarts;
+  out << "\n";
+  Table table({"time", "process", "event", "detail"});
+  for (const SupervisionEvent& e : events) {
+    table.AddRow({absl::FormatTime("%H:%M:%S", e.time, absl::LocalTimeZone()), e.process, e.event,
+                  e.detail});
+  }
+  if (!events.empty()) out << "supervision events (oldest first)\n" << table.ToString();
+}
+
 std::string ModeName(v1::PlacementMode mode) {
   return mode == v1::PLACEMENT_MODE_OFFLOAD ? "OFFLOAD"
          : mode == v1::PLACEMENT_MODE_LOCAL ? "LOCAL"
@@ -46,7 +67,9 @@ std::string ModeName(v1::PlacementMode mode) {
 
 }  // namespace
 
-absl::Status Up(const std::string& config_path, std::ostream& out) {
+absl::Status Up(const std::string& config_path, std::ostream& out,
+                const std::optional<SupervisionPolicy>& supervision) {
+  if (supervision.has_value()) RETURN_IF_ERROR(supervision->Validate());
   // SIGINT/SIGTERM from here on are taken by the launch, which stops what it started, rather
   // than killing pdctl and leaving its detached processes behind.
   ShutdownSignal interrupt;
@@ -82,6 +105,23 @@ absl::Status Up(const std::string& config_path, std::ostream& out) {
   }
   if (absl::Status s = cluster->state.Write(state_path); !s.ok()) return s;
   cluster->Release();  // They outlive pdctl now.
+  if (supervision.has_value()) {
+    std::vector<std::string> args = {"supervise", "--run_dir=" + c.run_dir};
+    for (const std::string& flag : supervision->AsFlags()) args.push_back(flag);
+    auto supervisor = ChildProcess::Start(ChildOptions{.binary = "pdctl",
+                                                       .args = args,
+                                                       .expect_serving_info = false,
+                                                       .run_dir = c.run_dir,
+                                                       .name = "supervisor",
+                                                       .detached = true});
+    if (!supervisor.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "the cluster is up but its supervisor did not start (pdctl down stops the cluster): ",
+          supervisor.status().message()));
+    }
+    cluster->state.supervisor_pid = (*supervisor)->Release();
+    if (absl::Status s = cluster->state.Write(state_path); !s.ok()) return s;
+  }
 
   Table table({"process", "pid", "grpc", "metrics", "log"});
   for (const ProcessState& p : cluster->state.processes) {
@@ -94,7 +134,17 @@ absl::Status Up(const std::string& config_path, std::ostream& out) {
               : absl::StrCat("openai: http://", cluster->state.router_http,
                              "/v1 (OpenAI-compatible HTTP API)\n"))
       << "state: " << state_path << "\n";
+  if (cluster->state.supervisor_pid > 0) {
+    out << "supervised (pid " << cluster->state.supervisor_pid << "): a process that exits is "
+        << "started again; events in " << EventsPathIn(c.run_dir) << " and pdctl status\n";
+  }
   return absl::OkStatus();
+}
+
+absl::Status Supervise(const std::string& run_dir, const SupervisionPolicy& policy) {
+  ShutdownSignal stop;
+  Supervisor supervisor(run_dir, policy);
+  return supervisor.Run(stop);
 }
 
 absl::Status Status(const std::string& run_dir, const std::string& router_override, int decisions,
@@ -150,6 +200,7 @@ absl::Status Status(const std::string& run_dir, const std::string& router_overri
     for (const ProcessState& p : state->processes)
       out << " " << p.name << "=http://" << p.metrics << "/metrics";
     out << "\n";
+    PrintSupervision(*state, run_dir, out);
   }
   return absl::OkStatus();
 }
@@ -253,6 +304,19 @@ absl::Status Down(const std::string& run_dir, absl::Duration grace, std::ostream
   const std::string path = ClusterState::PathIn(run_dir);
   auto state = ClusterState::Read(path);
   if (!state.ok()) return state.status();
+  // The supervisor first, or it would start again what is being stopped; then the state
+  // again (it may have restarted a process meanwhile).
+  if (const pid_t supervisor = state->supervisor_pid;
+      supervisor > 0 && ProcessRuns(supervisor, "pdctl")) {
+    kill(supervisor, SIGTERM);
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (ProcessRuns(supervisor, "pdctl") && absl::Now() < deadline)
+      absl::SleepFor(absl::Milliseconds(20));
+    if (ProcessRuns(supervisor, "pdctl")) kill(supervisor, SIGKILL);
+    out << "stopped the supervisor (pid " << supervisor << ")\n";
+    state = ClusterState::Read(path);
+    if (!state.ok()) return state.status();
+  }
   // Workers first (they drain their requests), the router last.
   std::vector<ProcessState> order(state->processes.rbegin(), state->processes.rend());
   for (const ProcessState& p : order) {

@@ -1,6 +1,7 @@
 // pdctl's commands: up (start a local cluster described by cluster.yaml, detached, and wait
 // until every worker has registered), status (workers, load, KV usage, recent placement
-// decisions), generate (stream one completion, then its placement and timings) and down.
+// decisions, supervision events), generate (stream one completion, then its placement and
+// timings), down, and supervise (up --supervise: restart what exits).
 // Thread-safety: each command runs alone in the pdctl process.
 #ifndef PDSERVE_TOOLS_PDCTL_COMMANDS_H_
 #define PDSERVE_TOOLS_PDCTL_COMMANDS_H_
@@ -14,10 +15,16 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/grpc_security.h"
+#include "tools/pdctl/supervisor.h"
 
 namespace pdserve::pdctl {
 
-absl::Status Up(const std::string& config_path, std::ostream& out);
+// With `supervision`, a detached `pdctl supervise` watches the cluster and starts again what
+// exits (supervisor.h).
+absl::Status Up(const std::string& config_path, std::ostream& out,
+                const std::optional<SupervisionPolicy>& supervision = std::nullopt);
+// The supervisor's loop (`pdctl supervise`, started by `up --supervise`).
+absl::Status Supervise(const std::string& run_dir, const SupervisionPolicy& policy);
 // `router` overrides the address recorded by `up` in `run_dir`.
 absl::Status Status(const std::string& run_dir, const std::string& router, int decisions,
                     const GrpcSecurity& security, std::ostream& out);

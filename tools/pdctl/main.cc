@@ -3,6 +3,7 @@
 //   pdctl status                            workers, load, KV usage, recent placements
 //   pdctl generate --prompt="..."           stream a completion (stdout), then its placement
 //                                           and timings (stderr)
+//   pdctl up --supervise                    ... and start again what exits (backoff, budget)
 //   pdctl down                              stop everything `up` started
 //   pdctl health --address=H:P --service=S  exit 0 when S is SERVING (a probe; TLS flags apply)
 //   pdctl switch-role WORKER decode|prefill  ask the router to change a worker's role
@@ -48,6 +49,22 @@ ABSL_FLAG(std::string, service, "",
           "health: the service to check: pdserve.live, pdserve.ready, a service's full name, or "
           "empty for the whole server.");
 ABSL_FLAG(absl::Duration, health_timeout, absl::Seconds(5), "health: how long the check may take.");
+ABSL_FLAG(bool, supervise, false,
+          "up: keep the cluster running: a detached supervisor starts again a process that exits "
+          "(the router at its addresses), with backoff and a restart budget; events in "
+          "pdctl status.");
+ABSL_FLAG(int, max_restarts, pdserve::pdctl::SupervisionPolicy{}.max_restarts,
+          "up --supervise: restarts one process may have within --restart_window; past that it "
+          "is left down.");
+ABSL_FLAG(absl::Duration, restart_window, pdserve::pdctl::SupervisionPolicy{}.window,
+          "up --supervise: the window --max_restarts counts in.");
+ABSL_FLAG(absl::Duration, restart_backoff, pdserve::pdctl::SupervisionPolicy{}.backoff_initial,
+          "up --supervise: wait before the first restart; doubled for each further one.");
+ABSL_FLAG(absl::Duration, restart_backoff_max, pdserve::pdctl::SupervisionPolicy{}.backoff_max,
+          "up --supervise: the longest wait before a restart.");
+ABSL_FLAG(absl::Duration, restart_startup_timeout,
+          pdserve::pdctl::SupervisionPolicy{}.startup_timeout,
+          "up --supervise: how long a restarted process has to become healthy.");
 ABSL_FLAG(std::string, registration_token_file, "",
           "switch-role: the cluster's registration token (default: the one `up` wrote).");
 
@@ -55,10 +72,11 @@ namespace {
 
 constexpr char kUsage[] =
     "pdctl: run a local pdserve cluster and talk to it.\n"
-    "Usage: pdctl up [-f deploy/local/cluster.yaml]\n"
+    "Usage: pdctl up [-f deploy/local/cluster.yaml] [--supervise [--max_restarts=N]]\n"
     "       pdctl status [--router=HOST:PORT]\n"
     "       pdctl generate --prompt=TEXT [--max_tokens=N] [--temperature=T] [--slo_class=C]\n"
     "       pdctl down\n"
+    "       pdctl supervise [--run_dir=DIR]   (what up --supervise starts, detached)\n"
     "       pdctl health --address=HOST:PORT [--service=pdserve.ready] [--tls_*]\n"
     "       pdctl switch-role WORKER_ID decode|prefill [--router=REGISTRY_HOST:PORT]\n"
     "switch-role asks the router to change a worker's role (one started with --role_switching):\n"
@@ -122,8 +140,18 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  pdserve::pdctl::SupervisionPolicy policy;
+  policy.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  policy.window = absl::GetFlag(FLAGS_restart_window);
+  policy.backoff_initial = absl::GetFlag(FLAGS_restart_backoff);
+  policy.backoff_max = absl::GetFlag(FLAGS_restart_backoff_max);
+  policy.startup_timeout = absl::GetFlag(FLAGS_restart_startup_timeout);
   if (command == "up") {
-    status = pdserve::pdctl::Up(absl::GetFlag(FLAGS_f), std::cout);
+    status =
+        pdserve::pdctl::Up(absl::GetFlag(FLAGS_f), std::cout,
+                           absl::GetFlag(FLAGS_supervise) ? std::optional(policy) : std::nullopt);
+  } else if (command == "supervise") {
+    status = pdserve::pdctl::Supervise(RunDir(), policy);
   } else if (command == "status") {
     const int decisions = absl::GetFlag(FLAGS_decisions);
     if (decisions < 0 || decisions > 1000) {

@@ -1,0 +1,116 @@
+// The supervisor's decisions without processes: when a process that exited is started again
+// (backoff doubling while it keeps failing, a budget per window that frees up as the window
+// moves), the flags a router restarts with (its own addresses, not port 0), and the events
+// file (appended, read back in order, a torn line skipped).
+#include "tools/pdctl/supervisor.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace pdserve::pdctl {
+namespace {
+
+constexpr absl::Time kStart = absl::FromUnixSeconds(1'000'000);
+
+SupervisionPolicy Policy() {
+  SupervisionPolicy p;
+  p.backoff_initial = absl::Seconds(1);
+  p.backoff_max = absl::Seconds(5);
+  p.max_restarts = 4;
+  p.window = absl::Minutes(1);
+  return p;
+}
+
+TEST(RestartBudgetTest, BackoffDoublesUpToItsMaximumAndTheBudgetRunsOut) {
+  RestartBudget budget(Policy());
+  absl::Time now = kStart;
+  // 1 s, 2 s, 4 s, then capped at 5 s; the fifth exit within the minute is refused.
+  for (const absl::Duration expected :
+       {absl::Seconds(1), absl::Seconds(2), absl::Seconds(4), absl::Seconds(5)}) {
+    const std::optional<absl::Time> next = budget.NextAttempt(now);
+    ASSERT_TRUE(next.has_value());
+    EXPECT_EQ(*next - now, expected);
+    budget.Attempted(*next);
+    now = *next + absl::Seconds(1);
+  }
+  EXPECT_FALSE(budget.NextAttempt(now).has_value());
+  EXPECT_EQ(budget.attempts_in_window(now), 4);
+  // Once the window has passed the first attempts, restarts are allowed again, and the
+  // backoff starts over with the attempts still inside it.
+  const absl::Time later = kStart + absl::Minutes(1) + absl::Seconds(2);
+  ASSERT_TRUE(budget.NextAttempt(later).has_value());
+  EXPECT_EQ(budget.attempts_in_window(later), 3);
+  EXPECT_EQ(*budget.NextAttempt(later) - later, absl::Seconds(5));
+}
+
+TEST(RestartBudgetTest, ABudgetOfZeroNeverRestarts) {
+  SupervisionPolicy p = Policy();
+  p.max_restarts = 0;
+  RestartBudget budget(p);
+  EXPECT_FALSE(budget.NextAttempt(kStart).has_value());
+}
+
+TEST(SupervisionPolicyTest, BadSettingsAreRefusedNamingTheFlag) {
+  struct Case {
+    void (*change)(SupervisionPolicy*);
+    std::string names;
+  };
+  for (const Case& c :
+       {Case{[](SupervisionPolicy* p) { p->backoff_initial = absl::ZeroDuration(); },
+             "--restart_backoff"},
+        Case{[](SupervisionPolicy* p) { p->backoff_max = absl::Milliseconds(1); },
+             "--restart_backoff_max"},
+        Case{[](SupervisionPolicy* p) { p->max_restarts = -1; }, "--max_restarts"},
+        Case{[](SupervisionPolicy* p) { p->window = -absl::Seconds(1); }, "--restart_window"}}) {
+    SupervisionPolicy p = Policy();
+    c.change(&p);
+    const absl::Status s = p.Validate();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.names;
+    EXPECT_NE(s.message().find(c.names), std::string::npos) << s;
+  }
+  EXPECT_TRUE(Policy().Validate().ok());
+}
+
+TEST(SupervisorTest, ARouterRestartsAtTheAddressesItHad) {
+  ClusterState state;
+  state.registry = "127.0.0.1:4001";
+  state.router_http = "127.0.0.1:4002";
+  ProcessState router;
+  router.role = "router";
+  router.grpc = "127.0.0.1:4000";
+  router.metrics = "127.0.0.1:4003";
+  router.args = {"--model=m",     "--listen=127.0.0.1:0",          "--metrics_listen=127.0.0.1:0",
+                 "--policy=auto", "--registry_listen=127.0.0.1:0", "--http_listen=127.0.0.1:0"};
+  EXPECT_EQ(
+      RouterRestartArgs(state, router),
+      (std::vector<std::string>{
+          "--model=m", "--listen=127.0.0.1:4000", "--metrics_listen=127.0.0.1:4003",
+          "--policy=auto", "--registry_listen=127.0.0.1:4001", "--http_listen=127.0.0.1:4002"}));
+}
+
+TEST(SupervisorTest, EventsAreAppendedAndReadBackInOrder) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("pdctl-events-", getpid());
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(ReadEvents(dir, 0).empty());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(AppendEvent(dir, {kStart + absl::Seconds(i), absl::StrCat("p", i), "restarted",
+                                  absl::StrCat("pid ", 100 + i)})
+                    .ok());
+  }
+  std::ofstream(EventsPathIn(dir), std::ios::app) << "{\"time\": \"cut";  // A torn last line.
+  const std::vector<SupervisionEvent> last = ReadEvents(dir, 2);
+  ASSERT_EQ(last.size(), 2u);
+  EXPECT_EQ(last[0].process, "p3");
+  EXPECT_EQ(last[1].process, "p4");
+  EXPECT_EQ(last[1].detail, "pid 104");
+  EXPECT_EQ(last[1].time, kStart + absl::Seconds(4));
+  EXPECT_EQ(ReadEvents(dir, 0).size(), 5u);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pdserve::pdctl
