@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "bench/chaos/chaos_bench.h"
 #include "bench/decode/decode_bench.h"
 #include "bench/engine/engine_bench.h"
 #include "bench/fleet/fleet_bench.h"
@@ -135,10 +136,11 @@ ABSL_FLAG(int, pairs, 100, "http: alternating gRPC/HTTP request pairs per run.")
 ABSL_FLAG(int, idle_connections, 2000,
           "http: streaming requests held waiting on open connections (0: skip).");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
-          "soak: how long the traffic and faults run.");
-ABSL_FLAG(int, clients, 8, "soak: client threads issuing requests back to back.");
+          "soak, chaos: how long the traffic and faults run.");
+ABSL_FLAG(int, clients, 8, "soak, chaos: client threads issuing requests back to back.");
 ABSL_FLAG(absl::Duration, fault_interval, absl::Seconds(8),
-          "soak: interval between injected faults.");
+          "soak, chaos: interval between injected faults (chaos: after the previous one ended).");
+ABSL_FLAG(uint64_t, chaos_seed, 7, "chaos: seed of the fault schedule, the traffic and its pool.");
 ABSL_FLAG(std::string, descriptor, "", "transfer-raw-sender (internal): receiver descriptor.");
 ABSL_FLAG(std::string, tls, "", "transfer-raw-sender (internal): UCX transports.");
 ABSL_FLAG(std::string, net_devices, "", "transfer-raw-sender (internal): UCX network devices.");
@@ -163,6 +165,9 @@ constexpr char kUsage[] =
     "percentiles\n"
     "  soak          mixed traffic, cancellations and injected faults for --duration: back at "
     "baseline, flat memory\n"
+    "  chaos         mixed traffic under a seeded schedule of kills (router included, supervised) "
+    "and pauses: every stream's tokens equal its solo reference, typed errors within deadlines, "
+    "no abort, back at baseline\n"
     "  http          the OpenAI-compatible HTTP front vs gRPC on one cluster (TTFT, ITL ratios); "
     "memory of held SSE streams";
 
@@ -342,6 +347,17 @@ int main(int argc, char** argv) {
     config.clients = absl::GetFlag(FLAGS_clients);
     config.fault_interval = absl::GetFlag(FLAGS_fault_interval);
     const absl::Status status = pdserve::bench::RunSoakBench(config);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "chaos") {
+    pdserve::bench::ChaosBenchConfig config;
+    config.out_dir = absl::GetFlag(FLAGS_out);
+    config.model_dir = absl::GetFlag(FLAGS_model);
+    config.duration = absl::GetFlag(FLAGS_duration);
+    config.clients = absl::GetFlag(FLAGS_clients);
+    config.fault_interval = absl::GetFlag(FLAGS_fault_interval);
+    config.seed = absl::GetFlag(FLAGS_chaos_seed);
+    const absl::Status status = pdserve::bench::RunChaosBench(config);
     return status.ok() ? 0 : Fail(status);
   }
   if (command == "interference") {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "bench/common/cluster_checks.h"
 #include "bench/common/report.h"
 #include "common/status_macros.h"
 #include "common/text_table.h"
@@ -28,16 +29,6 @@ namespace pdserve::bench {
 namespace {
 
 constexpr const char* kBench = "soak";
-// Log lines that mean a process is broken (as the fault suite's check).
-constexpr const char* kReports[] = {"ERROR: AddressSanitizer",
-                                    "runtime error:",
-                                    "WARNING: ThreadSanitizer",
-                                    "Assertion `",
-                                    "pure virtual method called",
-                                    "terminate called",
-                                    "Check failed:",
-                                    "assertion failed:"};
-
 int64_t RssBytes(pid_t pid) {
   std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
@@ -50,68 +41,9 @@ int64_t RssBytes(pid_t pid) {
   return -1;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Outcomes by request kind and status code, and those that should not happen.
-class Tally {
- public:
-  void Add(const std::string& kind, grpc::StatusCode code, bool expected,
-           const std::string& message) {
-    absl::MutexLock lock(&mu_);
-    ++counts_[kind][CodeName(code)];
-    if (!expected) {
-      ++unexpected_;
-      if (examples_.size() < 10)
-        examples_.push_back(absl::StrCat(kind, ": ", CodeName(code), " ", message));
-    }
-  }
-  nlohmann::json ToJson() const {
-    absl::MutexLock lock(&mu_);
-    return nlohmann::json{
-        {"counts", counts_}, {"unexpected", unexpected_}, {"examples", examples_}};
-  }
-  int unexpected() const {
-    absl::MutexLock lock(&mu_);
-    return unexpected_;
-  }
-  std::map<std::string, std::map<std::string, int>> counts() const {
-    absl::MutexLock lock(&mu_);
-    return counts_;
-  }
-  static std::string CodeName(grpc::StatusCode code) {
-    switch (code) {
-      case grpc::StatusCode::OK:
-        return "OK";
-      case grpc::StatusCode::CANCELLED:
-        return "CANCELLED";
-      case grpc::StatusCode::INVALID_ARGUMENT:
-        return "INVALID_ARGUMENT";
-      case grpc::StatusCode::DEADLINE_EXCEEDED:
-        return "DEADLINE_EXCEEDED";
-      case grpc::StatusCode::RESOURCE_EXHAUSTED:
-        return "RESOURCE_EXHAUSTED";
-      case grpc::StatusCode::UNAVAILABLE:
-        return "UNAVAILABLE";
-      default:
-        return absl::StrCat("code_", static_cast<int>(code));
-    }
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::map<std::string, std::map<std::string, int>> counts_ ABSL_GUARDED_BY(mu_);
-  int unexpected_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::string> examples_ ABSL_GUARDED_BY(mu_);
-};
-
 // One request of a random kind, with its outcome checked against what the kind allows.
 void OneRequest(const std::shared_ptr<grpc::Channel>& channel, std::mt19937_64& rng, int vocab,
-                const std::vector<int32_t>& shared_prefix, Tally* tally) {
+                const std::vector<int32_t>& shared_prefix, OutcomeTally* tally) {
   auto random_prompt = [&](int n) {
     std::vector<int32_t> p(n);
     for (int32_t& t : p) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
@@ -205,21 +137,6 @@ std::pair<int64_t, int64_t> RssThirds(const std::vector<int64_t>& samples) {
           median(std::vector<int64_t>(v.end() - static_cast<long>(third), v.end()))};
 }
 
-v1::DecodeStats DecodeStats(const std::string& address) {
-  auto stub = v1::Decode::NewStub(client::MakeChannel(address, GrpcSecurity()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  v1::DecodeStats stats;
-  if (!stub->GetStats(&ctx, v1::GetStatsRequest(), &stats).ok()) stats.set_running(UINT32_MAX);
-  return stats;
-}
-
-bool AtBaseline(const v1::DecodeStats& s) {
-  return s.running() == 0 && s.waiting() == 0 && s.awaiting_kv() == 0 && s.blocks().in_use() == 0 &&
-         s.blocks().reserved_for_transfer() == 0 && s.blocks().quarantined() == 0 &&
-         s.blocks().free() + s.blocks().cached() == s.blocks().total();
-}
-
 // A client that stops reading its stream for a while, then leaves.
 void SlowConsumer(const std::shared_ptr<grpc::Channel>& channel, absl::Duration stall) {
   auto stub = v1::Generation::NewStub(channel);
@@ -251,7 +168,7 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
     ASSIGN_OR_RETURN(tools::ModelSpec spec, tools::ModelSpec::Preset("tiny"));
     RETURN_IF_ERROR(tools::EnsureModel(spec, dir));
   }
-  auto vocab_json = nlohmann::json::parse(ReadFile(dir + "/config.json"), nullptr, false);
+  auto vocab_json = nlohmann::json::parse(ReadTextFile(dir + "/config.json"), nullptr, false);
   if (vocab_json.is_discarded() || !vocab_json.contains("vocab_size")) {
     return absl::InvalidArgumentError(absl::StrCat(dir, "/config.json: no vocab_size"));
   }
@@ -294,7 +211,7 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
       absl::SleepFor(absl::Seconds(1));
     }
   });
-  Tally tally;
+  OutcomeTally tally;
   std::vector<int32_t> shared_prefix(200);
   {
     std::mt19937_64 rng(cfg.seed);
@@ -374,7 +291,7 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
     baseline = true;
     for (const ProcessInfo& p : processes) {
       if (p.role != "decode") continue;
-      decode_stats.push_back(DecodeStats(p.grpc));
+      decode_stats.push_back(FetchDecodeStats(p.grpc));
       baseline &= AtBaseline(decode_stats.back());
     }
     auto status = pdctl::FetchClusterStatus(cluster.state.router, 0, GrpcSecurity());
@@ -391,11 +308,7 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
   bool all_flat = true;
   for (const ProcessInfo& p : processes) {
     const bool alive = kill(p.pid, 0) == 0;
-    const std::string log = ReadFile(p.log);
-    std::vector<std::string> reports;
-    for (const char* r : kReports) {
-      if (absl::StrContains(log, r)) reports.push_back(r);
-    }
+    const std::vector<std::string> reports = BrokenProcessReports(ReadTextFile(p.log));
     const auto [first, last] = RssThirds(p.rss);
     const bool flat = last <= std::max<int64_t>(first * 11 / 10, first + (int64_t{16} << 20));
     all_alive &= alive;
@@ -421,15 +334,7 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
     }
   }
   nlohmann::json decode_json = nlohmann::json::array();
-  for (const v1::DecodeStats& s : decode_stats) {
-    decode_json.push_back({{"running", s.running()},
-                           {"waiting", s.waiting()},
-                           {"awaiting_kv", s.awaiting_kv()},
-                           {"in_use", s.blocks().in_use()},
-                           {"reserved", s.blocks().reserved_for_transfer()},
-                           {"quarantined", s.blocks().quarantined()},
-                           {"preemptions", s.preemptions_total()}});
-  }
+  for (const v1::DecodeStats& s : decode_stats) decode_json.push_back(DecodeStatsJson(s));
   const bool passed =
       baseline && all_alive && all_clean && all_flat && tally.unexpected() == 0 && total > 0;
   nlohmann::json summary = {{"bench", "soak"},

@@ -1,0 +1,52 @@
+// pdserve-bench chaos: a real cluster (router, two prefill and three decode workers on this
+// host, supervised as `pdctl up --supervise` is) under continuous mixed traffic while a seeded
+// random schedule of faults runs: SIGKILL of any process, the router included (the supervisor
+// starts it again), and SIGSTOP/SIGCONT of any process for 1-10 s. The traffic draws from a
+// pool of requests whose tokens were measured alone on the quiet cluster first: greedy and
+// seeded sampling, short prompts served locally, long ones offloaded, follow-ups on a shared
+// prefix, some cancelled. Invariants, checked on every request and at the end:
+//  - every request ends OK or with a typed error (UNAVAILABLE, RESOURCE_EXHAUSTED,
+//    DEADLINE_EXCEEDED; CANCELLED when the client cancelled) within its deadline;
+//  - the tokens of every stream, completed or not, are a prefix of its solo reference, and a
+//    completed one has all of them (no lost, duplicated or corrupted token: also the check
+//    that no KV block was written into the wrong place);
+//  - no process exits but those it killed (no abort), and no log has a failed assertion or a
+//    sanitizer report;
+//  - after the faults stop every process is up and registered, every decode worker's blocks
+//    are back at baseline and the router relays nothing.
+// Prints the fault schedule's counts and the outcome table, writes summary.json; the exit
+// status says whether it passed. The fault's target role goes round (router, prefill,
+// decode). Partitions, loss and slow links across hosts are the namespace tests'
+// (tests/integration/netns_cluster_test.cc), not this run's.
+#ifndef PDSERVE_BENCH_CHAOS_CHAOS_BENCH_H_
+#define PDSERVE_BENCH_CHAOS_CHAOS_BENCH_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace pdserve::bench {
+
+struct ChaosBenchConfig {
+  std::string out_dir;
+  // Model directory; empty: the tiny preset in models/tiny.
+  std::string model_dir;
+  absl::Duration duration = absl::Seconds(60);
+  int clients = 6;
+  // A fault starts this long after the previous one ended.
+  absl::Duration fault_interval = absl::Seconds(5);
+  // Requests in the reference pool (a quarter each: short, long, seeded sampling, follow-ups).
+  int pool = 48;
+  // Each request's deadline.
+  absl::Duration deadline = absl::Seconds(20);
+  uint64_t seed = 7;
+};
+
+// FAILED_PRECONDITION (after writing summary.json) when an invariant was broken.
+absl::Status RunChaosBench(const ChaosBenchConfig& config);
+
+}  // namespace pdserve::bench
+
+#endif  // PDSERVE_BENCH_CHAOS_CHAOS_BENCH_H_
