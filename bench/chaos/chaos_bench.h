@@ -17,7 +17,9 @@
 // Prints the fault schedule's counts and the outcome table, writes summary.json; the exit
 // status says whether it passed. The fault's target role goes round (router, prefill,
 // decode). Partitions, loss and slow links across hosts are the namespace tests'
-// (tests/integration/netns_cluster_test.cc), not this run's.
+// (tests/integration/netns_cluster_test.cc), not this run's. The cluster's processes are
+// detached (as the supervisor starts them): a run interrupted with Ctrl-C leaves them up, and
+// `pdctl down --run_dir=OUT/cluster` stops them; a run that ends stops them itself.
 #ifndef PDSERVE_BENCH_CHAOS_CHAOS_BENCH_H_
 #define PDSERVE_BENCH_CHAOS_CHAOS_BENCH_H_
 

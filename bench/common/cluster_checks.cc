@@ -92,6 +92,23 @@ std::map<std::string, std::map<std::string, int>> OutcomeTally::counts() const {
   return counts_;
 }
 
+int OutcomeTally::total() const {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const auto& [kind, codes] : counts_) {
+    for (const auto& [code, count] : codes) n += count;
+  }
+  return n;
+}
+
+Table OutcomeTally::ToTable() const {
+  Table table({"kind", "outcome", "requests"});
+  for (const auto& [kind, codes] : counts()) {
+    for (const auto& [code, n] : codes) table.AddRow({kind, code, absl::StrCat(n)});
+  }
+  return table;
+}
+
 std::string OutcomeTally::CodeName(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::OK:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/text_table.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "pdserve/v1/decode.pb.h"
@@ -36,6 +37,9 @@ class OutcomeTally {
   nlohmann::json ToJson() const;
   int unexpected() const;
   std::map<std::string, std::map<std::string, int>> counts() const;
+  int total() const;
+  // Requests by kind and outcome.
+  Table ToTable() const;
   static std::string CodeName(grpc::StatusCode code);
 
  private:

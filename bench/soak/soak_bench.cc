@@ -85,18 +85,9 @@ void OneRequest(const std::shared_ptr<grpc::Channel>& channel, std::mt19937_64& 
     }
   }
   request.mutable_sampling()->set_ignore_eos(true);
-  client::CallHandle handle;
-  absl::Notification done;
-  std::thread canceller;
-  if (cancel_after != absl::InfiniteDuration()) {
-    canceller = std::thread([&] {
-      if (!done.WaitForNotificationWithTimeout(cancel_after)) handle.Cancel();
-    });
-  }
+  bool cancelled = false;
   const client::GenerationOutcome out =
-      client::CallGenerate(channel, request, timeout, nullptr, &handle);
-  done.Notify();
-  if (canceller.joinable()) canceller.join();
+      client::CallGenerateCancellingAfter(channel, request, timeout, cancel_after, &cancelled);
   const grpc::StatusCode code = out.status.error_code();
   // Faults make any request liable to UNAVAILABLE (a stopped worker) or RESOURCE_EXHAUSTED.
   bool expected =
@@ -258,15 +249,10 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
         std::vector<std::thread> storm;
         for (int i = 0; i < 30; ++i) {
           storm.emplace_back([&, i] {
-            client::CallHandle handle;
-            std::thread cancel([&] {
-              absl::SleepFor(absl::Milliseconds(20 + 5 * i));
-              handle.Cancel();
-            });
-            client::CallGenerate(channel,
-                                 client::MakeRequest({1, 2, static_cast<int32_t>(3 + i)}, 500),
-                                 absl::Seconds(30), nullptr, &handle);
-            cancel.join();
+            bool cancelled = false;
+            client::CallGenerateCancellingAfter(
+                channel, client::MakeRequest({1, 2, static_cast<int32_t>(3 + i)}, 500),
+                absl::Seconds(30), absl::Milliseconds(20 + 5 * i), &cancelled);
           });
         }
         for (auto& t : storm) t.join();
@@ -325,14 +311,8 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
                             {"flat", flat}});
   }
   const nlohmann::json outcomes = tally.ToJson();
-  Table requests({"kind", "outcome", "requests"});
-  int total = 0;
-  for (const auto& [kind, codes] : tally.counts()) {
-    for (const auto& [code, n] : codes) {
-      requests.AddRow({kind, code, absl::StrCat(n)});
-      total += n;
-    }
-  }
+  const Table requests = tally.ToTable();
+  const int total = tally.total();
   nlohmann::json decode_json = nlohmann::json::array();
   for (const v1::DecodeStats& s : decode_stats) decode_json.push_back(DecodeStatsJson(s));
   const bool passed =

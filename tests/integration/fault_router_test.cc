@@ -175,7 +175,7 @@ TEST(RouterFaultTest, RouterRestartedAtItsAddressGetsItsWorkersBack) {
   ExpectClusterAtBaseline(*cluster);
 }
 
-// A router that stops running for 6 s (SIGSTOP: a VM stall, a swap storm) used to remove
+// A router that stops running for 10 s (SIGSTOP: a VM stall, a swap storm) used to remove
 // every healthy worker on resume (its sweeper ran before the queued load reports were read)
 // and end every in-flight stream UNAVAILABLE. The stall is now not held against the workers:
 // they stay registered, and the streams their decode workers kept serving complete whole.
@@ -198,7 +198,9 @@ TEST(RouterFaultTest, APausedRouterKeepsItsWorkersAndTheirStreams) {
   ASSERT_TRUE(cluster->WaitForStatus(
       [](const v1::ClusterStatus& s) { return s.in_flight() >= static_cast<uint32_t>(kStreams); }));
   ASSERT_EQ(kill(cluster->router().pid(), SIGSTOP), 0);
-  absl::SleepFor(absl::Seconds(6));  // Three report timeouts (2 s) without the router.
+  // Five report timeouts (2 s) without the router, and longer than the registry channels'
+  // keepalive ping (10 s, answered within 5 s).
+  absl::SleepFor(absl::Seconds(10));
   ASSERT_EQ(kill(cluster->router().pid(), SIGCONT), 0);
   for (auto& c : calls) c.join();
   for (int i = 0; i < kStreams; ++i) {

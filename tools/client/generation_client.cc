@@ -1,5 +1,8 @@
 #include "tools/client/generation_client.h"
 
+#include <thread>
+
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/retry_after.h"
 
@@ -86,6 +89,22 @@ GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel,
   CallAttachment attached(handle, &context);
   const absl::Time start = absl::Now();
   return Collect(stub->Generate(&context, request), &context, start, on_message);
+}
+
+GenerationOutcome CallGenerateCancellingAfter(const std::shared_ptr<grpc::Channel>& channel,
+                                              const v1::GenerateRequest& request,
+                                              absl::Duration timeout, absl::Duration cancel_after,
+                                              bool* cancelled) {
+  CallHandle handle;
+  absl::Notification done;
+  std::thread canceller([&] {
+    if (!done.WaitForNotificationWithTimeout(cancel_after)) handle.Cancel();
+  });
+  GenerationOutcome out = CallGenerate(channel, request, timeout, nullptr, &handle);
+  done.Notify();
+  canceller.join();
+  *cancelled = handle.cancelled();
+  return out;
 }
 
 v1::GenerateRequest MakeRequest(const std::vector<int32_t>& tokens, int max_tokens,

@@ -65,6 +65,13 @@ GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel,
                                const MessageCallback& on_message = nullptr,
                                CallHandle* handle = nullptr);
 
+// CallGenerate, cancelled by the client after `cancel_after` if still running (as a user who
+// gives up would); `*cancelled` says whether the cancellation was sent.
+GenerationOutcome CallGenerateCancellingAfter(const std::shared_ptr<grpc::Channel>& channel,
+                                              const v1::GenerateRequest& request,
+                                              absl::Duration timeout, absl::Duration cancel_after,
+                                              bool* cancelled);
+
 // A request for `tokens` (or `text` when tokens is empty) with greedy sampling by default.
 v1::GenerateRequest MakeRequest(const std::vector<int32_t>& tokens, int max_tokens,
                                 float temperature = 0.0f, const std::string& text = "");
