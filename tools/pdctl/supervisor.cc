@@ -139,15 +139,8 @@ void Supervisor::Check(ClusterState& state, size_t index, absl::Time now) {
               "pid ", p.pid, " ",
               DescribeExit(status == exit_statuses_.end() ? std::nullopt
                                                           : std::optional<int>(status->second))));
-    const std::optional<absl::Time> next = budget.NextAttempt(now);
-    if (!next.has_value()) {
-      gave_up_[p.name] = true;
-      Event(p.name, "gave_up",
-            absl::StrCat(policy_.max_restarts, " restarts within ",
-                         absl::FormatDuration(policy_.window), " already; left down"));
-      return;
-    }
-    waiting = next_attempt_.emplace(p.name, *next).first;
+    if (!ScheduleAttempt(p.name, budget, now)) return;
+    waiting = next_attempt_.find(p.name);
   }
   if (now < waiting->second) return;
   next_attempt_.erase(waiting);
@@ -161,15 +154,20 @@ void Supervisor::Check(ClusterState& state, size_t index, absl::Time now) {
     return;
   }
   Event(p.name, "restart_failed", std::string(restarted.message()));
-  const std::optional<absl::Time> next = budget.NextAttempt(absl::Now());
+  ScheduleAttempt(p.name, budget, absl::Now());
+}
+
+bool Supervisor::ScheduleAttempt(const std::string& name, RestartBudget& budget, absl::Time now) {
+  const std::optional<absl::Time> next = budget.NextAttempt(now);
   if (!next.has_value()) {
-    gave_up_[p.name] = true;
-    Event(p.name, "gave_up",
+    gave_up_[name] = true;
+    Event(name, "gave_up",
           absl::StrCat(policy_.max_restarts, " restarts within ",
                        absl::FormatDuration(policy_.window), " already; left down"));
-    return;
+    return false;
   }
-  next_attempt_[p.name] = *next;
+  next_attempt_[name] = *next;
+  return true;
 }
 
 absl::Status Supervisor::Restart(ClusterState& state, size_t index) {

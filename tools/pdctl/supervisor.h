@@ -83,6 +83,9 @@ class Supervisor {
   void Reap();
   void Check(ClusterState& state, size_t index, absl::Time now);
   absl::Status Restart(ClusterState& state, size_t index);
+  // The next restart of `name` under its budget; false (and the process given up, said in an
+  // event) when the budget is spent.
+  bool ScheduleAttempt(const std::string& name, RestartBudget& budget, absl::Time now);
   void Event(const std::string& process, const std::string& event, const std::string& detail);
 
   std::string run_dir_;
