@@ -131,6 +131,19 @@ class NetnsClusterTest : public ::testing::Test {
                                 client::MakeRequest(prompt, max_tokens), absl::Seconds(60));
   }
 
+  // Polls (short prompts, each new) until one is offloaded and completes without falling
+  // back: the prefill worker is registered, reported and reachable.
+  bool WaitUntilOffloading() {
+    int n = 0;
+    return testing::PollUntil(
+        [&] {
+          const auto out = Generate({7, 11, static_cast<int32_t>(13 + n++ % 900)}, 2);
+          return out.status.ok() && out.result.placement().mode() == v1::PLACEMENT_MODE_OFFLOAD &&
+                 !out.result.placement().fell_back_to_local();
+        },
+        absl::Seconds(30), absl::Milliseconds(200));
+  }
+
   // Every process up, the decode worker's blocks back at baseline.
   void ExpectRecovered() {
     EXPECT_TRUE(router_->running()) << router_->Log();
@@ -279,6 +292,9 @@ TEST_F(NetnsClusterTest, AOneWayCutMidTransferEndsInAFallbackAndHeals) {
        {testing::LinkDirection::kToHost, testing::LinkDirection::kFromHost}) {
     SCOPED_TRACE(direction == testing::LinkDirection::kToHost ? "to the prefill host"
                                                               : "from the prefill host");
+    // The prefill worker may still be registering again after the previous cut: the cut
+    // must fall on an offload, not on a prompt placed locally for want of a prefill worker.
+    ASSERT_TRUE(WaitUntilOffloading()) << prefill_->Log();
     const std::vector<int32_t> prompt = LongPrompt(seed++);
     client::GenerationOutcome cut;
     std::thread request([&] { cut = Generate(prompt, 6); });
