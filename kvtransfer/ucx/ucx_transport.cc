@@ -100,6 +100,14 @@ struct UcxTransport::OutboundState {
   }
 };
 
+// A greeting or its answer in flight. UCX 1.13 does not copy an active message's header, so
+// it lives here until the send completes; what is still pending when the worker goes is
+// freed with the transport.
+struct UcxTransport::PendingHello {
+  UcxTransport* transport = nullptr;
+  HelloHeader header;
+};
+
 // Lives from an operation's posting to its completion callback.
 struct UcxTransport::OpContext {
   enum Kind { kData, kFlushLayer, kFlushFinish, kFlushAbort, kControl };
@@ -671,30 +679,38 @@ absl::StatusOr<UcxTransport::Peer*> UcxTransport::GetPeer(const KvPoolDescriptor
   return raw;
 }
 
-absl::Status UcxTransport::Greet(ucp_ep_h ep, const std::string& receiver_id) {
-  // The header must outlive the send (UCX 1.13 does not copy it); the completion frees it.
-  auto* hello = new HelloHeader();
-  do {
-    hello->nonce = hello_rng_();
-  } while (hello->nonce == 0);
-  const uint64_t nonce = hello->nonce;
+ucs_status_ptr_t UcxTransport::SendHello(ucp_ep_h ep, unsigned id, const HelloHeader& header,
+                                         uint32_t flags) {
+  auto pending = std::make_unique<PendingHello>(PendingHello{this, header});
+  PendingHello* raw = pending.get();
   ucp_request_param_t param{};
   param.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-  // REPLY: the receiver's handler gets the endpoint towards this sender to answer on.
-  param.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
+  param.flags = flags | UCP_AM_SEND_FLAG_EAGER;
   param.cb.send = [](void* request, ucs_status_t, void* user_data) {
-    delete static_cast<HelloHeader*>(user_data);
+    auto* done = static_cast<PendingHello*>(user_data);
+    done->transport->pending_hellos_.erase(done);
     ucp_request_free(request);
   };
-  param.user_data = hello;
+  param.user_data = raw;
   const ucs_status_ptr_t request =
-      ucp_am_send_nbx(ep, kAmHello, hello, sizeof(*hello), nullptr, 0, &param);
-  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete hello;
+      ucp_am_send_nbx(ep, id, &raw->header, sizeof(HelloHeader), nullptr, 0, &param);
+  // Completed at once (no callback then) or failed: nothing stays pending.
+  if (request != nullptr && !UCS_PTR_IS_ERR(request)) pending_hellos_[raw] = std::move(pending);
+  return request;
+}
+
+absl::Status UcxTransport::Greet(ucp_ep_h ep, const std::string& receiver_id) {
+  HelloHeader hello;
+  do {
+    hello.nonce = hello_rng_();
+  } while (hello.nonce == 0);
+  // REPLY: the receiver's handler gets the endpoint towards this sender to answer on.
+  const ucs_status_ptr_t request = SendHello(ep, kAmHello, hello, UCP_AM_SEND_FLAG_REPLY);
   if (UCS_PTR_IS_ERR(request))
     return FromUcs(UCS_PTR_STATUS(request), absl::StrCat("greet ", receiver_id));
-  const bool answered = thread_->ProgressUntil([&] { return hello_answers_.erase(nonce) > 0; },
-                                               config_.handshake_timeout);
+  const bool answered = thread_->ProgressUntil(
+      [&] { return hello_answers_.erase(hello.nonce) > 0; }, config_.handshake_timeout);
   if (!answered) {
     return absl::UnavailableError(absl::StrCat("kv transfer: ", receiver_id,
                                                " did not answer the greeting within ",
@@ -713,20 +729,7 @@ ucs_status_t UcxTransport::OnHello(void* arg, const void* header, size_t header_
   }
   // Answered from inside the callback: the reply endpoint is UCX's, valid here. Queued behind
   // this worker's own wireup reply to the sender on the same endpoint, if that still waits.
-  auto* answer = new HelloHeader(*h);
-  ucp_request_param_t p{};
-  p.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = UCP_AM_SEND_FLAG_EAGER;
-  p.cb.send = [](void* request, ucs_status_t, void* user_data) {
-    delete static_cast<HelloHeader*>(user_data);
-    ucp_request_free(request);
-  };
-  p.user_data = answer;
-  const ucs_status_ptr_t request =
-      ucp_am_send_nbx(param->reply_ep, kAmHelloAck, answer, sizeof(*answer), nullptr, 0, &p);
-  if (request == nullptr || UCS_PTR_IS_ERR(request)) delete answer;
-  (void)arg;
+  static_cast<UcxTransport*>(arg)->SendHello(param->reply_ep, kAmHelloAck, *h, 0);
   return UCS_OK;
 }
 

@@ -35,6 +35,7 @@
 #include "kvtransfer/ucx/peer_address_check.h"
 #include "kvtransfer/ucx/ucx_config.h"
 #include "kvtransfer/ucx/worker_thread.h"
+#include "kvtransfer/wire.h"
 
 namespace pdserve::kvtransfer {
 
@@ -65,6 +66,7 @@ class UcxTransport final : public KvTransport {
   struct OutboundState;
   struct Peer;
   struct OpContext;
+  struct PendingHello;
 
   explicit UcxTransport(UcxTransportConfig config);
   absl::StatusOr<Peer*> GetPeer(const KvPoolDescriptor& descriptor);  // Worker thread only.
@@ -77,6 +79,8 @@ class UcxTransport final : public KvTransport {
   // Active-message path: greets a new receiver over `ep` and waits for its answer (wire.h).
   // Worker thread only.
   absl::Status Greet(ucp_ep_h ep, const std::string& receiver_id);
+  // Sends a greeting or its answer (eager; `flags` added); worker thread only.
+  ucs_status_ptr_t SendHello(ucp_ep_h ep, unsigned id, const HelloHeader& header, uint32_t flags);
 
   static ucs_status_t OnDataMessage(void* arg, const void* header, size_t header_length, void* data,
                                     size_t length, const ucp_am_recv_param_t* param);
@@ -100,6 +104,8 @@ class UcxTransport final : public KvTransport {
   std::vector<std::unique_ptr<Peer>> retired_peers_;  // Worker thread only.
   // Greetings answered, by nonce, until the greeter takes its own (worker thread only).
   absl::flat_hash_set<uint64_t> hello_answers_;
+  // Greetings and answers whose sends have not completed (worker thread only).
+  absl::flat_hash_map<PendingHello*, std::unique_ptr<PendingHello>> pending_hellos_;
   std::mt19937_64 hello_rng_{std::random_device{}()};  // Worker thread only.
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> operations_posted_{0};
