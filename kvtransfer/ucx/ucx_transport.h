@@ -66,7 +66,13 @@ class UcxTransport final : public KvTransport {
   struct OutboundState;
   struct Peer;
   struct OpContext;
-  struct PendingHello;
+  // A greeting or its answer in flight (ucx_greeting.cc). UCX 1.13 does not copy an active
+  // message's header, so it lives here until the send completes; what is still pending when
+  // the worker goes is freed with the transport.
+  struct PendingHello {
+    UcxTransport* transport = nullptr;
+    HelloHeader header;
+  };
 
   explicit UcxTransport(UcxTransportConfig config);
   absl::StatusOr<Peer*> GetPeer(const KvPoolDescriptor& descriptor);  // Worker thread only.
