@@ -6,6 +6,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "bench/chaos/namespace_hosts.h"
 #include "bench/common/cluster_checks.h"
 #include "bench/common/report.h"
 #include "common/shutdown_signal.h"
@@ -148,6 +150,46 @@ void OneRequest(const std::shared_ptr<grpc::Channel>& channel, const std::vector
     absl::SleepFor(absl::Milliseconds(50 + static_cast<int64_t>(rng() % 100)));
 }
 
+// A fault of the network between the hosts, held for its duration and then healed: host
+// partitioned for 1-10 s, or its link losing 1-5 % of its packets or limited to 100 Mbit/s
+// (from the host, to it, or both) for 5-15 s, never past `end`. Returns its description;
+// counts it in `counts` and the packets the fault dropped in `dropped`.
+absl::StatusOr<std::string> NetworkFault(NetnsTopology& net, const std::vector<std::string>& names,
+                                         std::mt19937_64& rng, absl::Time end,
+                                         std::map<std::string, int>& counts, int64_t& dropped) {
+  const size_t host = rng() % names.size();
+  const int kind = static_cast<int>(rng() % 3);
+  const absl::Duration drawn = absl::Seconds(kind == 0 ? 1 + static_cast<int>(rng() % 10)
+                                                       : 5 + static_cast<int>(rng() % 11));
+  const absl::Duration lasting = std::min(drawn, std::max(absl::Seconds(1), end - absl::Now()));
+  const LinkDirection direction = static_cast<LinkDirection>(rng() % 3);
+  const char* way = direction == LinkDirection::kFromHost ? "from"
+                    : direction == LinkDirection::kToHost ? "to"
+                                                          : "both ways at";
+  std::string fault;
+  if (kind == 0) {
+    fault = absl::StrCat("partition ", names[host], " for ", absl::FormatDuration(lasting));
+    ++counts["partition a host"];
+    RETURN_IF_ERROR(net.SetConnected(host, false));
+    absl::SleepFor(lasting);
+    return net.SetConnected(host, true).ok() ? absl::StatusOr<std::string>(fault)
+                                             : absl::InternalError("cannot heal " + fault);
+  }
+  const bool loss = kind == 1;
+  const int percent = 1 + static_cast<int>(rng() % 5);
+  fault = absl::StrCat(loss ? absl::StrCat(percent, "% loss ") : "100 Mbit/s ", way, " ",
+                       names[host], " for ", absl::FormatDuration(lasting));
+  ++counts[loss ? "lossy link (1-5%)" : "100 Mbit/s link"];
+  const int64_t before = net.DroppedPackets(host, LinkDirection::kBoth);
+  RETURN_IF_ERROR(loss ? net.SetLoss(host, percent, direction) : net.SetRate(host, 100, direction));
+  absl::SleepFor(lasting);
+  // Read before healing: removing a rate limit removes its queue and its counters.
+  const int64_t after = net.DroppedPackets(host, LinkDirection::kBoth);
+  RETURN_IF_ERROR(loss ? net.SetLoss(host, 0, direction) : net.SetRate(host, 0, direction));
+  if (before >= 0 && after >= before) dropped += after - before;
+  return fault;
+}
+
 }  // namespace
 
 absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
@@ -164,6 +206,7 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
     ASSIGN_OR_RETURN(tools::ModelSpec spec, tools::ModelSpec::Preset("tiny"));
     RETURN_IF_ERROR(tools::EnsureModel(spec, dir));
   }
+  dir = std::filesystem::absolute(dir).string();
   const auto model_json = nlohmann::json::parse(ReadTextFile(dir + "/config.json"), nullptr, false);
   if (model_json.is_discarded() || !model_json.contains("vocab_size")) {
     return absl::InvalidArgumentError(absl::StrCat(dir, "/config.json: no vocab_size"));
@@ -193,7 +236,15 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
   for (int i = 0; i < 3; ++i)
     c.decode.push_back(worker(absl::StrCat("decode-", i), {"--num_blocks=128"}));
   for (int i = 0; i < 2; ++i) c.prefill.push_back(worker(absl::StrCat("prefill-", i), {}));
-  Progress(kBench, "starting the cluster (router, 2 prefill, 3 decode workers; UCX over TCP)");
+  // Across hosts: declared before the teardown below, so removed after the processes stop.
+  std::optional<NamespaceHosts> hosts;
+  if (cfg.netns) {
+    ASSIGN_OR_RETURN(hosts, PlaceOnNamespaces(c));
+    Progress(kBench, "starting the cluster on 6 hosts (network namespaces; mTLS; UCX over TCP)");
+  } else {
+    Progress(kBench, "starting the cluster (router, 2 prefill, 3 decode workers; UCX over TCP)");
+  }
+  const GrpcSecurity& security = c.security;
   {
     ASSIGN_OR_RETURN(pdctl::LaunchedCluster cluster, pdctl::LaunchCluster(c, /*detached=*/true));
     RETURN_IF_ERROR(cluster.state.Write(pdctl::ClusterState::PathIn(c.run_dir)));
@@ -201,7 +252,7 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
   }
   ASSIGN_OR_RETURN(pdctl::ClusterState started,
                    pdctl::ClusterState::Read(pdctl::ClusterState::PathIn(c.run_dir)));
-  auto channel = client::MakeChannel(started.router, GrpcSecurity());
+  auto channel = client::MakeChannel(started.router, security);
   std::ostringstream down_log;
   // However this ends, nothing is left running.
   struct Teardown {
@@ -236,7 +287,7 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
     ShutdownSignal stop;
     stop_supervisor = &stop;
     supervisor_ready.Notify();
-    supervised = pdctl::Supervisor(c.run_dir, policy).Run(stop);
+    supervised = pdctl::Supervisor(c.run_dir, policy, security).Run(stop);
   });
   supervisor_ready.WaitForNotification();
 
@@ -256,15 +307,28 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
   std::map<std::string, int> kills;  // By process name.
   std::map<std::string, int> fault_counts;
   std::vector<std::string> faults;
+  int64_t packets_dropped = 0;
+  absl::Status network_error;
   const absl::Time end = absl::Now() + cfg.duration;
   while (absl::Now() + cfg.fault_interval < end) {
     absl::SleepFor(cfg.fault_interval);
     auto state = pdctl::ClusterState::Read(pdctl::ClusterState::PathIn(c.run_dir));
     if (!state.ok()) break;
-    // The target's role goes round (router, prefill, decode), so that even a short run hits
-    // each; the process within the role and the fault are drawn.
-    const char* roles[] = {"router", "prefill", "decode"};
-    const std::string role = roles[faults.size() % 3];
+    // The target's role goes round (router, prefill, decode; the network across hosts), so
+    // that even a short run hits each; the process within the role and the fault are drawn.
+    const char* roles[] = {"router", "prefill", "decode", "network"};
+    const std::string role = roles[faults.size() % (hosts.has_value() ? 4 : 3)];
+    if (role == "network") {
+      absl::StatusOr<std::string> fault =
+          NetworkFault(*hosts->net, hosts->process, fault_rng, end, fault_counts, packets_dropped);
+      if (!fault.ok()) {
+        network_error = fault.status();
+        break;
+      }
+      faults.push_back(*fault);
+      Progress(kBench, absl::StrCat("fault ", faults.size(), ": ", *fault));
+      continue;
+    }
     std::vector<const pdctl::ProcessState*> running;
     for (const pdctl::ProcessState& p : state->processes) {
       if (p.role == role && pdctl::ProcessRuns(p.pid, p.binary)) running.push_back(&p);
@@ -312,11 +376,11 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
          state.ok() ? state->processes : std::vector<pdctl::ProcessState>{}) {
       healed &= pdctl::ProcessRuns(p.pid, p.binary);
       if (p.role == "decode") {
-        decode_stats.push_back(FetchDecodeStats(p.grpc));
+        decode_stats.push_back(FetchDecodeStats(p.grpc, security));
         healed &= AtBaseline(decode_stats.back());
       }
     }
-    auto status = pdctl::FetchClusterStatus(started.registry_address(), 0, GrpcSecurity());
+    auto status = pdctl::FetchClusterStatus(started.registry_address(), 0, security);
     in_flight = status.ok() ? status->in_flight() : UINT32_MAX;
     registered = 0;
     if (status.ok()) {
@@ -366,12 +430,14 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
   nlohmann::json decode_json = nlohmann::json::array();
   for (const v1::DecodeStats& s : decode_stats) decode_json.push_back(DecodeStatsJson(s));
   const bool passed = healed && aborts == 0 && logs_clean && tally.unexpected() == 0 &&
-                      checks.completed.load() > 0 && supervised.ok();
+                      checks.completed.load() > 0 && supervised.ok() && network_error.ok();
   const nlohmann::json summary = {{"bench", "chaos"},
                                   {"machine", MachineInfo()},
                                   {"duration_s", absl::ToDoubleSeconds(cfg.duration)},
                                   {"clients", cfg.clients},
                                   {"seed", cfg.seed},
+                                  {"across_hosts", cfg.netns},
+                                  {"link_packets_dropped", packets_dropped},
                                   {"faults", faults},
                                   {"fault_counts", fault_counts},
                                   {"requests", total},
@@ -406,10 +472,16 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
       static_cast<long long>(checks.short_completions.load()),
       static_cast<long long>(checks.past_deadline.load()), tally.unexpected(), aborts,
       healed ? "yes" : "NO", passed ? "PASSED" : "FAILED");
+  if (hosts.has_value()) {
+    std::printf(
+        "across %zu hosts (network namespaces, mTLS); the link faults dropped %lld packets\n",
+        hosts->process.size(), static_cast<long long>(packets_dropped));
+  }
   if (!passed) {
     return absl::FailedPreconditionError(absl::StrCat(
         "chaos failed: healed=", healed, " aborts=", aborts, " logs_clean=", logs_clean,
-        " supervisor=", supervised.ToString(), " unexpected=", tally.ToJson()["examples"].dump()));
+        " supervisor=", supervised.ToString(), " network faults=", network_error.ToString(),
+        " unexpected=", tally.ToJson()["examples"].dump()));
   }
   return absl::OkStatus();
 }

@@ -16,8 +16,11 @@
 //    are back at baseline and the router relays nothing.
 // Prints the fault schedule's counts and the outcome table, writes summary.json; the exit
 // status says whether it passed. The fault's target role goes round (router, prefill,
-// decode). Partitions, loss and slow links across hosts are the namespace tests'
-// (tests/integration/netns_cluster_test.cc), not this run's. The cluster's processes are
+// decode). With `netns` (root only) the cluster runs across hosts: each process on a network
+// namespace of its own, mutual TLS between them, UCX over TCP on the hosts' interfaces, and
+// the network is a fourth target in the round: a host partitioned for 1-10 s, or its link
+// losing 1-5 % of its packets or limited to 100 Mbit/s (one direction or both) for 5-15 s.
+// The cluster's processes are
 // detached (as the supervisor starts them): a run interrupted with Ctrl-C leaves them up, and
 // `pdctl down --run_dir=OUT/cluster` stops them; a run that ends stops them itself.
 #ifndef PDSERVE_BENCH_CHAOS_CHAOS_BENCH_H_
@@ -44,9 +47,12 @@ struct ChaosBenchConfig {
   // Each request's deadline.
   absl::Duration deadline = absl::Seconds(20);
   uint64_t seed = 7;
+  // Across hosts (network namespaces; mTLS; link faults). Needs root.
+  bool netns = false;
 };
 
-// FAILED_PRECONDITION (after writing summary.json) when an invariant was broken.
+// FAILED_PRECONDITION (after writing summary.json) when an invariant was broken;
+// UNIMPLEMENTED with `netns` on a machine that cannot make network namespaces.
 absl::Status RunChaosBench(const ChaosBenchConfig& config);
 
 }  // namespace pdserve::bench

@@ -26,8 +26,8 @@ constexpr const char* kReports[] = {"ERROR: AddressSanitizer",
 
 }  // namespace
 
-v1::DecodeStats FetchDecodeStats(const std::string& address) {
-  auto stub = v1::Decode::NewStub(client::MakeChannel(address, GrpcSecurity()));
+v1::DecodeStats FetchDecodeStats(const std::string& address, const GrpcSecurity& security) {
+  auto stub = v1::Decode::NewStub(client::MakeChannel(address, security));
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::DecodeStats stats;

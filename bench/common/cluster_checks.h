@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_security.h"
 #include "common/text_table.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
@@ -19,7 +20,8 @@
 namespace pdserve::bench {
 
 // The decode worker's stats; `running` is UINT32_MAX when it does not answer.
-v1::DecodeStats FetchDecodeStats(const std::string& address);
+v1::DecodeStats FetchDecodeStats(const std::string& address,
+                                 const GrpcSecurity& security = GrpcSecurity());
 bool AtBaseline(const v1::DecodeStats& stats);
 nlohmann::json DecodeStatsJson(const v1::DecodeStats& stats);
 

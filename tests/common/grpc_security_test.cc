@@ -7,27 +7,27 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "bench/common/throwaway_pki.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_server.h"
 #include "common/health_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/testing/poll.h"
-#include "tests/testing/test_pki.h"
 
 namespace pdserve {
 namespace {
 
-using testing::IssuedCert;
-using testing::TestPki;
+using bench::IssuedCert;
+using bench::ThrowawayPki;
 
 class GrpcSecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pki = TestPki::Create("pdserve-test-ca");
+    auto pki = ThrowawayPki::Create("pdserve-test-ca");
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *std::move(pki);
-    auto rogue = TestPki::Create("rogue-ca");
+    auto rogue = ThrowawayPki::Create("rogue-ca");
     ASSERT_TRUE(rogue.ok()) << rogue.status();
     rogue_ = *std::move(rogue);
     auto server = pki_->Issue("server", "server");
@@ -72,8 +72,8 @@ class GrpcSecurityTest : public ::testing::Test {
     return Security(config);
   }
 
-  std::unique_ptr<TestPki> pki_;
-  std::unique_ptr<TestPki> rogue_;
+  std::unique_ptr<ThrowawayPki> pki_;
+  std::unique_ptr<ThrowawayPki> rogue_;
   IssuedCert server_cert_;
   IssuedCert client_cert_;
   IssuedCert impostor_cert_;
@@ -150,7 +150,7 @@ TEST_F(GrpcSecurityTest, RotatedCertificatesAreServedWithoutARestart) {
 }
 
 TEST(TlsConfigTest, ErrorsNameTheFlagAndTheProblem) {
-  auto pki = TestPki::Create("ca");
+  auto pki = ThrowawayPki::Create("ca");
   ASSERT_TRUE(pki.ok()) << pki.status();
   auto a = (*pki)->Issue("a", "a");
   auto b = (*pki)->Issue("b", "b");
@@ -190,7 +190,7 @@ TEST(TlsConfigTest, ErrorsNameTheFlagAndTheProblem) {
 }
 
 TEST(TlsConfigTest, AServerNeedsACertificateToServeTls) {
-  auto pki = TestPki::Create("ca");
+  auto pki = ThrowawayPki::Create("ca");
   ASSERT_TRUE(pki.ok()) << pki.status();
   auto security = GrpcSecurity::FromConfig(TlsConfig{.ca_file = (*pki)->ca_file()});
   ASSERT_TRUE(security.ok());

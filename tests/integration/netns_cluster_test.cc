@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "bench/common/netns_topology.h"
+#include "bench/common/throwaway_pki.h"
 #include "common/child_process.h"
 #include "common/grpc_channel.h"
 #include "common/net_address.h"
@@ -18,18 +20,16 @@
 #include "tests/router/cluster_fixture.h"
 #include "tests/testing/greedy_reference.h"
 #include "tests/testing/http_client.h"
-#include "tests/testing/netns_topology.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
-#include "tests/testing/test_pki.h"
 #include "tools/client/generation_client.h"
 
 namespace pdserve {
 namespace {
 
-using testing::NetnsTopology;
-using testing::TestPki;
-using testing::TlsFlags;
+using bench::NetnsTopology;
+using bench::ThrowawayPki;
+using bench::TlsFlags;
 
 // Starts `binary` with `flags` and its TLS flags on namespace `host`, and waits until healthy.
 std::unique_ptr<ChildProcess> StartOnHost(const NetnsTopology& net, size_t host,
@@ -68,7 +68,7 @@ class NetnsClusterTest : public ::testing::Test {
     auto topology = NetnsTopology::Create({"router", "prefill", "decode"});
     if (!topology.ok()) GTEST_SKIP() << "no network namespaces here: " << topology.status();
     net_ = *std::move(topology);
-    auto pki = TestPki::Create("pdserve-netns-ca");
+    auto pki = ThrowawayPki::Create("pdserve-netns-ca");
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *std::move(pki);
     const char* roles[] = {"router", "prefill", "decode"};
@@ -154,7 +154,7 @@ class NetnsClusterTest : public ::testing::Test {
   }
 
   std::unique_ptr<NetnsTopology> net_;
-  std::unique_ptr<TestPki> pki_;
+  std::unique_ptr<ThrowawayPki> pki_;
   std::vector<std::vector<std::string>> tls_;
   GrpcSecurity client_;
   std::unique_ptr<ChildProcess> router_;
@@ -232,14 +232,14 @@ std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int max_token
   return reference->Generate(prompt, max_tokens);
 }
 
-// Link faults without netem (tests/testing/netns_topology.h): random loss on both hosts of
+// Link faults without netem (bench/common/netns_topology.h): random loss on both hosts of
 // the transfer, both ways. TCP retransmits under UCX and gRPC: every request completes with
 // the tokens it gets alone (offloaded or fallen back, never corrupted), and the loss program
 // did drop packets.
 TEST_F(NetnsClusterTest, LossyLinksSlowTransfersButNeverCorruptThem) {
-  absl::Status lossy = net_->SetLoss(kPrefill, 5, testing::LinkDirection::kBoth);
+  absl::Status lossy = net_->SetLoss(kPrefill, 5, bench::LinkDirection::kBoth);
   if (!lossy.ok()) GTEST_SKIP() << "no BPF loss here: " << lossy;
-  ASSERT_TRUE(net_->SetLoss(kDecode, 2, testing::LinkDirection::kBoth).ok());
+  ASSERT_TRUE(net_->SetLoss(kDecode, 2, bench::LinkDirection::kBoth).ok());
   int offloaded = 0;
   for (uint32_t seed = 1; seed <= 3; ++seed) {
     const std::vector<int32_t> prompt = LongPrompt(seed);
@@ -249,13 +249,13 @@ TEST_F(NetnsClusterTest, LossyLinksSlowTransfersButNeverCorruptThem) {
     const v1::Placement& p = out.result.placement();
     offloaded += p.mode() == v1::PLACEMENT_MODE_OFFLOAD && !p.fell_back_to_local() ? 1 : 0;
   }
-  const int64_t dropped = net_->DroppedPackets(kPrefill, testing::LinkDirection::kBoth);
+  const int64_t dropped = net_->DroppedPackets(kPrefill, bench::LinkDirection::kBoth);
   std::cout << offloaded << " of 3 offloads completed over the lossy links; " << dropped
             << " packets (segmentation-offloaded: up to 64 KiB each) dropped on the prefill "
                "host's link\n";
   EXPECT_GT(dropped, 0) << "the loss program dropped nothing: the fault did not act";
-  ASSERT_TRUE(net_->SetLoss(kPrefill, 0, testing::LinkDirection::kBoth).ok());
-  ASSERT_TRUE(net_->SetLoss(kDecode, 0, testing::LinkDirection::kBoth).ok());
+  ASSERT_TRUE(net_->SetLoss(kPrefill, 0, bench::LinkDirection::kBoth).ok());
+  ASSERT_TRUE(net_->SetLoss(kDecode, 0, bench::LinkDirection::kBoth).ok());
   ExpectRecovered();
 }
 
@@ -263,7 +263,7 @@ TEST_F(NetnsClusterTest, LossyLinksSlowTransfersButNeverCorruptThem) {
 // takes at least what the rate allows for its bytes.
 TEST_F(NetnsClusterTest, ARateLimitedLinkCarriesTransfersIntactAtItsRate) {
   constexpr double kMbit = 8;
-  ASSERT_TRUE(net_->SetRate(kPrefill, kMbit, testing::LinkDirection::kFromHost).ok());
+  ASSERT_TRUE(net_->SetRate(kPrefill, kMbit, bench::LinkDirection::kFromHost).ok());
   const std::vector<int32_t> prompt = LongPrompt(7);
   const absl::Time start = absl::Now();
   const auto out = Generate(prompt, 6);
@@ -279,7 +279,7 @@ TEST_F(NetnsClusterTest, ARateLimitedLinkCarriesTransfersIntactAtItsRate) {
   std::cout << p.transfer_bytes() << " bytes of KV in " << took << " at " << kMbit
             << " Mbit/s (no faster than " << floor_s << " s)\n";
   EXPECT_GE(absl::ToDoubleSeconds(took), floor_s) << "the transfer did not cross the limited link";
-  ASSERT_TRUE(net_->SetRate(kPrefill, 0, testing::LinkDirection::kFromHost).ok());
+  ASSERT_TRUE(net_->SetRate(kPrefill, 0, bench::LinkDirection::kFromHost).ok());
   ExpectRecovered();
 }
 
@@ -288,10 +288,9 @@ TEST_F(NetnsClusterTest, ARateLimitedLinkCarriesTransfersIntactAtItsRate) {
 // or ends with a typed error, and once healed everything is back, for each direction in turn.
 TEST_F(NetnsClusterTest, AOneWayCutMidTransferEndsInAFallbackAndHeals) {
   uint32_t seed = 11;
-  for (const auto direction :
-       {testing::LinkDirection::kToHost, testing::LinkDirection::kFromHost}) {
-    SCOPED_TRACE(direction == testing::LinkDirection::kToHost ? "to the prefill host"
-                                                              : "from the prefill host");
+  for (const auto direction : {bench::LinkDirection::kToHost, bench::LinkDirection::kFromHost}) {
+    SCOPED_TRACE(direction == bench::LinkDirection::kToHost ? "to the prefill host"
+                                                            : "from the prefill host");
     // The prefill worker may still be registering again after the previous cut: the cut
     // must fall on an offload, not on a prompt placed locally for want of a prefill worker.
     ASSERT_TRUE(WaitUntilOffloading()) << prefill_->Log();
@@ -343,7 +342,7 @@ TEST(NetnsMultiRouterTest, OneNameForTwoRoutersRegistersWithBoth) {
   ASSERT_TRUE(net.SetHosts(kWorker,
                            {{net.host(kRouterA).address, name}, {net.host(kRouterB).address, name}})
                   .ok());
-  auto pki = TestPki::Create("pdserve-netns-ca");
+  auto pki = ThrowawayPki::Create("pdserve-netns-ca");
   ASSERT_TRUE(pki.ok()) << pki.status();
   std::vector<std::vector<std::string>> tls;
   for (size_t i = 0; i < 3; ++i) {

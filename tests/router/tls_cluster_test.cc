@@ -12,27 +12,27 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "bench/common/throwaway_pki.h"
 #include "common/child_process.h"
 #include "gtest/gtest.h"
 #include "tests/router/cluster_fixture.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
-#include "tests/testing/test_pki.h"
 #include "tools/client/generation_client.h"
 
 namespace pdserve::router {
 namespace {
 
+using pdserve::bench::IssuedCert;
+using pdserve::bench::ThrowawayPki;
+using pdserve::bench::TlsFlags;
 using pdserve::testing::ClusterOptions;
-using pdserve::testing::IssuedCert;
 using pdserve::testing::LocalCluster;
-using pdserve::testing::TestPki;
-using pdserve::testing::TlsFlags;
 
 class TlsClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pki = TestPki::Create("pdserve-cluster-ca");
+    auto pki = ThrowawayPki::Create("pdserve-cluster-ca");
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *std::move(pki);
     for (const char* name : {"router", "decode", "prefill", "client"}) {
@@ -60,7 +60,7 @@ class TlsClusterTest : public ::testing::Test {
     return options;
   }
 
-  std::unique_ptr<TestPki> pki_;
+  std::unique_ptr<ThrowawayPki> pki_;
   std::map<std::string, IssuedCert> certs_;
 };
 
@@ -84,7 +84,7 @@ TEST_F(TlsClusterTest, ClientsWithoutACertificateFromTheCaCannotGenerate) {
   auto cluster = LocalCluster::Start(MutualTlsCluster());
   ASSERT_NE(cluster, nullptr);
   const std::string router = cluster->router().grpc_address();
-  auto rogue = TestPki::Create("rogue-ca");
+  auto rogue = ThrowawayPki::Create("rogue-ca");
   ASSERT_TRUE(rogue.ok()) << rogue.status();
   auto impostor = (*rogue)->Issue("client", "impostor");
   ASSERT_TRUE(impostor.ok()) << impostor.status();
@@ -110,7 +110,7 @@ TEST_F(TlsClusterTest, WorkersWithoutAValidCertificateCannotRegister) {
   // The public listener does not demand client certificates here; the registry still does.
   auto cluster = LocalCluster::Start(MutualTlsCluster(/*require_client_cert=*/false));
   ASSERT_NE(cluster, nullptr);
-  auto rogue = TestPki::Create("rogue-ca");
+  auto rogue = ThrowawayPki::Create("rogue-ca");
   ASSERT_TRUE(rogue.ok()) << rogue.status();
   auto impostor = (*rogue)->Issue("decode", "impostor");
   ASSERT_TRUE(impostor.ok()) << impostor.status();

@@ -1,14 +1,19 @@
 // The supervisor's decisions without processes: when a process that exited is started again
 // (backoff doubling while it keeps failing, a budget per window that frees up as the window
-// moves), the flags a router restarts with (its own addresses, not port 0), and the events
-// file (appended, read back in order, a torn line skipped).
+// moves), the flags a router restarts with (its own addresses, not port 0), the command a
+// process runs under (kept through the cluster file), and the events file (appended, read
+// back in order, a torn line skipped).
 #include "tools/pdctl/supervisor.h"
+
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tools/pdctl/cluster_config.h"
+#include "tools/pdctl/cluster_launcher.h"
 
 namespace pdserve::pdctl {
 namespace {
@@ -89,6 +94,56 @@ TEST(SupervisorTest, ARouterRestartsAtTheAddressesItHad) {
       (std::vector<std::string>{
           "--model=m", "--listen=127.0.0.1:4000", "--metrics_listen=127.0.0.1:4003",
           "--policy=auto", "--registry_listen=127.0.0.1:4001", "--http_listen=127.0.0.1:4002"}));
+}
+
+// A process started under a command (another network namespace, numactl) is started again
+// under it: the prefix goes through the cluster file and comes first on the command line, the
+// binary's full path after it.
+TEST(SupervisorTest, AProcessRunsAgainUnderTheCommandItWasStartedUnder) {
+  auto config = ParseClusterConfig(R"(
+decode:
+  - name: decode-0
+    exec_prefix: [/usr/sbin/ip, netns, exec, host-3]
+    flags: [--num_blocks=64]
+)",
+                                   "cluster.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->decode.size(), 1u);
+  EXPECT_EQ(config->decode[0].exec_prefix,
+            (std::vector<std::string>{"/usr/sbin/ip", "netns", "exec", "host-3"}));
+
+  const std::string dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("pdctl-prefix-", getpid());
+  std::filesystem::create_directories(dir);
+  ClusterState state;
+  ProcessState p;
+  p.name = "decode-0";
+  p.role = "decode";
+  p.binary = "pdserve-decode";
+  p.args = {"--model=m", "--num_blocks=64"};
+  p.exec_prefix = config->decode[0].exec_prefix;
+  state.processes.push_back(p);
+  ASSERT_TRUE(state.Write(ClusterState::PathIn(dir)).ok());
+  auto read = ClusterState::Read(ClusterState::PathIn(dir));
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->processes.size(), 1u);
+  EXPECT_EQ(read->processes[0].exec_prefix, p.exec_prefix);
+
+  const ChildOptions under = ProcessChildOptions(read->processes[0], dir, /*detached=*/true,
+                                                 absl::Seconds(5), GrpcSecurity());
+  EXPECT_EQ(under.binary, "/usr/sbin/ip");
+  EXPECT_EQ(under.args,
+            (std::vector<std::string>{"netns", "exec", "host-3", BinaryPath("pdserve-decode"),
+                                      "--model=m", "--num_blocks=64"}));
+  EXPECT_TRUE(under.detached);
+  EXPECT_EQ(under.name, "decode-0");
+  // Without a prefix: the binary itself, its flags as they were.
+  p.exec_prefix.clear();
+  const ChildOptions direct =
+      ProcessChildOptions(p, dir, /*detached=*/false, absl::Seconds(5), GrpcSecurity());
+  EXPECT_EQ(direct.binary, "pdserve-decode");
+  EXPECT_EQ(direct.args, p.args);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SupervisorTest, EventsAreAppendedAndReadBackInOrder) {

@@ -57,7 +57,7 @@ class Mapping {
 };
 
 absl::Status ReadProcess(const Mapping& m, bool worker, ProcessSpec* p) {
-  std::set<std::string> known = {"name", "cpus", "nice", "flags"};
+  std::set<std::string> known = {"name", "cpus", "nice", "flags", "exec_prefix"};
   if (worker) known.insert("threads");
   if (absl::Status s = m.Check(known); !s.ok()) return s;
   if (absl::Status s = m.Get("name", &p->name); !s.ok()) return s;
@@ -65,6 +65,7 @@ absl::Status ReadProcess(const Mapping& m, bool worker, ProcessSpec* p) {
   if (absl::Status s = m.Get("cpus", &p->cpus); !s.ok()) return s;
   if (absl::Status s = m.Get("nice", &p->nice); !s.ok()) return s;
   if (absl::Status s = m.Get("flags", &p->flags); !s.ok()) return s;
+  if (absl::Status s = m.Get("exec_prefix", &p->exec_prefix); !s.ok()) return s;
   if (p->nice < 0 || p->nice > 19) {
     return m.Error(
         m.Key("nice"),

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc_security.h"
 
 namespace pdserve::pdctl {
 
@@ -19,6 +20,10 @@ struct ProcessSpec {
   std::vector<int> cpus;           // Pinning; empty: none.
   int nice = 0;                    // Niceness 0..19 (see ChildOptions::nice).
   std::vector<std::string> flags;  // Extra command-line flags, passed as given.
+  // A command the process runs under, its binary's path and flags following: e.g.
+  // {"ip", "netns", "exec", "host-1"} (another network namespace) or {"numactl",
+  // "--membind=0"}. It must exec the binary in its own process (the pid is the binary's).
+  std::vector<std::string> exec_prefix;
 };
 
 struct ClusterConfig {
@@ -43,6 +48,10 @@ struct ClusterConfig {
   std::vector<ProcessSpec> prefill;
   std::vector<ProcessSpec> decode;
   absl::Duration startup_timeout = absl::Seconds(120);
+  // How the launcher reaches the processes (health, registrations): TLS when they serve TLS
+  // (their --tls_* flags in each ProcessSpec's flags). Not read from YAML: set by programs
+  // that launch a TLS cluster (pdserve-bench chaos --netns).
+  GrpcSecurity security;
 };
 
 absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,

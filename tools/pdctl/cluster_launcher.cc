@@ -24,16 +24,16 @@ absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& 
                                      const std::string& role, const std::string& binary,
                                      std::vector<std::string> args, bool detached) {
   for (const std::string& f : spec.flags) args.push_back(f);
-  ChildOptions options;
-  options.binary = binary;
-  options.args = args;
-  options.run_dir = c.run_dir;
-  options.name = spec.name;
-  options.detached = detached;
-  options.cpus = spec.cpus;
-  options.nice = spec.nice;
-  options.startup_timeout = c.startup_timeout;
-  auto child = ChildProcess::Start(options);
+  Started out;
+  out.state.name = spec.name;
+  out.state.role = role;
+  out.state.binary = binary;
+  out.state.args = std::move(args);
+  out.state.cpus = spec.cpus;
+  out.state.nice = spec.nice;
+  out.state.exec_prefix = spec.exec_prefix;
+  auto child = ChildProcess::Start(
+      ProcessChildOptions(out.state, c.run_dir, detached, c.startup_timeout, c.security));
   if (!child.ok())
     return absl::UnavailableError(absl::StrCat(spec.name, ": ", child.status().message()));
   if (absl::Status s = (*child)->WaitHealthy(c.startup_timeout); !s.ok()) {
@@ -41,26 +41,19 @@ absl::StatusOr<Started> StartProcess(const ClusterConfig& c, const ProcessSpec& 
                                                "\nlog (", (*child)->log_path(), "):\n",
                                                (*child)->Log()));
   }
-  Started out;
-  out.state.name = spec.name;
-  out.state.role = role;
-  out.state.binary = binary;
   out.state.pid = (*child)->pid();
   out.state.grpc = (*child)->grpc_address();
   out.state.metrics = (*child)->metrics_address();
   out.state.log = (*child)->log_path();
-  out.state.args = std::move(args);
-  out.state.cpus = spec.cpus;
-  out.state.nice = spec.nice;
   out.child = *std::move(child);
   return out;
 }
 
 absl::Status WaitForRegistrations(const std::string& router, size_t workers, absl::Duration timeout,
-                                  ShutdownSignal* interrupt) {
+                                  const GrpcSecurity& security, ShutdownSignal* interrupt) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    auto status = FetchClusterStatus(router, 1, GrpcSecurity());
+    auto status = FetchClusterStatus(router, 1, security);
     if (status.ok()) {
       size_t reported = 0;
       for (const v1::WorkerStatus& w : status->workers())
@@ -95,6 +88,28 @@ absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, 
   if (!s.ok())
     return absl::UnavailableError(absl::StrCat("router ", router, ": ", s.error_message()));
   return status;
+}
+
+ChildOptions ProcessChildOptions(const ProcessState& p, const std::string& run_dir, bool detached,
+                                 absl::Duration startup_timeout, const GrpcSecurity& security) {
+  ChildOptions options;
+  if (p.exec_prefix.empty()) {
+    options.binary = p.binary;
+    options.args = p.args;
+  } else {
+    options.binary = p.exec_prefix[0];
+    options.args.assign(p.exec_prefix.begin() + 1, p.exec_prefix.end());
+    options.args.push_back(BinaryPath(p.binary));
+    options.args.insert(options.args.end(), p.args.begin(), p.args.end());
+  }
+  options.run_dir = run_dir;
+  options.name = p.name;
+  options.detached = detached;
+  options.cpus = p.cpus;
+  options.nice = p.nice;
+  options.startup_timeout = startup_timeout;
+  options.security = security;
+  return options;
 }
 
 LaunchedCluster::~LaunchedCluster() {
@@ -198,7 +213,7 @@ absl::StatusOr<LaunchedCluster> LaunchCluster(const ClusterConfig& c, bool detac
   }
   if (absl::Status s =
           WaitForRegistrations(cluster.state.registry_address(), c.prefill.size() + c.decode.size(),
-                               c.startup_timeout, hooks.interrupt);
+                               c.startup_timeout, c.security, hooks.interrupt);
       !s.ok()) {
     return s;
   }

@@ -39,6 +39,13 @@ struct LaunchedCluster {
 absl::StatusOr<v1::ClusterStatus> FetchClusterStatus(const std::string& router, int decisions,
                                                      const GrpcSecurity& security);
 
+// How to start `process` (from its state: binary, flags, pinning, the command it runs under)
+// with its log and serving info in `run_dir`: one definition for the launcher and the
+// supervisor's restarts.
+ChildOptions ProcessChildOptions(const ProcessState& process, const std::string& run_dir,
+                                 bool detached, absl::Duration startup_timeout,
+                                 const GrpcSecurity& security);
+
 // Makes the model if the config says how (model.preset) and it is missing.
 absl::Status EnsureClusterModel(const ClusterConfig& config, const std::string& config_name);
 struct LaunchHooks {

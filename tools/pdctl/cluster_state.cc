@@ -31,6 +31,7 @@ absl::Status ClusterState::Write(const std::string& path) const {
                               {"args", p.args},
                               {"cpus", p.cpus},
                               {"nice", p.nice},
+                              {"exec_prefix", p.exec_prefix},
                               {"restarts", p.restarts}});
   }
   const std::string tmp = path + ".tmp";
@@ -75,6 +76,7 @@ absl::StatusOr<ClusterState> ClusterState::Read(const std::string& path) {
     ps.args = p.value("args", std::vector<std::string>{});
     ps.cpus = p.value("cpus", std::vector<int>{});
     ps.nice = p.value("nice", 0);
+    ps.exec_prefix = p.value("exec_prefix", std::vector<std::string>{});
     ps.restarts = p.value("restarts", 0);
     s.processes.push_back(std::move(ps));
   }

@@ -25,7 +25,8 @@ struct ProcessState {
   std::vector<std::string> args;  // Its flags (the serving-info path aside).
   std::vector<int> cpus;          // Its pinning and niceness, for a restart.
   int nice = 0;
-  int restarts = 0;  // Times the supervisor started it again.
+  std::vector<std::string> exec_prefix;  // The command it runs under (ProcessSpec).
+  int restarts = 0;                      // Times the supervisor started it again.
 };
 
 struct ClusterState {

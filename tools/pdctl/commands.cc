@@ -141,9 +141,10 @@ absl::Status Up(const std::string& config_path, std::ostream& out,
   return absl::OkStatus();
 }
 
-absl::Status Supervise(const std::string& run_dir, const SupervisionPolicy& policy) {
+absl::Status Supervise(const std::string& run_dir, const SupervisionPolicy& policy,
+                       const GrpcSecurity& security) {
   ShutdownSignal stop;
-  Supervisor supervisor(run_dir, policy);
+  Supervisor supervisor(run_dir, policy, security);
   return supervisor.Run(stop);
 }
 

@@ -24,7 +24,9 @@ namespace pdserve::pdctl {
 absl::Status Up(const std::string& config_path, std::ostream& out,
                 const std::optional<SupervisionPolicy>& supervision = std::nullopt);
 // The supervisor's loop (`pdctl supervise`, started by `up --supervise`).
-absl::Status Supervise(const std::string& run_dir, const SupervisionPolicy& policy);
+// `security`: how to reach the processes (--tls_* flags: a TLS cluster).
+absl::Status Supervise(const std::string& run_dir, const SupervisionPolicy& policy,
+                       const GrpcSecurity& security);
 // `router` overrides the address recorded by `up` in `run_dir`.
 absl::Status Status(const std::string& run_dir, const std::string& router, int decisions,
                     const GrpcSecurity& security, std::ostream& out);

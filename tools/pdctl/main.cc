@@ -76,7 +76,7 @@ constexpr char kUsage[] =
     "       pdctl status [--router=HOST:PORT]\n"
     "       pdctl generate --prompt=TEXT [--max_tokens=N] [--temperature=T] [--slo_class=C]\n"
     "       pdctl down\n"
-    "       pdctl supervise [--run_dir=DIR]   (what up --supervise starts, detached)\n"
+    "       pdctl supervise [--run_dir=DIR] [--tls_*]   (what up --supervise starts, detached)\n"
     "       pdctl health --address=HOST:PORT [--service=pdserve.ready] [--tls_*]\n"
     "       pdctl switch-role WORKER_ID decode|prefill [--router=REGISTRY_HOST:PORT]\n"
     "switch-role asks the router to change a worker's role (one started with --role_switching):\n"
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
         pdserve::pdctl::Up(absl::GetFlag(FLAGS_f), std::cout,
                            absl::GetFlag(FLAGS_supervise) ? std::optional(policy) : std::nullopt);
   } else if (command == "supervise") {
-    status = pdserve::pdctl::Supervise(RunDir(), policy);
+    status = pdserve::pdctl::Supervise(RunDir(), policy, *security);
   } else if (command == "status") {
     const int decisions = absl::GetFlag(FLAGS_decisions);
     if (decisions < 0 || decisions > 1000) {

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "tools/pdctl/cluster_launcher.h"
 
 namespace pdserve::pdctl {
 
@@ -101,8 +102,8 @@ std::vector<std::string> RouterRestartArgs(const ClusterState& state, const Proc
   return args;
 }
 
-Supervisor::Supervisor(std::string run_dir, SupervisionPolicy policy)
-    : run_dir_(std::move(run_dir)), policy_(policy) {}
+Supervisor::Supervisor(std::string run_dir, SupervisionPolicy policy, GrpcSecurity security)
+    : run_dir_(std::move(run_dir)), policy_(policy), security_(std::move(security)) {}
 
 void Supervisor::Event(const std::string& process, const std::string& event,
                        const std::string& detail) {
@@ -176,16 +177,10 @@ absl::Status Supervisor::Restart(ClusterState& state, size_t index) {
   // The old log stays beside the new one: it says why the process died.
   std::error_code ignored;
   if (!p.log.empty()) std::filesystem::rename(p.log, absl::StrCat(p.log, ".", p.restarts), ignored);
-  ChildOptions options;
-  options.binary = p.binary;
-  options.args = router ? RouterRestartArgs(state, p) : p.args;
-  options.run_dir = run_dir_;
-  options.name = p.name;
-  options.detached = true;
-  options.cpus = p.cpus;
-  options.nice = p.nice;
-  options.startup_timeout = policy_.startup_timeout;
-  auto child = ChildProcess::Start(options);
+  ProcessState restarting = p;
+  if (router) restarting.args = RouterRestartArgs(state, p);
+  auto child = ChildProcess::Start(ProcessChildOptions(restarting, run_dir_, /*detached=*/true,
+                                                       policy_.startup_timeout, security_));
   if (!child.ok()) return child.status();
   // Listed before the health check: a `pdctl down` meanwhile (which stops this supervisor
   // first) finds and stops it.

@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grpc_security.h"
 #include "common/shutdown_signal.h"
 #include "tools/pdctl/cluster_state.h"
 
@@ -74,7 +75,8 @@ std::vector<std::string> RouterRestartArgs(const ClusterState& state, const Proc
 
 class Supervisor {
  public:
-  Supervisor(std::string run_dir, SupervisionPolicy policy);
+  // `security`: how to reach the processes it restarts (TLS when they serve TLS).
+  Supervisor(std::string run_dir, SupervisionPolicy policy, GrpcSecurity security = {});
   // Watches until `stop` fires or the cluster is gone (cluster.json removed). An error when
   // there is no cluster to watch.
   absl::Status Run(ShutdownSignal& stop);
@@ -90,6 +92,7 @@ class Supervisor {
 
   std::string run_dir_;
   SupervisionPolicy policy_;
+  GrpcSecurity security_;
   absl::flat_hash_map<std::string, RestartBudget> budgets_;
   absl::flat_hash_map<std::string, absl::Time> next_attempt_;  // Down, waiting to restart.
   absl::flat_hash_map<std::string, bool> gave_up_;

@@ -1,4 +1,4 @@
-#include "tests/testing/test_pki.h"
+#include "bench/common/throwaway_pki.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace pdserve::testing {
+namespace pdserve::bench {
 namespace {
 
 // Runs `command` in a shell with its output in `log`; an error quoting the log on failure.
@@ -23,8 +23,8 @@ constexpr char kEcKey[] = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nod
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TestPki>> TestPki::Create(const std::string& ca_name) {
-  std::unique_ptr<TestPki> pki(new TestPki());
+absl::StatusOr<std::unique_ptr<ThrowawayPki>> ThrowawayPki::Create(const std::string& ca_name) {
+  std::unique_ptr<ThrowawayPki> pki(new ThrowawayPki());
   std::string pattern = (std::filesystem::temp_directory_path() / "pdserve-pki-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) return absl::InternalError("mkdtemp failed");
   pki->dir_ = pattern;
@@ -38,14 +38,14 @@ absl::StatusOr<std::unique_ptr<TestPki>> TestPki::Create(const std::string& ca_n
   return pki;
 }
 
-TestPki::~TestPki() {
+ThrowawayPki::~ThrowawayPki() {
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);
 }
 
-absl::StatusOr<IssuedCert> TestPki::Issue(const std::string& common_name,
-                                          const std::string& file_stem,
-                                          const std::vector<std::string>& subject_alt_names) {
+absl::StatusOr<IssuedCert> ThrowawayPki::Issue(const std::string& common_name,
+                                               const std::string& file_stem,
+                                               const std::vector<std::string>& subject_alt_names) {
   const std::string stem = absl::StrCat(dir_, "/", file_stem);
   IssuedCert out{stem + ".crt", stem + ".key"};
   {
@@ -66,7 +66,7 @@ absl::StatusOr<IssuedCert> TestPki::Issue(const std::string& common_name,
   return out;
 }
 
-TlsConfig TestPki::Config(const IssuedCert& cert, bool require_client_cert) const {
+TlsConfig ThrowawayPki::Config(const IssuedCert& cert, bool require_client_cert) const {
   TlsConfig config;
   config.cert_file = cert.cert_file;
   config.key_file = cert.key_file;
@@ -87,4 +87,4 @@ std::vector<std::string> TlsFlags(const TlsConfig& config) {
   return flags;
 }
 
-}  // namespace pdserve::testing
+}  // namespace pdserve::bench

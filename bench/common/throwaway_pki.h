@@ -1,10 +1,11 @@
-// A throw-away public-key infrastructure for TLS tests: a CA made with the openssl command at
-// test time in a temporary directory, and certificates it signs (EC P-256, valid 2 days,
-// usable as server and client certificates). Nothing is committed; the directory goes with
-// the object.
+// A throw-away public-key infrastructure for TLS tests and benchmarks (mTLS between the
+// namespace "hosts" of `pdserve-bench chaos --netns`): a CA made with the openssl command when
+// needed in a temporary directory, and certificates it signs (EC P-256, valid 2 days, usable
+// as server and client certificates). Nothing is committed; the directory goes with the
+// object.
 // Thread-safety: one thread.
-#ifndef PDSERVE_TESTS_TESTING_TEST_PKI_H_
-#define PDSERVE_TESTS_TESTING_TEST_PKI_H_
+#ifndef PDSERVE_BENCH_COMMON_THROWAWAY_PKI_H_
+#define PDSERVE_BENCH_COMMON_THROWAWAY_PKI_H_
 
 #include <memory>
 #include <string>
@@ -13,20 +14,20 @@
 #include "absl/status/statusor.h"
 #include "common/grpc_security.h"
 
-namespace pdserve::testing {
+namespace pdserve::bench {
 
 struct IssuedCert {
   std::string cert_file;
   std::string key_file;
 };
 
-class TestPki {
+class ThrowawayPki {
  public:
   // A new CA whose certificate says CN=`ca_name`.
-  static absl::StatusOr<std::unique_ptr<TestPki>> Create(const std::string& ca_name);
-  ~TestPki();
-  TestPki(const TestPki&) = delete;
-  TestPki& operator=(const TestPki&) = delete;
+  static absl::StatusOr<std::unique_ptr<ThrowawayPki>> Create(const std::string& ca_name);
+  ~ThrowawayPki();
+  ThrowawayPki(const ThrowawayPki&) = delete;
+  ThrowawayPki& operator=(const ThrowawayPki&) = delete;
 
   const std::string& ca_file() const { return ca_file_; }
   const std::string& dir() const { return dir_; }
@@ -41,7 +42,7 @@ class TestPki {
   TlsConfig Config(const IssuedCert& cert, bool require_client_cert = false) const;
 
  private:
-  TestPki() = default;
+  ThrowawayPki() = default;
   std::string dir_;
   std::string ca_file_;
   std::string ca_key_;
@@ -50,6 +51,6 @@ class TestPki {
 // The flags that give a pdserve binary `config` (--tls_cert=... and so on).
 std::vector<std::string> TlsFlags(const TlsConfig& config);
 
-}  // namespace pdserve::testing
+}  // namespace pdserve::bench
 
-#endif  // PDSERVE_TESTS_TESTING_TEST_PKI_H_
+#endif  // PDSERVE_BENCH_COMMON_THROWAWAY_PKI_H_
