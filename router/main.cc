@@ -74,6 +74,10 @@ ABSL_FLAG(absl::Duration, worker_verify_timeout, absl::Seconds(1),
           "How long a worker's address may take to answer that check.");
 ABSL_FLAG(int, max_workers_per_peer, 256,
           "Live worker registrations one peer address may hold; 0: no limit.");
+ABSL_FLAG(std::string, worker_id_uri_prefix, "",
+          "With TLS: a worker may register as id X only with a client certificate whose URI SAN "
+          "is this prefix followed by X (e.g. spiffe://pdserve/worker/). Empty: any certificate "
+          "from the CA may register under any id no live worker holds.");
 ABSL_FLAG(int, client_metrics_top, 8, "Clients whose requests in flight /metrics shows.");
 ABSL_FLAG(int, max_waiting_per_worker, 256,
           "Waiting requests per decode worker beyond which it takes no more.");
@@ -157,6 +161,7 @@ int main(int argc, char** argv) {
   config.verify_worker_addresses = absl::GetFlag(FLAGS_verify_worker_addresses);
   config.verify_timeout = absl::GetFlag(FLAGS_worker_verify_timeout);
   config.max_workers_per_peer = absl::GetFlag(FLAGS_max_workers_per_peer);
+  config.worker_id_uri_prefix = absl::GetFlag(FLAGS_worker_id_uri_prefix);
   config.generation.tokenizer_threads = absl::GetFlag(FLAGS_tokenizer_threads);
   config.decision_log_size = absl::GetFlag(FLAGS_decision_log_size);
   const std::string rebalance = absl::GetFlag(FLAGS_rebalance);

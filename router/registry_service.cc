@@ -15,6 +15,7 @@
 #include "proto/bridge/request_bridge.h"
 #include "router/client_identity.h"
 #include "router/router_wire.h"
+#include "router/worker_certificate.h"
 
 namespace pdserve::router {
 namespace {
@@ -49,7 +50,8 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   WorkerStream(WorkerRegistry* registry, absl::Duration report_interval,
                absl::Duration heartbeat_interval, const std::atomic<bool>* draining,
                const AddressVerifier* verifier, CountsByKey* peers, int peer_limit,
-               std::string peer)
+               std::string peer, std::string worker_id_uri_prefix,
+               std::vector<std::string> certificate_uris)
       : registry_(registry),
         report_interval_(report_interval),
         heartbeat_interval_(heartbeat_interval),
@@ -58,6 +60,8 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
         peers_(peers),
         peer_limit_(peer_limit),
         peer_(std::move(peer)),
+        worker_id_uri_prefix_(std::move(worker_id_uri_prefix)),
+        certificate_uris_(std::move(certificate_uris)),
         control_(std::make_shared<StreamControl>()) {
     StartRead(&in_);
   }
@@ -93,6 +97,16 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
       if (!info.ok()) {
         Answer(info.status());
         return;
+      }
+      if (!worker_id_uri_prefix_.empty()) {
+        absl::Status proved =
+            CheckWorkerIdCertificate(info->worker_id, worker_id_uri_prefix_, certificate_uris_);
+        if (!proved.ok()) {
+          PDS_LOG_EVERY_N_SEC(WARNING, 5)
+              << "refused a registration from " << peer_ << ": " << proved.message();
+          Answer(proved);
+          return;
+        }
       }
       if (!peers_->TryAdd(peer_, peer_limit_ > 0 ? peer_limit_ : INT64_MAX)) {
         Answer(absl::ResourceExhaustedError(
@@ -245,7 +259,9 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
   CountsByKey* const peers_;               // Live registrations by peer.
   const int peer_limit_;                   // Of one peer; 0: none.
   const std::string peer_;  // The peer's address (router/client_identity.h's naming).
-  bool counted_ = false;    // Holds one of peers_'s places.
+  const std::string worker_id_uri_prefix_;           // Empty: ids are not checked.
+  const std::vector<std::string> certificate_uris_;  // The peer certificate's URI SANs.
+  bool counted_ = false;                             // Holds one of peers_'s places.
   const std::shared_ptr<StreamControl> control_;
   v1::WorkerMessage in_;
   // The write in flight: filled by whoever starts it (under mu_ once the answer is out).
@@ -309,7 +325,10 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::RouterMessage>* RegistryService::
   }
   return new WorkerStream(registry_, options_.report_interval, options_.heartbeat_interval,
                           &draining_, options_.verifier, &peers_, options_.max_workers_per_peer,
-                          ClientFromPeer(context->peer()));
+                          ClientFromPeer(context->peer()), options_.worker_id_uri_prefix,
+                          options_.worker_id_uri_prefix.empty()
+                              ? std::vector<std::string>()
+                              : PeerCertificateUris(*context->auth_context()));
 }
 
 bool RegistryService::Authorized(grpc::CallbackServerContext* context, const char* what) const {

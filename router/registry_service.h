@@ -34,6 +34,9 @@ struct RegistryServiceOptions {
   const AddressVerifier* verifier = nullptr;
   // Live registrations one peer address may hold (0: no limit). Default 256.
   int max_workers_per_peer = 256;
+  // Non-empty: a worker registers as id X only with a client certificate naming the URI
+  // SAN worker_id_uri_prefix + X (worker_certificate.h); others are refused PERMISSION_DENIED.
+  std::string worker_id_uri_prefix;
 };
 
 class RegistryService final : public v1::Registry::CallbackService {

@@ -51,6 +51,11 @@ absl::Status RouterConfig::Validate() const {
     return absl::InvalidArgumentError("--worker_verify_timeout: must be in [10ms, 60s]");
   if (max_workers_per_peer < 0)
     return absl::InvalidArgumentError("--max_workers_per_peer: must be >= 0 (0: no limit)");
+  if (!worker_id_uri_prefix.empty() && !tls.enabled()) {
+    return absl::InvalidArgumentError(
+        "--worker_id_uri_prefix: needs TLS (--tls_cert, --tls_key, --tls_ca): the id is proved "
+        "by the worker's client certificate");
+  }
   if (client_metrics_top < 0 || client_metrics_top > 100)
     return absl::InvalidArgumentError("--client_metrics_top: must be in [0, 100]");
   if (decision_log_size < 1) return absl::InvalidArgumentError("--decision_log_size: must be >= 1");
@@ -102,6 +107,7 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Create(const RouterConfig& confi
   registry_options.policy = r->policy_->name();
   registry_options.registration_token = config.registration_token;
   registry_options.max_workers_per_peer = config.max_workers_per_peer;
+  registry_options.worker_id_uri_prefix = config.worker_id_uri_prefix;
   if (config.verify_worker_addresses) {
     r->verifier_ = std::make_unique<AddressVerifier>(security, config.verify_timeout);
     registry_options.verifier = r->verifier_.get();

@@ -60,6 +60,9 @@ struct RouterConfig {
   absl::Duration verify_timeout = absl::Seconds(1);
   // Live registrations one peer address may hold (0: no limit). Default 256.
   int max_workers_per_peer = 256;
+  // Non-empty (needs `tls`): a worker's id must be named by its client certificate, as the
+  // URI SAN worker_id_uri_prefix + id (worker_certificate.h).
+  std::string worker_id_uri_prefix;
   // Clients whose requests in flight /metrics shows (the busiest). Default 8.
   int client_metrics_top = 8;
   // Placement decisions kept for `pdctl status`. Default 1000.

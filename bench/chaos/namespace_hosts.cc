@@ -7,6 +7,11 @@
 #include "common/status_macros.h"
 
 namespace pdserve::bench {
+namespace {
+
+constexpr char kWorkerIdUriPrefix[] = "spiffe://pdserve/worker/";
+
+}  // namespace
 
 absl::StatusOr<NamespaceHosts> PlaceOnNamespaces(pdctl::ClusterConfig& c) {
   std::vector<pdctl::ProcessSpec*> specs = {&c.router};
@@ -27,7 +32,11 @@ absl::StatusOr<NamespaceHosts> PlaceOnNamespaces(pdctl::ClusterConfig& c) {
   for (size_t i = 0; i < specs.size(); ++i) {
     pdctl::ProcessSpec& p = *specs[i];
     const NetnsHost& host = hosts.net->host(i);
-    ASSIGN_OR_RETURN(IssuedCert cert, hosts.pki->Issue(p.name, p.name, {"IP:" + host.address}));
+    // A worker's certificate names its id (the router's --worker_id_uri_prefix): a restarted
+    // worker proves it is the one it claims to be.
+    std::vector<std::string> sans = {"IP:" + host.address};
+    if (i > 0) sans.push_back(absl::StrCat("URI:", kWorkerIdUriPrefix, p.name));
+    ASSIGN_OR_RETURN(IssuedCert cert, hosts.pki->Issue(p.name, p.name, sans));
     p.exec_prefix = {"/usr/sbin/ip"};
     for (const std::string& part : hosts.net->ExecPrefix(i)) p.exec_prefix.push_back(part);
     std::erase_if(p.flags, [](const std::string& flag) {
@@ -37,6 +46,7 @@ absl::StatusOr<NamespaceHosts> PlaceOnNamespaces(pdctl::ClusterConfig& c) {
       p.flags.push_back(flag);
     const std::string any_port = host.address + ":0";
     if (i == 0) {  // The router: its listeners come from the config.
+      p.flags.push_back(absl::StrCat("--worker_id_uri_prefix=", kWorkerIdUriPrefix));
       c.router_listen = any_port;
       c.router_registry_listen = any_port;
       c.router_metrics_listen = any_port;

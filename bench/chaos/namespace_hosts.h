@@ -1,7 +1,8 @@
 // Where `pdserve-bench chaos --netns` runs its cluster: each process on a host of its own (a
 // network namespace on a bridge, tests' NetnsTopology), UCX over TCP on that host's interface,
 // every gRPC listener mutual TLS with certificates from a throw-away CA (each host's names its
-// address), the harness and its clients holding a client certificate. The link faults of a
+// address, a worker's also its id, which the router requires: --worker_id_uri_prefix), the
+// harness and its clients holding a client certificate. The link faults of a
 // cluster across hosts then apply per host: partitions, loss and rate limits.
 // Needs CAP_NET_ADMIN (root), clang (loss programs) and openssl (certificates).
 // Thread-safety: one thread.

@@ -1,7 +1,10 @@
 // A whole cluster with mutual TLS on every gRPC link (client -> router, router -> decode,
 // decode -> prefill, workers -> the router's registry listener), certificates made by openssl
 // at test time: requests are served and offloaded as in plaintext; clients and workers without
-// a certificate from the cluster's CA are refused; the registry is only on its own listener.
+// a certificate from the cluster's CA are refused; the registry is only on its own listener;
+// with --worker_id_uri_prefix a worker's id is proved by its certificate, so that a process
+// with another certificate from the CA cannot take the id of a worker that is away.
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <fstream>
@@ -161,6 +164,75 @@ TEST_F(TlsClusterTest, WorkersWithoutAValidCertificateCannotRegister) {
       client::CallGenerate(client::MakeChannel(cluster->router().grpc_address(), Security(no_cert)),
                            Request(), absl::Seconds(60));
   EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+}
+
+// The takeover the hostile review found: a decode worker paused past the worker timeout is
+// dropped, and a process holding a certificate from the cluster's CA registers its id (its own
+// address answers as that id, so address verification passes). With ids bound to certificates
+// the impostor is refused, whatever certificate from the CA it holds, and the real worker
+// takes its id back when it resumes.
+TEST_F(TlsClusterTest, AWorkerIdIsProvedByItsCertificateAndAnImpostorCannotTakeIt) {
+  const std::string prefix = "spiffe://pdserve/worker/";
+  std::map<std::string, IssuedCert> bound;
+  for (const char* id : {"decode-0", "prefill-0"}) {
+    auto cert = pki_->Issue(id, absl::StrCat(id, "-bound"),
+                            {"IP:127.0.0.1", "DNS:localhost", "URI:" + prefix + id});
+    ASSERT_TRUE(cert.ok()) << cert.status();
+    bound[id] = *cert;
+  }
+  ClusterOptions options = MutualTlsCluster();
+  options.router_flags.push_back("--worker_id_uri_prefix=" + prefix);
+  options.router_flags.push_back("--worker_timeout=1s");
+  options.decode_flags = TlsFlags(pki_->Config(bound["decode-0"], true));
+  options.prefill_flags = TlsFlags(pki_->Config(bound["prefill-0"], true));
+  auto cluster = LocalCluster::Start(options);
+  ASSERT_NE(cluster, nullptr) << "workers with certificates naming their ids did not register";
+  const auto served = client::CallGenerate(cluster->channel(), Request(), absl::Seconds(60));
+  ASSERT_TRUE(served.status.ok()) << served.status.error_message();
+  EXPECT_EQ(served.result.placement().mode(), v1::PLACEMENT_MODE_OFFLOAD);
+
+  ChildProcess& real = *cluster->decode()[0];
+  ASSERT_EQ(kill(real.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(cluster->WaitForWorkers(0, 1, absl::Seconds(15))) << cluster->router().Log();
+  // Impostors claiming decode-0, each with a valid certificate from the CA: the prefill
+  // worker's (naming prefill-0), a client's (naming no worker).
+  std::vector<std::unique_ptr<ChildProcess>> impostors;
+  for (const IssuedCert& cert : {bound["prefill-0"], certs_["client"]}) {
+    std::vector<std::string> args = {"--model=" + pdserve::testing::TestModelDir("tiny"),
+                                     "--threads=1",
+                                     "--num_blocks=64",
+                                     "--kv_transport=none",
+                                     "--worker_id=decode-0",
+                                     "--router=" + cluster->registry_address()};
+    for (const std::string& f : TlsFlags(pki_->Config(cert, true))) args.push_back(f);
+    auto impostor = ChildProcess::Start(
+        ChildOptions{.binary = "pdserve-decode", .args = args, .security = options.security});
+    ASSERT_TRUE(impostor.ok()) << impostor.status();
+    impostors.push_back(*std::move(impostor));
+  }
+  EXPECT_FALSE(pdserve::testing::PollUntil([&] { return cluster->Status().workers_size() > 1; },
+                                           absl::Seconds(3), absl::Milliseconds(100)))
+      << "an impostor registered as decode-0\n"
+      << cluster->router().Log();
+  for (auto& impostor : impostors) {
+    EXPECT_TRUE(pdserve::testing::PollUntil(
+        [&] { return absl::StrContains(impostor->Log(), "not named by the client certificate"); },
+        absl::Seconds(10), absl::Milliseconds(100)))
+        << "the impostor was not told why\n"
+        << impostor->Log();
+  }
+  // The real worker resumes and takes its id back, at its own address.
+  ASSERT_EQ(kill(real.pid(), SIGCONT), 0);
+  ASSERT_TRUE(cluster->WaitForWorkers(1, 1, absl::Seconds(15))) << real.Log();
+  bool found = false;
+  const v1::ClusterStatus after = cluster->Status();
+  for (const v1::WorkerStatus& w : after.workers()) {
+    if (w.registration().worker_id() != "decode-0") continue;
+    found = true;
+    EXPECT_EQ(w.registration().grpc_address(), real.grpc_address());
+  }
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(client::CallGenerate(cluster->channel(), Request(), absl::Seconds(60)).status.ok());
 }
 
 TEST_F(TlsClusterTest, TheRegistryIsNotServedOnThePublicListener) {

@@ -101,35 +101,65 @@ grpc: {port: {{ .port }}, service: {{ .service }}}
 {{- end }}
 {{- end -}}
 
+{{/*
+The pod's certificate: the shared Secret; for a worker with tls.workerIdentity, a certificate
+of its own from cert-manager's csi-driver naming its worker id (<role>-<pod name>, as its
+--worker_id) in a URI SAN, and tls.serverName as its DNS name. Args: root, role.
+*/}}
+{{- define "pdserve.tlsVolume" -}}
+{{- $tls := .root.Values.tls }}
+{{- if $tls.enabled }}
+{{- $identity := $tls.workerIdentity | default dict }}
+{{- if and $identity.enabled (ne .role "router") }}
+- name: tls
+  csi:
+    driver: csi.cert-manager.io
+    readOnly: true
+    volumeAttributes:
+      csi.cert-manager.io/issuer-name: {{ required "tls.workerIdentity.issuer.name is required when tls.workerIdentity.enabled is true" $identity.issuer.name | quote }}
+      csi.cert-manager.io/issuer-kind: {{ $identity.issuer.kind | quote }}
+      csi.cert-manager.io/issuer-group: {{ $identity.issuer.group | quote }}
+      csi.cert-manager.io/dns-names: {{ $tls.serverName | quote }}
+      csi.cert-manager.io/uri-sans: {{ printf "%s%s-${POD_NAME}" $identity.uriPrefix .role | quote }}
+      csi.cert-manager.io/key-usages: "server auth,client auth"
+      csi.cert-manager.io/certificate-file: tls.crt
+      csi.cert-manager.io/privatekey-file: tls.key
+      csi.cert-manager.io/ca-file: ca.crt
+{{- else }}
+- name: tls
+  secret:
+    secretName: {{ required "tls.secretName is required when tls.enabled is true" $tls.secretName }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The pod's volumes. Args: root, role (router, prefill, decode). */}}
 {{- define "pdserve.volumes" -}}
+{{- $root := .root -}}
 - name: model
-{{- if .Values.model.generate.enabled }}
+{{- if $root.Values.model.generate.enabled }}
   emptyDir: {}
 {{- else }}
-{{- toYaml .Values.model.volume | nindent 2 }}
+{{- toYaml $root.Values.model.volume | nindent 2 }}
 {{- end }}
 - name: tmp
   emptyDir: {}
 - name: dshm
   emptyDir:
     medium: Memory
-    sizeLimit: {{ .Values.kvTransfer.shm.sizeLimit }}
-{{- if .Values.tls.enabled }}
-- name: tls
-  secret:
-    secretName: {{ required "tls.secretName is required when tls.enabled is true" .Values.tls.secretName }}
-{{- end }}
-{{- if .Values.registration.tokenSecret }}
+    sizeLimit: {{ $root.Values.kvTransfer.shm.sizeLimit }}
+{{- include "pdserve.tlsVolume" (dict "root" $root "role" .role) }}
+{{- if $root.Values.registration.tokenSecret }}
 - name: registration-token
   secret:
-    secretName: {{ .Values.registration.tokenSecret }}
+    secretName: {{ $root.Values.registration.tokenSecret }}
     items:
-      - {key: {{ .Values.registration.tokenSecretKey }}, path: {{ .Values.registration.tokenSecretKey }}}
+      - {key: {{ $root.Values.registration.tokenSecretKey }}, path: {{ $root.Values.registration.tokenSecretKey }}}
 {{- end }}
-{{- if .Values.emulated.enabled }}
+{{- if $root.Values.emulated.enabled }}
 - name: emulated-profile
   configMap:
-    name: {{ include "pdserve.fullname" . }}-emulated-profile
+    name: {{ include "pdserve.fullname" $root }}-emulated-profile
 {{- end }}
 {{- end -}}
 

@@ -133,7 +133,7 @@ spec:
           volumeMounts:
             {{- include "pdserve.volumeMounts" $root | nindent 12 }}
       volumes:
-        {{- include "pdserve.volumes" $root | nindent 8 }}
+        {{- include "pdserve.volumes" $ctx | nindent 8 }}
       {{- with $v.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}
