@@ -3,6 +3,32 @@ ServiceAccount) checked against what the release renders: each refers to objects
 that exist, and the policies let the cluster's roles reach each other where they must.
 Used by chart_test.py's cross and selftest checks."""
 
+import functools
+import os
+import re
+
+import yaml
+
+PROMETHEUS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy",
+                              "prometheus")
+
+
+@functools.lru_cache(maxsize=None)
+def served_external_metrics():
+    """External metric name -> the series it is served from, by prometheus-adapter with
+    deploy/prometheus/adapter-rules.yaml; a series not recorded by pdserve-rules.yaml maps to
+    None (the adapter would serve nothing)."""
+    with open(os.path.join(PROMETHEUS_DIR, "adapter-rules.yaml")) as f:
+        adapter = yaml.safe_load(f)
+    with open(os.path.join(PROMETHEUS_DIR, "pdserve-rules.yaml")) as f:
+        recorded = {r["record"] for g in yaml.safe_load(f)["groups"] for r in g["rules"]
+                    if "record" in r}
+    served = {}
+    for rule in adapter.get("externalRules", []):
+        series = re.match(r"\s*([a-zA-Z_:][a-zA-Z0-9_:]*)", rule["seriesQuery"]).group(1)
+        served[rule["name"]["as"]] = series if series in recorded else None
+    return served
+
 
 def container_ports(template):
     names, numbers = set(), set()
@@ -57,7 +83,7 @@ def ingress_allowed(policies, source_labels, target, port_name):
     return False
 
 
-def platform_problems(objs, by_kind, workloads):
+def platform_problems(objs, by_kind, workloads, release_namespace):
     """NetworkPolicies, autoscalers, the Ingress and the ServiceAccount: each refers to what
     the release renders, and the policies let the cluster talk to itself."""
     problems = []
@@ -99,6 +125,23 @@ def platform_problems(objs, by_kind, workloads):
                             "sets replicas, which the autoscaler owns")
         if hpa["spec"]["maxReplicas"] < hpa["spec"].get("minReplicas", 1):
             problems.append(f"HorizontalPodAutoscaler/{name}: maxReplicas below minReplicas")
+        for metric in hpa["spec"].get("metrics", []):
+            if metric["type"] != "External":
+                continue
+            external = metric["external"]["metric"]
+            served = served_external_metrics()
+            if external["name"] not in served:
+                problems.append(f"HorizontalPodAutoscaler/{name}: External metric "
+                                f"{external['name']} is not served by "
+                                "deploy/prometheus/adapter-rules.yaml")
+            elif served[external["name"]] is None:
+                problems.append(f"HorizontalPodAutoscaler/{name}: External metric "
+                                f"{external['name']} comes from a series pdserve-rules.yaml "
+                                "does not record")
+            namespace = external.get("selector", {}).get("matchLabels", {}).get("namespace")
+            if namespace != hpa["metadata"].get("namespace", release_namespace):
+                problems.append(f"HorizontalPodAutoscaler/{name}: External metric selects "
+                                f"namespace {namespace}, not its release's")
     services = by_kind.get("Service", {})
     for name, ingress in by_kind.get("Ingress", {}).items():
         for rule in ingress["spec"].get("rules", []):

@@ -230,7 +230,7 @@ def cross_object_problems(objs):
     for name, pdb in by_kind.get("PodDisruptionBudget", {}).items():
         if not matching_pods(pdb["spec"]["selector"].get("matchLabels", {})):
             problems.append(f"PodDisruptionBudget/{name}: selector matches no pods")
-    problems += platform_problems(objs, by_kind, workloads)
+    problems += platform_problems(objs, by_kind, workloads, NAMESPACE)
     return problems
 
 
@@ -464,6 +464,7 @@ NEGATIVE_CASES = [
      "tls.workerIdentity.issuer.name is required"),
     (["tls.workerIdentity.uriPrefix=decode"], "/tls/workerIdentity/uriPrefix"),
     (["tls.workerIdentity.issuer.kind=Vault"], "/tls/workerIdentity/issuer/kind"),
+    (["decode.autoscaling.ttftSloMiss.target=5%"], "/decode/autoscaling/ttftSloMiss/target"),
     (["model.generate.enabled=false"], "/model/volume"),
     (["decode.backend=rocm"], "value must be one of 'cpu', 'cuda'"),
     (["decode.replicas=-1"], "/decode/replicas"),
@@ -647,6 +648,15 @@ def cmd_selftest(a):
         plant_platform("hpa target", "is not in the release",
                        lambda o: find(o, "HorizontalPodAutoscaler", "-decode")["spec"]
                        ["scaleTargetRef"].update(name="pd-pdserve-decoder")),
+        plant_platform("hpa external metric", "is not served by",
+                       lambda o: next(m for m in find(o, "HorizontalPodAutoscaler", "-prefill")
+                                      ["spec"]["metrics"] if m["type"] == "External")
+                       ["external"]["metric"].update(name="pdserve_ttft_miss")),
+        plant_platform("hpa external metric namespace", "not its release's",
+                       lambda o: next(m for m in find(o, "HorizontalPodAutoscaler", "-prefill")
+                                      ["spec"]["metrics"] if m["type"] == "External")
+                       ["external"]["metric"]["selector"]["matchLabels"].update(
+                           namespace="other")),
         plant_platform("hpa and replicas", "which the autoscaler owns",
                        lambda o: find(o, "Deployment", "-decode")["spec"].update(replicas=3)),
         plant_platform("ingress port", "has no port httpp",

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/child_process.h"
 #include "common/net_address.h"
 #include "gtest/gtest.h"
@@ -80,6 +81,23 @@ struct RuleNames {
   std::vector<std::string> records;
   std::set<std::string> metrics;
 };
+
+// The PromQL prometheus-adapter runs for External metric `name` in `namespace`, from
+// deploy/prometheus/adapter-rules.yaml (its metricsQuery with <<.Series>> and
+// <<.LabelMatchers>> filled in as the adapter fills them); empty when no rule serves `name`.
+std::string AdapterQuery(const std::string& name, const std::string& namespace_name) {
+  std::ifstream in(std::string(PDSERVE_SOURCE_DIR) + "/deploy/prometheus/adapter-rules.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  static const std::regex kRule(
+      R"(seriesQuery: '([a-z_:0-9]+)\{[^']*'[\s\S]*?as: ([a-z_0-9]+)[\s\S]*?metricsQuery: '([^']+)')");
+  for (std::sregex_iterator it(text.begin(), text.end(), kRule), end; it != end; ++it) {
+    if ((*it)[2] != name) continue;
+    return absl::StrReplaceAll((*it)[3].str(),
+                               {{"<<.Series>>", (*it)[1].str()},
+                                {"<<.LabelMatchers>>", "namespace=\"" + namespace_name + "\""}});
+  }
+  return "";
+}
 
 RuleNames ReadRuleNames() {
   std::ifstream in(kRules);
@@ -263,6 +281,16 @@ TEST(PrometheusLiveTest, EveryRuleMetricExistsAndEveryRecordingRuleReturnsData) 
   const double ratio = std::stod(offload[0]["value"][1].get<std::string>());
   EXPECT_GT(ratio, 0.0);
   EXPECT_LE(ratio, 1.0);
+
+  // The autoscaler's External metric (deploy/prometheus/adapter-rules.yaml): the adapter's
+  // query, as it runs it for the release's namespace, gives one ratio.
+  const std::string miss_query = AdapterQuery("pdserve_ttft_slo_miss_ratio", kNamespace);
+  ASSERT_FALSE(miss_query.empty()) << "adapter-rules.yaml serves no pdserve_ttft_slo_miss_ratio";
+  const nlohmann::json miss = Query(prometheus, miss_query);
+  ASSERT_EQ(miss.size(), 1u) << miss_query << ": " << miss.dump();
+  const double miss_ratio = std::stod(miss[0]["value"][1].get<std::string>());
+  EXPECT_GE(miss_ratio, 0.0) << miss_query;
+  EXPECT_LE(miss_ratio, 1.0) << miss_query;
   (*server)->Stop(SIGTERM, absl::Seconds(10)).IgnoreError();
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);

@@ -196,6 +196,20 @@ spec:
   maxReplicas: {{ $v.autoscaling.maxReplicas }}
   metrics:
     {{- toYaml $v.autoscaling.metrics | nindent 4 }}
+    {{- $miss := $v.autoscaling.ttftSloMiss | default dict }}
+    {{- if $miss.enabled }}
+    # The release's TTFT objective-miss ratio (deploy/prometheus/adapter-rules.yaml).
+    - type: External
+      external:
+        metric:
+          name: pdserve_ttft_slo_miss_ratio
+          selector:
+            matchLabels:
+              namespace: {{ $root.Release.Namespace }}
+        target:
+          type: Value
+          value: {{ $miss.target | quote }}
+    {{- end }}
   {{- with $v.autoscaling.behavior }}
   behavior:
     {{- toYaml . | nindent 4 }}
