@@ -321,8 +321,10 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
     if (role == "network") {
       absl::StatusOr<std::string> fault =
           NetworkFault(*hosts->net, hosts->process, fault_rng, end, fault_counts, packets_dropped);
-      if (!fault.ok()) {
+      if (!fault.ok()) {  // The run cannot go on as scheduled: it ends now, and fails.
         network_error = fault.status();
+        Progress(kBench,
+                 absl::StrCat("a network fault failed; ending the run: ", network_error.message()));
         break;
       }
       faults.push_back(*fault);
@@ -356,7 +358,7 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
     faults.push_back(fault);
     Progress(kBench, absl::StrCat("fault ", faults.size(), ": ", fault));
   }
-  while (absl::Now() < end) absl::SleepFor(absl::Milliseconds(100));
+  while (network_error.ok() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(100));
   stop = true;
   for (auto& t : clients) t.join();
 

@@ -7,8 +7,10 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -143,6 +145,28 @@ decode:
       ProcessChildOptions(p, dir, /*detached=*/false, absl::Seconds(5), GrpcSecurity());
   EXPECT_EQ(direct.binary, "pdserve-decode");
   EXPECT_EQ(direct.args, p.args);
+  std::filesystem::remove_all(dir);
+}
+
+// A supervisor running inside another program (pdserve-bench chaos) waits only for the
+// cluster's processes: the program's own children (tc, clang, openssl through std::system)
+// keep their exit status. Waiting for any child took it, and std::system failed with ECHILD.
+TEST(SupervisorTest, TheHostProgramsOwnChildrenAreNotReaped) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("pdctl-reap-", getpid());
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(ClusterState().Write(ClusterState::PathIn(dir)).ok());
+  SupervisionPolicy policy = Policy();
+  policy.poll = absl::Microseconds(100);  // Reaping as often as it can.
+  ShutdownSignal stop;
+  absl::Status ran;
+  std::thread supervisor([&] { ran = Supervisor(dir, policy).Run(stop); });
+  int failed = 0;
+  for (int i = 0; i < 200; ++i) failed += std::system("true") == 0 ? 0 : 1;
+  stop.Trigger();
+  supervisor.join();
+  EXPECT_TRUE(ran.ok()) << ran;
+  EXPECT_EQ(failed, 0) << "the supervisor took the exit status of the program's own children";
   std::filesystem::remove_all(dir);
 }
 

@@ -112,9 +112,21 @@ void Supervisor::Event(const std::string& process, const std::string& event,
     PDS_LOG(WARNING) << s;
 }
 
-void Supervisor::Reap() {
-  int status = 0;
-  for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) exit_statuses_[pid] = status;
+void Supervisor::Reap(const ClusterState& state) {
+  // Only the cluster's processes: waiting for any child would also take the exit status of
+  // children that are not ours to reap (a program running the supervisor in-process, such as
+  // pdserve-bench chaos, runs tc and clang with std::system, which then fails with ECHILD).
+  // A pid stays listed until reaped, even once a restart replaced it in `state`.
+  for (const ProcessState& p : state.processes) {
+    if (p.pid > 0) unreaped_.insert(p.pid);
+  }
+  for (auto it = unreaped_.begin(); it != unreaped_.end();) {
+    int status = 0;
+    const pid_t reaped = waitpid(*it, &status, WNOHANG);
+    if (reaped == *it) exit_statuses_[*it] = status;
+    // Reaped now, or not our child (started by an earlier pdctl): nothing more to wait for.
+    it = reaped == 0 ? std::next(it) : unreaped_.erase(it);
+  }
 }
 
 namespace {
@@ -208,7 +220,7 @@ absl::Status Supervisor::Run(ShutdownSignal& stop) {
         absl::StrCat(state->processes.size(), " processes; at most ", policy_.max_restarts,
                      " restarts each within ", absl::FormatDuration(policy_.window)));
   while (stop.WaitUntil(absl::Now() + policy_.poll) < 0) {
-    Reap();
+    Reap(*state);
     if (!std::filesystem::exists(path)) break;  // Brought down without us.
     for (size_t i = 0; i < state->processes.size() && !stop.triggered(); ++i)
       Check(*state, i, absl::Now());

@@ -15,6 +15,7 @@
 
 #include <deque>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,7 +83,8 @@ class Supervisor {
   absl::Status Run(ShutdownSignal& stop);
 
  private:
-  void Reap();
+  // Collects the exit status of those of `state`'s processes that are its children and exited.
+  void Reap(const ClusterState& state);
   void Check(ClusterState& state, size_t index, absl::Time now);
   absl::Status Restart(ClusterState& state, size_t index);
   // The next restart of `name` under its budget; false (and the process given up, said in an
@@ -97,6 +99,7 @@ class Supervisor {
   absl::flat_hash_map<std::string, absl::Time> next_attempt_;  // Down, waiting to restart.
   absl::flat_hash_map<std::string, bool> gave_up_;
   absl::flat_hash_map<pid_t, int> exit_statuses_;  // Of the processes it started and reaped.
+  std::set<pid_t> unreaped_;                       // The cluster's pids, until reaped.
 };
 
 }  // namespace pdserve::pdctl
