@@ -1,24 +1,52 @@
 #!/bin/bash
-# The live-rebalancing figure of bench/README.md (sim, workloads whose regime changes): the
-# shifting mix (long prompts with tiny outputs, chat with long answers, the first again) on the
-# H100 / Llama 3 8B profile at 8 GPUs; for each configuration the largest rate multiple at which
+# The live-rebalancing figures of bench/README.md (sim, workloads whose regime changes), on the
+# H100 / Llama 3 8B profile at 8 GPUs: for each configuration the largest rate multiple at which
 # every phase keeps 90 % attainment, found by bisection (virtual time: deterministic, the same
-# on every machine). Usage: scripts/sim_rebalance.sh [extra pdserve-sim flags]
+# on every machine).
+#   WORKLOAD=shift (default): long prompts with tiny outputs, chat with long answers, the first
+#     again (10 minutes each).
+#   WORKLOAD=swing: one workload (chat prompts, ~100-token answers) at 1x, 3x and 1x its rate,
+#     6,000 s each at rate multiple 1 (about a minute each at the knee, as the shift's phases;
+#     a rate multiple compresses the schedule's time): the rate swing.
+#   WORKLOAD=classes: the shifting mix with two SLO classes in one stream (interactive: TTFT
+#     1 s, TPOT 25 ms; batch: TTFT 10 s, TPOT 100 ms; half each), 90 % needed in each class.
+# Usage: [WORKLOAD=shift|swing|classes] scripts/sim_rebalance.sh [extra pdserve-sim flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIM=build/bin/pdserve-sim
-SCHEDULE="long/tiny/none/poisson@12:600,short/long/none/poisson@6.4:600,long/tiny/none/poisson@12:600"
+WORKLOAD=${WORKLOAD:-shift}
+EXTRA=()
+case "$WORKLOAD" in
+  shift | classes)
+    SCHEDULE="long/tiny/none/poisson@12:600,short/long/none/poisson@6.4:600,long/tiny/none/poisson@12:600"
+    MEAN_RATE=$(awk 'BEGIN {print (12 + 6.4 + 12) / 3}')
+    LO=4 HI=12
+    if [[ $WORKLOAD == classes ]]; then
+      EXTRA=(--slo_classes interactive:1000:25:0.5,batch:10000:100:0.5)
+    fi
+    ;;
+  swing)
+    SCHEDULE="short/medium/none/poisson@2:6000,short/medium/none/poisson@6:6000,short/medium/none/poisson@2:6000"
+    MEAN_RATE=$(awk 'BEGIN {print (2 + 6 + 2) / 3}')
+    LO=60 HI=180
+    ;;
+  *)
+    echo "WORKLOAD: shift, swing or classes, not $WORKLOAD" >&2
+    exit 2
+    ;;
+esac
 BASE=(--profile deploy/profiles/h100-llama3-8b.json --slo_ttft 2000 --slo_tpot 25
-      --schedule "$SCHEDULE")
+      --schedule "$SCHEDULE" "${EXTRA[@]}")
 
-# Minimum phase attainment of one run.
+# Minimum attainment of one run: over its phases, and with classes over each class (a class's
+# attainment is over the whole run).
 min_phase() {
-  "$SIM" run "${BASE[@]}" "$@" 2>/dev/null | awk '/^phase/ {print $4}' | sort -n | head -1
+  "$SIM" run "${BASE[@]}" "$@" 2>/dev/null | awk '/^(phase|class)/ {print $4}' | sort -n | head -1
 }
 
 # The knee: bisection between a passing and a failing rate multiple.
 knee() {
-  local lo=4 hi=12
+  local lo=$LO hi=$HI
   for _ in 1 2 3 4 5 6 7; do
     local mid
     mid=$(awk -v a="$lo" -v b="$hi" 'BEGIN {printf "%.4f", (a + b) / 2}')
@@ -31,16 +59,18 @@ knee() {
   echo "$lo"
 }
 
+echo "workload $WORKLOAD: $SCHEDULE ${EXTRA[*]}"
 printf "%-58s %8s %14s\n" "configuration" "knee" "goodput/GPU"
 report() {
   local name=$1
   shift
   local k
   k=$(knee "$@")
-  # The schedule's mean offered rate is (12 + 6.4 + 12) / 3 per second at multiple 1.
-  printf "%-58s %8s %14s\n" "$name" "$k" "$(awk -v k="$k" 'BEGIN {printf "%.2f", k * 30.4 / 3 / 8}')"
+  printf "%-58s %8s %14s\n" "$name" "$k" "$(awk -v k="$k" -v r="$MEAN_RATE" 'BEGIN {printf "%.2f", k * r / 8}')"
 }
-report "always_offload 5P:3D (fixed)" --policy always_offload --decode_workers 3 --prefill_workers 5 "${@}"
-report "cost_model 4P:4D (fixed)" --policy cost_model --decode_workers 4 --prefill_workers 4 "${@}"
-report "cost_model from 4P:4D, --rebalance" --policy cost_model --decode_workers 4 --prefill_workers 4 --rebalance "${@}"
-report "cost_model from 5P:3D, --rebalance" --policy cost_model --decode_workers 3 --prefill_workers 5 --rebalance "${@}"
+for split in "4 4" "3 5" "5 3"; do
+  read -r d p <<<"$split"
+  report "always_offload ${p}P:${d}D (fixed)" --policy always_offload --decode_workers "$d" --prefill_workers "$p" "${@}"
+  report "cost_model ${p}P:${d}D (fixed)" --policy cost_model --decode_workers "$d" --prefill_workers "$p" "${@}"
+  report "cost_model from ${p}P:${d}D, --rebalance" --policy cost_model --decode_workers "$d" --prefill_workers "$p" --rebalance "${@}"
+done

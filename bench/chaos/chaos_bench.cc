@@ -432,7 +432,8 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
   nlohmann::json decode_json = nlohmann::json::array();
   for (const v1::DecodeStats& s : decode_stats) decode_json.push_back(DecodeStatsJson(s));
   const bool passed = healed && aborts == 0 && logs_clean && tally.unexpected() == 0 &&
-                      checks.completed.load() > 0 && supervised.ok() && network_error.ok();
+                      checks.completed.load() > 0 && supervised.ok() && network_error.ok() &&
+                      checks.offloaded.load() > 0;
   const nlohmann::json summary = {{"bench", "chaos"},
                                   {"machine", MachineInfo()},
                                   {"duration_s", absl::ToDoubleSeconds(cfg.duration)},
@@ -482,6 +483,7 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
   if (!passed) {
     return absl::FailedPreconditionError(absl::StrCat(
         "chaos failed: healed=", healed, " aborts=", aborts, " logs_clean=", logs_clean,
+        " offloaded=", checks.offloaded.load(), " (none: the KV path was never exercised)",
         " supervisor=", supervised.ToString(), " network faults=", network_error.ToString(),
         " unexpected=", tally.ToJson()["examples"].dump()));
   }

@@ -13,7 +13,9 @@
 //  - no process exits but those it killed (no abort), and no log has a failed assertion or a
 //    sanitizer report;
 //  - after the faults stop every process is up and registered, every decode worker's blocks
-//    are back at baseline and the router relays nothing.
+//    are back at baseline and the router relays nothing;
+//  - some requests completed with KV from a prefill worker (a run whose offloads all fell
+//    back would check nothing of the transfer path).
 // Prints the fault schedule's counts and the outcome table, writes summary.json; the exit
 // status says whether it passed. The fault's target role goes round (router, prefill,
 // decode). With `netns` (root only) the cluster runs across hosts: each process on a network
