@@ -308,12 +308,17 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
   std::map<std::string, int> fault_counts;
   std::vector<std::string> faults;
   int64_t packets_dropped = 0;
-  absl::Status network_error;
+  absl::Status schedule_error;
   const absl::Time end = absl::Now() + cfg.duration;
   while (absl::Now() + cfg.fault_interval < end) {
     absl::SleepFor(cfg.fault_interval);
     auto state = pdctl::ClusterState::Read(pdctl::ClusterState::PathIn(c.run_dir));
-    if (!state.ok()) break;
+    if (!state.ok()) {  // The cluster's file is gone: nothing to aim at; the run fails.
+      schedule_error = state.status();
+      Progress(kBench, absl::StrCat("cannot read the cluster's state; ending the run: ",
+                                    schedule_error.message()));
+      break;
+    }
     // The target's role goes round (router, prefill, decode; the network across hosts), so
     // that even a short run hits each; the process within the role and the fault are drawn.
     const char* roles[] = {"router", "prefill", "decode", "network"};
@@ -322,9 +327,9 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
       absl::StatusOr<std::string> fault =
           NetworkFault(*hosts->net, hosts->process, fault_rng, end, fault_counts, packets_dropped);
       if (!fault.ok()) {  // The run cannot go on as scheduled: it ends now, and fails.
-        network_error = fault.status();
-        Progress(kBench,
-                 absl::StrCat("a network fault failed; ending the run: ", network_error.message()));
+        schedule_error = fault.status();
+        Progress(kBench, absl::StrCat("a network fault failed; ending the run: ",
+                                      schedule_error.message()));
         break;
       }
       faults.push_back(*fault);
@@ -358,7 +363,7 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
     faults.push_back(fault);
     Progress(kBench, absl::StrCat("fault ", faults.size(), ": ", fault));
   }
-  while (network_error.ok() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(100));
+  while (schedule_error.ok() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(100));
   stop = true;
   for (auto& t : clients) t.join();
 
@@ -432,7 +437,7 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
   nlohmann::json decode_json = nlohmann::json::array();
   for (const v1::DecodeStats& s : decode_stats) decode_json.push_back(DecodeStatsJson(s));
   const bool passed = healed && aborts == 0 && logs_clean && tally.unexpected() == 0 &&
-                      checks.completed.load() > 0 && supervised.ok() && network_error.ok() &&
+                      checks.completed.load() > 0 && supervised.ok() && schedule_error.ok() &&
                       checks.offloaded.load() > 0;
   const nlohmann::json summary = {{"bench", "chaos"},
                                   {"machine", MachineInfo()},
@@ -484,7 +489,7 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
     return absl::FailedPreconditionError(absl::StrCat(
         "chaos failed: healed=", healed, " aborts=", aborts, " logs_clean=", logs_clean,
         " offloaded=", checks.offloaded.load(), " (none: the KV path was never exercised)",
-        " supervisor=", supervised.ToString(), " network faults=", network_error.ToString(),
+        " supervisor=", supervised.ToString(), " fault schedule=", schedule_error.ToString(),
         " unexpected=", tally.ToJson()["examples"].dump()));
   }
   return absl::OkStatus();
