@@ -28,6 +28,9 @@
 #include "tools/pdctl/supervisor.h"
 
 namespace pdserve::bench {
+
+using testbed::LinkDirection;
+using testbed::NetnsTopology;
 namespace {
 
 constexpr const char* kBench = "chaos";

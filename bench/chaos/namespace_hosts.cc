@@ -7,6 +7,12 @@
 #include "common/status_macros.h"
 
 namespace pdserve::bench {
+
+using testbed::IssuedCert;
+using testbed::NetnsHost;
+using testbed::NetnsTopology;
+using testbed::ThrowawayPki;
+using testbed::TlsFlags;
 namespace {
 
 constexpr char kWorkerIdUriPrefix[] = "spiffe://pdserve/worker/";

@@ -14,16 +14,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "bench/common/netns_topology.h"
-#include "bench/common/throwaway_pki.h"
 #include "common/grpc_security.h"
 #include "tools/pdctl/cluster_config.h"
+#include "tools/testbed/netns_topology.h"
+#include "tools/testbed/throwaway_pki.h"
 
 namespace pdserve::bench {
 
 struct NamespaceHosts {
-  std::unique_ptr<ThrowawayPki> pki;
-  std::unique_ptr<NetnsTopology> net;
+  std::unique_ptr<testbed::ThrowawayPki> pki;
+  std::unique_ptr<testbed::NetnsTopology> net;
   std::vector<std::string> process;  // Host i runs the process named process[i].
 };
 

@@ -7,19 +7,19 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
-#include "bench/common/throwaway_pki.h"
 #include "common/grpc_channel.h"
 #include "common/grpc_server.h"
 #include "common/health_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/testing/poll.h"
+#include "tools/testbed/throwaway_pki.h"
 
 namespace pdserve {
 namespace {
 
-using bench::IssuedCert;
-using bench::ThrowawayPki;
+using testbed::IssuedCert;
+using testbed::ThrowawayPki;
 
 class GrpcSecurityTest : public ::testing::Test {
  protected:

@@ -10,8 +10,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "bench/common/netns_topology.h"
-#include "bench/common/throwaway_pki.h"
 #include "common/child_process.h"
 #include "common/grpc_channel.h"
 #include "common/net_address.h"
@@ -23,13 +21,15 @@
 #include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
+#include "tools/testbed/netns_topology.h"
+#include "tools/testbed/throwaway_pki.h"
 
 namespace pdserve {
 namespace {
 
-using bench::NetnsTopology;
-using bench::ThrowawayPki;
-using bench::TlsFlags;
+using testbed::NetnsTopology;
+using testbed::ThrowawayPki;
+using testbed::TlsFlags;
 
 // Starts `binary` with `flags` and its TLS flags on namespace `host`, and waits until healthy.
 std::unique_ptr<ChildProcess> StartOnHost(const NetnsTopology& net, size_t host,
@@ -232,14 +232,14 @@ std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int max_token
   return reference->Generate(prompt, max_tokens);
 }
 
-// Link faults without netem (bench/common/netns_topology.h): random loss on both hosts of
+// Link faults without netem (tools/testbed/netns_topology.h): random loss on both hosts of
 // the transfer, both ways. TCP retransmits under UCX and gRPC: every request completes with
 // the tokens it gets alone (offloaded or fallen back, never corrupted), and the loss program
 // did drop packets.
 TEST_F(NetnsClusterTest, LossyLinksSlowTransfersButNeverCorruptThem) {
-  absl::Status lossy = net_->SetLoss(kPrefill, 5, bench::LinkDirection::kBoth);
+  absl::Status lossy = net_->SetLoss(kPrefill, 5, testbed::LinkDirection::kBoth);
   if (!lossy.ok()) GTEST_SKIP() << "no BPF loss here: " << lossy;
-  ASSERT_TRUE(net_->SetLoss(kDecode, 2, bench::LinkDirection::kBoth).ok());
+  ASSERT_TRUE(net_->SetLoss(kDecode, 2, testbed::LinkDirection::kBoth).ok());
   int offloaded = 0;
   for (uint32_t seed = 1; seed <= 3; ++seed) {
     const std::vector<int32_t> prompt = LongPrompt(seed);
@@ -249,13 +249,13 @@ TEST_F(NetnsClusterTest, LossyLinksSlowTransfersButNeverCorruptThem) {
     const v1::Placement& p = out.result.placement();
     offloaded += p.mode() == v1::PLACEMENT_MODE_OFFLOAD && !p.fell_back_to_local() ? 1 : 0;
   }
-  const int64_t dropped = net_->DroppedPackets(kPrefill, bench::LinkDirection::kBoth);
+  const int64_t dropped = net_->DroppedPackets(kPrefill, testbed::LinkDirection::kBoth);
   std::cout << offloaded << " of 3 offloads completed over the lossy links; " << dropped
             << " packets (segmentation-offloaded: up to 64 KiB each) dropped on the prefill "
                "host's link\n";
   EXPECT_GT(dropped, 0) << "the loss program dropped nothing: the fault did not act";
-  ASSERT_TRUE(net_->SetLoss(kPrefill, 0, bench::LinkDirection::kBoth).ok());
-  ASSERT_TRUE(net_->SetLoss(kDecode, 0, bench::LinkDirection::kBoth).ok());
+  ASSERT_TRUE(net_->SetLoss(kPrefill, 0, testbed::LinkDirection::kBoth).ok());
+  ASSERT_TRUE(net_->SetLoss(kDecode, 0, testbed::LinkDirection::kBoth).ok());
   ExpectRecovered();
 }
 
@@ -263,7 +263,7 @@ TEST_F(NetnsClusterTest, LossyLinksSlowTransfersButNeverCorruptThem) {
 // takes at least what the rate allows for its bytes.
 TEST_F(NetnsClusterTest, ARateLimitedLinkCarriesTransfersIntactAtItsRate) {
   constexpr double kMbit = 8;
-  ASSERT_TRUE(net_->SetRate(kPrefill, kMbit, bench::LinkDirection::kFromHost).ok());
+  ASSERT_TRUE(net_->SetRate(kPrefill, kMbit, testbed::LinkDirection::kFromHost).ok());
   const std::vector<int32_t> prompt = LongPrompt(7);
   const absl::Time start = absl::Now();
   const auto out = Generate(prompt, 6);
@@ -279,7 +279,7 @@ TEST_F(NetnsClusterTest, ARateLimitedLinkCarriesTransfersIntactAtItsRate) {
   std::cout << p.transfer_bytes() << " bytes of KV in " << took << " at " << kMbit
             << " Mbit/s (no faster than " << floor_s << " s)\n";
   EXPECT_GE(absl::ToDoubleSeconds(took), floor_s) << "the transfer did not cross the limited link";
-  ASSERT_TRUE(net_->SetRate(kPrefill, 0, bench::LinkDirection::kFromHost).ok());
+  ASSERT_TRUE(net_->SetRate(kPrefill, 0, testbed::LinkDirection::kFromHost).ok());
   ExpectRecovered();
 }
 
@@ -288,9 +288,10 @@ TEST_F(NetnsClusterTest, ARateLimitedLinkCarriesTransfersIntactAtItsRate) {
 // or ends with a typed error, and once healed everything is back, for each direction in turn.
 TEST_F(NetnsClusterTest, AOneWayCutMidTransferEndsInAFallbackAndHeals) {
   uint32_t seed = 11;
-  for (const auto direction : {bench::LinkDirection::kToHost, bench::LinkDirection::kFromHost}) {
-    SCOPED_TRACE(direction == bench::LinkDirection::kToHost ? "to the prefill host"
-                                                            : "from the prefill host");
+  for (const auto direction :
+       {testbed::LinkDirection::kToHost, testbed::LinkDirection::kFromHost}) {
+    SCOPED_TRACE(direction == testbed::LinkDirection::kToHost ? "to the prefill host"
+                                                              : "from the prefill host");
     // The prefill worker may still be registering again after the previous cut: the cut
     // must fall on an offload, not on a prompt placed locally for want of a prefill worker.
     ASSERT_TRUE(WaitUntilOffloading()) << prefill_->Log();

@@ -15,20 +15,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "bench/common/throwaway_pki.h"
 #include "common/child_process.h"
 #include "gtest/gtest.h"
 #include "tests/router/cluster_fixture.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
+#include "tools/testbed/throwaway_pki.h"
 
 namespace pdserve::router {
 namespace {
 
-using pdserve::bench::IssuedCert;
-using pdserve::bench::ThrowawayPki;
-using pdserve::bench::TlsFlags;
+using pdserve::testbed::IssuedCert;
+using pdserve::testbed::ThrowawayPki;
+using pdserve::testbed::TlsFlags;
 using pdserve::testing::ClusterOptions;
 using pdserve::testing::LocalCluster;
 

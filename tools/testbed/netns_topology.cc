@@ -1,4 +1,4 @@
-#include "bench/common/netns_topology.h"
+#include "tools/testbed/netns_topology.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace pdserve::bench {
+namespace pdserve::testbed {
 namespace {
 
 absl::Status Run(const std::string& tool, const std::string& args) {
@@ -215,4 +215,4 @@ int64_t NetnsTopology::DroppedPackets(size_t i, LinkDirection direction) const {
   return total;
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::testbed

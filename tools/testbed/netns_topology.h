@@ -8,8 +8,8 @@
 // limits are tbf, a partition is the link down; loss and rates apply to either direction of
 // a host's link, or both.
 // Thread-safety: one thread.
-#ifndef PDSERVE_BENCH_COMMON_NETNS_TOPOLOGY_H_
-#define PDSERVE_BENCH_COMMON_NETNS_TOPOLOGY_H_
+#ifndef PDSERVE_TOOLS_TESTBED_NETNS_TOPOLOGY_H_
+#define PDSERVE_TOOLS_TESTBED_NETNS_TOPOLOGY_H_
 
 #include <cstdint>
 #include <memory>
@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace pdserve::bench {
+namespace pdserve::testbed {
 
 // Which way a link fault applies, seen from the host.
 enum class LinkDirection { kFromHost, kToHost, kBoth };
@@ -69,6 +69,6 @@ class NetnsTopology {
   std::vector<std::string> clsact_;  // Interfaces (prefix + name) given a clsact qdisc.
 };
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::testbed
 
-#endif  // PDSERVE_BENCH_COMMON_NETNS_TOPOLOGY_H_
+#endif  // PDSERVE_TOOLS_TESTBED_NETNS_TOPOLOGY_H_

@@ -4,8 +4,8 @@
 // as server and client certificates). Nothing is committed; the directory goes with the
 // object.
 // Thread-safety: one thread.
-#ifndef PDSERVE_BENCH_COMMON_THROWAWAY_PKI_H_
-#define PDSERVE_BENCH_COMMON_THROWAWAY_PKI_H_
+#ifndef PDSERVE_TOOLS_TESTBED_THROWAWAY_PKI_H_
+#define PDSERVE_TOOLS_TESTBED_THROWAWAY_PKI_H_
 
 #include <memory>
 #include <string>
@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/grpc_security.h"
 
-namespace pdserve::bench {
+namespace pdserve::testbed {
 
 struct IssuedCert {
   std::string cert_file;
@@ -51,6 +51,6 @@ class ThrowawayPki {
 // The flags that give a pdserve binary `config` (--tls_cert=... and so on).
 std::vector<std::string> TlsFlags(const TlsConfig& config);
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::testbed
 
-#endif  // PDSERVE_BENCH_COMMON_THROWAWAY_PKI_H_
+#endif  // PDSERVE_TOOLS_TESTBED_THROWAWAY_PKI_H_

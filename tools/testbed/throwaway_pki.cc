@@ -1,4 +1,4 @@
-#include "bench/common/throwaway_pki.h"
+#include "tools/testbed/throwaway_pki.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace pdserve::bench {
+namespace pdserve::testbed {
 namespace {
 
 // Runs `command` in a shell with its output in `log`; an error quoting the log on failure.
@@ -87,4 +87,4 @@ std::vector<std::string> TlsFlags(const TlsConfig& config) {
   return flags;
 }
 
-}  // namespace pdserve::bench
+}  // namespace pdserve::testbed
