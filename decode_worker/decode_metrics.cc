@@ -4,7 +4,7 @@
 #include <iterator>
 
 #include "common/logging.h"
-#include "common/metric_buckets.h"
+#include "server/metric_buckets.h"
 
 namespace pdserve::decode {
 namespace {

@@ -14,8 +14,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/server_runner.h"
-#include "common/worker_process.h"
 #include "decode_worker/decode_metrics.h"
 #include "decode_worker/decode_service.h"
 #include "decode_worker/decode_worker_config.h"
@@ -23,6 +21,8 @@
 #include "decode_worker/grpc_prefill_client.h"
 #include "decode_worker/offload_coordinator.h"
 #include "pdserve/v1/registry.pb.h"
+#include "server/server_runner.h"
+#include "worker/worker_process.h"
 
 namespace pdserve::decode {
 

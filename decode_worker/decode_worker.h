@@ -11,9 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "common/shutdown_signal.h"
-#include "common/worker_process.h"
 #include "decode_worker/decode_role.h"
 #include "decode_worker/decode_worker_config.h"
+#include "worker/worker_process.h"
 
 namespace pdserve::decode {
 

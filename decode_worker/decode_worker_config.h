@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/worker_process.h"
 #include "decode_worker/offload_coordinator.h"
 #include "decode_worker/scheduler.h"
+#include "worker/worker_process.h"
 
 namespace pdserve::decode {
 

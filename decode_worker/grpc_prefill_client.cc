@@ -1,8 +1,8 @@
 #include "decode_worker/grpc_prefill_client.h"
 
-#include "common/grpc_channel.h"
 #include "common/logging.h"
 #include "proto/bridge/request_bridge.h"
+#include "server/grpc_channel.h"
 
 namespace pdserve::decode {
 

@@ -10,10 +10,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "common/grpc_security.h"
 #include "decode_worker/prefill_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "pdserve/v1/prefill.grpc.pb.h"
+#include "server/grpc_security.h"
 
 namespace pdserve::decode {
 

@@ -5,10 +5,10 @@
 #include "absl/flags/flag.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
-#include "common/worker_flags.h"
 #include "decode_worker/decode_worker.h"
 #include "decode_worker/role_switching_worker.h"
 #include "prefill_worker/prefill_flags.h"
+#include "worker/worker_flags.h"
 
 ABSL_FLAG(int, max_num_batched_tokens, pdserve::decode::SchedulerConfig{}.max_num_batched_tokens,
           "Token budget per engine step (the local prefill chunk size).");

@@ -24,12 +24,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/shutdown_signal.h"
-#include "common/worker_process.h"
 #include "decode_worker/decode_role.h"
 #include "decode_worker/decode_worker_config.h"
 #include "prefill_worker/prefill_role.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
+#include "worker/worker_process.h"
 
 namespace pdserve::decode {
 

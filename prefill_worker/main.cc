@@ -3,9 +3,9 @@
 // computes; returns the first sampled token.
 #include "common/flags.h"
 #include "common/status_macros.h"
-#include "common/worker_flags.h"
 #include "prefill_worker/prefill_flags.h"
 #include "prefill_worker/prefill_worker.h"
+#include "worker/worker_flags.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 #include "prefill_worker/prefill_metrics.h"
 
-#include "common/metric_buckets.h"
+#include "server/metric_buckets.h"
 
 namespace pdserve::prefill {
 

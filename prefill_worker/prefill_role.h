@@ -13,12 +13,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/server_runner.h"
-#include "common/worker_process.h"
 #include "pdserve/v1/registry.pb.h"
 #include "prefill_worker/prefill_batcher.h"
 #include "prefill_worker/prefill_metrics.h"
 #include "prefill_worker/prefill_service.h"
+#include "server/server_runner.h"
+#include "worker/worker_process.h"
 
 namespace pdserve::prefill {
 

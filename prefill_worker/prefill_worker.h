@@ -11,9 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "common/shutdown_signal.h"
-#include "common/worker_process.h"
 #include "prefill_worker/prefill_batcher.h"
 #include "prefill_worker/prefill_role.h"
+#include "worker/worker_process.h"
 
 namespace pdserve::prefill {
 

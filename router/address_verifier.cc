@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_channel.h"
 #include "pdserve/v1/registry.grpc.pb.h"
+#include "server/grpc_channel.h"
 
 namespace pdserve::router {
 

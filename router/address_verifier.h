@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/grpc_security.h"
+#include "server/grpc_security.h"
 
 namespace pdserve::router {
 

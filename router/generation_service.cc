@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_channel.h"
 #include "common/retry_after.h"
 #include "proto/bridge/request_bridge.h"
 #include "router/request_errors.h"
+#include "server/grpc_channel.h"
 
 namespace pdserve::router {
 namespace {

@@ -12,7 +12,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "common/bounded_executor.h"
-#include "common/grpc_security.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/client_admission.h"
@@ -20,6 +19,7 @@
 #include "router/model_catalog.h"
 #include "router/relay_call.h"
 #include "router/slo_catalog.h"
+#include "server/grpc_security.h"
 
 namespace pdserve::router {
 

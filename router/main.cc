@@ -10,10 +10,10 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/secret_file.h"
-#include "common/tls_flags.h"
 #include "router/placement/placement_policy.h"
 #include "router/rebalance_flags.h"
 #include "router/router.h"
+#include "server/tls_flags.h"
 
 ABSL_FLAG(std::vector<std::string>, model, {},
           "Model directories served (comma-separated); names are their base names.");

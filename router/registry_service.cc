@@ -9,13 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
-#include "common/registry_client.h"
 #include "common/secret_file.h"
 #include "proto/bridge/report_bridge.h"
 #include "proto/bridge/request_bridge.h"
 #include "router/client_identity.h"
 #include "router/router_wire.h"
 #include "router/worker_certificate.h"
+#include "server/registry_client.h"
 
 namespace pdserve::router {
 namespace {

@@ -14,7 +14,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "common/server_runner.h"
 #include "router/cost_model.h"
 #include "router/decision_log.h"
 #include "router/generation_service.h"
@@ -27,6 +26,7 @@
 #include "router/router_metrics.h"
 #include "router/slo_catalog.h"
 #include "router/worker_registry.h"
+#include "server/server_runner.h"
 
 namespace pdserve::router {
 

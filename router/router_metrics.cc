@@ -1,6 +1,6 @@
 #include "router/router_metrics.h"
 
-#include "common/metric_buckets.h"
+#include "server/metric_buckets.h"
 
 namespace pdserve::router {
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/grpc_security.h"
+#include "server/grpc_security.h"
 #include "tools/pdctl/cluster_config.h"
 #include "tools/testbed/netns_topology.h"
 #include "tools/testbed/throwaway_pki.h"

@@ -7,8 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_security.h"
 #include "pdserve/v1/decode.grpc.pb.h"
+#include "server/grpc_security.h"
 #include "tools/client/generation_client.h"
 
 namespace pdserve::bench {

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "common/grpc_security.h"
 #include "common/text_table.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "pdserve/v1/decode.pb.h"
+#include "server/grpc_security.h"
 
 namespace pdserve::bench {
 

@@ -15,11 +15,11 @@
 #include "absl/time/clock.h"
 #include "bench/common/report.h"
 #include "bench/router/relay_measure.h"
-#include "common/child_process.h"
-#include "common/grpc_channel.h"
 #include "common/status_macros.h"
 #include "common/text_table.h"
 #include "pdserve/v1/registry.grpc.pb.h"
+#include "server/child_process.h"
+#include "server/grpc_channel.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
 

@@ -15,10 +15,10 @@
 #include "bench/common/bench_model.h"
 #include "bench/common/report.h"
 #include "bench/interference/interference_analysis.h"
-#include "common/child_process.h"
 #include "common/status_macros.h"
 #include "engine/model_config.h"
 #include "router/cost_model.h"
+#include "server/child_process.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
 

@@ -8,12 +8,12 @@
 #include "absl/time/clock.h"
 #include "bench/common/report.h"
 #include "bench/router/relay_measure.h"
-#include "common/child_process.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "engine/block_hash.h"
 #include "prometheus/registry.h"
 #include "router/placer.h"
+#include "server/child_process.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
 

@@ -18,11 +18,11 @@
 #include "bench/sim/sim_workload.h"
 #include "common/status_macros.h"
 #include "common/text_table.h"
-#include "common/worker_process.h"
 #include "decode_worker/scheduler.h"
 #include "engine/kv_pool.h"
 #include "engine/model_config.h"
 #include "prefill_worker/prefill_batcher.h"
+#include "worker/worker_process.h"
 
 namespace pdserve::sim {
 namespace {
@@ -129,7 +129,7 @@ absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir) {
                    bench::LoadBenchModel(model_dir, "", "validate"));
   const engine::ModelConfig& model = loaded.config;
   WorkerShape s;
-  // The workers' defaults: their flags default to these configs' own (common/worker_flags.cc,
+  // The workers' defaults: their flags default to these configs' own (worker/worker_flags.cc,
   // decode_worker/main.cc, prefill_worker/main.cc).
   const WorkerProcessConfig process;
   const decode::SchedulerConfig scheduler;

@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/common/report.h"
-#include "common/child_process.h"
 #include "common/status_macros.h"
 #include "engine/model_config.h"
+#include "server/child_process.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/child_process.h"
+#include "server/child_process.h"
 #include "tests/router/cluster_fixture.h"
 
 namespace pdserve::testing {

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/health_client.h"
 #include "gtest/gtest.h"
+#include "server/health_client.h"
 #include "tests/integration/fault_check.h"
 #include "tests/testing/greedy_reference.h"
 #include "tools/client/generation_client.h"

@@ -10,11 +10,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/child_process.h"
-#include "common/grpc_channel.h"
 #include "common/net_address.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/registry.grpc.pb.h"
+#include "server/child_process.h"
+#include "server/grpc_channel.h"
 #include "tests/router/cluster_fixture.h"
 #include "tests/testing/greedy_reference.h"
 #include "tests/testing/http_client.h"

@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/child_process.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/descriptor_codec.h"
 #include "kvtransfer/ucx/ucx_transport.h"
+#include "server/child_process.h"
 #include "tests/kvtransfer/kv_test_data.h"
 
 namespace pdserve::kvtransfer {

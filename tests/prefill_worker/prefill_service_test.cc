@@ -5,11 +5,11 @@
 #include <random>
 
 #include "absl/strings/match.h"
-#include "common/child_process.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/prefill.grpc.pb.h"
 #include "proto/bridge/request_bridge.h"
+#include "server/child_process.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
 

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/child_process.h"
-#include "common/grpc_security.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "pdserve/v1/registry.grpc.pb.h"
+#include "server/child_process.h"
+#include "server/grpc_security.h"
 
 namespace pdserve::testing {
 

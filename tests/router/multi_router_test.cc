@@ -9,10 +9,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/child_process.h"
-#include "common/health_client.h"
 #include "common/net_address.h"
 #include "gtest/gtest.h"
+#include "server/child_process.h"
+#include "server/health_client.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"

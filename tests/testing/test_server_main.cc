@@ -6,9 +6,9 @@
 #include "absl/flags/flag.h"
 #include "common/flags.h"
 #include "common/logging.h"
-#include "common/server_runner.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
+#include "server/server_runner.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "gRPC listen address, host:port.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:0", "/metrics address; empty disables.");

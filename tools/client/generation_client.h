@@ -15,9 +15,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/grpc_channel.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "pdserve/v1/generation.grpc.pb.h"
+#include "server/grpc_channel.h"
 
 namespace pdserve::client {
 
@@ -52,7 +52,7 @@ class CallHandle {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-using ::pdserve::MakeChannel;  // The one channel recipe (common/grpc_channel.h).
+using ::pdserve::MakeChannel;  // The one channel recipe (server/grpc_channel.h).
 
 // Decode.Generate on a decode worker. `handle`, if set, can cancel it from another thread.
 GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel,

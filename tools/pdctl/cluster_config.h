@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/grpc_security.h"
+#include "server/grpc_security.h"
 
 namespace pdserve::pdctl {
 

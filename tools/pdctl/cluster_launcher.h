@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/child_process.h"
-#include "common/grpc_security.h"
 #include "common/shutdown_signal.h"
 #include "pdserve/v1/registry.pb.h"
+#include "server/child_process.h"
+#include "server/grpc_security.h"
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/cluster_state.h"
 

@@ -13,8 +13,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "common/flags.h"
-#include "common/health_client.h"
-#include "common/tls_flags.h"
+#include "server/health_client.h"
+#include "server/tls_flags.h"
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/commands.h"
 

@@ -22,8 +22,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/grpc_security.h"
 #include "common/shutdown_signal.h"
+#include "server/grpc_security.h"
 #include "tools/pdctl/cluster_state.h"
 
 namespace pdserve::pdctl {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/grpc_security.h"
+#include "server/grpc_security.h"
 
 namespace pdserve::testbed {
 
