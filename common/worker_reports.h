@@ -1,6 +1,6 @@
 // What workers report to routers, as domain values (no proto): each engine step a decode
 // worker ran (the cost model's training data), its load (the placer's view), and what a
-// finished offload measured. proto/bridge/report_bridge.h converts them to and from the wire
+// finished offload measured. wire/report_bridge.h converts them to and from the wire
 // once per side. pdserve-sim builds the same values with the same functions
 // (decode_worker/step_report.h, router/learning.h), so that a policy measured in the simulator
 // learns what the product learns.

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/status_macros.h"
-#include "proto/bridge/report_bridge.h"
+#include "wire/report_bridge.h"
 
 namespace pdserve::decode {
 
@@ -68,7 +68,7 @@ absl::Status DecodeRole::Attach() {
 }
 
 v1::WorkerRegistration DecodeRole::Registration() const {
-  const engine::ModelConfig& c = process_->model().config();
+  const ModelConfig& c = process_->model().config();
   v1::WorkerRegistration r = process_->BaseRegistration(v1::WORKER_ROLE_DECODE);
   r.set_max_num_batched_tokens(config_.scheduler.max_num_batched_tokens);
   r.set_max_num_seqs(config_.scheduler.max_num_seqs);
@@ -79,12 +79,12 @@ v1::WorkerRegistration DecodeRole::Registration() const {
 
 void DecodeRole::FillReport(bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
   WorkerReport report;
-  engine::PrefixCacheEvents prefix;
+  kvcache::PrefixCacheEvents prefix;
   bool reset = false;
   loop_->TakeReport(reconnected, &report.steps, &prefix, &reset);
   report.load = loop_->Stats().load;
   report.load.draining = loop_->draining();
-  bridge::ReportToProto(report, load);
+  wire::ReportToProto(report, load);
   events->set_reset(reset);
   for (uint64_t h : prefix.stored) events->add_stored(h);
   for (uint64_t h : prefix.evicted) events->add_evicted(h);
@@ -97,7 +97,7 @@ void DecodeRole::Stop() { loop_->Stop(); }
 bool DecodeRole::WaitUntilEmpty(absl::Time deadline) {
   while (true) {
     const WorkerStats s = loop_->Stats();
-    const engine::BlockCounts& b = s.blocks;
+    const kvcache::BlockCounts& b = s.blocks;
     if (s.running == 0 && s.waiting == 0 && s.awaiting_kv == 0 && b.in_use == 0 &&
         b.reserved == 0 && b.quarantined == 0) {
       return true;

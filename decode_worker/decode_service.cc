@@ -67,7 +67,7 @@ class GrpcStreamSink final : public StreamSink {
       absl::MutexLock lock(&mu_);
       v1::GenerateResult& r = final_;
       r.set_finish_reason(
-          bridge::FinishReasonToProto(static_cast<engine::FinishReason>(f.finish_reason)));
+          wire::FinishReasonToProto(static_cast<text::FinishReason>(f.finish_reason)));
       r.set_stop_reason(f.stop_reason);
       r.set_error_message(f.error_message);
       r.mutable_usage()->set_prompt_tokens(f.prompt_tokens);
@@ -204,7 +204,7 @@ class GrpcStreamSink final : public StreamSink {
   std::atomic<bool> cancelled_{false};
 };
 
-DecodeService::DecodeService(EngineLoop* loop, const engine::Tokenizer* tokenizer,
+DecodeService::DecodeService(EngineLoop* loop, const text::Tokenizer* tokenizer,
                              DecodeServiceOptions options, Clock* clock, DecodeMetrics* metrics)
     : loop_(loop),
       tokenizer_(tokenizer),
@@ -219,7 +219,7 @@ void DecodeService::SetWorkerId(const std::string& id) {
   worker_id_ = id;
 }
 
-std::unique_ptr<Sequence> DecodeService::MakeSequence(const bridge::ValidatedRequest& r,
+std::unique_ptr<Sequence> DecodeService::MakeSequence(const wire::ValidatedRequest& r,
                                                       absl::Time arrival,
                                                       std::shared_ptr<StreamSink> sink) const {
   auto seq = std::make_unique<Sequence>();
@@ -230,7 +230,7 @@ std::unique_ptr<Sequence> DecodeService::MakeSequence(const bridge::ValidatedReq
   seq->prompt_len = static_cast<int>(r.prompt.size());
   seq->sampling = r.sampling;
   seq->stream =
-      std::make_unique<engine::GenerationStream>(tokenizer_, r.sampling, options_.eos_token_ids);
+      std::make_unique<text::GenerationStream>(tokenizer_, r.sampling, options_.eos_token_ids);
   seq->sink = std::move(sink);
   return seq;
 }
@@ -238,10 +238,10 @@ std::unique_ptr<Sequence> DecodeService::MakeSequence(const bridge::ValidatedReq
 grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(
     grpc::CallbackServerContext* context, const v1::DecodeRequest* request) {
   const absl::Time now = clock_->Now();
-  auto validated = bridge::ValidateGenerateRequest(request->request(), options_.limits, tokenizer_);
+  auto validated = wire::ValidateGenerateRequest(request->request(), options_.limits, tokenizer_);
   if (!validated.ok()) {
     metrics_->requests_rejected.Increment();
-    return new ErrorReactor(bridge::ToGrpc(validated.status()));
+    return new ErrorReactor(wire::ToGrpc(validated.status()));
   }
   v1::Placement placement = request->placement();
   {
@@ -286,7 +286,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(
   if (!status.ok()) {
     metrics_->requests_rejected.Increment();
     sink->Attach(nullptr);
-    reactor->Finish(bridge::ToGrpc(status, context));
+    reactor->Finish(wire::ToGrpc(status, context));
   }
   return reactor;
 }

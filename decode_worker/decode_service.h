@@ -14,7 +14,7 @@
 #include "decode_worker/engine_loop.h"
 #include "decode_worker/prefill_client.h"
 #include "pdserve/v1/decode.grpc.pb.h"
-#include "proto/bridge/request_bridge.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::decode {
 
@@ -28,13 +28,13 @@ using OffloadHandler = std::function<absl::Status(std::unique_ptr<Sequence>,
 struct DecodeServiceOptions {
   std::string worker_id;
   uint64_t epoch = 0;
-  bridge::ModelLimits limits;
+  wire::ModelLimits limits;
   std::vector<int32_t> eos_token_ids;
 };
 
 class DecodeService final : public v1::Decode::CallbackService {
  public:
-  DecodeService(EngineLoop* loop, const engine::Tokenizer* tokenizer, DecodeServiceOptions options,
+  DecodeService(EngineLoop* loop, const text::Tokenizer* tokenizer, DecodeServiceOptions options,
                 Clock* clock, DecodeMetrics* metrics);
 
   void SetOffloadHandler(OffloadHandler handler) { offload_ = std::move(handler); }
@@ -48,13 +48,12 @@ class DecodeService final : public v1::Decode::CallbackService {
                                      v1::DecodeStats* response) override;
 
   // Builds a sequence for a validated request (used by the offload path too).
-  std::unique_ptr<Sequence> MakeSequence(const bridge::ValidatedRequest& request,
-                                         absl::Time arrival,
+  std::unique_ptr<Sequence> MakeSequence(const wire::ValidatedRequest& request, absl::Time arrival,
                                          std::shared_ptr<StreamSink> sink) const;
 
  private:
   EngineLoop* loop_;
-  const engine::Tokenizer* tokenizer_;
+  const text::Tokenizer* tokenizer_;
   DecodeServiceOptions options_;
   mutable absl::Mutex id_mu_;
   std::string worker_id_ ABSL_GUARDED_BY(id_mu_);

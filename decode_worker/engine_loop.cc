@@ -23,8 +23,8 @@ double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 }  // namespace
 
-EngineLoop::EngineLoop(engine::Model* model, engine::KvPool* pool,
-                       const engine::Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
+EngineLoop::EngineLoop(engine::Model* model, kvcache::KvPool* pool,
+                       const text::Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
                        const SchedulerConfig& config, DecodeMetrics* metrics, Clock* clock)
     : model_(model),
       pool_(pool),
@@ -121,7 +121,7 @@ WorkerStats EngineLoop::Stats() const {
 }
 
 void EngineLoop::TakeReport(bool request_reset, std::vector<StepObservation>* steps,
-                            engine::PrefixCacheEvents* events, bool* reset) {
+                            kvcache::PrefixCacheEvents* events, bool* reset) {
   absl::MutexLock lock(&mu_);
   reporting_ = true;
   if (request_reset) {
@@ -160,8 +160,8 @@ void EngineLoop::ObserveKvWait(absl::Duration waited) {
 }
 
 void EngineLoop::PublishStats() {
-  const engine::BlockCounts counts = blocks_.counts();
-  engine::PrefixCacheEvents events = blocks_.TakeEvents();
+  const kvcache::BlockCounts counts = blocks_.counts();
+  kvcache::PrefixCacheEvents events = blocks_.TakeEvents();
   const SchedulerCounters& c = scheduler_.counters();
   metrics_->num_requests_running.Set(scheduler_.num_running());
   metrics_->num_requests_waiting.Set(scheduler_.num_waiting());
@@ -206,14 +206,14 @@ void EngineLoop::PublishStats() {
   }
 }
 
-void EngineLoop::FinishSequence(Sequence* seq, engine::FinishReason reason,
+void EngineLoop::FinishSequence(Sequence* seq, text::FinishReason reason,
                                 const std::string& error) {
   const absl::Time now = clock_->Now();
   StreamSink::Final f;
   f.finish_reason = static_cast<int>(reason);
   if (seq->stream != nullptr) {
     // Text held back for stop strings is released unless a stop string cut it.
-    std::string rest = reason == engine::FinishReason::kStop ? "" : seq->stream->Finish();
+    std::string rest = reason == text::FinishReason::kStop ? "" : seq->stream->Finish();
     if (!rest.empty() && seq->sink) seq->sink->PushTokens({}, rest, absl::ToUnixNanos(now));
   }
   f.error_message = error;
@@ -247,7 +247,7 @@ void EngineLoop::FinishSequence(Sequence* seq, engine::FinishReason reason,
   }
   f.e2e_ms = Ms(now - seq->arrival);
   metrics_->e2e_request_latency.Observe(f.e2e_ms / 1e3);
-  metrics_->RequestSuccess(engine::FinishReasonName(reason)).Increment();
+  metrics_->RequestSuccess(text::FinishReasonName(reason)).Increment();
   metrics_->generation_tokens.Increment(std::max(0, seq->generated()));
   metrics_->prompt_tokens.Increment(seq->prompt_len);
   if (seq->sink) seq->sink->Finish(f);
@@ -272,16 +272,16 @@ bool EngineLoop::EmitToken(Sequence* seq) {
   seq->last_token = now;
   auto update = seq->stream->Push(token);
   if (!update.ok()) {
-    FinishSequence(seq, engine::FinishReason::kError, std::string(update.status().message()));
+    FinishSequence(seq, text::FinishReason::kError, std::string(update.status().message()));
     return false;
   }
   if (seq->sink) seq->sink->PushTokens({token}, update->text, absl::ToUnixNanos(now));
-  if (update->finish != engine::FinishReason::kNone) {
+  if (update->finish != text::FinishReason::kNone) {
     FinishSequence(seq, update->finish);
     return false;
   }
   if (seq->num_tokens() >= model_->config().max_position_embeddings) {
-    FinishSequence(seq, engine::FinishReason::kLength);
+    FinishSequence(seq, text::FinishReason::kLength);
     return false;
   }
   return true;
@@ -296,7 +296,7 @@ void EngineLoop::RetireCancelled() {
       awaiting_kv_cancel_(seq);  // The coordinator finishes it once the transfer stopped.
       continue;
     }
-    FinishSequence(seq, engine::FinishReason::kCancelled);
+    FinishSequence(seq, text::FinishReason::kCancelled);
   }
 }
 
@@ -321,7 +321,7 @@ void EngineLoop::RetireStalled() {
                        << "; ending the request to free its KV blocks";
       metrics_->stalled_clients.Increment();
       FinishSequence(
-          seq, engine::FinishReason::kError,
+          seq, text::FinishReason::kError,
           absl::StrCat("the client read no tokens for ",
                        absl::FormatDuration(config_.max_client_stall),
                        " (--max_client_stall); the request was ended to free its KV cache"));
@@ -352,7 +352,7 @@ void EngineLoop::RunStep(const StepPlan& plan) {
     PDS_LOG(ERROR) << "engine step failed: " << status;
     for (const PlannedChunk& c : plan.chunks) {
       if (c.seq->state != SequenceState::kFinished)
-        FinishSequence(c.seq, engine::FinishReason::kError, std::string(status.message()));
+        FinishSequence(c.seq, text::FinishReason::kError, std::string(status.message()));
     }
     return;
   }
@@ -411,7 +411,7 @@ void EngineLoop::Run() {
   std::vector<Sequence*> left = scheduler_.waiting();
   left.insert(left.end(), scheduler_.running().begin(), scheduler_.running().end());
   for (Sequence* seq : left)
-    FinishSequence(seq, engine::FinishReason::kError, "decode worker stopped");
+    FinishSequence(seq, text::FinishReason::kError, "decode worker stopped");
   PublishStats();
 }
 

@@ -20,15 +20,15 @@
 #include "common/worker_reports.h"
 #include "decode_worker/decode_metrics.h"
 #include "decode_worker/scheduler.h"
-#include "engine/block_manager.h"
 #include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "kvcache/block_manager.h"
+#include "text/tokenizer.h"
 
 namespace pdserve::decode {
 
 struct WorkerStats {
   LoadSnapshot load;  // As the registry reports it (step_report.h).
-  engine::BlockCounts blocks;
+  kvcache::BlockCounts blocks;
   int running = 0;
   int waiting = 0;
   int awaiting_kv = 0;
@@ -41,7 +41,7 @@ struct WorkerStats {
 
 class EngineLoop {
  public:
-  EngineLoop(engine::Model* model, engine::KvPool* pool, const engine::Tokenizer* tokenizer,
+  EngineLoop(engine::Model* model, kvcache::KvPool* pool, const text::Tokenizer* tokenizer,
              std::vector<int32_t> eos_token_ids, const SchedulerConfig& config,
              DecodeMetrics* metrics, Clock* clock);
   ~EngineLoop();
@@ -75,14 +75,14 @@ class EngineLoop {
   // they are a full resync (`reset`: `events.stored` is then every cached hash). Call with
   // request_reset after (re)connecting to the router; the full list follows within a step.
   void TakeReport(bool request_reset, std::vector<StepObservation>* steps,
-                  engine::PrefixCacheEvents* events, bool* reset);
+                  kvcache::PrefixCacheEvents* events, bool* reset);
 
   // Loop-thread only (offload coordinator, tests).
   Scheduler& scheduler() { return scheduler_; }
   engine::Model* model() { return model_; }
   const SchedulerConfig& config() const { return config_; }
   // Finishes a sequence: final message, metrics, blocks released.
-  void FinishSequence(Sequence* seq, engine::FinishReason reason, const std::string& error = "");
+  void FinishSequence(Sequence* seq, text::FinishReason reason, const std::string& error = "");
   // Emits one generated token (the last of seq->tokens) and finishes the sequence if it is
   // done. Returns false if it finished.
   bool EmitToken(Sequence* seq);
@@ -106,13 +106,13 @@ class EngineLoop {
   void PublishStats();
 
   engine::Model* model_;
-  engine::KvPool* pool_;
-  const engine::Tokenizer* tokenizer_;
+  kvcache::KvPool* pool_;
+  const text::Tokenizer* tokenizer_;
   std::vector<int32_t> eos_;
   SchedulerConfig config_;
   DecodeMetrics* metrics_;
   Clock* clock_;
-  engine::BlockManager blocks_;
+  kvcache::BlockManager blocks_;
   Scheduler scheduler_;
   std::function<void(Sequence*)> awaiting_kv_cancel_;
   std::function<bool()> iteration_hook_;
@@ -137,7 +137,7 @@ class EngineLoop {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);
   StepHistory steps_ ABSL_GUARDED_BY(mu_);  // Since the last report.
-  engine::PrefixCacheEvents events_ ABSL_GUARDED_BY(mu_);
+  kvcache::PrefixCacheEvents events_ ABSL_GUARDED_BY(mu_);
   bool reset_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool reset_ready_ ABSL_GUARDED_BY(mu_) = false;
   bool reporting_ ABSL_GUARDED_BY(mu_) = false;

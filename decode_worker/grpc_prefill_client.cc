@@ -1,8 +1,8 @@
 #include "decode_worker/grpc_prefill_client.h"
 
 #include "common/logging.h"
-#include "proto/bridge/request_bridge.h"
 #include "server/grpc_channel.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::decode {
 
@@ -58,8 +58,8 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::Prefill(const PrefillTarget& tar
   v1::PrefillRequest& r = call->request;
   r.set_request_id(job.request_id);
   for (int32_t t : job.prompt) r.add_token_ids(static_cast<uint32_t>(t));
-  *r.mutable_sampling() = bridge::SamplingToProto(job.sampling);
-  bridge::TargetToProto(job.target, job.model_fingerprint, r.mutable_target());
+  *r.mutable_sampling() = wire::SamplingToProto(job.sampling);
+  wire::TargetToProto(job.target, job.model_fingerprint, r.mutable_target());
   r.mutable_target()->set_first_position(static_cast<uint32_t>(job.first_position));
   r.mutable_target()->set_num_tokens(static_cast<uint32_t>(job.num_tokens));
   call->context.set_deadline(absl::ToChronoTime(job.deadline));
@@ -69,7 +69,7 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::Prefill(const PrefillTarget& tar
       &call->context, &call->request, &call->response,
       [this, call, done = std::move(done)](grpc::Status status) {
         if (!status.ok()) {
-          done(bridge::FromGrpc(status));
+          done(wire::FromGrpc(status));
         } else {
           const v1::PrefillResponse& p = call->response;
           done(PrefillResult{.first_token = static_cast<int32_t>(p.first_token_id()),
@@ -102,7 +102,7 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::CancelPrefill(const PrefillTarge
   stub->async()->CancelPrefill(&call->context, &call->request, &call->response,
                                [this, call, done = std::move(done)](grpc::Status status) {
                                  if (!status.ok()) {
-                                   done(bridge::FromGrpc(status));
+                                   done(wire::FromGrpc(status));
                                  } else {
                                    done(call->response.writes_stopped());
                                  }
@@ -123,7 +123,7 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::CheckAlive(const PrefillTarget& 
   grpc::health::v1::Health::Stub* stub = StubsFor(target.address).health;
   stub->async()->Check(&call->context, &call->request, &call->response,
                        [this, call, done = std::move(done)](grpc::Status status) {
-                         done(bridge::FromGrpc(status));
+                         done(wire::FromGrpc(status));
                          Untrack(call.get());
                        });
   return call;

@@ -441,7 +441,7 @@ void OffloadCoordinator::FinishOffload(Sequence* seq) { offloads_.erase(seq); }
 void OffloadCoordinator::OnClientCancel(Sequence* seq) {
   auto it = offloads_.find(seq);
   if (it == offloads_.end()) {
-    loop_->FinishSequence(seq, engine::FinishReason::kCancelled);
+    loop_->FinishSequence(seq, text::FinishReason::kCancelled);
     return;
   }
   Offload* offload = it->second.get();
@@ -462,14 +462,14 @@ void OffloadCoordinator::OnClientCancel(Sequence* seq) {
     }
   }
   FinishOffload(seq);
-  loop_->FinishSequence(seq, engine::FinishReason::kCancelled);
+  loop_->FinishSequence(seq, text::FinishReason::kCancelled);
 }
 
 bool OffloadCoordinator::QuarantineAttempt(Attempt* attempt) {
   // Data for the token that arrives from now on is rejected by the transport; one-sided puts
   // cannot be rejected, hence the quarantine until the writer acknowledges.
   transport_->Release(attempt->token);
-  engine::BlockManager* blocks = loop_->scheduler().blocks();
+  kvcache::BlockManager* blocks = loop_->scheduler().blocks();
   auto q = std::make_shared<Quarantine>();
   const bool pool_blocks = !staging_.enabled();
   if (pool_blocks) {

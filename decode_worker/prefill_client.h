@@ -15,8 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/sampling.h"
 #include "kvtransfer/kv_transport.h"
+#include "text/sampling_config.h"
 
 namespace pdserve::decode {
 
@@ -45,7 +45,7 @@ struct OffloadBudget {
 struct PrefillJob {
   std::string request_id;
   std::vector<int32_t> prompt;
-  engine::SamplingConfig sampling;
+  text::SamplingConfig sampling;
   kvtransfer::TransferTarget target;
   uint64_t model_fingerprint = 0;
   int first_position = 0;

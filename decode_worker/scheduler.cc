@@ -6,7 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 
 namespace pdserve::decode {
 
@@ -32,7 +32,7 @@ absl::Status SchedulerConfig::Validate() const {
   return check("max_pending_tokens", max_pending_tokens, 1, 1 << 20);
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, engine::BlockManager* blocks)
+Scheduler::Scheduler(const SchedulerConfig& config, kvcache::BlockManager* blocks)
     : config_(config), blocks_(blocks) {}
 
 Scheduler::~Scheduler() = default;
@@ -136,7 +136,7 @@ bool Scheduler::Admit(Sequence* seq, SequenceState state, StepPlan* plan) {
     // At least one token must be computed (its logits sample the next token), so a prompt
     // that is all cached leaves its last block to recompute.
     const int cacheable = (seq->num_tokens() - 1) / bs;
-    hashes = engine::FullBlockHashes(
+    hashes = kvcache::FullBlockHashes(
         config_.model_fingerprint, absl::MakeConstSpan(seq->tokens).subspan(0, cacheable * bs), bs);
     cached = blocks_->MatchPrefix(hashes);
   }
@@ -289,8 +289,8 @@ void Scheduler::PublishFullBlocks(Sequence* seq) {
   size_t i = seq->block_hashes.size();
   while (static_cast<int>((i + 1) * bs) <= seq->num_computed && i < seq->block_table.size()) {
     const uint64_t parent = i == 0 ? 0 : seq->block_hashes[i - 1];
-    const uint64_t h = engine::BlockHash(config_.model_fingerprint, parent,
-                                         absl::MakeConstSpan(seq->tokens).subspan(i * bs, bs));
+    const uint64_t h = kvcache::BlockHash(config_.model_fingerprint, parent,
+                                          absl::MakeConstSpan(seq->tokens).subspan(i * bs, bs));
     seq->block_hashes.push_back(h);
     blocks_->Publish(seq->block_table[i], h);
     ++i;

@@ -33,7 +33,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "decode_worker/sequence.h"
-#include "engine/block_manager.h"
+#include "kvcache/block_manager.h"
 
 namespace pdserve::decode {
 
@@ -101,7 +101,7 @@ struct SchedulerCounters {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, engine::BlockManager* blocks);
+  Scheduler(const SchedulerConfig& config, kvcache::BlockManager* blocks);
   ~Scheduler();
 
   // Queues a sequence (state kWaiting). The queue's bound is the submitter's (max_waiting).
@@ -137,7 +137,7 @@ class Scheduler {
   std::vector<Sequence*> waiting() const;
   const SchedulerCounters& counters() const { return counters_; }
   const SchedulerConfig& config() const { return config_; }
-  engine::BlockManager* blocks() { return blocks_; }
+  kvcache::BlockManager* blocks() { return blocks_; }
 
  private:
   struct WaitingOrder {
@@ -167,7 +167,7 @@ class Scheduler {
   int BlocksFor(int tokens) const { return (tokens + config_.block_size - 1) / config_.block_size; }
 
   SchedulerConfig config_;
-  engine::BlockManager* blocks_;
+  kvcache::BlockManager* blocks_;
   std::set<Sequence*, WaitingOrder> waiting_;
   std::vector<Sequence*> running_;  // Includes AWAITING_KV sequences.
   absl::flat_hash_map<Sequence*, std::unique_ptr<Sequence>> owned_;

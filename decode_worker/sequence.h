@@ -13,8 +13,8 @@
 
 #include "absl/time/time.h"
 #include "decode_worker/stream_sink.h"
-#include "engine/generation_stream.h"
-#include "engine/sampling.h"
+#include "text/generation_stream.h"
+#include "text/sampling_config.h"
 
 namespace pdserve::decode {
 
@@ -53,8 +53,8 @@ struct Sequence {
   std::vector<int32_t> block_table;
   std::vector<uint64_t> block_hashes;  // Hashes of the full blocks computed so far.
   SequenceState state = SequenceState::kWaiting;
-  engine::SamplingConfig sampling;
-  std::unique_ptr<engine::GenerationStream> stream;
+  text::SamplingConfig sampling;
+  std::unique_ptr<text::GenerationStream> stream;
   std::shared_ptr<StreamSink> sink;
   int preemptions = 0;
   int prefill_chunks = 0;

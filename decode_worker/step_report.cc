@@ -22,7 +22,7 @@ void PackStep(const StepPlan& plan, engine::PackedBatch* batch) {
   }
 }
 
-LoadSnapshot DecodeLoad(const Scheduler& scheduler, const engine::BlockCounts& blocks) {
+LoadSnapshot DecodeLoad(const Scheduler& scheduler, const kvcache::BlockCounts& blocks) {
   LoadSnapshot load;
   load.running = scheduler.num_running();
   load.waiting = scheduler.num_waiting();

@@ -26,7 +26,7 @@ void PackStep(const StepPlan& plan, engine::PackedBatch* batch);
 
 // The scheduler's load as the router sees it: free blocks count the evictable cached ones too
 // (admission evicts them on demand).
-LoadSnapshot DecodeLoad(const Scheduler& scheduler, const engine::BlockCounts& blocks);
+LoadSnapshot DecodeLoad(const Scheduler& scheduler, const kvcache::BlockCounts& blocks);
 
 // The blocks of `seq`'s table an offload's KV transfer writes: those holding prompt positions
 // [cached_tokens, prompt_len) (the cached prefix's blocks are the prefix cache's).

@@ -22,7 +22,7 @@ class StreamSink {
                           int64_t unix_nanos) = 0;
   // The final message (serialized GenerateResult fields live in the implementation).
   struct Final {
-    int finish_reason = 0;  // engine::FinishReason
+    int finish_reason = 0;  // text::FinishReason
     std::string stop_reason;
     std::string error_message;
     int prompt_tokens = 0;

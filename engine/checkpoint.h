@@ -15,7 +15,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "engine/model_config.h"
+#include "common/model_config.h"
+#include "common/read_file.h"
 #include "engine/safetensors.h"
 
 namespace pdserve::engine {
@@ -53,9 +54,6 @@ class Checkpoint {
   absl::flat_hash_map<std::string, Location> tensors_;
   absl::flat_hash_set<std::string> read_;
 };
-
-// Reads a whole file into a string; NotFound with the path if it does not exist.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 }  // namespace pdserve::engine
 

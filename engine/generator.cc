@@ -9,8 +9,8 @@
 namespace pdserve::engine {
 
 absl::StatusOr<GeneratedSequence> GenerateSingle(
-    Model& model, const Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
-    const SamplingConfig& sampling, const std::vector<int32_t>& eos_token_ids,
+    Model& model, const text::Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
+    const text::SamplingConfig& sampling, const std::vector<int32_t>& eos_token_ids,
     const GenerateOptions& options, const std::function<void(const std::string&)>& on_text) {
   const ModelConfig& config = model.config();
   if (prompt.empty()) return absl::InvalidArgumentError("prompt: must not be empty");
@@ -30,7 +30,7 @@ absl::StatusOr<GeneratedSequence> GenerateSingle(
 
   const absl::Time start = absl::Now();
   GeneratedSequence out;
-  GenerationStream stream(tokenizer, sampling, eos_token_ids);
+  text::GenerationStream stream(tokenizer, sampling, eos_token_ids);
   SamplerScratch scratch;
   PackedBatch batch;
   Logits logits;
@@ -51,10 +51,10 @@ absl::StatusOr<GeneratedSequence> GenerateSingle(
     const int32_t token = logits.sampled[0];
     if (out.tokens.empty()) out.time_to_first_token = absl::Now() - start;
     out.tokens.push_back(token);
-    ASSIGN_OR_RETURN(GenerationStream::Update update, stream.Push(token));
+    ASSIGN_OR_RETURN(text::GenerationStream::Update update, stream.Push(token));
     out.text += update.text;
     if (on_text && !update.text.empty()) on_text(update.text);
-    if (update.finish != FinishReason::kNone) {
+    if (update.finish != text::FinishReason::kNone) {
       out.finish = update.finish;
       out.stop_reason = update.stop_reason;
       break;

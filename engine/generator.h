@@ -12,10 +12,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/generation_stream.h"
 #include "engine/model.h"
-#include "engine/sampling.h"
-#include "engine/tokenizer.h"
+#include "text/generation_stream.h"
+#include "text/sampling_config.h"
+#include "text/tokenizer.h"
 
 namespace pdserve::engine {
 
@@ -29,7 +29,7 @@ struct GenerateOptions {
 struct GeneratedSequence {
   std::vector<int32_t> tokens;
   std::string text;
-  FinishReason finish = FinishReason::kNone;
+  text::FinishReason finish = text::FinishReason::kNone;
   std::string stop_reason;
   absl::Duration time_to_first_token;
   absl::Duration total_time;
@@ -37,8 +37,8 @@ struct GeneratedSequence {
 
 // `on_text` (optional) receives each piece of text as it is produced.
 absl::StatusOr<GeneratedSequence> GenerateSingle(
-    Model& model, const Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
-    const SamplingConfig& sampling, const std::vector<int32_t>& eos_token_ids,
+    Model& model, const text::Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
+    const text::SamplingConfig& sampling, const std::vector<int32_t>& eos_token_ids,
     const GenerateOptions& options,
     const std::function<void(const std::string&)>& on_text = nullptr);
 

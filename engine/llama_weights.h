@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/model_config.h"
 #include "engine/checkpoint.h"
-#include "engine/model_config.h"
 
 namespace pdserve::engine {
 

@@ -2,7 +2,7 @@
 
 namespace pdserve::engine {
 
-absl::Status ForwardAndSample(Model& model, const PackedBatch& batch, KvPool& pool,
+absl::Status ForwardAndSample(Model& model, const PackedBatch& batch, kvcache::KvPool& pool,
                               ForwardOptions options, absl::Span<const RowSampling> rows,
                               Logits* logits, SamplerScratch* scratch) {
   const int want = batch.num_logit_rows();

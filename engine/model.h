@@ -15,16 +15,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/kv_layout.h"
+#include "common/model_config.h"
 #include "engine/batch.h"
-#include "engine/kv_pool.h"
-#include "engine/model_config.h"
 #include "engine/sampling.h"
+#include "kvcache/kv_pool.h"
 
 namespace pdserve::engine {
 
 // How to sample one logits row: SampleToken's config and the position the token will take.
 struct RowSampling {
-  const SamplingConfig* config = nullptr;
+  const text::SamplingConfig* config = nullptr;
   uint64_t position = 0;
 };
 
@@ -66,13 +66,14 @@ class Model {
   // Runs the batch: writes every token's K/V into `pool` and fills `logits` with one row
   // per sequence that wants logits. InvalidArgument for a malformed batch (bad token id,
   // block table too short or out of range), CANCELLED if the layer hook asked to stop.
-  virtual absl::Status Forward(const PackedBatch& batch, KvPool& pool,
+  virtual absl::Status Forward(const PackedBatch& batch, kvcache::KvPool& pool,
                                const ForwardOptions& options, Logits* logits) = 0;
 
   // A KV pool this model can read and write, zeroed: host memory for the CPU backend, device
   // memory for the CUDA one.
-  virtual absl::StatusOr<std::unique_ptr<KvPool>> AllocateKvPool(const KvLayout& layout) const {
-    return KvPool::Allocate(layout);
+  virtual absl::StatusOr<std::unique_ptr<kvcache::KvPool>> AllocateKvPool(
+      const KvLayout& layout) const {
+    return kvcache::KvPool::Allocate(layout);
   }
   // Whether AllocateKvPool's memory is on a device (host code must not touch it).
   virtual bool kv_pool_on_device() const { return false; }
@@ -82,7 +83,7 @@ class Model {
 
   // What every backend's Forward checks first: the pool's geometry is this model's, and the
   // batch is well formed for it (PackedBatch::Validate).
-  absl::Status CheckForwardInputs(const PackedBatch& batch, const KvPool& pool) const {
+  absl::Status CheckForwardInputs(const PackedBatch& batch, const kvcache::KvPool& pool) const {
     const ModelConfig& c = config();
     const KvLayout& layout = pool.layout();
     if (layout.num_layers != c.num_layers || layout.num_kv_heads != c.num_kv_heads ||
@@ -110,7 +111,7 @@ class Model {
 // Runs the batch and samples each logits row's next token into logits->sampled: on the
 // device where the backend does, else here with SampleToken (the same rule and random stream).
 // `rows` must have one entry per sequence that wants logits.
-absl::Status ForwardAndSample(Model& model, const PackedBatch& batch, KvPool& pool,
+absl::Status ForwardAndSample(Model& model, const PackedBatch& batch, kvcache::KvPool& pool,
                               ForwardOptions options, absl::Span<const RowSampling> rows,
                               Logits* logits, SamplerScratch* scratch);
 

@@ -19,10 +19,12 @@ namespace {
 
 // The directory's tokenizer.json, or null without one; an error when it has more ids than
 // `vocab_size`.
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& dir, int vocab_size) {
+absl::StatusOr<std::unique_ptr<text::Tokenizer>> LoadTokenizer(const std::string& dir,
+                                                               int vocab_size) {
   const std::string tokenizer_path = dir + "/tokenizer.json";
-  if (!std::filesystem::exists(tokenizer_path)) return std::unique_ptr<Tokenizer>();
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, Tokenizer::FromFile(tokenizer_path));
+  if (!std::filesystem::exists(tokenizer_path)) return std::unique_ptr<text::Tokenizer>();
+  ASSIGN_OR_RETURN(std::unique_ptr<text::Tokenizer> tokenizer,
+                   text::Tokenizer::FromFile(tokenizer_path));
   if (tokenizer->vocab_size() > vocab_size) {
     return absl::InvalidArgumentError(
         absl::StrCat(tokenizer_path, ": tokenizer has ", tokenizer->vocab_size(),
@@ -34,7 +36,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& dir,
 // The emulated backend: config.json and the profile, no weights.
 absl::StatusOr<std::unique_ptr<Model>> LoadEmulatedModel(const std::string& dir,
                                                          const EmulatedEngineOptions& options,
-                                                         const Tokenizer* tokenizer) {
+                                                         const text::Tokenizer* tokenizer) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir + "/config.json"));
   absl::StatusOr<ModelConfig> base = ModelConfig::FromJson(text);
   if (!base.ok()) {

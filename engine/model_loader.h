@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace pdserve::engine {
 
@@ -53,9 +53,9 @@ struct EngineOptions {
 
 struct LoadedModel {
   std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;  // Null when the directory has no tokenizer.json.
-  std::string name;                      // Directory base name.
-  std::vector<int32_t> eos_token_ids;    // config.json + generation_config.json.
+  std::unique_ptr<text::Tokenizer> tokenizer;  // Null when the directory has no tokenizer.json.
+  std::string name;                            // Directory base name.
+  std::vector<int32_t> eos_token_ids;          // config.json + generation_config.json.
 };
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& dir, const EngineOptions& options);

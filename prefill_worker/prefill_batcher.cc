@@ -44,7 +44,7 @@ absl::Status PrefillBatcherConfig::Validate() const {
   return absl::OkStatus();
 }
 
-PrefillBatcher::PrefillBatcher(engine::Model* model, engine::KvPool* pool,
+PrefillBatcher::PrefillBatcher(engine::Model* model, kvcache::KvPool* pool,
                                kvtransfer::KvTransport* transport,
                                kvtransfer::LocalPool* transport_pool,
                                const PrefillBatcherConfig& config, PrefillMetrics* metrics,
@@ -263,20 +263,32 @@ absl::StatusOr<std::unique_ptr<kvtransfer::OutboundTransfer>> PrefillBatcher::Op
                                                               *std::move(lease));
 }
 
-void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
-  struct Entry {
-    std::unique_ptr<PrefillJob> job;
-    std::vector<int32_t> table;
-    std::vector<int32_t> source_blocks;  // The suffix's blocks in this worker's pool.
-    std::unique_ptr<kvtransfer::OutboundTransfer> transfer;
-    std::shared_ptr<Active> active;
-    bool computing = false;  // In the forward (blocks allocated, transfer open).
-    bool aborted = false;
-    absl::Status error;
-    absl::Time first_write;
-    PrefillJobResult result;
-  };
-  const absl::Time batch_start = absl::Now();
+// One job of a batch, from its opening to its answer.
+struct PrefillBatcher::Entry {
+  std::unique_ptr<PrefillJob> job;
+  std::vector<int32_t> table;
+  std::vector<int32_t> source_blocks;  // The suffix's blocks in this worker's pool.
+  std::unique_ptr<kvtransfer::OutboundTransfer> transfer;
+  std::shared_ptr<Active> active;
+  bool computing = false;  // In the forward (blocks allocated, transfer open).
+  bool aborted = false;
+  absl::Status error;
+  absl::Time first_write;
+  PrefillJobResult result;
+
+  // Stops the job's writes for `why` (nothing in flight can land after the abort) and
+  // acknowledges the cancellations waiting for that.
+  void StopWriting(absl::Status why) {
+    aborted = true;
+    error = std::move(why);
+    const absl::Status s = transfer->Abort(absl::Seconds(10));
+    if (!s.ok()) PDS_LOG(WARNING) << job->request_id << ": abort: " << s;
+    active->MarkStopped(false);
+  }
+};
+
+std::vector<PrefillBatcher::Entry> PrefillBatcher::OpenBatch(
+    std::vector<std::unique_ptr<PrefillJob>> jobs, absl::Time batch_start) {
   const int bs = pool_->layout().block_size;
   std::vector<Entry> entries;
   for (auto& job : jobs) {
@@ -300,8 +312,7 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
     e.job = std::move(job);
     entries.push_back(std::move(e));
   }
-  // Blocks and the packed batch for every job that can run.
-  engine::PackedBatch batch;
+  // Blocks for every job that can run.
   for (Entry& e : entries) {
     if (!e.error.ok()) continue;
     const int n = static_cast<int>(e.job->prompt.size());
@@ -314,6 +325,73 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
                            e.table.begin() + first + e.job->target.block_ids.size());
     e.computing = true;
   }
+  return entries;
+}
+
+int PrefillBatcher::WriteLayer(std::vector<Entry>& entries, int layer) {
+  int live = 0;
+  for (Entry& e : entries) {
+    if (!e.computing || !e.error.ok() || e.aborted) continue;
+    if (e.active->cancelled.load()) {
+      e.StopWriting(absl::CancelledError("prefill cancelled"));
+      metrics_->requests_cancelled.Increment();
+      continue;
+    }
+    if (absl::Now() > e.job->deadline) {
+      // The receiver frees these blocks once the deadline passed (it cannot tell a stopped
+      // worker from a slow one): nothing may land after it.
+      e.StopWriting(absl::DeadlineExceededError("prefill deadline passed while writing"));
+      metrics_->Failure("deadline").Increment();
+      continue;
+    }
+    if (e.first_write == absl::Time()) e.first_write = absl::Now();
+    if (absl::Status s = e.transfer->WriteLayer(layer, e.source_blocks); !s.ok()) {
+      e.StopWriting(s);
+      metrics_->Failure("transfer").Increment();
+      continue;
+    }
+    metrics_->transfer_layers.Increment();
+    ++live;
+  }
+  return live;
+}
+
+void PrefillBatcher::FinishEntry(Entry& e, int row, const absl::Status& forward,
+                                 absl::Time forward_end, const engine::Logits& logits) {
+  if (e.error.ok() && !forward.ok()) e.error = forward;
+  if (e.error.ok() && e.active->cancelled.load() && !e.aborted) {
+    e.aborted = true;
+    e.error = absl::CancelledError("prefill cancelled");
+    e.transfer->Abort(absl::Seconds(10)).IgnoreError();
+    metrics_->requests_cancelled.Increment();
+  }
+  if (!e.error.ok()) return;
+  const absl::Duration budget = std::min(config_.finish_timeout, e.job->deadline - absl::Now());
+  e.error = e.transfer->Finish(budget);
+  const absl::Time finished = absl::Now();
+  // The tail: what the transfer adds after the forward (the last layer's KV is written into
+  // the pool, and its writes issued, before that layer's attention and MLP run).
+  e.result.transfer_tail_ms = Ms(finished - forward_end);
+  e.result.transfer_ms = Ms(finished - e.first_write);
+  e.result.transfer_bytes = e.transfer->bytes_written();
+  if (!e.error.ok()) {
+    metrics_->Failure("transfer").Increment();
+    e.transfer->Abort(absl::Seconds(10)).IgnoreError();
+    return;
+  }
+  e.result.first_token = logits.sampled[row];
+  e.result.computed_tokens = static_cast<int>(e.job->prompt.size());
+  metrics_->transfer_time.Observe(e.result.transfer_ms / 1e3);
+  metrics_->transfer_tail.Observe(e.result.transfer_tail_ms / 1e3);
+  metrics_->transfer_bytes.Increment(static_cast<double>(e.result.transfer_bytes));
+  metrics_->prefill_tokens.Increment(static_cast<double>(e.job->prompt.size()));
+  metrics_->requests_completed.Increment();
+}
+
+void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
+  const absl::Time batch_start = absl::Now();
+  std::vector<Entry> entries = OpenBatch(std::move(jobs), batch_start);
+  engine::PackedBatch batch;
   std::vector<engine::RowSampling> sample_rows;  // The first token of each, in batch order.
   for (Entry& e : entries) {
     if (!e.computing) continue;
@@ -321,47 +399,9 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
     sample_rows.push_back({&e.job->sampling, static_cast<uint64_t>(e.job->prompt.size())});
   }
   const bool layerwise = config_.transfer_mode == "layerwise";
-  auto write_layer = [&](int layer) {
-    int live = 0;
-    for (Entry& e : entries) {
-      if (!e.computing || !e.error.ok() || e.aborted) continue;
-      if (e.active->cancelled.load()) {
-        // Stop writing: abort waits until nothing in flight can land, then acknowledge.
-        e.aborted = true;
-        e.error = absl::CancelledError("prefill cancelled");
-        const absl::Status s = e.transfer->Abort(absl::Seconds(10));
-        if (!s.ok()) PDS_LOG(WARNING) << e.job->request_id << ": abort: " << s;
-        e.active->MarkStopped(false);
-        metrics_->requests_cancelled.Increment();
-        continue;
-      }
-      if (absl::Now() > e.job->deadline) {
-        // The receiver frees these blocks once the deadline passed (it cannot tell a stopped
-        // worker from a slow one): nothing may land after it.
-        e.aborted = true;
-        e.error = absl::DeadlineExceededError("prefill deadline passed while writing");
-        e.transfer->Abort(absl::Seconds(10)).IgnoreError();
-        e.active->MarkStopped(false);
-        metrics_->Failure("deadline").Increment();
-        continue;
-      }
-      if (e.first_write == absl::Time()) e.first_write = absl::Now();
-      if (absl::Status s = e.transfer->WriteLayer(layer, e.source_blocks); !s.ok()) {
-        e.error = s;
-        e.aborted = true;
-        e.transfer->Abort(absl::Seconds(10)).IgnoreError();
-        e.active->MarkStopped(false);
-        metrics_->Failure("transfer").Increment();
-        continue;
-      }
-      metrics_->transfer_layers.Increment();
-      ++live;
-    }
-    return live;
-  };
   engine::ForwardOptions options;
   options.layer_hook = [&](int layer) {
-    const int live = layerwise ? write_layer(layer) : 1;
+    const int live = layerwise ? WriteLayer(entries, layer) : 1;
     if (config_.layer_delay > absl::ZeroDuration()) absl::SleepFor(config_.layer_delay);
     if (!layerwise) {
       // Bulk mode still honours cancellation between layers.
@@ -380,43 +420,18 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
   const absl::Time forward_end = absl::Now();
   const double compute_ms = Ms(forward_end - batch_start);
   if (!layerwise && forward.ok()) {
-    for (int l = 0; l < model_->config().num_layers; ++l) write_layer(l);
+    for (int l = 0; l < model_->config().num_layers; ++l) WriteLayer(entries, l);
   }
   int row = 0;
   uint64_t batch_bytes = 0;
   double transfer_seconds = 0;
   for (Entry& e : entries) {
     const bool ran = e.computing;
-    const int my_row = ran ? row++ : -1;
-    if (ran && e.error.ok() && !forward.ok()) e.error = forward;
-    if (ran && e.error.ok() && e.active->cancelled.load() && !e.aborted) {
-      e.aborted = true;
-      e.error = absl::CancelledError("prefill cancelled");
-      e.transfer->Abort(absl::Seconds(10)).IgnoreError();
-      metrics_->requests_cancelled.Increment();
-    }
-    if (ran && e.error.ok()) {
-      const absl::Duration budget = std::min(config_.finish_timeout, e.job->deadline - absl::Now());
-      e.error = e.transfer->Finish(budget);
-      const absl::Time finished = absl::Now();
-      // The tail: what the transfer adds after the forward (the last layer's KV is written
-      // into the pool, and its writes issued, before that layer's attention and MLP run).
-      e.result.transfer_tail_ms = Ms(finished - forward_end);
-      e.result.transfer_ms = Ms(finished - e.first_write);
-      e.result.transfer_bytes = e.transfer->bytes_written();
+    if (ran) {
+      FinishEntry(e, row++, forward, forward_end, logits);
       if (e.error.ok()) {
-        e.result.first_token = logits.sampled[my_row];
-        e.result.computed_tokens = static_cast<int>(e.job->prompt.size());
         batch_bytes += e.result.transfer_bytes;
         transfer_seconds += e.result.transfer_ms / 1e3;
-        metrics_->transfer_time.Observe(e.result.transfer_ms / 1e3);
-        metrics_->transfer_tail.Observe(e.result.transfer_tail_ms / 1e3);
-        metrics_->transfer_bytes.Increment(static_cast<double>(e.result.transfer_bytes));
-        metrics_->prefill_tokens.Increment(static_cast<double>(e.job->prompt.size()));
-        metrics_->requests_completed.Increment();
-      } else {
-        metrics_->Failure("transfer").Increment();
-        e.transfer->Abort(absl::Seconds(10)).IgnoreError();
       }
     }
     e.result.compute_ms = compute_ms;
@@ -433,22 +448,25 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
     active_.erase(e.job->target.token);
   }
   metrics_->prefill_time.Observe(compute_ms / 1e3);
-  {
-    absl::MutexLock lock(&mu_);
-    for (const Entry& e : entries) pending_tokens_ -= static_cast<int64_t>(e.job->prompt.size());
-    metrics_->queue_tokens.Set(static_cast<double>(pending_tokens_));
-    if (compute_ms > 0 && batch.num_tokens() > 0) {
-      const double tps = batch.num_tokens() / (compute_ms / 1e3);
-      tokens_per_second_ = tokens_per_second_ == 0 ? tps : 0.7 * tokens_per_second_ + 0.3 * tps;
-      metrics_->prefill_tokens_per_second.Set(tokens_per_second_);
-    }
-    if (transfer_seconds > 0) {
-      const double bw = batch_bytes / transfer_seconds;
-      bytes_per_second_ = bytes_per_second_ == 0 ? bw : 0.7 * bytes_per_second_ + 0.3 * bw;
-      metrics_->transfer_bandwidth.Set(bytes_per_second_);
-    }
-  }
+  UpdateRates(entries, compute_ms, batch.num_tokens(), batch_bytes, transfer_seconds);
   for (Entry& e : entries) e.job->done(e.result);
+}
+
+void PrefillBatcher::UpdateRates(const std::vector<Entry>& entries, double compute_ms,
+                                 int batch_tokens, uint64_t batch_bytes, double transfer_seconds) {
+  absl::MutexLock lock(&mu_);
+  for (const Entry& e : entries) pending_tokens_ -= static_cast<int64_t>(e.job->prompt.size());
+  metrics_->queue_tokens.Set(static_cast<double>(pending_tokens_));
+  if (compute_ms > 0 && batch_tokens > 0) {
+    const double tps = batch_tokens / (compute_ms / 1e3);
+    tokens_per_second_ = tokens_per_second_ == 0 ? tps : 0.7 * tokens_per_second_ + 0.3 * tps;
+    metrics_->prefill_tokens_per_second.Set(tokens_per_second_);
+  }
+  if (transfer_seconds > 0) {
+    const double bw = batch_bytes / transfer_seconds;
+    bytes_per_second_ = bytes_per_second_ == 0 ? bw : 0.7 * bytes_per_second_ + 0.3 * bw;
+    metrics_->transfer_bandwidth.Set(bytes_per_second_);
+  }
 }
 
 }  // namespace pdserve::prefill

@@ -20,12 +20,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "engine/block_manager.h"
 #include "engine/model.h"
-#include "engine/sampling.h"
+#include "kvcache/block_manager.h"
 #include "kvtransfer/kv_transport.h"
 #include "kvtransfer/staging/staged_transfer.h"
 #include "prefill_worker/prefill_metrics.h"
+#include "text/sampling_config.h"
 
 namespace pdserve::prefill {
 
@@ -43,7 +43,7 @@ struct PrefillJobResult {
 struct PrefillJob {
   std::string request_id;
   std::vector<int32_t> prompt;
-  engine::SamplingConfig sampling;
+  text::SamplingConfig sampling;
   kvtransfer::TransferTarget target;
   int first_position = 0;  // First position written (block aligned).
   absl::Time arrival;
@@ -69,7 +69,7 @@ class PrefillBatcher {
   // With `staging` enabled, `pool` is the model's (a device pool) and `transport_pool` the
   // registered staging pool: each transfer leases staging blocks and ships each layer through
   // them (kvtransfer/staging/staged_transfer.h).
-  PrefillBatcher(engine::Model* model, engine::KvPool* pool, kvtransfer::KvTransport* transport,
+  PrefillBatcher(engine::Model* model, kvcache::KvPool* pool, kvtransfer::KvTransport* transport,
                  kvtransfer::LocalPool* transport_pool, const PrefillBatcherConfig& config,
                  PrefillMetrics* metrics, kvtransfer::StagingPath staging = {});
   ~PrefillBatcher();
@@ -103,19 +103,36 @@ class PrefillBatcher {
 
  private:
   struct Active;
+  struct Entry;
   void Run();
+  // One batch: open (transfers, blocks), forward with each layer written as it is in the pool,
+  // finish each job's transfer, answer each job.
   void RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs);
+  // The batch's jobs with their transfers opened and blocks allocated (`computing`), or the
+  // error that keeps each one out.
+  std::vector<Entry> OpenBatch(std::vector<std::unique_ptr<PrefillJob>> jobs,
+                               absl::Time batch_start);
+  // Writes `layer` of every job still writing (a cancelled or late one stops here); returns
+  // how many still write.
+  int WriteLayer(std::vector<Entry>& entries, int layer);
+  // After the forward: finishes a computed job's transfer and fills its result (`row` is its
+  // row in the batch's logits).
+  void FinishEntry(Entry& e, int row, const absl::Status& forward, absl::Time forward_end,
+                   const engine::Logits& logits);
+  // The queue and the measured throughputs, once a batch is done.
+  void UpdateRates(const std::vector<Entry>& entries, double compute_ms, int batch_tokens,
+                   uint64_t batch_bytes, double transfer_seconds);
   // The job's transfer: the transport's, wrapped to stage through a lease when staging.
   absl::StatusOr<std::unique_ptr<kvtransfer::OutboundTransfer>> OpenTransfer(const PrefillJob& job);
 
   engine::Model* model_;
-  engine::KvPool* pool_;
+  kvcache::KvPool* pool_;
   kvtransfer::KvTransport* transport_;
   kvtransfer::LocalPool* transport_pool_;
   const kvtransfer::StagingPath staging_;
   PrefillBatcherConfig config_;
   PrefillMetrics* metrics_;
-  engine::BlockManager blocks_;  // Batch thread only.
+  kvcache::BlockManager blocks_;  // Batch thread only.
   std::thread thread_;
 
   mutable absl::Mutex mu_;

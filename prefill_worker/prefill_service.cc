@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "proto/bridge/request_bridge.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::prefill {
 namespace {
@@ -27,7 +27,7 @@ class PrefillReactor final : public grpc::ServerUnaryReactor {
 
 absl::StatusOr<std::unique_ptr<PrefillJob>> JobFromRequest(const v1::PrefillRequest& request,
                                                            int vocab_size, absl::Time deadline) {
-  RETURN_IF_ERROR(bridge::ValidateRequestId(request.request_id()));
+  RETURN_IF_ERROR(wire::ValidateRequestId(request.request_id()));
   auto job = std::make_unique<PrefillJob>();
   job->request_id = request.request_id();
   job->arrival = absl::Now();
@@ -41,8 +41,8 @@ absl::StatusOr<std::unique_ptr<PrefillJob>> JobFromRequest(const v1::PrefillRequ
     job->prompt.push_back(static_cast<int32_t>(id));
   }
   if (job->prompt.empty()) return absl::InvalidArgumentError("token_ids: must not be empty");
-  ASSIGN_OR_RETURN(job->sampling, bridge::SamplingFromProto(request.sampling(), vocab_size));
-  ASSIGN_OR_RETURN(job->target, bridge::TargetFromProto(request.target()));
+  ASSIGN_OR_RETURN(job->sampling, wire::SamplingFromProto(request.sampling(), vocab_size));
+  ASSIGN_OR_RETURN(job->target, wire::TargetFromProto(request.target()));
   job->first_position = static_cast<int>(request.target().first_position());
   const uint32_t expected_tokens = static_cast<uint32_t>(job->prompt.size()) -
                                    std::min<uint32_t>(request.target().first_position(),
@@ -73,7 +73,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
                                                   v1::PrefillResponse* response) {
   auto* reactor = new PrefillReactor(batcher_, request->target().transfer_token());
   auto fail = [&](const absl::Status& s) {
-    reactor->Finish(bridge::ToGrpc(s));
+    reactor->Finish(wire::ToGrpc(s));
     return reactor;
   };
   auto built = JobFromRequest(*request, vocab_size_, absl::FromChrono(context->deadline()));
@@ -83,7 +83,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   const uint64_t epoch = epoch_;
   job->done = [reactor, response, id, epoch](const PrefillJobResult& r) {
     if (!r.status.ok()) {
-      reactor->Finish(bridge::ToGrpc(r.status));
+      reactor->Finish(wire::ToGrpc(r.status));
       return;
     }
     response->set_first_token_id(static_cast<uint32_t>(r.first_token));

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/retry_after.h"
-#include "proto/bridge/request_bridge.h"
 #include "router/request_errors.h"
 #include "server/grpc_channel.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::router {
 namespace {
@@ -85,7 +85,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
   // distinct unknown name would add series that never go away.
   if (!model.ok()) return fail("", model.status());
   const CatalogModel* m = *model;
-  bridge::ModelLimits limits;
+  wire::ModelLimits limits;
   limits.model_name = m->name;
   limits.vocab_size = m->config.vocab_size;
   limits.max_context_tokens = m->config.max_position_embeddings;
@@ -93,8 +93,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
                                 ? options_.max_prompt_bytes
                                 : int64_t{16} * m->config.max_position_embeddings;
   // What costs nothing is checked here, on gRPC's thread; tokenizing is not.
-  if (absl::Status s = bridge::PrecheckGenerateRequest(*request, limits); !s.ok())
-    return fail(m->name, s);
+  absl::StatusOr<wire::PrecheckedRequest> prechecked =
+      wire::PrecheckGenerateRequest(*request, limits);
+  if (!prechecked.ok()) return fail(m->name, prechecked.status());
   absl::StatusOr<SloConfig> slo =
       options_.slos.Resolve(request->objectives().slo_class(), request->objectives().ttft_ms(),
                             request->objectives().tpot_ms());
@@ -122,7 +123,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
   metrics_->requests_in_flight.Increment();
   RelayCall* call = RelayCall::Create(deps_, context, m, arrival, *std::move(admitted));
   // The catalog's name is what an empty request names.
-  auto start = [call, m, limits, slo = *slo, forwarded = *request]() mutable {
+  auto start = [call, m, limits, slo = *slo, prechecked = *std::move(prechecked),
+                forwarded = *request]() mutable {
     forwarded.set_model(m->name);
     if (forwarded.prompt_case() == v1::GenerateRequest::kChat && m->chat_template == nullptr &&
         !m->chat_template_error.empty()) {
@@ -131,11 +133,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateParsed(
                        "' has a chat template this router cannot run: ", m->chat_template_error)));
       return;
     }
-    auto validated = bridge::ValidateGenerateRequest(forwarded, limits, m->tokenizer.get(),
-                                                     m->chat_template.get());
+    auto validated = wire::ValidatePrecheckedRequest(forwarded, limits, std::move(prechecked),
+                                                     m->tokenizer.get(), m->chat_template.get());
     if (!validated.ok()) {
-      const bool big =
-          bridge::PromptBytes(forwarded) >= static_cast<int64_t>(kTrimAfterPromptBytes);
+      const bool big = wire::PromptBytes(forwarded) >= static_cast<int64_t>(kTrimAfterPromptBytes);
       call->Fail(validated.status());
       if (big) {
         // Megabytes of text and its pieces were just freed on this thread's arena; give them

@@ -26,20 +26,20 @@ absl::StatusOr<std::unique_ptr<ModelCatalog>> ModelCatalog::Load(
       return absl::NotFoundError(absl::StrCat("--model: ", dir, "/config.json: cannot open"));
     std::stringstream text;
     text << in.rdbuf();
-    auto config = engine::ModelConfig::FromJson(text.str());
+    auto config = ModelConfig::FromJson(text.str());
     if (!config.ok())
       return absl::InvalidArgumentError(
           absl::StrCat(dir, "/config.json: ", config.status().message()));
     m->config = *std::move(config);
     if (std::filesystem::exists(dir + "/tokenizer.json")) {
-      auto tokenizer = engine::Tokenizer::FromFile(dir + "/tokenizer.json");
+      auto tokenizer = text::Tokenizer::FromFile(dir + "/tokenizer.json");
       if (!tokenizer.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat(dir, "/tokenizer.json: ", tokenizer.status().message()));
       }
       m->tokenizer = *std::move(tokenizer);
     }
-    auto chat_template = engine::ChatTemplate::FromModelDir(dir);
+    auto chat_template = text::ChatTemplate::FromModelDir(dir);
     if (chat_template.ok()) {
       m->chat_template = *std::move(chat_template);
     } else if (!absl::IsNotFound(chat_template.status())) {

@@ -12,20 +12,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/chat_template.h"
-#include "engine/model_config.h"
-#include "engine/tokenizer.h"
+#include "common/model_config.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 namespace pdserve::router {
 
 struct CatalogModel {
   std::string name;
   std::string dir;
-  engine::ModelConfig config;
-  std::unique_ptr<engine::Tokenizer> tokenizer;  // Null: token-id prompts only.
+  ModelConfig config;
+  std::unique_ptr<text::Tokenizer> tokenizer;  // Null: token-id prompts only.
   // Null: chat prompts are refused, naming chat_template_error when the template exists but
   // could not be loaded (the router still serves text and token prompts then).
-  std::unique_ptr<engine::ChatTemplate> chat_template;
+  std::unique_ptr<text::ChatTemplate> chat_template;
   std::string chat_template_error;
 };
 

@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/retry_after.h"
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 #include "router/decode_work.h"
 
 namespace pdserve::router {
@@ -29,6 +29,60 @@ Placer::Placer(WorkerRegistry* registry, const CostModel* cost_model, const Plac
       metrics_(metrics),
       log_(log) {}
 
+std::vector<CandidateView> Placer::ViewCandidates(absl::Span<WorkerEntry* const> decode,
+                                                  const PrefixIndex& prefix,
+                                                  absl::Span<const int32_t> prompt) const {
+  const int prompt_len = static_cast<int>(prompt.size());
+  // Longest cached prefix per worker, hashing once per (fingerprint, block size).
+  absl::flat_hash_map<PrefixIndex::Slot, int> cached_blocks;
+  std::vector<std::pair<uint64_t, int>> hashed;
+  std::vector<std::pair<PrefixIndex::Slot, int>> matches;
+  for (const WorkerEntry* e : decode) {
+    const uint64_t fp = e->info.model_fingerprint;
+    const int bs = e->info.kv_layout.block_size;
+    if (std::find(hashed.begin(), hashed.end(), std::pair{fp, bs}) != hashed.end()) continue;
+    hashed.emplace_back(fp, bs);
+    const int cacheable = (prompt_len - 1) / bs;  // As the decode worker: one token computes.
+    const std::vector<uint64_t> hashes =
+        kvcache::FullBlockHashes(fp, prompt.subspan(0, static_cast<size_t>(cacheable) * bs), bs);
+    matches.clear();
+    prefix.Match(hashes, &matches);
+    for (auto [slot, blocks] : matches) cached_blocks[slot] = blocks;
+  }
+  // A worker's load: its request count, or with DecodeBalance::kWork the decode step time its
+  // requests predict (their count and the KV positions they attend to, each at the cost
+  // model's price; prices are per model fingerprint, most placements see one). PlacerConfig
+  // says why counts stay the default.
+  std::vector<std::pair<uint64_t, DecodeWorkPrice>> prices;
+  auto price_of = [&](uint64_t fp) {
+    for (const auto& [f, p] : prices)
+      if (f == fp) return p;
+    prices.emplace_back(fp, PriceDecodeWork(*cost_model_, fp));
+    return prices.back().second;
+  };
+  std::vector<CandidateView> views(decode.size());
+  for (size_t i = 0; i < decode.size(); ++i) {
+    const WorkerEntry& e = *decode[i];
+    const int bs = e.info.kv_layout.block_size;
+    CandidateView& v = views[i];
+    auto it = cached_blocks.find(e.slot);
+    v.cached_tokens = it == cached_blocks.end() ? 0 : it->second * bs;
+    // Whether its free blocks (as last reported) hold the uncached prompt and a token: one
+    // that cannot would queue the request until others finish.
+    v.fits = e.load.free_blocks >= (prompt_len + 1 - v.cached_tokens + bs - 1) / bs;
+    v.requests = DecodeLoad(e);
+    v.work = v.requests;
+    v.free_blocks = e.load.free_blocks;
+    if (config_.decode_balance == DecodeBalance::kWork) {
+      // A fit that prices neither (not a real model) leaves the counts.
+      const DecodeWorkPrice p = price_of(e.info.model_fingerprint);
+      if (p.per_stream_ms > 0 || p.per_position_ms > 0)
+        v.work = p.per_stream_ms * v.requests + p.per_position_ms * DecodeContext(e);
+    }
+  }
+  return views;
+}
+
 absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
   const absl::Time start = absl::Now();  // Of the decision's own (wall-clock) latency.
   // The cluster's time (the registry's clock: virtual in the simulator) for arrival rates.
@@ -36,6 +90,13 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
   const std::vector<int32_t>& prompt = *req.prompt;
   const int prompt_len = static_cast<int>(prompt.size());
   const std::string& model = req.model->name;
+  DecodeDemand demand;
+  demand.model = model;
+  demand.prompt_tokens = prompt_len;
+  demand.max_tokens = req.max_tokens;
+  demand.exclude = req.exclude;
+  demand.max_waiting_per_worker = config_.max_waiting_per_worker;
+  demand.retry_after = config_.retry_after;
   absl::Status error;
   PlacementResult result;
   PlacementDecision decision;
@@ -43,167 +104,22 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
   int running = 0;
 
   registry_->WithLock([&](std::vector<WorkerEntry*>& workers, const PrefixIndex& prefix) {
-    // Decode candidates: this model, able to hold the request, not excluded.
-    std::vector<WorkerEntry*> decode;
-    bool any_for_model = false;
-    bool any_capable = false;    // Some worker could hold it at all (excluded or not).
-    int64_t largest_tokens = 0;  // The most prompt + output tokens one worker holds.
-    bool any_fits = false;
-    for (WorkerEntry* e : workers) {
-      if (!e->is_decode() || e->info.model != model) continue;
-      any_for_model = true;
-      const WorkerInfo& r = e->info;
-      const int bs = r.kv_layout.block_size;
-      largest_tokens = std::max<int64_t>(
-          largest_tokens,
-          std::min<int64_t>(r.max_context_tokens, int64_t{r.kv_layout.num_blocks} * bs - 1));
-      if (prompt_len + req.max_tokens > r.max_context_tokens) continue;
-      if ((prompt_len + 1 + bs - 1) / bs > r.kv_layout.num_blocks) continue;
-      any_capable = true;
-      if (std::find(req.exclude.begin(), req.exclude.end(), r.worker_id) != req.exclude.end())
-        continue;
-      if (!e->accepting()) continue;  // Changing role or stopping: what runs there finishes.
-      any_fits = true;
-      if (e->load.waiting + e->dispatched_since_report >= config_.max_waiting_per_worker) continue;
-      decode.push_back(e);
-    }
-    if (!any_for_model) {
-      error =
-          absl::UnavailableError(absl::StrCat("no decode worker serves model '", model, "' now"));
+    absl::StatusOr<std::vector<WorkerEntry*>> decode = DecodeCandidates(workers, demand);
+    if (!decode.ok()) {
+      error = decode.status();
       return;
     }
-    if (!any_capable) {
-      // No retry can help: the request is too big for every worker there is.
-      error = absl::InvalidArgumentError(
-          absl::StrCat("prompt: ", prompt_len, " tokens plus max_tokens ", req.max_tokens,
-                       " exceed what any decode worker of model '", model, "' holds (at most ",
-                       largest_tokens, " tokens)"));
-      return;
-    }
-    if (!any_fits) {
-      error = absl::UnavailableError(
-          absl::StrCat("no decode worker of model '", model, "' can hold ", prompt_len,
-                       " prompt tokens plus max_tokens ", req.max_tokens));
-      return;
-    }
-    if (decode.empty()) {
-      error = WithRetryAfter(absl::ResourceExhaustedError(
-                                 absl::StrCat("every decode worker of model '", model, "' has ",
-                                              config_.max_waiting_per_worker, " requests waiting")),
-                             config_.retry_after);
-      return;
-    }
-    // Longest cached prefix per worker, hashing once per (fingerprint, block size).
-    absl::flat_hash_map<PrefixIndex::Slot, int> cached_blocks;
-    std::vector<std::pair<uint64_t, int>> hashed;
-    std::vector<std::pair<PrefixIndex::Slot, int>> matches;
-    for (WorkerEntry* e : decode) {
-      const uint64_t fp = e->info.model_fingerprint;
-      const int bs = e->info.kv_layout.block_size;
-      if (std::find(hashed.begin(), hashed.end(), std::pair{fp, bs}) != hashed.end()) continue;
-      hashed.emplace_back(fp, bs);
-      const int cacheable =
-          (prompt_len - 1) / bs;  // As the decode worker: one token always computes.
-      const std::vector<uint64_t> hashes = engine::FullBlockHashes(
-          fp, absl::MakeConstSpan(prompt).subspan(0, static_cast<size_t>(cacheable) * bs), bs);
-      matches.clear();
-      prefix.Match(hashes, &matches);
-      for (auto [slot, blocks] : matches) cached_blocks[slot] = blocks;
-    }
-    auto cached_of = [&](const WorkerEntry* e) {
-      auto it = cached_blocks.find(e->slot);
-      return it == cached_blocks.end() ? 0 : it->second * e->info.kv_layout.block_size;
-    };
-    // A worker's load: its request count, or with DecodeBalance::kWork the decode step time
-    // its requests predict (their count and the KV positions they attend to, each at the cost
-    // model's price; prices are per model fingerprint, most placements see one). PlacerConfig
-    // says why counts stay the default.
-    std::vector<std::pair<uint64_t, DecodeWorkPrice>> prices;
-    auto price_of = [&](uint64_t fp) {
-      for (const auto& [f, p] : prices)
-        if (f == fp) return p;
-      prices.emplace_back(fp, PriceDecodeWork(*cost_model_, fp));
-      return prices.back().second;
-    };
-    const bool by_work = config_.decode_balance == DecodeBalance::kWork;
-    std::vector<double> work(decode.size());  // By candidate, as `decode`.
-    double total_work = 0;
-    int total_requests = 0;
-    for (size_t i = 0; i < decode.size(); ++i) {
-      const WorkerEntry& e = *decode[i];
-      const int requests = DecodeLoad(e);
-      work[i] = requests;
-      if (by_work) {
-        // A fit that prices neither (not a real model) leaves the counts.
-        const DecodeWorkPrice p = price_of(e.info.model_fingerprint);
-        if (p.per_stream_ms > 0 || p.per_position_ms > 0)
-          work[i] = p.per_stream_ms * requests + p.per_position_ms * DecodeContext(e);
-      }
-      total_work += work[i];
-      total_requests += requests;
-    }
-    // Prefix affinity unless it has piled work on some workers (see PlacerConfig): the
-    // spread, in requests of the candidates' mean work each, over balance_abs, and the
-    // busiest over balance_rel times the idlest.
-    const auto [least, most] = std::minmax_element(work.begin(), work.end());
-    const double work_per_request = total_requests > 0 ? total_work / total_requests : 0;
-    const bool balanced = *most - *least <= config_.balance_abs * work_per_request ||
-                          *most <= config_.balance_rel * *least;
-    // Whether its free blocks (as last reported) hold the uncached prompt and a token: one
-    // that cannot would queue the request until others finish.
-    auto fits = [&](const WorkerEntry* e) {
-      const int bs = e->info.kv_layout.block_size;
-      return e->load.free_blocks >= (prompt_len + 1 - cached_of(e) + bs - 1) / bs;
-    };
-    size_t chosen = 0;
-    auto before = [&](size_t i, size_t j) {
-      const WorkerEntry* a = decode[i];
-      const WorkerEntry* b = decode[j];
-      if (fits(a) != fits(b)) return fits(a);
-      if (balanced && cached_of(a) != cached_of(b)) return cached_of(a) > cached_of(b);
-      if (work[i] != work[j]) return work[i] < work[j];
-      if (DecodeLoad(*a) != DecodeLoad(*b)) return DecodeLoad(*a) < DecodeLoad(*b);
-      if (cached_of(a) != cached_of(b)) return cached_of(a) > cached_of(b);
-      return a->load.free_blocks > b->load.free_blocks;
-    };
-    for (size_t i = 1; i < decode.size(); ++i)
-      if (before(i, chosen)) chosen = i;
-    WorkerEntry* best = decode[chosen];
+    const std::vector<CandidateView> views =
+        ViewCandidates(*decode, prefix, absl::MakeConstSpan(prompt));
+    const size_t chosen =
+        ChooseDecode(views, AffinityMayLead(views, config_.balance_abs, config_.balance_rel));
+    WorkerEntry* best = (*decode)[chosen];
     const WorkerInfo& r = best->info;
-    cached_tokens = cached_of(best);
-    running = best->load.running + best->dispatched_since_report;
-
-    PlacementInputs in;
-    in.prompt_tokens = prompt_len;
-    in.cached_tokens = cached_tokens;
-    in.decode.running = running;
-    in.decode.pending_prefill_tokens = best->load.pending_prefill_tokens;
-    in.decode.step_token_budget = r.max_num_batched_tokens;
-    in.decode.attention_per_decode = best->attention_per_decode;
-    in.decode.fingerprint = r.model_fingerprint;
-    in.decode.kv_bytes_per_token = r.kv_bytes_per_token();
-    in.decode.num_layers = r.kv_layout.num_layers;
-    in.decode.arrivals_per_s = best->arrivals.Rate(now);
-    in.decode.arrival_classes = best->arrivals.Classes(now);
-    in.decode.streams_with_objective = static_cast<int>(best->tpot_objectives.size());
-    if (!best->tpot_objectives.empty()) in.decode.tightest_tpot_ms = *best->tpot_objectives.begin();
-    in.slo = req.slo;
-    std::vector<WorkerEntry*> prefill;
-    for (WorkerEntry* e : workers) {
-      // The one definition of "KV a decode worker can take as is" (the transport checks the same
-      // before writing): KvLayout::SameGeometry.
-      if (!e->is_prefill() || !e->accepting() || e->info.model_fingerprint != r.model_fingerprint ||
-          !e->info.kv_layout.SameGeometry(r.kv_layout)) {
-        continue;
-      }
-      PrefillCandidate c;
-      c.index = static_cast<int>(prefill.size());
-      c.pending_tokens = e->load.pending_prefill_tokens;
-      c.tokens_per_second = e->load.prefill_tokens_per_second;
-      c.arrivals_per_s = e->arrivals.Rate(now);
-      in.prefill.push_back(c);
-      prefill.push_back(e);
-    }
+    cached_tokens = views[chosen].cached_tokens;
+    const std::vector<WorkerEntry*> prefill = PrefillCandidatesFor(workers, r);
+    const PlacementInputs in =
+        BuildPlacementInputs(*best, prompt_len, cached_tokens, prefill, now, req.slo);
+    running = in.decode.running;
     decision = policy_->Decide(in, *cost_model_);
 
     // Count the request on its workers until their next reports do.

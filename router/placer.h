@@ -15,10 +15,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "router/decision_log.h"
 #include "router/model_catalog.h"
 #include "router/placement/placement_policy.h"
 #include "router/placement_decision.h"
+#include "router/placement_inputs.h"
 #include "router/router_metrics.h"
 #include "router/worker_registry.h"
 
@@ -88,6 +90,12 @@ class Placer {
   const PlacementPolicy& policy() const { return *policy_; }
 
  private:
+  // The decode candidates as the choice compares them: fit, cached prefix (from the prefix
+  // index), load (PlacerConfig::decode_balance). Under the registry's lock.
+  std::vector<CandidateView> ViewCandidates(absl::Span<WorkerEntry* const> decode,
+                                            const PrefixIndex& prefix,
+                                            absl::Span<const int32_t> prompt) const;
+
   WorkerRegistry* registry_;
   const CostModel* cost_model_;
   const PlacementPolicy* policy_;

@@ -1,6 +1,6 @@
 // Which decode workers hold which full KV blocks in their prefix caches, built from the
 // block-hash events they stream to the router (stored / evicted / reset). Block hashes are
-// chained (engine/block_hash.h: each covers its parent), so a worker's cached prefix for a
+// chained (kvcache/block_hash.h: each covers its parent), so a worker's cached prefix for a
 // prompt is the run of the prompt's block hashes it holds from the first one.
 //
 // Matching walks the prompt's hashes once and intersects their holder sets: its work is the

@@ -10,12 +10,12 @@
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/secret_file.h"
-#include "proto/bridge/report_bridge.h"
-#include "proto/bridge/request_bridge.h"
 #include "router/client_identity.h"
 #include "router/router_wire.h"
 #include "router/worker_certificate.h"
 #include "server/registry_client.h"
+#include "wire/report_bridge.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::router {
 namespace {
@@ -136,7 +136,7 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
     }
     bool known = true;
     if (in_.has_load()) {
-      known = registry_->Report(session_, bridge::ReportFromProto(in_.load()));
+      known = registry_->Report(session_, wire::ReportFromProto(in_.load()));
     } else if (in_.has_prefix_cache()) {
       known = registry_->ApplyPrefix(session_, PrefixUpdateFromProto(in_.prefix_cache()));
     }
@@ -222,7 +222,7 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
         absl::MutexLock lock(&mu_);
         finished_ = true;
       }
-      StartWriteAndFinish(&out_, grpc::WriteOptions(), bridge::ToGrpc(session.status()));
+      StartWriteAndFinish(&out_, grpc::WriteOptions(), wire::ToGrpc(session.status()));
       return;
     }
     session_ = *session;
@@ -363,13 +363,13 @@ grpc::ServerUnaryReactor* RegistryService::SwitchRole(grpc::CallbackServerContex
   }
   absl::StatusOr<WorkerRole> role = RoleFromProto(request->role(), "role");
   if (!role.ok()) {
-    reactor->Finish(bridge::ToGrpc(role.status()));
+    reactor->Finish(wire::ToGrpc(role.status()));
     return reactor;
   }
   absl::StatusOr<std::string> done =
       registry_->RequestSwitch(request->worker_id(), *role, "asked by " + context->peer());
   if (!done.ok()) {
-    reactor->Finish(bridge::ToGrpc(done.status()));
+    reactor->Finish(wire::ToGrpc(done.status()));
     return reactor;
   }
   response->set_message(*done);

@@ -1,13 +1,13 @@
 #include "router/request_errors.h"
 
 #include "absl/strings/str_cat.h"
-#include "proto/bridge/request_bridge.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::router {
 
 grpc::Status ToGrpcWithRetryAfter(const absl::Status& status,
                                   grpc::CallbackServerContext* context) {
-  return bridge::ToGrpc(status, context);
+  return wire::ToGrpc(status, context);
 }
 
 std::string ErrorType(grpc::StatusCode code) {

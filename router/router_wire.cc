@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "proto/bridge/report_bridge.h"
-#include "proto/bridge/request_bridge.h"
+#include "wire/report_bridge.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::router {
 
@@ -78,7 +78,7 @@ void WorkerInfoToProto(const WorkerInfo& w, v1::WorkerRegistration* out) {
   out->set_metrics_address(w.metrics_address);
   out->set_model(w.model);
   out->set_model_fingerprint(w.model_fingerprint);
-  bridge::LayoutToProto(w.kv_layout, out->mutable_kv_layout());
+  wire::LayoutToProto(w.kv_layout, out->mutable_kv_layout());
   out->set_epoch(w.epoch);
   out->set_max_num_batched_tokens(static_cast<uint32_t>(w.max_num_batched_tokens));
   out->set_max_num_seqs(static_cast<uint32_t>(w.max_num_seqs));
@@ -90,7 +90,7 @@ void WorkerInfoToProto(const WorkerInfo& w, v1::WorkerRegistration* out) {
 
 void WorkerStatusToProto(const WorkerStatus& s, v1::WorkerStatus* out) {
   WorkerInfoToProto(s.info, out->mutable_registration());
-  bridge::LoadToProto(s.load, out->mutable_load());
+  wire::LoadToProto(s.load, out->mutable_load());
   out->set_seconds_since_report(absl::ToDoubleSeconds(s.since_report));
   out->set_seconds_registered(absl::ToDoubleSeconds(s.registered_for));
   out->set_router_in_flight(static_cast<uint32_t>(s.router_in_flight));

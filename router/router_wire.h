@@ -1,5 +1,5 @@
 // The router's one edge between the wire and its domain: Registry protos to WorkerInfo and
-// PrefixCacheUpdate on the way in (load reports: proto/bridge/report_bridge.h); WorkerStatus,
+// PrefixCacheUpdate on the way in (load reports: wire/report_bridge.h); WorkerStatus,
 // Placement and DecisionRecord to protos on the way out. Only the gRPC service files
 // (registry_service, relay_call, generation_service) include this; everything behind them works on
 // router domain types. Thread-safety: pure functions.

@@ -1,7 +1,7 @@
 // The router's domain view of a worker, free of the wire: what it registered as (WorkerInfo),
 // what it last reported (LoadSnapshot, with the engine steps since the previous report:
 // common/worker_reports.h), and the changes of its prefix cache. router_wire.h and
-// proto/bridge/report_bridge.h convert the Registry protos to these, once, at the edge; the
+// wire/report_bridge.h convert the Registry protos to these, once, at the edge; the
 // registry, the placer, the cost model and the simulator see only these.
 // Thread-safety: plain value types.
 #ifndef PDSERVE_ROUTER_WORKER_INFO_H_

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# README command (b) and CI: install what is missing, check the formatting, build with
+# README command (b) and CI: install what is missing, check the formatting and the folders'
+# layers, build with
 # -Werror, check the lock annotations with clang's -Wthread-safety, run every test (the fault
 # suite and a 60 s soak among them; on an AVX-512 machine the multi-process suites once more
 # on the AVX2 kernels), then build with ASan+UBSan and run the unit tests again
@@ -14,6 +15,8 @@ scripts/install_deps.sh
 
 echo "== formatting (clang-format, .clang-format) =="
 scripts/check_format.sh
+echo "== layers (scripts/check_layers.py, docs/architecture.md) =="
+scripts/check_layers.py
 echo "== release build (-Werror) =="
 scripts/build.sh release
 echo "== lock annotations (clang -Wthread-safety) =="

@@ -12,7 +12,7 @@
 #include "kvtransfer/staging/cuda_block_copier.h"
 #include "kvtransfer/staging/memcpy_block_copier.h"
 #include "prometheus/gauge.h"
-#include "proto/bridge/request_bridge.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve {
 
@@ -103,7 +103,7 @@ absl::StatusOr<KvLayout> PoolLayout(const WorkerProcessConfig& config, const eng
                                : config.kv_cache_bytes;
   layout.num_blocks = config.num_blocks > 0
                           ? config.num_blocks
-                          : engine::KvPool::BlocksForBytes(layout, std::max<int64_t>(kv_bytes, 0));
+                          : kvcache::KvPool::BlocksForBytes(layout, std::max<int64_t>(kv_bytes, 0));
   return layout;
 }
 
@@ -197,8 +197,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
                   << staging.pool_bytes() / (1 << 20) << " MiB, UCX-registered)";
   } else if (config.kv_transport) {
     ASSIGN_OR_RETURN(p->transport_pool_, p->transport_->CreatePool(layout));
-    ASSIGN_OR_RETURN(p->pool_, engine::KvPool::Wrap(layout, p->transport_pool_->base(),
-                                                    p->transport_pool_->bytes()));
+    ASSIGN_OR_RETURN(p->pool_, kvcache::KvPool::Wrap(layout, p->transport_pool_->base(),
+                                                     p->transport_pool_->bytes()));
   } else {
     ASSIGN_OR_RETURN(p->pool_, model.AllocateKvPool(layout));
   }
@@ -260,9 +260,9 @@ absl::Status WorkerProcess::StartServer(const std::vector<HostedService>& servic
 }
 
 v1::WorkerRegistration WorkerProcess::BaseRegistration(v1::WorkerRole role) const {
-  return bridge::BaseRegistration(role, worker_id_, advertised_address_, server_->metrics_address(),
-                                  model_.name, model_.model->fingerprint(), model_.model->config(),
-                                  pool_->layout(), epoch_);
+  return wire::BaseRegistration(role, worker_id_, advertised_address_, server_->metrics_address(),
+                                model_.name, model_.model->fingerprint(), model_.model->config(),
+                                pool_->layout(), epoch_);
 }
 
 void WorkerProcess::Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration& registration,

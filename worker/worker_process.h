@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/kv_layout.h"
-#include "engine/kv_pool.h"
 #include "engine/model_loader.h"
+#include "kvcache/kv_pool.h"
 #include "kvtransfer/factory.h"
 #include "kvtransfer/kv_transport.h"
 #include "kvtransfer/staging/staged_transfer.h"
@@ -111,7 +111,7 @@ class WorkerProcess {
   const GrpcSecurity& security() const { return security_; }
   engine::Model& model() { return *model_.model; }
   const engine::LoadedModel& loaded_model() const { return model_; }
-  engine::KvPool& pool() { return *pool_; }
+  kvcache::KvPool& pool() { return *pool_; }
   // Null when the process runs without a KV transport.
   kvtransfer::KvTransport* transport() { return transport_.get(); }
   // With staging, the registered staging pool; else the pool's own memory.
@@ -137,7 +137,7 @@ class WorkerProcess {
   engine::LoadedModel model_;
   std::unique_ptr<kvtransfer::KvTransport> transport_;
   std::unique_ptr<kvtransfer::LocalPool> transport_pool_;
-  std::unique_ptr<engine::KvPool> pool_;
+  std::unique_ptr<kvcache::KvPool> pool_;
   std::unique_ptr<kvtransfer::BlockCopier> copier_;  // Staged: pool <-> transport_pool_.
   std::shared_ptr<kvtransfer::StagingPool> staging_pool_;
   std::shared_ptr<prometheus::Registry> metrics_registry_;

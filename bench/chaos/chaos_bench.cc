@@ -387,7 +387,7 @@ absl::Status RunChaosBench(const ChaosBenchConfig& cfg) {
       healed &= pdctl::ProcessRuns(p.pid, p.binary);
       if (p.role == "decode") {
         decode_stats.push_back(FetchDecodeStats(p.grpc, security));
-        healed &= AtBaseline(decode_stats.back());
+        healed &= client::AtBaseline(decode_stats.back());
       }
     }
     auto status = pdctl::FetchClusterStatus(started.registry_address(), 0, security);

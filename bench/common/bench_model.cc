@@ -25,7 +25,7 @@ absl::StatusOr<BenchModel> LoadBenchModel(const std::string& dir, const std::str
     return absl::NotFoundError(absl::StrCat("--model: ", model.dir, "/config.json: cannot open"));
   std::stringstream config_text;
   config_text << config_file.rdbuf();
-  ASSIGN_OR_RETURN(model.config, engine::ModelConfig::FromJson(config_text.str()));
+  ASSIGN_OR_RETURN(model.config, ModelConfig::FromJson(config_text.str()));
   return model;
 }
 

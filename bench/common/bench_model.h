@@ -7,13 +7,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/model_config.h"
+#include "common/model_config.h"
 
 namespace pdserve::bench {
 
 struct BenchModel {
   std::string dir;
-  engine::ModelConfig config;
+  ModelConfig config;
 };
 
 // `dir` empty: the `preset` in models/<preset> (made on first use; `bench` names the progress

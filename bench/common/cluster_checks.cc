@@ -27,18 +27,12 @@ constexpr const char* kReports[] = {"ERROR: AddressSanitizer",
 }  // namespace
 
 v1::DecodeStats FetchDecodeStats(const std::string& address, const GrpcSecurity& security) {
-  auto stub = v1::Decode::NewStub(client::MakeChannel(address, security));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  v1::DecodeStats stats;
-  if (!stub->GetStats(&ctx, v1::GetStatsRequest(), &stats).ok()) stats.set_running(UINT32_MAX);
-  return stats;
-}
-
-bool AtBaseline(const v1::DecodeStats& s) {
-  return s.running() == 0 && s.waiting() == 0 && s.awaiting_kv() == 0 && s.blocks().in_use() == 0 &&
-         s.blocks().reserved_for_transfer() == 0 && s.blocks().quarantined() == 0 &&
-         s.blocks().free() + s.blocks().cached() == s.blocks().total();
+  absl::StatusOr<v1::DecodeStats> stats =
+      client::FetchDecodeStats(client::MakeChannel(address, security));
+  if (stats.ok()) return *std::move(stats);
+  v1::DecodeStats unreachable;
+  unreachable.set_running(UINT32_MAX);  // Never at baseline.
+  return unreachable;
 }
 
 nlohmann::json DecodeStatsJson(const v1::DecodeStats& s) {

@@ -22,7 +22,6 @@ namespace pdserve::bench {
 // The decode worker's stats; `running` is UINT32_MAX when it does not answer.
 v1::DecodeStats FetchDecodeStats(const std::string& address,
                                  const GrpcSecurity& security = GrpcSecurity());
-bool AtBaseline(const v1::DecodeStats& stats);
 nlohmann::json DecodeStatsJson(const v1::DecodeStats& stats);
 
 // The marks of a broken process (failed assertions, sanitizer reports, fatal errors) found

@@ -40,7 +40,7 @@ class CountingSink final : public decode::StreamSink {
 
 struct Harness {
   engine::LoadedModel model;
-  std::unique_ptr<engine::KvPool> pool;
+  std::unique_ptr<kvcache::KvPool> pool;
   std::unique_ptr<prometheus::Registry> registry;
   std::unique_ptr<decode::DecodeMetrics> metrics;
   std::unique_ptr<EngineLoop> loop;
@@ -58,8 +58,8 @@ struct Harness {
     seq->sampling.max_tokens = max_tokens;
     seq->sampling.temperature = 0;
     seq->sampling.ignore_eos = true;
-    seq->stream = std::make_unique<engine::GenerationStream>(model.tokenizer.get(), seq->sampling,
-                                                             model.eos_token_ids);
+    seq->stream = std::make_unique<text::GenerationStream>(model.tokenizer.get(), seq->sampling,
+                                                           model.eos_token_ids);
     seq->sink = std::make_shared<CountingSink>(&tokens, std::move(on_finish));
     return seq;
   }
@@ -71,7 +71,7 @@ absl::StatusOr<std::unique_ptr<Harness>> MakeHarness(const std::string& dir, int
   ASSIGN_OR_RETURN(h->model, engine::LoadModel(dir, engine::EngineOptions{.num_threads = threads}));
   KvLayout layout = h->model.model->MakeKvLayout(1, 16, DType::kF32);
   layout.num_blocks = width * 20 + 64;  // 300 tokens per sequence is plenty here.
-  ASSIGN_OR_RETURN(h->pool, engine::KvPool::Allocate(layout));
+  ASSIGN_OR_RETURN(h->pool, kvcache::KvPool::Allocate(layout));
   h->registry = std::make_unique<prometheus::Registry>();
   h->metrics = std::make_unique<decode::DecodeMetrics>(*h->registry, "bench");
   decode::SchedulerConfig sc;
@@ -104,7 +104,7 @@ absl::StatusOr<Overhead> MeasureOverhead(const std::string& dir, int threads, in
     absl::SleepFor(absl::Milliseconds(20));
   }
   std::vector<StepObservation> samples;
-  engine::PrefixCacheEvents events;
+  kvcache::PrefixCacheEvents events;
   bool reset;
   h->loop->TakeReport(false, &samples, &events, &reset);
   std::vector<double> host_us, share, step_ms;
@@ -133,7 +133,7 @@ absl::StatusOr<double> StaticTokensPerSecond(const std::string& dir, int threads
                    engine::LoadModel(dir, engine::EngineOptions{.num_threads = threads}));
   const int blocks_per_seq = (16 + tokens + 16) / 16;
   KvLayout layout = model.model->MakeKvLayout(width * blocks_per_seq, 16, DType::kF32);
-  ASSIGN_OR_RETURN(auto pool, engine::KvPool::Allocate(layout));
+  ASSIGN_OR_RETURN(auto pool, kvcache::KvPool::Allocate(layout));
   std::vector<std::vector<int32_t>> tables(width);
   for (int s = 0; s < width; ++s) {
     tables[s].resize(blocks_per_seq);
@@ -142,7 +142,7 @@ absl::StatusOr<double> StaticTokensPerSecond(const std::string& dir, int threads
   engine::PackedBatch batch;
   engine::Logits logits;
   engine::SamplerScratch scratch;
-  engine::SamplingConfig greedy;
+  text::SamplingConfig greedy;
   greedy.temperature = 0;
   std::vector<int32_t> next(width);
   const absl::Time start = absl::Now();

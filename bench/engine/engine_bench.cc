@@ -78,7 +78,7 @@ double ReadBandwidth(int threads) {
 using GemmShape = engine::cuda::GemmShape;
 
 // The GEMMs of one prefill of `tokens` tokens (every layer, plus lm_head for one row).
-std::vector<GemmShape> PrefillGemms(const engine::ModelConfig& c, int tokens) {
+std::vector<GemmShape> PrefillGemms(const ModelConfig& c, int tokens) {
   std::vector<GemmShape> shapes;
   for (int l = 0; l < c.num_layers; ++l) {
     shapes.push_back({tokens, c.q_dim() + 2 * c.kv_dim(), c.hidden_size});
@@ -126,7 +126,7 @@ double OpenBlasFlops(const std::vector<GemmShape>& shapes, int threads) {
 absl::StatusOr<std::vector<std::pair<int, double>>> TimeDecodeSteps(engine::Model& model,
                                                                     const EngineBenchConfig& cfg,
                                                                     DType kv_dtype) {
-  const engine::ModelConfig& c = model.config();
+  const ModelConfig& c = model.config();
   const int max_batch = *std::max_element(cfg.decode_batches.begin(), cfg.decode_batches.end());
   const int blocks_per_seq = (cfg.decode_context + cfg.decode_steps + 2 + 15) / 16;
   ASSIGN_OR_RETURN(auto pool, model.AllocateKvPool(
@@ -149,7 +149,7 @@ absl::StatusOr<std::vector<std::pair<int, double>>> TimeDecodeSteps(engine::Mode
       batch.Add(prompts[s - s0], 0, tables[s], false);
     RETURN_IF_ERROR(model.Forward(batch, *pool, {}, &logits));
   }
-  engine::SamplingConfig greedy;
+  text::SamplingConfig greedy;
   greedy.temperature = 0;
   engine::SamplerScratch scratch;
   std::vector<std::pair<int, double>> out;
@@ -226,7 +226,7 @@ absl::StatusOr<ThreadResult> MeasureAtThreads(const std::string& dir, const Engi
                                                                 .weight_dtype = cfg.weight_dtype,
                                                                 .cpu_isa = cfg.cpu_isa}));
   engine::Model& model = *loaded.model;
-  const engine::ModelConfig& c = model.config();
+  const ModelConfig& c = model.config();
   if (const auto* cpu = dynamic_cast<const engine::CpuModel*>(&model))
     r.weight_type = engine::WeightTypeName(cpu->weight_type());
   r.instruction_set = model.instruction_set();
@@ -279,7 +279,7 @@ absl::Status MeasureCuda(const std::string& dir, const EngineBenchConfig& cfg) {
     ASSIGN_OR_RETURN(engine::LoadedModel loaded, engine::LoadModel(dir, options));
     engine::Model& model = *loaded.model;
     weight_bytes = model.weight_bytes();
-    const engine::ModelConfig& c = model.config();
+    const ModelConfig& c = model.config();
     ASSIGN_OR_RETURN(const double copy, engine::cuda::DeviceCopyBandwidth(0));
     copy_gbps = copy / 1e9;
     Progress("engine", absl::StrCat("device copy ", Fixed(copy_gbps, 0), " GB/s; decode floor ",

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "bench/common/report.h"
 #include "bench/router/relay_measure.h"
+#include "common/process_memory.h"
 #include "common/status_macros.h"
 #include "common/text_table.h"
 #include "pdserve/v1/registry.grpc.pb.h"
@@ -41,10 +42,7 @@ absl::StatusOr<ProcessSample> SampleProcess(pid_t pid) {
   ProcessSample s;
   const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
   s.cpu_s = (std::stod(f[11]) + std::stod(f[12])) / tick;  // utime, stime (fields 14, 15).
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) s.rss_mb = std::stod(line.substr(6)) / 1024;
-  }
+  s.rss_mb = static_cast<double>(ResidentSetBytes(pid)) / (1024 * 1024);
   return s;
 }
 

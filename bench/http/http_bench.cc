@@ -14,8 +14,9 @@
 #include "absl/synchronization/notification.h"
 #include "bench/common/bench_model.h"
 #include "bench/common/report.h"
+#include "common/model_config.h"
+#include "common/process_memory.h"
 #include "common/status_macros.h"
-#include "engine/model_config.h"
 #include "server/grpc_security.h"
 #include "tools/client/generation_client.h"
 #include "tools/client/http_connection.h"
@@ -73,19 +74,6 @@ std::vector<int32_t> RandomPrompt(std::mt19937_64& rng, int tokens, int vocab) {
   std::vector<int32_t> prompt(tokens);
   for (int32_t& t : prompt) t = token(rng);
   return prompt;
-}
-
-int64_t RssBytes(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (!absl::StartsWith(line, "VmRSS:")) continue;
-    int64_t kb = 0;
-    std::istringstream fields(line.substr(6));
-    fields >> kb;
-    return kb * 1024;
-  }
-  return -1;
 }
 
 pdctl::ClusterConfig ClusterFor(const HttpBenchConfig& cfg, const std::string& model_dir,
@@ -243,7 +231,7 @@ absl::StatusOr<nlohmann::json> HeldStreams(const HttpBenchConfig& cfg, const std
   if (!hog_started.WaitForNotificationWithTimeout(absl::Seconds(60)))
     return absl::DeadlineExceededError("the long stream did not start");
   absl::SleepFor(absl::Seconds(1));
-  const int64_t rss_before = RssBytes(router_pid);
+  const int64_t rss_before = ResidentSetBytes(router_pid);
   std::mt19937_64 rng(cfg.seed ^ 0x1d1e);
   std::vector<std::unique_ptr<client::HttpConnection>> connections;
   std::vector<std::unique_ptr<HeldGrpcCall>> calls;
@@ -276,7 +264,7 @@ absl::StatusOr<nlohmann::json> HeldStreams(const HttpBenchConfig& cfg, const std
   if (in_flight < static_cast<uint32_t>(cfg.idle_connections + 1))
     return absl::DeadlineExceededError(absl::StrCat("only ", in_flight, " requests in flight"));
   absl::SleepFor(absl::Seconds(1));
-  const int64_t rss_held = RssBytes(router_pid);
+  const int64_t rss_held = ResidentSetBytes(router_pid);
   // Free the slot: every waiting request must now complete.
   hog_handle.Cancel();
   hog.join();
@@ -324,7 +312,7 @@ absl::StatusOr<nlohmann::json> IdleConnections(const HttpBenchConfig& cfg,
       pdctl::LaunchCluster(ClusterFor(cfg, model_dir, absl::StrCat("idle-", run), false), false));
   const pid_t router_pid = cluster.state.processes[0].pid;
   absl::SleepFor(absl::Seconds(1));
-  const int64_t rss_before = RssBytes(router_pid);
+  const int64_t rss_before = ResidentSetBytes(router_pid);
   std::vector<std::unique_ptr<client::HttpConnection>> connections;
   for (int i = 0; i < cfg.idle_connections; ++i) {
     auto c = client::HttpConnection::Open(cluster.state.router_http);
@@ -332,7 +320,7 @@ absl::StatusOr<nlohmann::json> IdleConnections(const HttpBenchConfig& cfg,
     connections.push_back(*std::move(c));
   }
   absl::SleepFor(absl::Seconds(2));  // Accepted and parked in their first read.
-  const int64_t rss_held = RssBytes(router_pid);
+  const int64_t rss_held = ResidentSetBytes(router_pid);
   return nlohmann::json{{"connections", cfg.idle_connections},
                         {"bytes_per_keepalive_connection",
                          static_cast<double>(rss_held - rss_before) / cfg.idle_connections}};
@@ -346,7 +334,7 @@ absl::Status RunHttpBench(const HttpBenchConfig& cfg) {
     return absl::InvalidArgumentError("--runs >= 1 and --requests >= 4");
   ASSIGN_OR_RETURN(const BenchModel loaded, LoadBenchModel(cfg.model_dir, "tiny", "http"));
   const std::string& dir = loaded.dir;
-  const engine::ModelConfig& model = loaded.config;
+  const ModelConfig& model = loaded.config;
   std::filesystem::create_directories(cfg.out_dir);
   // Thousands of sockets here and in the router (which inherits the limit).
   rlimit limit{};

@@ -15,8 +15,8 @@
 #include "bench/common/bench_model.h"
 #include "bench/common/report.h"
 #include "bench/interference/interference_analysis.h"
+#include "common/model_config.h"
 #include "common/status_macros.h"
-#include "engine/model_config.h"
 #include "router/cost_model.h"
 #include "server/child_process.h"
 #include "tools/client/generation_client.h"
@@ -327,7 +327,7 @@ absl::Status RunInterferenceBench(const InterferenceBenchConfig& cfg) {
   if (cfg.repetitions < 1) return absl::InvalidArgumentError("--repetitions: must be >= 1");
   ASSIGN_OR_RETURN(const BenchModel loaded, LoadBenchModel(cfg.model_dir, "small", "interference"));
   const std::string& dir = loaded.dir;
-  const engine::ModelConfig& model = loaded.config;
+  const ModelConfig& model = loaded.config;
   const int max_d = *std::max_element(cfg.decode_counts.begin(), cfg.decode_counts.end());
   const int max_p = *std::max_element(cfg.prefill_tokens.begin(), cfg.prefill_tokens.end());
   const int min_chunk = *std::min_element(cfg.chunk_sizes.begin(), cfg.chunk_sizes.end());

@@ -10,7 +10,7 @@
 #include "bench/router/relay_measure.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 #include "prometheus/registry.h"
 #include "router/placer.h"
 #include "server/child_process.h"
@@ -102,12 +102,12 @@ absl::StatusOr<DecisionResult> MeasureDecisions(int workers, int decisions) {
   for (int i = 0; i < num_decode; ++i) {
     router::PrefixCacheUpdate events;
     for (int k = 0; k < 24; ++k) {
-      for (uint64_t h : engine::FullBlockHashes(
+      for (uint64_t h : kvcache::FullBlockHashes(
                kFingerprint, system_prompts[rng() % kSystemPrompts], kBlockSize)) {
         events.stored.push_back(h);
       }
     }
-    for (uint64_t h : engine::FullBlockHashes(kFingerprint, random_tokens(16000), kBlockSize)) {
+    for (uint64_t h : kvcache::FullBlockHashes(kFingerprint, random_tokens(16000), kBlockSize)) {
       events.stored.push_back(h);
     }
     registry.ApplyPrefix(sessions[i], events);

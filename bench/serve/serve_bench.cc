@@ -23,10 +23,10 @@
 #include "bench/common/report.h"
 #include "bench/common/subprocess.h"
 #include "bench/serve/workload.h"
+#include "common/model_config.h"
 #include "common/perf_profile.h"
 #include "common/status_macros.h"
-#include "engine/model_config.h"
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 #include "tools/client/generation_client.h"
 #include "tools/client/openai_stream.h"
 #include "tools/make_model/model_maker.h"
@@ -61,7 +61,7 @@ struct LoadTarget {
   std::shared_ptr<grpc::Channel> channel;
   std::string http;
   // Re-tokenizes HTTP answers (which carry text) for follow-up turns.
-  const engine::Tokenizer* tokenizer = nullptr;
+  const text::Tokenizer* tokenizer = nullptr;
 };
 
 // Through the HTTP API: TTFT and gaps between the events that carry text, as OpenAI benchmark
@@ -501,10 +501,10 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   }
   ASSIGN_OR_RETURN(const BenchModel loaded, LoadBenchModel(cfg.model_dir, "tiny", "serve"));
   const std::string& dir = loaded.dir;
-  const engine::ModelConfig& model = loaded.config;
-  std::unique_ptr<engine::Tokenizer> tokenizer;
+  const ModelConfig& model = loaded.config;
+  std::unique_ptr<text::Tokenizer> tokenizer;
   if (cfg.api == "openai") {
-    ASSIGN_OR_RETURN(tokenizer, engine::Tokenizer::FromFile(dir + "/tokenizer.json"));
+    ASSIGN_OR_RETURN(tokenizer, text::Tokenizer::FromFile(dir + "/tokenizer.json"));
   }
   if (cfg.max_context < 0 || cfg.max_context > model.max_position_embeddings ||
       (cfg.max_context > 0 && cfg.max_context < 512)) {

@@ -110,7 +110,7 @@ WorkerReport SimDecodeWorker::TakeReport() {
 }
 
 router::PrefixCacheUpdate SimDecodeWorker::TakePrefixEvents() {
-  engine::PrefixCacheEvents events = blocks_.TakeEvents();
+  kvcache::PrefixCacheEvents events = blocks_.TakeEvents();
   router::PrefixCacheUpdate u;
   u.stored = std::move(events.stored);
   u.evicted = std::move(events.evicted);

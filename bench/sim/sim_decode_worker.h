@@ -1,5 +1,5 @@
 // A decode worker in virtual time: the product's scheduler (decode::Scheduler, plan/apply)
-// and block allocator (engine::BlockManager, with its prefix cache) without a model. A step's
+// and block allocator (kvcache::BlockManager, with its prefix cache) without a model. A step's
 // plan is what the real engine loop would run; its duration is the simulator's to decide (the
 // calibration), and its sampled tokens are SimToken()s, so that follow-up turns hit the
 // prefix cache exactly as they would.
@@ -14,7 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "bench/sim/sim_profile.h"
 #include "decode_worker/scheduler.h"
-#include "engine/block_manager.h"
+#include "kvcache/block_manager.h"
 #include "router/worker_info.h"
 
 namespace pdserve::sim {
@@ -56,11 +56,11 @@ class SimDecodeWorker {
   router::PrefixCacheUpdate TakePrefixEvents();
 
   const decode::SchedulerCounters& counters() const { return scheduler_.counters(); }
-  engine::BlockCounts block_counts() const { return blocks_.counts(); }
+  kvcache::BlockCounts block_counts() const { return blocks_.counts(); }
   int live_sequences() const { return static_cast<int>(meta_.size()); }
   // No sequence and no block held: a role change may take the worker.
   bool empty() const {
-    const engine::BlockCounts b = blocks_.counts();
+    const kvcache::BlockCounts b = blocks_.counts();
     return meta_.empty() && b.in_use == 0 && b.reserved == 0 && b.quarantined == 0;
   }
   // Frees the prefix cache (the pool will hold another role's KV).
@@ -76,7 +76,7 @@ class SimDecodeWorker {
   void Emit(decode::Sequence* seq, std::vector<Emission>* out);
 
   const WorkerShape shape_;
-  engine::BlockManager blocks_;
+  kvcache::BlockManager blocks_;
   decode::Scheduler scheduler_;
   absl::flat_hash_map<const decode::Sequence*, Meta> meta_;
   uint64_t next_order_ = 0;

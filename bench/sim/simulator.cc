@@ -601,7 +601,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
     result_.counters.prefix_hit_tokens += c.prefix_hit_tokens;
     result_.counters.prefix_queried_tokens += c.prefix_queried_tokens;
     // Every request ended: anything still held is a leak in the scheduler or the sim.
-    const engine::BlockCounts b = w->block_counts();
+    const kvcache::BlockCounts b = w->block_counts();
     result_.counters.sequences_left += w->live_sequences();
     result_.counters.blocks_held_at_end += b.in_use + b.reserved + b.quarantined;
   }

@@ -16,11 +16,11 @@
 #include "bench/serve/workload.h"
 #include "bench/sim/sim_summary.h"
 #include "bench/sim/sim_workload.h"
+#include "common/model_config.h"
 #include "common/status_macros.h"
 #include "common/text_table.h"
 #include "decode_worker/scheduler.h"
-#include "engine/kv_pool.h"
-#include "engine/model_config.h"
+#include "kvcache/kv_pool.h"
 #include "prefill_worker/prefill_batcher.h"
 #include "worker/worker_process.h"
 
@@ -127,7 +127,7 @@ absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir) {
   if (model_dir.empty()) return absl::InvalidArgumentError("--model: empty");
   ASSIGN_OR_RETURN(const bench::BenchModel loaded,
                    bench::LoadBenchModel(model_dir, "", "validate"));
-  const engine::ModelConfig& model = loaded.config;
+  const ModelConfig& model = loaded.config;
   WorkerShape s;
   // The workers' defaults: their flags default to these configs' own (worker/worker_flags.cc,
   // decode_worker/main.cc, prefill_worker/main.cc).
@@ -140,7 +140,7 @@ absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir) {
       process.block_size > 0 ? process.block_size : WorkerProcessConfig::kDefaultBlockSize;
   s.kv_layout.dtype = process.kv_dtype;
   s.kv_layout.num_blocks =
-      engine::KvPool::BlocksForBytes(s.kv_layout, static_cast<size_t>(process.kv_cache_bytes));
+      kvcache::KvPool::BlocksForBytes(s.kv_layout, static_cast<size_t>(process.kv_cache_bytes));
   s.max_num_batched_tokens = scheduler.max_num_batched_tokens;
   s.max_num_seqs = scheduler.max_num_seqs;
   s.max_context_tokens = model.max_position_embeddings;

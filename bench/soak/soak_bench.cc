@@ -18,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "bench/common/cluster_checks.h"
 #include "bench/common/report.h"
+#include "common/process_memory.h"
 #include "common/status_macros.h"
 #include "common/text_table.h"
 #include "pdserve/v1/decode.grpc.pb.h"
@@ -29,18 +30,6 @@ namespace pdserve::bench {
 namespace {
 
 constexpr const char* kBench = "soak";
-int64_t RssBytes(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (!absl::StartsWith(line, "VmRSS:")) continue;
-    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    int64_t kb = 0;
-    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) return kb * 1024;
-  }
-  return -1;
-}
-
 // One request of a random kind, with its outcome checked against what the kind allows.
 void OneRequest(const std::shared_ptr<grpc::Channel>& channel, std::mt19937_64& rng, int vocab,
                 const std::vector<int32_t>& shared_prefix, OutcomeTally* tally) {
@@ -197,7 +186,7 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
     while (!stop.load()) {
       {
         absl::MutexLock lock(&rss_mu);
-        for (ProcessInfo& p : processes) p.rss.push_back(RssBytes(p.pid));
+        for (ProcessInfo& p : processes) p.rss.push_back(ResidentSetBytes(p.pid));
       }
       absl::SleepFor(absl::Seconds(1));
     }
@@ -278,7 +267,7 @@ absl::Status RunSoakBench(const SoakBenchConfig& cfg) {
     for (const ProcessInfo& p : processes) {
       if (p.role != "decode") continue;
       decode_stats.push_back(FetchDecodeStats(p.grpc));
-      baseline &= AtBaseline(decode_stats.back());
+      baseline &= client::AtBaseline(decode_stats.back());
     }
     auto status = pdctl::FetchClusterStatus(cluster.state.router, 0, GrpcSecurity());
     in_flight = status.ok() ? status->in_flight() : UINT32_MAX;

@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/common/report.h"
+#include "common/model_config.h"
 #include "common/status_macros.h"
-#include "engine/model_config.h"
 #include "server/child_process.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
@@ -44,12 +44,12 @@ struct ModeResult {
   }
 };
 
-absl::StatusOr<engine::ModelConfig> ReadConfig(const std::string& dir) {
+absl::StatusOr<ModelConfig> ReadConfig(const std::string& dir) {
   std::ifstream in(dir + "/config.json");
   if (!in) return absl::NotFoundError(absl::StrCat(dir, "/config.json: cannot open"));
   std::stringstream text;
   text << in.rdbuf();
-  return engine::ModelConfig::FromJson(text.str());
+  return ModelConfig::FromJson(text.str());
 }
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const std::string& binary,
@@ -109,7 +109,7 @@ absl::Status RunTransferBench(const TransferBenchConfig& input) {
     ASSIGN_OR_RETURN(tools::ModelSpec spec, tools::ModelSpec::Preset("small"));
     RETURN_IF_ERROR(tools::EnsureModel(spec, dir));
   }
-  ASSIGN_OR_RETURN(engine::ModelConfig model, ReadConfig(dir));
+  ASSIGN_OR_RETURN(ModelConfig model, ReadConfig(dir));
   const int longest = *std::max_element(cfg.prompt_lengths.begin(), cfg.prompt_lengths.end());
   if (longest + 2 > model.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat("--prompt_lengths: ", longest,

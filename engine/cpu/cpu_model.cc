@@ -133,7 +133,7 @@ void CpuModel::ForRows(int n, const std::function<void(int)>& fn) {
   });
 }
 
-void CpuModel::WriteKv(KvPool& pool, int layer, const float* k, const float* v,
+void CpuModel::WriteKv(kvcache::KvPool& pool, int layer, const float* k, const float* v,
                        const BatchSequence& seq, int position) {
   const KvLayout& layout = pool.layout();
   const int block = seq.block_table[position / layout.block_size];
@@ -157,7 +157,7 @@ void CpuModel::WriteKv(KvPool& pool, int layer, const float* k, const float* v,
   }
 }
 
-absl::Status CpuModel::Forward(const PackedBatch& batch, KvPool& pool,
+absl::Status CpuModel::Forward(const PackedBatch& batch, kvcache::KvPool& pool,
                                const ForwardOptions& options, Logits* logits) {
   const ModelConfig& c = config_;
   const KvLayout& layout = pool.layout();

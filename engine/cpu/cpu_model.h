@@ -50,8 +50,8 @@ class CpuModel final : public Model {
   WeightType weight_type() const { return weight_type_; }
   CpuIsa isa() const { return isa_; }
 
-  absl::Status Forward(const PackedBatch& batch, KvPool& pool, const ForwardOptions& options,
-                       Logits* logits) override;
+  absl::Status Forward(const PackedBatch& batch, kvcache::KvPool& pool,
+                       const ForwardOptions& options, Logits* logits) override;
 
  private:
   struct Layer {
@@ -66,8 +66,8 @@ class CpuModel final : public Model {
   absl::Status LoadWeights(Checkpoint& checkpoint);
   // Runs fn(row) for rows [0, n), in parallel when there are enough rows.
   void ForRows(int n, const std::function<void(int)>& fn);
-  void WriteKv(KvPool& pool, int layer, const float* k, const float* v, const BatchSequence& seq,
-               int position);
+  void WriteKv(kvcache::KvPool& pool, int layer, const float* k, const float* v,
+               const BatchSequence& seq, int position);
 
   ModelConfig config_;
   uint64_t fingerprint_ = 0;

@@ -142,7 +142,8 @@ class CudaModel final : public Model {
   CudaGraphStats graph_stats() const { return {graphs_captured_, graph_replays_}; }
   DType weight_dtype() const { return weight_dtype_; }
 
-  absl::StatusOr<std::unique_ptr<KvPool>> AllocateKvPool(const KvLayout& layout) const override {
+  absl::StatusOr<std::unique_ptr<kvcache::KvPool>> AllocateKvPool(
+      const KvLayout& layout) const override {
     RETURN_IF_ERROR(layout.Validate());
     void* base = nullptr;
     const size_t bytes = layout.pool_bytes();
@@ -157,11 +158,11 @@ class CudaModel final : public Model {
     }
     std::shared_ptr<void> owner(base, [](void* p) { cudaFree(p); });
     RETURN_IF_ERROR(CudaOk(cudaMemset(base, 0, bytes), "cudaMemset"));
-    return KvPool::Wrap(layout, base, bytes, std::move(owner));
+    return kvcache::KvPool::Wrap(layout, base, bytes, std::move(owner));
   }
 
-  absl::Status Forward(const PackedBatch& batch, KvPool& pool, const ForwardOptions& options,
-                       Logits* logits) override;
+  absl::Status Forward(const PackedBatch& batch, kvcache::KvPool& pool,
+                       const ForwardOptions& options, Logits* logits) override;
 
  private:
   struct Layer {
@@ -176,11 +177,12 @@ class CudaModel final : public Model {
   absl::Status Linear(const float* in, int rows, int k, const DeviceWeight& w, int n, float* out);
   absl::Status Stage(const PackedBatch& batch, const KvLayout& layout,
                      absl::Span<const RowSampling> sample_rows);
-  absl::Status EnqueueModel(int T, int R, const SplitK& split, KvPool& pool,
+  absl::Status EnqueueModel(int T, int R, const SplitK& split, kvcache::KvPool& pool,
                             const std::function<bool(int)>* layer_hook);
-  absl::Status RunModel(const PackedBatch& batch, int T, int R, const SplitK& split, KvPool& pool);
+  absl::Status RunModel(const PackedBatch& batch, int T, int R, const SplitK& split,
+                        kvcache::KvPool& pool);
   // What a captured graph has baked in: every buffer's address and the pool's geometry.
-  std::vector<uintptr_t> GraphInputs(const KvPool& pool) const;
+  std::vector<uintptr_t> GraphInputs(const kvcache::KvPool& pool) const;
 
   struct CapturedStep {
     cudaGraphExec_t exec = nullptr;
@@ -310,7 +312,7 @@ absl::Status CudaModel::Stage(const PackedBatch& batch, const KvLayout& layout,
   logit_row_count_ = static_cast<int>(rows.size());
   std::vector<DeviceRowSampling> sampling(sample_rows.size());
   for (size_t r = 0; r < sample_rows.size(); ++r) {
-    const SamplingConfig& c = *sample_rows[r].config;
+    const text::SamplingConfig& c = *sample_rows[r].config;
     sampling[r].params =
         select::RowSamplingParams{c.temperature, c.top_p, c.top_k, c.seed, sample_rows[r].position};
     sampling[r].greedy = c.greedy() ? 1 : 0;
@@ -360,7 +362,7 @@ absl::Status CudaModel::Stage(const PackedBatch& batch, const KvLayout& layout,
 // Enqueues the model from the embedding to the LM head's logits (logits_) for the staged
 // batch: no host synchronisation unless a layer hook is given, so a decode step can be
 // captured into a CUDA graph.
-absl::Status CudaModel::EnqueueModel(int T, int R, const SplitK& split, KvPool& pool,
+absl::Status CudaModel::EnqueueModel(int T, int R, const SplitK& split, kvcache::KvPool& pool,
                                      const std::function<bool(int)>* layer_hook) {
   const ModelConfig& c = config_;
   const KvLayout& layout = pool.layout();
@@ -431,7 +433,7 @@ absl::Status CudaModel::EnqueueModel(int T, int R, const SplitK& split, KvPool& 
   return absl::OkStatus();
 }
 
-std::vector<uintptr_t> CudaModel::GraphInputs(const KvPool& pool) const {
+std::vector<uintptr_t> CudaModel::GraphInputs(const kvcache::KvPool& pool) const {
   std::vector<uintptr_t> in;
   for (const DeviceArray<float>* a : {&x_, &h_, &tmp_, &qkv_, &attn_, &gate_up_, &act_, &logits_,
                                       &partials_, &rope_cos_, &rope_sin_})
@@ -451,7 +453,7 @@ std::vector<uintptr_t> CudaModel::GraphInputs(const KvPool& pool) const {
 // that shape: the first, eager, grows every scratch buffer to its size); anything else, and a
 // graph whose buffers have moved since, runs eagerly.
 absl::Status CudaModel::RunModel(const PackedBatch& batch, int T, int R, const SplitK& split,
-                                 KvPool& pool) {
+                                 kvcache::KvPool& pool) {
   bool decode = R == T;
   for (const BatchSequence& b : batch.sequences) decode &= b.num_tokens == 1 && b.want_logits;
   const bool graphable = decode && std::find(graph_batch_sizes_.begin(), graph_batch_sizes_.end(),
@@ -484,7 +486,7 @@ absl::Status CudaModel::RunModel(const PackedBatch& batch, int T, int R, const S
   return CudaOk(cudaGraphLaunch(step.exec, stream_), "cudaGraphLaunch");
 }
 
-absl::Status CudaModel::Forward(const PackedBatch& batch, KvPool& pool,
+absl::Status CudaModel::Forward(const PackedBatch& batch, kvcache::KvPool& pool,
                                 const ForwardOptions& options, Logits* logits) {
   const ModelConfig& c = config_;
   const KvLayout& layout = pool.layout();

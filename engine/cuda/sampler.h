@@ -16,7 +16,7 @@ namespace pdserve::engine::cuda {
 
 struct DeviceRowSampling {
   select::RowSamplingParams params;
-  int32_t greedy = 0;  // SamplingConfig::greedy(): argmax, lowest id among ties.
+  int32_t greedy = 0;  // text::SamplingConfig::greedy(): argmax, lowest id among ties.
 };
 
 // out[r] = the token sampled from logits row r ([rows, vocab], device memory) with rows[r]

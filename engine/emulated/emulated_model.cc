@@ -171,7 +171,7 @@ double EmulatedModel::ModelledMs(const PackedBatch& batch) const {
   return t.StepMs(work);
 }
 
-absl::Status EmulatedModel::WriteLayer(const PackedBatch& batch, KvPool& pool, int layer,
+absl::Status EmulatedModel::WriteLayer(const PackedBatch& batch, kvcache::KvPool& pool, int layer,
                                        std::vector<uint64_t>* last_states) {
   const KvLayout& layout = pool.layout();
   const size_t token_bytes = layout.token_bytes();
@@ -206,7 +206,7 @@ int32_t EmulatedModel::PickToken(uint64_t hash) const {
   return id;
 }
 
-absl::Status EmulatedModel::Forward(const PackedBatch& batch, KvPool& pool,
+absl::Status EmulatedModel::Forward(const PackedBatch& batch, kvcache::KvPool& pool,
                                     const ForwardOptions& options, Logits* logits) {
   RETURN_IF_ERROR(CheckForwardInputs(batch, pool));
   if (pool.layout().token_bytes() < kStateBytes) {

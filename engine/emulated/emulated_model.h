@@ -73,12 +73,13 @@ class EmulatedModel final : public Model {
   std::string backend_name() const override { return "emulated"; }
   KvPoolHint kv_pool_hint() const override { return pool_hint_; }
   // The stand-in pool is left unbacked until used: an idle emulated worker holds little memory.
-  absl::StatusOr<std::unique_ptr<KvPool>> AllocateKvPool(const KvLayout& layout) const override {
-    return KvPool::Allocate(layout, /*commit=*/false);
+  absl::StatusOr<std::unique_ptr<kvcache::KvPool>> AllocateKvPool(
+      const KvLayout& layout) const override {
+    return kvcache::KvPool::Allocate(layout, /*commit=*/false);
   }
 
-  absl::Status Forward(const PackedBatch& batch, KvPool& pool, const ForwardOptions& options,
-                       Logits* logits) override;
+  absl::Status Forward(const PackedBatch& batch, kvcache::KvPool& pool,
+                       const ForwardOptions& options, Logits* logits) override;
 
   // The modelled time of a batch, before jitter (what Forward waits for with jitter 0).
   double ModelledMs(const PackedBatch& batch) const;
@@ -92,7 +93,7 @@ class EmulatedModel final : public Model {
 
   // Writes every token's chain state for `layer` and returns the states at each sequence's
   // last position (one per sequence).
-  absl::Status WriteLayer(const PackedBatch& batch, KvPool& pool, int layer,
+  absl::Status WriteLayer(const PackedBatch& batch, kvcache::KvPool& pool, int layer,
                           std::vector<uint64_t>* last_states);
   int32_t PickToken(uint64_t hash) const;
 

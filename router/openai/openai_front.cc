@@ -13,8 +13,8 @@
 #include "common/net_address.h"
 #include "common/retry_after.h"
 #include "common/secret_file.h"
-#include "proto/bridge/request_bridge.h"
 #include "router/openai/openai_protocol.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::router::openai {
 namespace {
@@ -283,7 +283,7 @@ void OpenAiFront::HandleGenerate(const HttpRequest& request, const std::string& 
     timeout = absl::Milliseconds(ms);
   }
   std::string request_id = request.Header("x-request-id");
-  parsed->generate.set_request_id(request_id.empty() ? bridge::NewRequestId() : request_id);
+  parsed->generate.set_request_id(request_id.empty() ? wire::NewRequestId() : request_id);
   const std::string& id_header = config_.client_identity.header;
   const std::string named = id_header.empty() ? "" : request.Header(id_header);
   const std::string client =

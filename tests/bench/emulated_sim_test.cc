@@ -11,9 +11,9 @@
 #include "bench/sim/sim_profile.h"
 #include "decode_worker/scheduler.h"
 #include "decode_worker/step_report.h"
-#include "engine/block_manager.h"
 #include "engine/emulated/emulated_model.h"
 #include "gtest/gtest.h"
+#include "kvcache/block_manager.h"
 #include "kvtransfer/loopback/loopback_transport.h"
 #include "kvtransfer/paced/paced_transport.h"
 #include "tests/testing/jumping_clock.h"
@@ -31,11 +31,11 @@ SimProfile Profile() {
 }
 
 // The model directory's part of an emulated model: a test model's config.json.
-engine::ModelConfig Base() {
+ModelConfig Base() {
   std::ifstream in(pdserve::testing::TestModelDir("micro") + "/config.json");
   std::stringstream text;
   text << in.rdbuf();
-  auto config = engine::ModelConfig::FromJson(text.str());
+  auto config = ModelConfig::FromJson(text.str());
   EXPECT_TRUE(config.ok()) << config.status();
   return *config;
 }
@@ -53,7 +53,7 @@ std::unique_ptr<engine::EmulatedModel> Emulated(const SimProfile& profile,
 TEST(EmulatedSimTest, EveryPlannedDecodeStepTakesTheSimulatorsTime) {
   const SimProfile profile = Profile();
   auto model = Emulated(profile, "decode");
-  engine::BlockManager blocks(2048);
+  kvcache::BlockManager blocks(2048);
   decode::SchedulerConfig config;
   config.block_size = 16;
   config.max_num_batched_tokens = 256;  // Chunks long prompts across steps beside decodes.
@@ -128,7 +128,7 @@ TEST(EmulatedSimTest, APrefillBatchAndItsLayerwiseTransferTakeTheSimulatorsTime)
       &clock);
   auto dst_pool = *receiver.CreatePool(layout);
   auto src_pool = *sender.CreatePool(layout);
-  auto pool = *engine::KvPool::Wrap(layout, src_pool->base(), src_pool->bytes());
+  auto pool = *kvcache::KvPool::Wrap(layout, src_pool->base(), src_pool->bytes());
   const kvtransfer::KvPoolDescriptor d =
       *receiver.ServePool(dst_pool.get(), "decode-0", model->fingerprint(), 1);
   engine::PackedBatch batch;

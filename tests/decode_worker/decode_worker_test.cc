@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "server/child_process.h"
+#include "tests/testing/decode_stats.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/listening_sockets.h"
 #include "tests/testing/test_models.h"
@@ -43,29 +44,6 @@ v1::DecodeRequest Request(const std::vector<int32_t>& prompt, int max_tokens) {
   v1::DecodeRequest r;
   *r.mutable_request() = client::MakeRequest(prompt, max_tokens);
   return r;
-}
-
-v1::DecodeStats Stats(const std::string& address) {
-  auto stub = v1::Decode::NewStub(client::MakeChannel(address, GrpcSecurity()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  v1::DecodeStats stats;
-  EXPECT_TRUE(stub->GetStats(&ctx, v1::GetStatsRequest(), &stats).ok());
-  return stats;
-}
-
-// Waits until nothing runs or waits and every block is free or cached.
-bool WaitForBaseline(const std::string& address, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    const v1::DecodeStats s = Stats(address);
-    if (s.running() == 0 && s.waiting() == 0 && s.blocks().in_use() == 0 &&
-        s.blocks().free() + s.blocks().cached() == s.blocks().total()) {
-      return true;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return false;
 }
 
 class DecodeWorkerTest : public ::testing::Test {
@@ -95,7 +73,7 @@ TEST_F(DecodeWorkerTest, ConcurrentStreamsMatchSequencesGeneratedAlone) {
     prompts[i].resize(1 + rng() % 200);
     for (auto& t : prompts[i]) t = static_cast<int32_t>(rng() % vocab);
     max_tokens[i] = 5 + static_cast<int>(rng() % 36);
-    engine::SamplingConfig sampling;
+    text::SamplingConfig sampling;
     sampling.max_tokens = max_tokens[i];
     sampling.temperature = 0;
     auto alone = engine::GenerateSingle(*loaded->model, loaded->tokenizer.get(), prompts[i],
@@ -123,7 +101,7 @@ TEST_F(DecodeWorkerTest, ConcurrentStreamsMatchSequencesGeneratedAlone) {
     EXPECT_GT(outcomes[i].result.timings().ttft_ms(), 0);
     EXPECT_EQ(outcomes[i].result.placement().mode(), v1::PLACEMENT_MODE_LOCAL);
   }
-  EXPECT_TRUE(WaitForBaseline(worker_->grpc_address(), absl::Seconds(5)));
+  EXPECT_TRUE(testing::WaitForDecodeBaseline(worker_->grpc_address(), absl::Seconds(5)));
 }
 
 TEST_F(DecodeWorkerTest, MatchesThePdserveGenerateBinary) {
@@ -166,7 +144,7 @@ TEST_F(DecodeWorkerTest, CancellationMidStreamFreesBlocks) {
       &handle);
   EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_LT(outcome.tokens.size(), 3000u);
-  EXPECT_TRUE(WaitForBaseline(address, absl::Seconds(5))) << "blocks were not freed";
+  EXPECT_TRUE(testing::WaitForDecodeBaseline(address, absl::Seconds(5))) << "blocks were not freed";
   auto metrics = pdserve::testing::HttpGet(worker_->metrics_address(), "/metrics");
   ASSERT_TRUE(metrics.ok());
   EXPECT_NE(metrics->body.find("pdserve_request_success_total{finished_reason=\"cancelled\""),
@@ -266,12 +244,12 @@ TEST(DecodeWorkerLimitsTest, FullWaitingQueueIsResourceExhausted) {
   std::thread t1([&] { running = client::CallDecode(channel, slow, absl::Seconds(60)); });
   // Wait until it runs, then fill the one waiting slot.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (Stats(worker->grpc_address()).running() == 0 && absl::Now() < deadline)
+  while (testing::DecodeStatsOf(worker->grpc_address()).running() == 0 && absl::Now() < deadline)
     absl::SleepFor(absl::Milliseconds(5));
   std::thread t2([&] {
     queued = client::CallDecode(channel, Request({1, 2}, 2), absl::Seconds(60));
   });
-  while (Stats(worker->grpc_address()).waiting() == 0 && absl::Now() < deadline)
+  while (testing::DecodeStatsOf(worker->grpc_address()).waiting() == 0 && absl::Now() < deadline)
     absl::SleepFor(absl::Milliseconds(5));
   const absl::Time start = absl::Now();
   auto rejected = client::CallDecode(channel, Request({1, 2}, 2), absl::Seconds(10));
@@ -347,7 +325,7 @@ TEST(DecodeWorkerLimitsTest, MemoryBudgetCountsTheWeightsAsStored) {
   const double pool = pdserve::testing::Metric(bf16->metrics_address(), "pdserve_kv_pool_bytes ");
   EXPECT_GT(pool, 0);
   EXPECT_LE(pool, static_cast<double>(budget - bf16_bytes));
-  const v1::DecodeStats stats = Stats(bf16->grpc_address());
+  const v1::DecodeStats stats = testing::DecodeStatsOf(bf16->grpc_address());
   EXPECT_GE(stats.blocks().total(), 2);
 
   auto f32 = ChildProcess::Start(

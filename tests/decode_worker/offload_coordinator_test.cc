@@ -85,7 +85,7 @@ struct InProcessPrefillWorker {
   std::unique_ptr<LoopbackTransport> transport;
   std::unique_ptr<FaultInjectingTransport> faulty;
   std::unique_ptr<kvtransfer::LocalPool> transport_pool;
-  std::unique_ptr<engine::KvPool> pool;
+  std::unique_ptr<kvcache::KvPool> pool;
   std::unique_ptr<prometheus::Registry> registry;
   std::unique_ptr<prefill::PrefillMetrics> metrics;
   std::unique_ptr<prefill::PrefillBatcher> batcher;
@@ -294,8 +294,8 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
     ASSERT_TRUE(tp.ok()) << tp.status();
     transport_pool_ = *std::move(tp);
     auto pool =
-        staged() ? engine::KvPool::Allocate(layout)
-                 : engine::KvPool::Wrap(layout, transport_pool_->base(), transport_pool_->bytes());
+        staged() ? kvcache::KvPool::Allocate(layout)
+                 : kvcache::KvPool::Wrap(layout, transport_pool_->base(), transport_pool_->bytes());
     ASSERT_TRUE(pool.ok()) << pool.status();
     pool_ = *std::move(pool);
     kvtransfer::StagingPath decode_staging;
@@ -334,9 +334,9 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
     auto ptp = prefill_->faulty->CreatePool(pregistered);
     ASSERT_TRUE(ptp.ok());
     prefill_->transport_pool = *std::move(ptp);
-    auto ppool = staged() ? engine::KvPool::Allocate(playout)
-                          : engine::KvPool::Wrap(playout, prefill_->transport_pool->base(),
-                                                 prefill_->transport_pool->bytes());
+    auto ppool = staged() ? kvcache::KvPool::Allocate(playout)
+                          : kvcache::KvPool::Wrap(playout, prefill_->transport_pool->base(),
+                                                  prefill_->transport_pool->bytes());
     ASSERT_TRUE(ppool.ok());
     prefill_->pool = *std::move(ppool);
     kvtransfer::StagingPath prefill_staging;
@@ -383,8 +383,8 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
     seq->prompt_len = static_cast<int>(prompt.size());
     seq->sampling.max_tokens = max_tokens;
     seq->sampling.temperature = 0;
-    seq->stream = std::make_unique<engine::GenerationStream>(model_.tokenizer.get(), seq->sampling,
-                                                             model_.eos_token_ids);
+    seq->stream = std::make_unique<text::GenerationStream>(model_.tokenizer.get(), seq->sampling,
+                                                           model_.eos_token_ids);
     seq->sink = std::move(sink);
     return seq;
   }
@@ -415,7 +415,7 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
     EXPECT_TRUE(done.WaitForNotificationWithTimeout(kRealWait));
     return result;
   }
-  engine::BlockCounts Blocks() {
+  kvcache::BlockCounts Blocks() {
     return OnLoop([this] { return loop_->scheduler().blocks()->counts(); });
   }
   // Blocks a failed attempt's writer may still write: pool blocks, or staging blocks when
@@ -431,7 +431,7 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
   // Every block free or cached; no offload or quarantine left.
   void ExpectBaseline() {
     EXPECT_TRUE(WaitOnLoop([this] {
-      const engine::BlockCounts c = loop_->scheduler().blocks()->counts();
+      const kvcache::BlockCounts c = loop_->scheduler().blocks()->counts();
       return c.in_use == 0 && c.reserved == 0 && c.quarantined == 0 &&
              coordinator_->offloads_in_progress() == 0 &&
              coordinator_->quarantined_transfers() == 0 &&
@@ -457,7 +457,7 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
   std::shared_ptr<LoopbackFabric> fabric_;
   std::unique_ptr<LoopbackTransport> transport_;
   std::unique_ptr<kvtransfer::LocalPool> transport_pool_;
-  std::unique_ptr<engine::KvPool> pool_;
+  std::unique_ptr<kvcache::KvPool> pool_;
   std::unique_ptr<prometheus::Registry> registry_;
   std::unique_ptr<DecodeMetrics> metrics_;
   std::unique_ptr<EngineLoop> loop_;
@@ -537,7 +537,7 @@ TEST_P(OffloadCoordinatorTest, CancelMidTransferHoldsTheBlocksUntilThePrefillWor
   sink->Cancel();
   loop_->Notify();
   ASSERT_TRUE(sink->WaitFinished());
-  EXPECT_EQ(sink->final().finish_reason, static_cast<int>(engine::FinishReason::kCancelled));
+  EXPECT_EQ(sink->final().finish_reason, static_cast<int>(text::FinishReason::kCancelled));
   // The six blocks the worker may still write stay quarantined, however long it takes.
   ASSERT_TRUE(WaitOnLoop([this] { return client_->cancel_calls() == 1; }));
   clock_.Advance(absl::Seconds(30));

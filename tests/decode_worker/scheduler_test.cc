@@ -7,9 +7,9 @@
 #include <numeric>
 
 #include "decode_worker/step_report.h"
-#include "engine/block_hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kvcache/block_hash.h"
 
 namespace pdserve::decode {
 namespace {
@@ -36,7 +36,7 @@ std::string Describe(const PlannedChunk& c) {
 class SchedulerTest : public ::testing::Test {
  protected:
   void Init(int blocks, int budget, int max_seqs = 16) {
-    blocks_ = std::make_unique<engine::BlockManager>(blocks);
+    blocks_ = std::make_unique<kvcache::BlockManager>(blocks);
     SchedulerConfig config;
     config.block_size = kBlock;
     config.max_num_batched_tokens = budget;
@@ -72,12 +72,12 @@ class SchedulerTest : public ::testing::Test {
     return described;
   }
   void ExpectAllFreeOrCached() {
-    const engine::BlockCounts c = blocks_->counts();
+    const kvcache::BlockCounts c = blocks_->counts();
     EXPECT_EQ(c.in_use, 0);
     EXPECT_EQ(c.free + c.cached, c.total);
   }
 
-  std::unique_ptr<engine::BlockManager> blocks_;
+  std::unique_ptr<kvcache::BlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
   uint64_t order_ = 0;
 };
@@ -296,7 +296,7 @@ TEST_F(SchedulerTest, AccountingReturnsToFreeOrCachedWhenIdle) {
     seqs.push_back(Add("s" + std::to_string(i), 5 + i * 3, i % 2, i * 100));
   for (int step = 0; step < 30; ++step) {
     Step();
-    const engine::BlockCounts c = blocks_->counts();
+    const kvcache::BlockCounts c = blocks_->counts();
     EXPECT_EQ(c.free + c.cached + c.in_use + c.reserved + c.quarantined, c.total);
   }
   while (!scheduler_->running().empty()) scheduler_->Finish(scheduler_->running().front());
@@ -306,12 +306,12 @@ TEST_F(SchedulerTest, AccountingReturnsToFreeOrCachedWhenIdle) {
 
 // Every planned chunk's positions are covered by its sequence's block table, and the block
 // counts add up: what the engine forward relies on.
-void ExpectPlanCovered(const StepPlan& plan, const engine::BlockManager& blocks) {
+void ExpectPlanCovered(const StepPlan& plan, const kvcache::BlockManager& blocks) {
   for (const PlannedChunk& c : plan.chunks) {
     EXPECT_GE(static_cast<int>(c.seq->block_table.size()) * kBlock, c.start + c.num_tokens)
         << Describe(c) << " has " << c.seq->block_table.size() << " blocks";
   }
-  const engine::BlockCounts n = blocks.counts();
+  const kvcache::BlockCounts n = blocks.counts();
   EXPECT_EQ(n.free + n.cached + n.in_use + n.reserved + n.quarantined, n.total);
 }
 
@@ -345,7 +345,7 @@ TEST_F(SchedulerTest, CachedBlocksAnAdmissionPinsAreNotCountedAsFreeToo) {
 TEST_F(SchedulerTest, KvExhaustionWithPrefixCachingNeverPlansAShortBlockTable) {
   for (bool prefix_caching : {true, false}) {
     SCOPED_TRACE(prefix_caching ? "prefix caching" : "no prefix caching");
-    blocks_ = std::make_unique<engine::BlockManager>(24);
+    blocks_ = std::make_unique<kvcache::BlockManager>(24);
     SchedulerConfig config;
     config.block_size = kBlock;
     config.max_num_batched_tokens = 32;
@@ -449,7 +449,7 @@ TEST_F(SchedulerTest, StepObservationsLoadAndTransferBlocksFollowTheSchedulersSt
   EXPECT_EQ(step.context_tokens, step.prefill_context_tokens + 7);
   EXPECT_EQ(step.duration_ms, 0);
 
-  const engine::BlockCounts counts = blocks_->counts();
+  const kvcache::BlockCounts counts = blocks_->counts();
   const LoadSnapshot load = DecodeLoad(*scheduler_, counts);
   EXPECT_EQ(load.running, 2);
   EXPECT_EQ(load.waiting, 0);

@@ -17,6 +17,9 @@
 namespace pdserve::engine {
 namespace {
 
+using kvcache::KvPool;
+using text::SamplingConfig;
+
 using pdserve::testing::MaxRelativeError;
 using pdserve::testing::TestModelDir;
 

@@ -12,14 +12,17 @@
 #include <vector>
 
 #include "common/perf_profile.h"
-#include "engine/kv_pool.h"
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
+#include "kvcache/kv_pool.h"
 #include "tests/testing/jumping_clock.h"
 #include "tests/testing/test_models.h"
 
 namespace pdserve::engine {
 namespace {
+
+using kvcache::KvPool;
+using text::SamplingConfig;
 
 using pdserve::testing::JumpingClock;
 

@@ -15,6 +15,9 @@
 namespace pdserve::engine {
 namespace {
 
+using kvcache::KvPool;
+using text::SamplingConfig;
+
 std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int32_t> out(n);

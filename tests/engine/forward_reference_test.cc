@@ -16,6 +16,8 @@
 namespace pdserve::engine {
 namespace {
 
+using kvcache::KvPool;
+
 using pdserve::testing::MaxRelativeError;
 using pdserve::testing::ReferenceLastLogits;
 using pdserve::testing::TestModelDir;

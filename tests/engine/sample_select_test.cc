@@ -11,6 +11,8 @@
 namespace pdserve::engine {
 namespace {
 
+using text::SamplingConfig;
+
 // The probabilities SampleToken computes, and their float sum.
 std::pair<std::vector<float>, float> Probs(const std::vector<float>& logits, float temperature) {
   std::vector<float> p(logits.size());

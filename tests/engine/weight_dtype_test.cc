@@ -17,6 +17,8 @@
 namespace pdserve::engine {
 namespace {
 
+using kvcache::KvPool;
+
 constexpr int kTokens = 64;
 constexpr int kBlockSize = 16;
 

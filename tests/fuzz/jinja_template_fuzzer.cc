@@ -4,11 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/jinja/template.h"
 #include "nlohmann/json.hpp"
+#include "text/jinja/template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace pdserve::engine::jinja;
+  using namespace pdserve::text::jinja;
   const absl::string_view source(reinterpret_cast<const char*>(data), size);
   auto parsed = Template::Parse(source);
   if (!parsed.ok()) return 0;

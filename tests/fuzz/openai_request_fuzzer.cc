@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/chat_template.h"
 #include "router/openai/openai_protocol.h"
+#include "text/chat_template.h"
 
 namespace {
 
@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pdserve::router::openai;
   if (size == 0) return 0;
   static const auto* chat_template =
-      pdserve::engine::ChatTemplate::FromConfig(kTemplateConfig).value().release();
+      pdserve::text::ChatTemplate::FromConfig(kTemplateConfig).value().release();
   const Endpoint endpoint = (data[0] & 1) ? Endpoint::kChatCompletions : Endpoint::kCompletions;
   const absl::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   auto parsed = ParseRequest(endpoint, body);
@@ -30,10 +30,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (parsed->generate.has_chat()) {
-    std::vector<pdserve::engine::ChatMessage> messages;
+    std::vector<pdserve::text::ChatMessage> messages;
     for (const auto& m : parsed->generate.chat().messages())
       messages.push_back({m.role(), m.content()});
-    pdserve::engine::jinja::RenderLimits limits;
+    pdserve::text::jinja::RenderLimits limits;
     limits.max_output_bytes = 1 << 20;
     chat_template->Render(messages, true, {}, limits).IgnoreError();
   }

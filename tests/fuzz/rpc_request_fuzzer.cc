@@ -13,20 +13,20 @@
 
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "engine/byte_level.h"
-#include "engine/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "pdserve/v1/decode.pb.h"
 #include "pdserve/v1/prefill.pb.h"
 #include "pdserve/v1/registry.pb.h"
 #include "prefill_worker/prefill_service.h"
 #include "prometheus/registry.h"
-#include "proto/bridge/report_bridge.h"
-#include "proto/bridge/request_bridge.h"
 #include "router/cost_model.h"
 #include "router/router_metrics.h"
 #include "router/router_wire.h"
 #include "router/worker_registry.h"
+#include "text/byte_level.h"
+#include "text/tokenizer.h"
+#include "wire/report_bridge.h"
+#include "wire/request_bridge.h"
 
 namespace {
 
@@ -34,9 +34,9 @@ constexpr int kVocab = 300;
 
 // A byte-level tokenizer whose vocabulary is the 256 byte symbols plus a few merges and one
 // special token: every input text encodes.
-const pdserve::engine::Tokenizer& TestTokenizer() {
-  static const pdserve::engine::Tokenizer* tokenizer = [] {
-    const auto& alphabet = pdserve::engine::ByteLevelAlphabet::Get();
+const pdserve::text::Tokenizer& TestTokenizer() {
+  static const pdserve::text::Tokenizer* tokenizer = [] {
+    const auto& alphabet = pdserve::text::ByteLevelAlphabet::Get();
     nlohmann::json vocab = nlohmann::json::object();
     for (int b = 0; b < 256; ++b) vocab[alphabet.Encode(static_cast<uint8_t>(b))] = b;
     vocab["th"] = 256;
@@ -46,15 +46,15 @@ const pdserve::engine::Tokenizer& TestTokenizer() {
         {"pre_tokenizer",
          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
         {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"t h", "th e"}}}}};
-    auto t = pdserve::engine::Tokenizer::FromJson(root.dump());
+    auto t = pdserve::text::Tokenizer::FromJson(root.dump());
     if (!t.ok()) __builtin_trap();
     return t->release();
   }();
   return *tokenizer;
 }
 
-pdserve::bridge::ModelLimits Limits() {
-  pdserve::bridge::ModelLimits limits;
+pdserve::wire::ModelLimits Limits() {
+  pdserve::wire::ModelLimits limits;
   limits.model_name = "fuzz";
   limits.vocab_size = kVocab;
   limits.max_context_tokens = 4096;
@@ -64,9 +64,9 @@ pdserve::bridge::ModelLimits Limits() {
 }
 
 void Generate(const pdserve::v1::GenerateRequest& r) {
-  const pdserve::bridge::ModelLimits limits = Limits();
-  if (!pdserve::bridge::PrecheckGenerateRequest(r, limits).ok()) return;
-  pdserve::bridge::ValidateGenerateRequest(r, limits, &TestTokenizer()).IgnoreError();
+  const pdserve::wire::ModelLimits limits = Limits();
+  if (!pdserve::wire::PrecheckGenerateRequest(r, limits).ok()) return;
+  pdserve::wire::ValidateGenerateRequest(r, limits, &TestTokenizer()).IgnoreError();
 }
 
 void Registry(const pdserve::v1::WorkerMessage& first, const std::string& rest) {
@@ -83,7 +83,7 @@ void Registry(const pdserve::v1::WorkerMessage& first, const std::string& rest) 
   if (!session.ok()) return;
   pdserve::v1::WorkerMessage next;
   if (next.ParseFromString(rest)) {
-    if (next.has_load()) registry.Report(*session, pdserve::bridge::ReportFromProto(next.load()));
+    if (next.has_load()) registry.Report(*session, pdserve::wire::ReportFromProto(next.load()));
     if (next.has_prefix_cache()) {
       registry.ApplyPrefix(*session, pdserve::router::PrefixUpdateFromProto(next.prefix_cache()));
     }

@@ -3,11 +3,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/tokenizer.h"
+#include "text/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
-  auto tokenizer = pdserve::engine::Tokenizer::FromJson(text);
+  auto tokenizer = pdserve::text::Tokenizer::FromJson(text);
   if (!tokenizer.ok()) return 0;
   auto ids = (*tokenizer)->Encode("Hello, wörld! 🦙 <|eot_id|>  \n\tend", true);
   if (ids.ok()) (*tokenizer)->Decode(*ids, false).IgnoreError();

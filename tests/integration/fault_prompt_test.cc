@@ -10,25 +10,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
+#include "common/process_memory.h"
 #include "gtest/gtest.h"
 #include "tests/integration/fault_check.h"
 #include "tools/client/generation_client.h"
 
 namespace pdserve::testing {
 namespace {
-
-// Resident set of a process in bytes, from /proc.
-int64_t RssBytes(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (!absl::StartsWith(line, "VmRSS:")) continue;
-    std::vector<std::string> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    int64_t kb = 0;
-    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) return kb * 1024;
-  }
-  return -1;
-}
 
 // Text of `bytes` made of unique random "words" of `word_bytes` letters.
 std::string RandomWords(std::mt19937& rng, size_t bytes, int word_bytes) {
@@ -128,11 +116,11 @@ TEST(PromptFaultTest, BigPromptsTokenizedAndRefusedNeitherStarveTheRegistryNorGr
     }
     for (auto& t : threads) t.join();
     // The allocator keeps what the first rounds freed; later rounds must not add to it.
-    if (round == 2) rss_after_warmup = RssBytes(cluster->router().pid());
+    if (round == 2) rss_after_warmup = ResidentSetBytes(cluster->router().pid());
   }
   loading = false;
   small.join();
-  const int64_t rss_after_all = RssBytes(cluster->router().pid());
+  const int64_t rss_after_all = ResidentSetBytes(cluster->router().pid());
   EXPECT_EQ(watch.Stop(), 0) << "the router dropped workers";
   EXPECT_GT(served.load(), 0);
   EXPECT_EQ(failed.load(), 0);

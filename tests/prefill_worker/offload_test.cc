@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "server/child_process.h"
+#include "tests/testing/decode_stats.h"
 #include "tests/testing/greedy_reference.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/poll.h"
@@ -93,35 +94,11 @@ v1::DecodeRequest Request(const std::vector<int32_t>& prompt, int max_tokens,
   return r;
 }
 
-v1::DecodeStats Stats(const std::string& address) {
-  auto stub = v1::Decode::NewStub(client::MakeChannel(address, GrpcSecurity()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  v1::DecodeStats stats;
-  EXPECT_TRUE(stub->GetStats(&ctx, v1::GetStatsRequest(), &stats).ok());
-  return stats;
-}
-
-bool AtBaseline(const v1::DecodeStats& s) {
-  return s.running() == 0 && s.waiting() == 0 && s.awaiting_kv() == 0 && s.blocks().in_use() == 0 &&
-         s.blocks().reserved_for_transfer() == 0 && s.blocks().quarantined() == 0 &&
-         s.blocks().free() + s.blocks().cached() == s.blocks().total();
-}
-
-bool WaitForBaseline(const std::string& address, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (AtBaseline(Stats(address))) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return false;
-}
-
 // Waits until the decode worker holds `n` sequences in AWAITING_KV.
 bool WaitForAwaitingKv(const std::string& address, uint32_t n, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
-    if (Stats(address).awaiting_kv() == n) return true;
+    if (testing::DecodeStatsOf(address).awaiting_kv() == n) return true;
     absl::SleepFor(absl::Milliseconds(5));
   }
   return false;
@@ -195,7 +172,7 @@ TEST_P(OffloadTest, OffloadedGenerationIsTokenIdenticalToLocal) {
     ExpectOffloaded(Call(Request(prompt, 12, {PrefillRef()})), expected,
                     "prefill-" + prefill_->grpc_address(), absl::StrCat("prompt of ", length));
   }
-  EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
+  EXPECT_TRUE(testing::WaitForDecodeBaseline(decode_->grpc_address(), absl::Seconds(10)));
   EXPECT_GT(Metric(prefill_->metrics_address(), "pdserve_kv_transfer_bytes_total"), 0);
   // Every offloaded sequence's wait for its KV is observed (8 prompts above).
   EXPECT_GE(Metric(decode_->metrics_address(), "pdserve_kv_transfer_wait_seconds_count"), 8);
@@ -218,7 +195,7 @@ TEST_P(OffloadTest, PrefixCacheHitsTransferOnlyTheSuffix) {
                     absl::StrCat("suffix of ", suffix));
     EXPECT_EQ(out.result.usage().cached_prompt_tokens(), 96u) << "suffix of " << suffix;
   }
-  EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
+  EXPECT_TRUE(testing::WaitForDecodeBaseline(decode_->grpc_address(), absl::Seconds(10)));
 }
 
 TEST_P(OffloadTest, ConcurrentPromptsSharingPrefixes) {
@@ -252,7 +229,7 @@ TEST_P(OffloadTest, ConcurrentPromptsSharingPrefixes) {
               i % 3 == 2 ? v1::PLACEMENT_MODE_LOCAL : v1::PLACEMENT_MODE_OFFLOAD)
         << i;
   }
-  EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
+  EXPECT_TRUE(testing::WaitForDecodeBaseline(decode_->grpc_address(), absl::Seconds(10)));
 }
 
 TEST_P(OffloadTest, PrefillWorkerKilledMidTransferFallsBackWithIdenticalTokens) {
@@ -290,10 +267,10 @@ TEST_P(OffloadTest, PrefillWorkerKilledMidTransferFallsBackWithIdenticalTokens) 
       EXPECT_EQ(p.fallback_cause(), "prefill_error");
     }
     // The killed worker's blocks stay quarantined until it is known dead, then all return.
-    EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(15)))
-        << Stats(decode_->grpc_address()).DebugString();
+    EXPECT_TRUE(testing::WaitForDecodeBaseline(decode_->grpc_address(), absl::Seconds(15)))
+        << testing::DecodeStatsOf(decode_->grpc_address()).DebugString();
   }
-  EXPECT_GE(Stats(decode_->grpc_address()).offload_fallbacks_total(), 1u);
+  EXPECT_GE(testing::DecodeStatsOf(decode_->grpc_address()).offload_fallbacks_total(), 1u);
 }
 
 // Killed while a layer is in flight (no pause between layers, several kills at different
@@ -327,8 +304,8 @@ TEST_P(OffloadTest, PrefillWorkerKilledWhileALayerIsInFlightLeavesTheDecodeWorke
     ASSERT_TRUE(decode_->running()) << decode_->Log();
     ASSERT_TRUE(out.status.ok()) << out.status.error_message() << "\n" << decode_->Log();
     EXPECT_EQ(out.tokens, expected);
-    EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(15)))
-        << Stats(decode_->grpc_address()).DebugString();
+    EXPECT_TRUE(testing::WaitForDecodeBaseline(decode_->grpc_address(), absl::Seconds(15)))
+        << testing::DecodeStatsOf(decode_->grpc_address()).DebugString();
   }
 }
 
@@ -339,7 +316,7 @@ TEST_P(OffloadTest, UnreachablePrefillWorkerMovesToTheAlternate) {
   const auto out = Call(Request(prompt, 6, {Worker{"prefill-gone", "127.0.0.1:1"}, PrefillRef()}));
   ExpectOffloaded(out, reference_.Generate(prompt, 6), "prefill-" + prefill_->grpc_address(),
                   "alternate");
-  EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(15)));
+  EXPECT_TRUE(testing::WaitForDecodeBaseline(decode_->grpc_address(), absl::Seconds(15)));
 }
 
 TEST_P(OffloadTest, CancelWhileAwaitingKvStopsThePrefillAndFreesBlocksAfterItsAck) {
@@ -377,14 +354,14 @@ TEST_P(OffloadTest, CancelWhileAwaitingKvStopsThePrefillAndFreesBlocksAfterItsAc
   const std::string staging_in_use = "pdserve_kv_staging_blocks{state=\"in_use\"}";
   bool saw_quarantine = false;
   for (int i = 0; i < 50 && !saw_quarantine; ++i) {
-    const v1::DecodeStats s = Stats(decode_->grpc_address());
+    const v1::DecodeStats s = testing::DecodeStatsOf(decode_->grpc_address());
     saw_quarantine =
         s.awaiting_kv() == 0 && (staged ? Metric(decode_->metrics_address(), staging_in_use) > 0
                                         : s.blocks().quarantined() > 0);
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_TRUE(saw_quarantine);
-  EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(10)));
+  EXPECT_TRUE(testing::WaitForDecodeBaseline(decode_->grpc_address(), absl::Seconds(10)));
   EXPECT_TRUE(WaitForMetricAtLeast(slow->metrics_address(), "pdserve_prefill_cancelled_total", 1));
   if (staged) {
     // Both sides' staging blocks come back: the decode worker's with the acknowledgement, the
@@ -424,7 +401,7 @@ TEST_P(OffloadTest, ModelOrLayoutMismatchIsRefusedAndPrefillsLocally) {
                          std::string(c.model == "tiny" ? "tiny" : "tiny-qwen2") +
                          "\",reason=\"layout_mismatch\"}"),
               1);
-    EXPECT_TRUE(WaitForBaseline(decode_->grpc_address(), absl::Seconds(5)));
+    EXPECT_TRUE(testing::WaitForDecodeBaseline(decode_->grpc_address(), absl::Seconds(5)));
   }
 }
 
@@ -458,7 +435,7 @@ TEST_P(OffloadTest, RestartedWorkersGetFreshEndpoints) {
   prompt = reference_.RandomPrompt(rng, 63);
   ExpectOffloaded(Call(Request(prompt, 5, {PrefillRef()})), reference_.Generate(prompt, 5),
                   "prefill-" + prefill_->grpc_address(), "after the decode restart");
-  EXPECT_TRUE(WaitForBaseline(decode_address, absl::Seconds(10)));
+  EXPECT_TRUE(testing::WaitForDecodeBaseline(decode_address, absl::Seconds(10)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ucx, OffloadTest, ::testing::Values("shm", "tcp", "shm+staged"));

@@ -8,10 +8,10 @@
 #include "engine/model_loader.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/prefill.grpc.pb.h"
-#include "proto/bridge/request_bridge.h"
 #include "server/child_process.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::prefill {
 namespace {
@@ -50,7 +50,7 @@ class PrefillServiceTest : public ::testing::Test {
     t.pool.epoch = 1;
     t.token = 42;
     for (int b = 0; b < (prompt_len + 15) / 16; ++b) t.block_ids.push_back(b);
-    bridge::TargetToProto(t, loaded->model->fingerprint(), r.mutable_target());
+    wire::TargetToProto(t, loaded->model->fingerprint(), r.mutable_target());
     r.mutable_target()->set_first_position(0);
     r.mutable_target()->set_num_tokens(static_cast<uint32_t>(prompt_len));
     return r;

@@ -1,6 +1,7 @@
 #include "tests/router/cluster_fixture.h"
 
 #include "gtest/gtest.h"
+#include "tests/testing/decode_stats.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_models.h"
 #include "tools/client/generation_client.h"
@@ -106,27 +107,12 @@ bool LocalCluster::WaitForStatus(const std::function<bool(const v1::ClusterStatu
 
 v1::DecodeStats LocalCluster::DecodeStats(const ChildProcess& worker,
                                           const GrpcSecurity& security) {
-  auto stub = v1::Decode::NewStub(client::MakeChannel(worker.grpc_address(), security));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-  v1::DecodeStats stats;
-  EXPECT_TRUE(stub->GetStats(&ctx, v1::GetStatsRequest(), &stats).ok());
-  return stats;
+  return testing::DecodeStatsOf(worker.grpc_address(), security);
 }
 
 bool LocalCluster::WaitForBaseline(const ChildProcess& worker, absl::Duration timeout,
                                    const GrpcSecurity& security) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    const v1::DecodeStats s = DecodeStats(worker, security);
-    if (s.running() == 0 && s.waiting() == 0 && s.awaiting_kv() == 0 && s.blocks().in_use() == 0 &&
-        s.blocks().reserved_for_transfer() == 0 && s.blocks().quarantined() == 0 &&
-        s.blocks().free() + s.blocks().cached() == s.blocks().total()) {
-      return true;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return false;
+  return testing::WaitForDecodeBaseline(worker.grpc_address(), timeout, security);
 }
 
 bool LocalCluster::RestartRouter() {

@@ -6,8 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/retry_after.h"
-#include "engine/block_hash.h"
 #include "gtest/gtest.h"
+#include "kvcache/block_hash.h"
 #include "prometheus/registry.h"
 #include "router/placer.h"
 #include "router/worker_registry.h"
@@ -400,7 +400,7 @@ class PlacerTest : public RegistryTest {
   bool CachePrefix(uint64_t session, const std::vector<int32_t>& prompt, size_t tokens) {
     PrefixCacheUpdate events;
     events.stored =
-        engine::FullBlockHashes(kFingerprint, absl::MakeConstSpan(prompt).subspan(0, tokens), 16);
+        kvcache::FullBlockHashes(kFingerprint, absl::MakeConstSpan(prompt).subspan(0, tokens), 16);
     return registry_.ApplyPrefix(session, events);
   }
   static std::vector<int32_t> Prompt(int n, int salt = 0) {

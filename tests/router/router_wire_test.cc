@@ -5,7 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "proto/bridge/report_bridge.h"
+#include "wire/report_bridge.h"
 
 namespace pdserve::router {
 namespace {
@@ -91,14 +91,14 @@ TEST(RouterWireTest, ReportsCarryTheirStepsAndPrefixEvents) {
   v1::StepSample* forged = r.add_recent_steps();
   forged->set_context_tokens(100);
   forged->set_prefill_context_tokens(1000);
-  const WorkerReport report = bridge::ReportFromProto(r);
+  const WorkerReport report = wire::ReportFromProto(r);
   EXPECT_EQ(report.load.running, 3);
   EXPECT_EQ(report.load.waiting, 2);
   EXPECT_EQ(report.load.free_blocks, 77);
   EXPECT_EQ(report.load.pending_prefill_tokens, 1234);
   EXPECT_EQ(report.load.context_tokens, 56789);
   v1::LoadReport back;
-  bridge::LoadToProto(report.load, &back);
+  wire::LoadToProto(report.load, &back);
   EXPECT_EQ(back.context_tokens(), 56789u);
   ASSERT_EQ(report.steps.size(), 2u);
   EXPECT_EQ(report.steps[0].num_prefill_tokens, 128);

@@ -16,7 +16,7 @@ GreedyReference::GreedyReference(const std::string& variant, const engine::Engin
 }
 
 std::vector<int32_t> GreedyReference::Generate(const std::vector<int32_t>& prompt, int max_tokens) {
-  engine::SamplingConfig sampling;
+  text::SamplingConfig sampling;
   sampling.max_tokens = max_tokens;
   sampling.temperature = 0;
   auto out = engine::GenerateSingle(*loaded_.model, loaded_.tokenizer.get(), prompt, sampling,

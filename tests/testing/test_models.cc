@@ -95,7 +95,7 @@ absl::StatusOr<std::vector<std::vector<double>>> RunLogitsScript(const std::stri
     if (WIFEXITED(status) && WEXITSTATUS(status) == 3) return absl::UnavailableError(what);
     return absl::InternalError(what);
   }
-  ASSIGN_OR_RETURN(std::string text, engine::ReadFileToString(output));
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(output));
   std::filesystem::remove_all(dir);
   const auto json = nlohmann::json::parse(text);
   return json["logits"].get<std::vector<std::vector<double>>>();

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/retry_after.h"
@@ -67,12 +68,13 @@ GenerationOutcome Collect(std::unique_ptr<Reader> reader, grpc::ClientContext* c
   return out;
 }
 
-}  // namespace
-
-GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel,
-                             const v1::DecodeRequest& request, absl::Duration timeout,
-                             const MessageCallback& on_message, CallHandle* handle) {
-  auto stub = v1::Decode::NewStub(channel);
+// One server-streaming Generate call on `Service` (Decode or Generation: the same stream of
+// GenerateResponse messages), run to its end.
+template <typename Service, typename Request>
+GenerationOutcome CallStreaming(const std::shared_ptr<grpc::Channel>& channel,
+                                const Request& request, absl::Duration timeout,
+                                const MessageCallback& on_message, CallHandle* handle) {
+  auto stub = Service::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   CallAttachment attached(handle, &context);
@@ -80,15 +82,37 @@ GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel,
   return Collect(stub->Generate(&context, request), &context, start, on_message);
 }
 
+}  // namespace
+
+GenerationOutcome CallDecode(const std::shared_ptr<grpc::Channel>& channel,
+                             const v1::DecodeRequest& request, absl::Duration timeout,
+                             const MessageCallback& on_message, CallHandle* handle) {
+  return CallStreaming<v1::Decode>(channel, request, timeout, on_message, handle);
+}
+
 GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel,
                                const v1::GenerateRequest& request, absl::Duration timeout,
                                const MessageCallback& on_message, CallHandle* handle) {
-  auto stub = v1::Generation::NewStub(channel);
+  return CallStreaming<v1::Generation>(channel, request, timeout, on_message, handle);
+}
+
+absl::StatusOr<v1::DecodeStats> FetchDecodeStats(const std::shared_ptr<grpc::Channel>& channel,
+                                                 absl::Duration timeout) {
+  auto stub = v1::Decode::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  CallAttachment attached(handle, &context);
-  const absl::Time start = absl::Now();
-  return Collect(stub->Generate(&context, request), &context, start, on_message);
+  v1::DecodeStats stats;
+  const grpc::Status status = stub->GetStats(&context, v1::GetStatsRequest(), &stats);
+  if (!status.ok()) {
+    return absl::UnavailableError(absl::StrCat("Decode.GetStats: ", status.error_message()));
+  }
+  return stats;
+}
+
+bool AtBaseline(const v1::DecodeStats& s) {
+  return s.running() == 0 && s.waiting() == 0 && s.awaiting_kv() == 0 && s.blocks().in_use() == 0 &&
+         s.blocks().reserved_for_transfer() == 0 && s.blocks().quarantined() == 0 &&
+         s.blocks().free() + s.blocks().cached() == s.blocks().total();
 }
 
 GenerationOutcome CallGenerateCancellingAfter(const std::shared_ptr<grpc::Channel>& channel,

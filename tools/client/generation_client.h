@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pdserve/v1/decode.grpc.pb.h"
@@ -64,6 +65,15 @@ GenerationOutcome CallGenerate(const std::shared_ptr<grpc::Channel>& channel,
                                const v1::GenerateRequest& request, absl::Duration timeout,
                                const MessageCallback& on_message = nullptr,
                                CallHandle* handle = nullptr);
+
+// Decode.GetStats on a decode worker: its sequences and blocks. UNAVAILABLE, with gRPC's
+// message, when the call fails.
+absl::StatusOr<v1::DecodeStats> FetchDecodeStats(const std::shared_ptr<grpc::Channel>& channel,
+                                                 absl::Duration timeout = absl::Seconds(5));
+// A decode worker at rest: nothing running, waiting or awaiting KV, and every block free or
+// cached (none in use, reserved for a transfer or quarantined): what it must return to after
+// any request, failed or not.
+bool AtBaseline(const v1::DecodeStats& stats);
 
 // CallGenerate, cancelled by the client after `cancel_after` if still running (as a user who
 // gives up would); `*cancelled` says whether the cancellation was sent.

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
       "       pdserve-generate --model=DIR --backend=emulated --profile=FILE ... (a profile's "
       "timing, no weights)");
   namespace engine = pdserve::engine;
+  namespace text = pdserve::text;
   const std::string dir = absl::GetFlag(FLAGS_model);
   if (dir.empty()) {
     std::fprintf(stderr,
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
     }
     prompt = *std::move(ids);
   }
-  engine::SamplingConfig sampling;
+  text::SamplingConfig sampling;
   sampling.max_tokens = absl::GetFlag(FLAGS_max_tokens);
   sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
   sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
@@ -105,7 +106,7 @@ int main(int argc, char** argv) {
   std::fprintf(
       stderr,
       "[%zu prompt tokens, %zu generated, finish=%s, ttft=%.1f ms, decode %.1f tok/s, %s]\n",
-      prompt.size(), result->tokens.size(), engine::FinishReasonName(result->finish),
+      prompt.size(), result->tokens.size(), text::FinishReasonName(result->finish),
       absl::ToDoubleMilliseconds(result->time_to_first_token),
       result->tokens.size() > 1 && seconds > 0 ? (result->tokens.size() - 1) / seconds : 0.0,
       loaded->model->instruction_set().c_str());

@@ -5,8 +5,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "common/status_macros.h"
-#include "engine/byte_level.h"
-#include "engine/pretokenizer.h"
+#include "text/byte_level.h"
+#include "text/pretokenizer.h"
 
 namespace pdserve::tools {
 namespace {
@@ -18,8 +18,8 @@ uint64_t Key(int a, int b) { return (static_cast<uint64_t>(a) << 32) | static_ca
 absl::StatusOr<TrainedBpe> TrainBpe(const std::string& corpus, const std::string& pattern,
                                     int vocab_size) {
   if (vocab_size < 256) return absl::InvalidArgumentError("vocab_size must be >= 256");
-  ASSIGN_OR_RETURN(auto pre, engine::RegexPreTokenizer::Create(pattern));
-  const engine::ByteLevelAlphabet& alphabet = engine::ByteLevelAlphabet::Get();
+  ASSIGN_OR_RETURN(auto pre, text::RegexPreTokenizer::Create(pattern));
+  const text::ByteLevelAlphabet& alphabet = text::ByteLevelAlphabet::Get();
 
   TrainedBpe out;
   absl::flat_hash_map<std::string, int> ids;

@@ -8,9 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "common/hash.h"
 #include "common/status_macros.h"
-#include "engine/pretokenizer.h"
 #include "engine/safetensors_writer.h"
 #include "nlohmann/json.hpp"
+#include "text/pretokenizer.h"
 #include "tools/make_model/bpe_trainer.h"
 #include "tools/make_model/corpus.h"
 

@@ -15,7 +15,6 @@
 #include "common/status_macros.h"
 #include "common/text_table.h"
 #include "pdserve/v1/registry.grpc.pb.h"
-#include "proto/bridge/request_bridge.h"
 #include "server/child_process.h"
 #include "server/health_client.h"
 #include "server/registry_client.h"
@@ -23,6 +22,7 @@
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/cluster_launcher.h"
 #include "tools/pdctl/cluster_state.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::pdctl {
 namespace {
@@ -242,7 +242,7 @@ absl::Status SwitchRole(const std::string& run_dir, const std::string& router_ov
   v1::SwitchRoleResponse response;
   const grpc::Status s = stub->SwitchRole(&ctx, request, &response);
   if (!s.ok()) {
-    const absl::Status status = bridge::FromGrpc(s);  // Keeps the code (refused, unreachable).
+    const absl::Status status = wire::FromGrpc(s);  // Keeps the code (refused, unreachable).
     return absl::Status(status.code(), absl::StrCat("router ", router, ": ", status.message()));
   }
   out << response.message() << "\n"
@@ -275,7 +275,7 @@ absl::Status Generate(const GenerateOptions& o, std::ostream& text, std::ostream
                                               if (!o.quiet && !m.text().empty())
                                                 text << m.text() << std::flush;
                                             });
-  if (!outcome.status.ok()) return bridge::FromGrpc(outcome.status);
+  if (!outcome.status.ok()) return wire::FromGrpc(outcome.status);
   const v1::GenerateResult& r = outcome.result;
   const v1::Placement& p = r.placement();
   const v1::StageTimings& t = r.timings();
