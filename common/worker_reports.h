@@ -46,6 +46,15 @@ struct WorkerReport {
   std::vector<StepObservation> steps;
 };
 
+// A decode worker's prefix-cache changes since its previous report, which the router's prefix
+// index follows. With `reset`, `stored` is the whole cache (a router (re)registered and
+// rebuilds its view from it).
+struct PrefixCacheChanges {
+  bool reset = false;
+  std::vector<uint64_t> stored;
+  std::vector<uint64_t> evicted;
+};
+
 // The steps a decode worker ran since its last report. Between reports at most
 // kMaxReportedSteps are kept, the newest (a router that stops reading loses the oldest, and a
 // report stays bounded).
@@ -60,6 +69,18 @@ class StepHistory {
 
  private:
   std::deque<StepObservation> steps_;
+};
+
+// What a prefill worker measured of one prefill, carried by value from its batcher through the
+// Prefill answer, the decode worker's offload path and the final GenerateResult (wire/ and the
+// router's router_wire.cc convert it at each process's edge).
+struct PrefillMeasurement {
+  double queue_ms = 0;          // In the prefill worker's queue.
+  double compute_ms = 0;        // Its batch's forward.
+  double transfer_ms = 0;       // From the first layer written to the last landed.
+  double transfer_tail_ms = 0;  // What the transfer added after the forward.
+  uint64_t transfer_bytes = 0;  // KV bytes written into the decode worker's pool.
+  int computed_tokens = 0;      // Prompt tokens computed.
 };
 
 // What a completed offload measured: how fast the prefill worker computed the prompt and how

@@ -77,17 +77,13 @@ v1::WorkerRegistration DecodeRole::Registration() const {
   return r;
 }
 
-void DecodeRole::FillReport(bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
-  WorkerReport report;
-  kvcache::PrefixCacheEvents prefix;
-  bool reset = false;
-  loop_->TakeReport(reconnected, &report.steps, &prefix, &reset);
-  report.load = loop_->Stats().load;
-  report.load.draining = loop_->draining();
-  wire::ReportToProto(report, load);
-  events->set_reset(reset);
-  for (uint64_t h : prefix.stored) events->add_stored(h);
-  for (uint64_t h : prefix.evicted) events->add_evicted(h);
+void DecodeRole::FillReport(bool reconnected, WorkerReport* report, PrefixCacheChanges* prefix) {
+  kvcache::PrefixCacheEvents events;
+  loop_->TakeReport(reconnected, &report->steps, &events, &prefix->reset);
+  report->load = loop_->Stats().load;
+  report->load.draining = loop_->draining();
+  prefix->stored = std::move(events.stored);
+  prefix->evicted = std::move(events.evicted);
 }
 
 void DecodeRole::Start() { loop_->Start(); }

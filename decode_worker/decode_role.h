@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/worker_reports.h"
 #include "decode_worker/decode_metrics.h"
 #include "decode_worker/decode_service.h"
 #include "decode_worker/decode_worker_config.h"
@@ -38,7 +39,7 @@ class DecodeRole {
   absl::Status Attach();
   v1::WorkerRegistration Registration() const;
   // One load report (with draining set while the loop refuses new requests).
-  void FillReport(bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events);
+  void FillReport(bool reconnected, WorkerReport* report, PrefixCacheChanges* prefix);
   void Start();
   void Stop();
 

@@ -20,8 +20,8 @@ void DecodeWorker::Run(ShutdownSignal& shutdown) {
   role->Start();
   process_->Serve(
       shutdown, role->Registration(),
-      [role](bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
-        role->FillReport(reconnected, load, events);
+      [role](bool reconnected, WorkerReport* report, PrefixCacheChanges* prefix) {
+        role->FillReport(reconnected, report, prefix);
       },
       [role] { role->BeginDrain(); });
   role->Stop();

@@ -83,13 +83,13 @@ v1::WorkerRegistration RoleSwitchingWorker::Registration(v1::WorkerRole role) co
 RegistryClient::ReportFn RoleSwitchingWorker::Report(v1::WorkerRole role) {
   if (role == v1::WORKER_ROLE_DECODE) {
     DecodeRole* decode = decode_.get();
-    return [decode](bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
-      decode->FillReport(reconnected, load, events);
+    return [decode](bool reconnected, WorkerReport* report, PrefixCacheChanges* prefix) {
+      decode->FillReport(reconnected, report, prefix);
     };
   }
   prefill::PrefillRole* prefill = prefill_.get();
   return
-      [prefill](bool, v1::LoadReport* load, v1::PrefixCacheEvents*) { prefill->FillReport(load); };
+      [prefill](bool, WorkerReport* report, PrefixCacheChanges*) { prefill->FillReport(report); };
 }
 
 void RoleSwitchingWorker::PublishRole(v1::WorkerRole role) {

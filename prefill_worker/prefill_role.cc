@@ -44,13 +44,13 @@ v1::WorkerRegistration PrefillRole::Registration() const {
   return r;
 }
 
-void PrefillRole::FillReport(v1::LoadReport* load) const {
-  load->set_running(batcher_->running());
-  load->set_pending_prefill_tokens(
-      static_cast<uint64_t>(std::max<int64_t>(0, batcher_->pending_tokens())));
-  load->set_prefill_tokens_per_second(batcher_->tokens_per_second());
-  load->set_transfer_bytes_per_second(batcher_->transfer_bytes_per_second());
-  load->set_draining(batcher_->draining());
+void PrefillRole::FillReport(WorkerReport* report) const {
+  LoadSnapshot& load = report->load;
+  load.running = batcher_->running();
+  load.pending_prefill_tokens = std::max<int64_t>(0, batcher_->pending_tokens());
+  load.prefill_tokens_per_second = batcher_->tokens_per_second();
+  load.transfer_bytes_per_second = batcher_->transfer_bytes_per_second();
+  load.draining = batcher_->draining();
 }
 
 void PrefillRole::Start() { batcher_->Start(); }

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/worker_reports.h"
 #include "pdserve/v1/registry.pb.h"
 #include "prefill_worker/prefill_batcher.h"
 #include "prefill_worker/prefill_metrics.h"
@@ -34,7 +35,7 @@ class PrefillRole {
   void Attach();
   v1::WorkerRegistration Registration() const;
   // One load report (with draining set while the batcher refuses new prefills).
-  void FillReport(v1::LoadReport* load) const;
+  void FillReport(WorkerReport* report) const;
   void Start();
   void Stop();
 

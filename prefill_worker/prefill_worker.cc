@@ -34,7 +34,7 @@ void PrefillWorker::Run(ShutdownSignal& shutdown) {
   role->Start();
   process_->Serve(
       shutdown, role->Registration(),
-      [role](bool, v1::LoadReport* load, v1::PrefixCacheEvents*) { role->FillReport(load); },
+      [role](bool, WorkerReport* report, PrefixCacheChanges*) { role->FillReport(report); },
       [role] { role->BeginDrain(); });
   role->Stop();
 }

@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "pdserve/v1/registry.grpc.pb.h"
 #include "server/grpc_channel.h"
+#include "wire/report_bridge.h"
 
 namespace pdserve {
 namespace {
@@ -363,10 +364,16 @@ void RegistryClient::RunReporter() {
   uint64_t sequence = 0;
   while (!stop_.WaitForNotificationWithTimeout(config_.report_interval)) {
     if (registered_routers_.load() == 0) continue;  // Nobody to tell; keep the samples.
+    WorkerReport taken;
+    PrefixCacheChanges prefix;
+    report_(reset_requested_.exchange(false), &taken, &prefix);
+    taken.load.sequence = ++sequence;
     auto report = std::make_shared<Report>();
-    report_(reset_requested_.exchange(false), report->load.mutable_load(),
-            report->events.mutable_prefix_cache());
-    report->load.mutable_load()->set_sequence(++sequence);
+    wire::ReportToProto(taken, report->load.mutable_load());
+    v1::PrefixCacheEvents* events = report->events.mutable_prefix_cache();
+    events->set_reset(prefix.reset);
+    for (uint64_t h : prefix.stored) events->add_stored(h);
+    for (uint64_t h : prefix.evicted) events->add_evicted(h);
     absl::MutexLock lock(&mu_);
     for (auto& [address, session] : sessions_) session->Offer(report);
   }

@@ -33,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/worker_reports.h"
 #include "pdserve/v1/registry.pb.h"
 #include "server/grpc_security.h"
 
@@ -76,11 +77,12 @@ inline constexpr char kRegistrationTokenHeader[] = "x-pdserve-registration-token
 
 class RegistryClient {
  public:
-  // Fills one report. `reconnected` is true when a router (re)registered since the last call:
-  // a decode worker then prepares its full prefix cache (prefix_cache.reset = true in a later
-  // report, once built).
+  // Fills one report, in domain terms (converted to the wire once, here). `reconnected` is
+  // true when a router (re)registered since the last call: a decode worker then prepares its
+  // full prefix cache (`prefix->reset` in a later report, once built). A prefill worker leaves
+  // `prefix` empty.
   using ReportFn =
-      std::function<void(bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events)>;
+      std::function<void(bool reconnected, WorkerReport* report, PrefixCacheChanges* prefix)>;
 
   RegistryClient(RegistryClientConfig config, v1::WorkerRegistration registration, ReportFn report);
   ~RegistryClient();

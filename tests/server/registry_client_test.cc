@@ -72,12 +72,12 @@ TEST(RegistryClientTest, RegistersReportsAndReconnects) {
                                              .min_backoff = absl::Milliseconds(20),
                                              .max_backoff = absl::Milliseconds(200)},
                         reg,
-                        [&](bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
-                          load->set_running(3);
-                          load->set_total_blocks(100);
+                        [&](bool reconnected, WorkerReport* report, PrefixCacheChanges* prefix) {
+                          report->load.running = 3;
+                          report->load.total_blocks = 100;
                           if (reconnected) {
-                            events->set_reset(true);
-                            events->add_stored(42);
+                            prefix->reset = true;
+                            prefix->stored.push_back(42);
                           }
                           ++reports;
                         });
@@ -132,10 +132,10 @@ TEST(RegistryClientTest, AnUnchangedLoadIsSentOnlyEveryHeartbeat) {
   std::atomic<int> taken{0};
   RegistryClient client(RegistryClientConfig{.router_address = (*server)->address(),
                                              .report_interval = absl::Milliseconds(10)},
-                        reg, [&](bool, v1::LoadReport* load, v1::PrefixCacheEvents*) {
+                        reg, [&](bool, WorkerReport* report, PrefixCacheChanges*) {
                           const int n = taken.fetch_add(1);
-                          load->set_total_blocks(100);
-                          load->set_running(changing.load() ? n : 0);
+                          report->load.total_blocks = 100;
+                          report->load.running = changing.load() ? n : 0;
                         });
   auto received = [&] {
     absl::MutexLock lock(&fake->mu_);
@@ -205,16 +205,16 @@ TEST(RegistryClientTest, EveryRouterGetsEveryReportAndEvent) {
   std::atomic<uint64_t> next_hash{1};
   std::atomic<int> latest_routers{-1};
   RegistryClient client(routers.Config(&latest_routers), reg,
-                        [&](bool reconnected, v1::LoadReport* load, v1::PrefixCacheEvents* events) {
-                          load->set_running(1);
+                        [&](bool reconnected, WorkerReport* report, PrefixCacheChanges* prefix) {
+                          report->load.running = 1;
                           // A reset lists everything stored so far; otherwise one new hash per
                           // report.
                           const uint64_t h = next_hash.fetch_add(1);
                           if (reconnected) {
-                            events->set_reset(true);
-                            for (uint64_t i = 1; i <= h; ++i) events->add_stored(i);
+                            prefix->reset = true;
+                            for (uint64_t i = 1; i <= h; ++i) prefix->stored.push_back(i);
                           } else {
-                            events->add_stored(h);
+                            prefix->stored.push_back(h);
                           }
                         });
   client.Start();
@@ -245,7 +245,7 @@ TEST(RegistryClientTest, LosingOneRouterOfTwoKeepsTheOther) {
   ASSERT_TRUE(routers.ok());
   std::atomic<int> latest_routers{-1};
   RegistryClient client(routers.Config(&latest_routers), v1::WorkerRegistration(),
-                        [](bool, v1::LoadReport*, v1::PrefixCacheEvents*) {});
+                        [](bool, WorkerReport*, PrefixCacheChanges*) {});
   client.Start();
   ASSERT_TRUE(WaitFor([&] { return latest_routers.load() == 2; }, absl::Seconds(10)));
   TwoRouters::StopRouter(routers.server1);
