@@ -76,9 +76,9 @@ class GrpcStreamSink final : public StreamSink {
       v1::StageTimings& t = *r.mutable_timings();
       t.set_queue_ms(f.queue_ms);
       t.set_prefill_ms(f.prefill_ms);
-      t.set_transfer_ms(f.transfer_ms);
-      t.set_transfer_tail_ms(f.transfer_tail_ms);
-      t.set_prefill_queue_ms(f.prefill_queue_ms);
+      t.set_transfer_ms(f.offload.transfer_ms);
+      t.set_transfer_tail_ms(f.offload.transfer_tail_ms);
+      t.set_prefill_queue_ms(f.offload.queue_ms);
       t.set_offload_wait_ms(f.offload_wait_ms);
       t.set_ttft_ms(f.ttft_ms);
       t.set_decode_ms(f.decode_ms);
@@ -87,9 +87,9 @@ class GrpcStreamSink final : public StreamSink {
       if (f.offloaded) {
         r.mutable_placement()->set_mode(v1::PLACEMENT_MODE_OFFLOAD);
         r.mutable_placement()->set_prefill_worker_id(f.prefill_worker_id);
-        r.mutable_placement()->set_transfer_bytes(f.transfer_bytes);
+        r.mutable_placement()->set_transfer_bytes(f.offload.transfer_bytes);
         r.mutable_placement()->set_prefill_computed_tokens(
-            static_cast<uint32_t>(f.prefill_computed_tokens));
+            static_cast<uint32_t>(f.offload.computed_tokens));
       }
       if (f.fell_back_to_local) {
         r.mutable_placement()->set_fell_back_to_local(true);

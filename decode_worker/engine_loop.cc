@@ -231,12 +231,8 @@ void EngineLoop::FinishSequence(Sequence* seq, text::FinishReason reason,
   if (o.offloaded) {
     f.offloaded = true;
     f.prefill_worker_id = o.prefill_worker_id;
-    f.prefill_ms = o.prefill_compute_ms;
-    f.prefill_queue_ms = o.prefill_queue_ms;
-    f.transfer_ms = o.transfer_ms;
-    f.transfer_tail_ms = o.transfer_tail_ms;
-    f.transfer_bytes = o.transfer_bytes;
-    f.prefill_computed_tokens = o.prefill_computed_tokens;
+    f.prefill_ms = o.prefill.compute_ms;
+    f.offload = o.prefill;
   }
   f.fell_back_to_local = o.fell_back_to_local;
   f.fallback_cause = o.fallback_cause;

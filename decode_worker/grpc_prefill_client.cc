@@ -2,6 +2,7 @@
 
 #include "common/logging.h"
 #include "server/grpc_channel.h"
+#include "wire/report_bridge.h"
 #include "wire/request_bridge.h"
 
 namespace pdserve::decode {
@@ -74,12 +75,7 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::Prefill(const PrefillTarget& tar
           const v1::PrefillResponse& p = call->response;
           done(PrefillResult{.first_token = static_cast<int32_t>(p.first_token_id()),
                              .worker_id = p.worker_id(),
-                             .queue_ms = p.queue_ms(),
-                             .compute_ms = p.compute_ms(),
-                             .transfer_ms = p.transfer_ms(),
-                             .transfer_tail_ms = p.transfer_tail_ms(),
-                             .transfer_bytes = p.transfer_bytes(),
-                             .computed_tokens = static_cast<int>(p.computed_tokens())});
+                             .measured = wire::MeasurementFromProto(p)});
         }
         Untrack(call.get());
       });

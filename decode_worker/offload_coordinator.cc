@@ -362,12 +362,7 @@ void OffloadCoordinator::Complete(Attempt* attempt) {
   OffloadOutcome& o = seq->offload;
   o.offloaded = true;
   o.prefill_worker_id = r.worker_id.empty() ? attempt->target.worker_id : r.worker_id;
-  o.prefill_queue_ms = r.queue_ms;
-  o.prefill_compute_ms = r.compute_ms;
-  o.transfer_ms = r.transfer_ms;
-  o.transfer_tail_ms = r.transfer_tail_ms;
-  o.transfer_bytes = r.transfer_bytes;
-  o.prefill_computed_tokens = r.computed_tokens;
+  o.prefill = r.measured;
   seq->prefill_done = clock_->Now();
   loop_->ObserveKvWait(seq->prefill_done - seq->admitted);
   loop_->scheduler().TransferDone(seq, seq->prompt_len);

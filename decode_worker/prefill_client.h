@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/worker_reports.h"
 #include "kvtransfer/kv_transport.h"
 #include "text/sampling_config.h"
 
@@ -58,12 +59,7 @@ struct PrefillJob {
 struct PrefillResult {
   int32_t first_token = 0;
   std::string worker_id;
-  double queue_ms = 0;
-  double compute_ms = 0;
-  double transfer_ms = 0;
-  double transfer_tail_ms = 0;
-  uint64_t transfer_bytes = 0;  // KV bytes written into this worker's pool.
-  int computed_tokens = 0;      // Prompt tokens computed.
+  PrefillMeasurement measured;
 };
 
 // A call in flight; Cancel() ends it early (its `done` then reports CANCELLED, unless it had

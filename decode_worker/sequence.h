@@ -24,12 +24,7 @@ enum class SequenceState { kWaiting, kRunning, kAwaitingKv, kFinished };
 struct OffloadOutcome {
   bool offloaded = false;  // The prompt's KV came from a prefill worker.
   std::string prefill_worker_id;
-  double prefill_queue_ms = 0;
-  double prefill_compute_ms = 0;
-  double transfer_ms = 0;
-  double transfer_tail_ms = 0;
-  uint64_t transfer_bytes = 0;
-  int prefill_computed_tokens = 0;
+  PrefillMeasurement prefill;  // The prefill worker's, when offloaded.
   bool fell_back_to_local = false;
   std::string fallback_cause;
   // Fell back: how long the offload held the request before the decode worker gave up on it,

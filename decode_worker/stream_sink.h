@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/worker_reports.h"
+
 namespace pdserve::decode {
 
 class StreamSink {
@@ -28,14 +30,13 @@ class StreamSink {
     int prompt_tokens = 0;
     int cached_prompt_tokens = 0;
     int completion_tokens = 0;
-    double queue_ms = 0, prefill_ms = 0, transfer_ms = 0, transfer_tail_ms = 0,
-           prefill_queue_ms = 0;
+    double queue_ms = 0;
+    double prefill_ms = 0;  // The local prefill's, or the prefill worker's compute.
     double ttft_ms = 0, decode_ms = 0, e2e_ms = 0;
-    // Offload outcome, for the placement info.
+    // Offload outcome, for the placement info and the prefill worker's measurements.
     std::string prefill_worker_id;
     bool offloaded = false;
-    uint64_t transfer_bytes = 0;  // Offloaded: measured KV bytes and prompt tokens computed.
-    int prefill_computed_tokens = 0;
+    PrefillMeasurement offload;  // Offloaded: the prefill worker's measurements.
     bool fell_back_to_local = false;
     std::string fallback_cause;
     double offload_wait_ms = 0;  // Fell back: the offload's time before it was given up.

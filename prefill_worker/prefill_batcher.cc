@@ -297,8 +297,8 @@ std::vector<PrefillBatcher::Entry> PrefillBatcher::OpenBatch(
       absl::MutexLock lock(&mu_);
       e.active = active_[job->target.token];
     }
-    e.result.queue_ms = Ms(batch_start - job->arrival);
-    metrics_->queue_time.Observe(e.result.queue_ms / 1e3);
+    e.result.measured.queue_ms = Ms(batch_start - job->arrival);
+    metrics_->queue_time.Observe(e.result.measured.queue_ms / 1e3);
     if (batch_start > job->deadline) {
       e.error = absl::DeadlineExceededError("prefill deadline passed while queued");
     } else {
@@ -371,19 +371,19 @@ void PrefillBatcher::FinishEntry(Entry& e, int row, const absl::Status& forward,
   const absl::Time finished = absl::Now();
   // The tail: what the transfer adds after the forward (the last layer's KV is written into
   // the pool, and its writes issued, before that layer's attention and MLP run).
-  e.result.transfer_tail_ms = Ms(finished - forward_end);
-  e.result.transfer_ms = Ms(finished - e.first_write);
-  e.result.transfer_bytes = e.transfer->bytes_written();
+  e.result.measured.transfer_tail_ms = Ms(finished - forward_end);
+  e.result.measured.transfer_ms = Ms(finished - e.first_write);
+  e.result.measured.transfer_bytes = e.transfer->bytes_written();
   if (!e.error.ok()) {
     metrics_->Failure("transfer").Increment();
     e.transfer->Abort(absl::Seconds(10)).IgnoreError();
     return;
   }
   e.result.first_token = logits.sampled[row];
-  e.result.computed_tokens = static_cast<int>(e.job->prompt.size());
-  metrics_->transfer_time.Observe(e.result.transfer_ms / 1e3);
-  metrics_->transfer_tail.Observe(e.result.transfer_tail_ms / 1e3);
-  metrics_->transfer_bytes.Increment(static_cast<double>(e.result.transfer_bytes));
+  e.result.measured.computed_tokens = static_cast<int>(e.job->prompt.size());
+  metrics_->transfer_time.Observe(e.result.measured.transfer_ms / 1e3);
+  metrics_->transfer_tail.Observe(e.result.measured.transfer_tail_ms / 1e3);
+  metrics_->transfer_bytes.Increment(static_cast<double>(e.result.measured.transfer_bytes));
   metrics_->prefill_tokens.Increment(static_cast<double>(e.job->prompt.size()));
   metrics_->requests_completed.Increment();
 }
@@ -430,11 +430,11 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
     if (ran) {
       FinishEntry(e, row++, forward, forward_end, logits);
       if (e.error.ok()) {
-        batch_bytes += e.result.transfer_bytes;
-        transfer_seconds += e.result.transfer_ms / 1e3;
+        batch_bytes += e.result.measured.transfer_bytes;
+        transfer_seconds += e.result.measured.transfer_ms / 1e3;
       }
     }
-    e.result.compute_ms = compute_ms;
+    e.result.measured.compute_ms = compute_ms;
     e.result.status = e.error;
     if (ran) {
       blocks_.Release(e.table);

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/worker_reports.h"
 #include "engine/model.h"
 #include "kvcache/block_manager.h"
 #include "kvtransfer/kv_transport.h"
@@ -32,12 +33,7 @@ namespace pdserve::prefill {
 struct PrefillJobResult {
   absl::Status status;
   int32_t first_token = -1;
-  double queue_ms = 0;
-  double compute_ms = 0;
-  double transfer_ms = 0;
-  double transfer_tail_ms = 0;
-  uint64_t transfer_bytes = 0;
-  int computed_tokens = 0;
+  PrefillMeasurement measured;
 };
 
 struct PrefillJob {

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "wire/report_bridge.h"
 #include "wire/request_bridge.h"
 
 namespace pdserve::prefill {
@@ -89,12 +90,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
     response->set_first_token_id(static_cast<uint32_t>(r.first_token));
     response->set_worker_id(id);
     response->set_epoch(epoch);
-    response->set_queue_ms(r.queue_ms);
-    response->set_compute_ms(r.compute_ms);
-    response->set_transfer_tail_ms(r.transfer_tail_ms);
-    response->set_transfer_ms(r.transfer_ms);
-    response->set_transfer_bytes(r.transfer_bytes);
-    response->set_computed_tokens(r.computed_tokens);
+    wire::MeasurementToProto(r.measured, response);
     reactor->Finish(grpc::Status::OK);
   };
   if (absl::Status s = batcher_->Submit(std::move(job)); !s.ok()) return fail(s);

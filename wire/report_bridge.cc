@@ -59,4 +59,23 @@ void ReportToProto(const WorkerReport& report, v1::LoadReport* out) {
   }
 }
 
+void MeasurementToProto(const PrefillMeasurement& m, v1::PrefillResponse* out) {
+  out->set_queue_ms(m.queue_ms);
+  out->set_compute_ms(m.compute_ms);
+  out->set_transfer_ms(m.transfer_ms);
+  out->set_transfer_tail_ms(m.transfer_tail_ms);
+  out->set_transfer_bytes(m.transfer_bytes);
+  out->set_computed_tokens(static_cast<uint32_t>(std::max(0, m.computed_tokens)));
+}
+
+PrefillMeasurement MeasurementFromProto(const v1::PrefillResponse& p) {
+  return PrefillMeasurement{
+      .queue_ms = p.queue_ms(),
+      .compute_ms = p.compute_ms(),
+      .transfer_ms = p.transfer_ms(),
+      .transfer_tail_ms = p.transfer_tail_ms(),
+      .transfer_bytes = p.transfer_bytes(),
+      .computed_tokens = static_cast<int>(std::min<uint32_t>(p.computed_tokens(), INT32_MAX))};
+}
+
 }  // namespace pdserve::wire

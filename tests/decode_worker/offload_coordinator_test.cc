@@ -191,14 +191,8 @@ class ScriptedPrefillClient : public PrefillClient {
         finish(r.status);
         return;
       }
-      finish(PrefillResult{.first_token = r.first_token,
-                           .worker_id = worker,
-                           .queue_ms = r.queue_ms,
-                           .compute_ms = r.compute_ms,
-                           .transfer_ms = r.transfer_ms,
-                           .transfer_tail_ms = r.transfer_tail_ms,
-                           .transfer_bytes = r.transfer_bytes,
-                           .computed_tokens = r.computed_tokens});
+      finish(
+          PrefillResult{.first_token = r.first_token, .worker_id = worker, .measured = r.measured});
     };
     const uint64_t token = job.target.token;
     if (absl::Status s = batcher_->Submit(std::move(p)); !s.ok()) finish(s);
@@ -486,10 +480,10 @@ TEST_P(OffloadCoordinatorTest, OffloadedPrefillGivesTheTokensOfALocalRun) {
   EXPECT_TRUE(f.offloaded);
   EXPECT_FALSE(f.fell_back_to_local);
   EXPECT_EQ(f.prefill_worker_id, "prefill-0");
-  EXPECT_EQ(f.prefill_computed_tokens, 22);
+  EXPECT_EQ(f.offload.computed_tokens, 22);
   // Six blocks of K and V in every layer.
   const KvLayout& layout = pool_->layout();
-  EXPECT_EQ(f.transfer_bytes, uint64_t{6} * layout.region_bytes() * 2 * layout.num_layers);
+  EXPECT_EQ(f.offload.transfer_bytes, uint64_t{6} * layout.region_bytes() * 2 * layout.num_layers);
   EXPECT_EQ(loop_->Stats().offload_completions, 1u);
   ExpectBaseline();
 }
