@@ -51,9 +51,9 @@ absl::Status DecodeRole::Attach() {
         process.transport()->ServePool(process.transport_pool(), process.worker_id(),
                                        process.model().fingerprint(), process.epoch()));
     prefill_client_ = std::make_unique<GrpcPrefillClient>(process.security());
-    offload_ = std::make_unique<OffloadCoordinator>(
-        loop_.get(), process.transport(), std::move(descriptor), prefill_client_.get(),
-        Clock::Real(), config_.offload, process.staging());
+    offload_ = std::make_unique<OffloadCoordinator>(loop_.get(), process.transport(),
+                                                    std::move(descriptor), prefill_client_.get(),
+                                                    Clock::Real(), config_.offload);
     offload_->Attach();
     OffloadCoordinator* offload = offload_.get();
     service_->SetOffloadHandler([offload](std::unique_ptr<Sequence> seq,

@@ -104,8 +104,7 @@ struct OffloadCoordinator::Attempt {
   PrefillTarget target;
   std::string request_id;
   uint64_t token = 0;
-  std::vector<int32_t> blocks;       // Destination blocks (reserved).
-  kvtransfer::StagingLease staging;  // With staging: the blocks the transfer writes.
+  std::vector<int32_t> blocks;  // Destination blocks (reserved).
   std::shared_ptr<kvtransfer::InboundTransfer> inbound;
   std::shared_ptr<PendingCall> call;
   bool call_done = false;
@@ -121,8 +120,8 @@ struct OffloadCoordinator::Attempt {
 struct OffloadCoordinator::Quarantine {
   PrefillTarget target;
   uint64_t token = 0;
-  std::vector<int32_t> blocks;       // Pool blocks (none with staging).
-  kvtransfer::StagingLease staging;  // With staging: the staging blocks the writer targets.
+  std::vector<int32_t> blocks;  // Pool blocks (none when only staging blocks may be written).
+  // Held until the writer stopped: with a staging transport, it holds the staging blocks.
   std::shared_ptr<kvtransfer::InboundTransfer> inbound;
   absl::Time since;              // Quarantined at.
   absl::Time writer_deadline;    // The attempt's deadline: the writer stops by then.
@@ -134,15 +133,13 @@ struct OffloadCoordinator::Quarantine {
 
 OffloadCoordinator::OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport,
                                        kvtransfer::KvPoolDescriptor pool, PrefillClient* client,
-                                       Clock* clock, const OffloadConfig& config,
-                                       kvtransfer::StagingPath staging)
+                                       Clock* clock, const OffloadConfig& config)
     : loop_(loop),
       transport_(transport),
       pool_(std::move(pool)),
       client_(client),
       clock_(clock),
       config_(config),
-      staging_(std::move(staging)),
       poster_(std::make_shared<Poster>(loop)),
       rng_(std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)) {}
 
@@ -249,26 +246,16 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   } while (attempt->token == 0 || attempts_.contains(attempt->token) ||
            quarantine_.contains(attempt->token));
 
-  // The blocks the transfer writes: the sequence's own, or leased staging blocks.
-  std::vector<int32_t> written = attempt->blocks;
-  if (staging_.enabled()) {
-    auto lease = staging_.pool->Acquire(static_cast<int>(attempt->blocks.size()));
-    if (!lease.ok()) {
-      PDS_LOG(WARNING) << seq->request_id << ": " << lease.status();
-      FallBackToLocal(offload, "staging_full");
-      return;
-    }
-    attempt->staging = *std::move(lease);
-    written = attempt->staging.blocks();
-  }
   kvtransfer::TransferExpectation expectation;
   expectation.token = attempt->token;
-  expectation.block_ids = written;
+  expectation.block_ids = attempt->blocks;
   expectation.num_layers = pool_.layout.num_layers;
   auto inbound = transport_->Expect(expectation);
   if (!inbound.ok()) {
     PDS_LOG(WARNING) << seq->request_id << ": cannot reserve a KV transfer: " << inbound.status();
-    FallBackToLocal(offload, "no_transport");
+    // Only a staging transport runs out of room here: its pinned pool is bounded.
+    FallBackToLocal(offload,
+                    absl::IsResourceExhausted(inbound.status()) ? "staging_full" : "no_transport");
     return;
   }
   attempt->inbound = *std::move(inbound);
@@ -280,7 +267,8 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   job.sampling = seq->sampling;
   job.target.pool = pool_;
   job.target.token = attempt->token;
-  job.target.block_ids = written;
+  // Where the sender writes: the reserved blocks, or the staging blocks standing in for them.
+  job.target.block_ids = attempt->inbound->block_ids();
   job.model_fingerprint = pool_.model_fingerprint;
   job.first_position = offload->cached_tokens;
   job.num_tokens = seq->prompt_len - offload->cached_tokens;
@@ -335,23 +323,7 @@ void OffloadCoordinator::OnTransferDone(const std::shared_ptr<Attempt>& attempt)
   if (attempt->call_done && attempt->result.ok()) Complete(attempt.get());
 }
 
-absl::Status OffloadCoordinator::LandStaged(Attempt* attempt) {
-  ASSIGN_OR_RETURN(const uint64_t ticket,
-                   staging_.copier->HostToDevice(attempt->staging.blocks(), attempt->blocks));
-  RETURN_IF_ERROR(staging_.copier->Wait(ticket, config_.completion_timeout));
-  attempt->staging = kvtransfer::StagingLease();
-  return absl::OkStatus();
-}
-
 void OffloadCoordinator::Complete(Attempt* attempt) {
-  if (staging_.enabled()) {
-    // The transfer is complete and its writer done: copy it into the sequence's blocks.
-    if (absl::Status s = LandStaged(attempt); !s.ok()) {
-      PDS_LOG(WARNING) << attempt->request_id << ": staging copy failed: " << s;
-      AttemptFailed(attempt, "staging_copy", /*maybe_written=*/false);
-      return;
-    }
-  }
   Offload* offload = attempt->offload;
   Sequence* seq = offload->seq;
   const PrefillResult& r = *attempt->result;
@@ -386,11 +358,10 @@ void OffloadCoordinator::AttemptFailed(Attempt* attempt, const std::string& caus
     // Refused before writing: the blocks are clean and stay with the sequence.
     transport_->Release(attempt->token);
     loop_->scheduler().blocks()->MarkReserved(attempt->blocks, false);
-    attempt->staging = kvtransfer::StagingLease();
   } else {
     if (attempt->call) attempt->call->Cancel();
     if (!QuarantineAttempt(attempt)) {
-      StartAttempt(offload);  // Staging: the sequence's blocks were never written.
+      StartAttempt(offload);  // Staged and not landing: the sequence's blocks are clean.
       return;
     }
     // The sequence needs fresh blocks where the quarantined ones were.
@@ -466,14 +437,14 @@ bool OffloadCoordinator::QuarantineAttempt(Attempt* attempt) {
   transport_->Release(attempt->token);
   kvcache::BlockManager* blocks = loop_->scheduler().blocks();
   auto q = std::make_shared<Quarantine>();
-  const bool pool_blocks = !staging_.enabled();
+  const bool pool_blocks = attempt->inbound->ExpectedBlocksMayBeWritten();
   if (pool_blocks) {
     blocks->Quarantine(attempt->blocks);
     q->blocks = attempt->blocks;
   } else {
-    // The writer targets the staging blocks: they are held; the sequence's are clean.
+    // The writer targets the transport's staging blocks (held with the inbound transfer) and
+    // no landing copy runs: the sequence's blocks are clean.
     blocks->MarkReserved(attempt->blocks, false);
-    q->staging = std::move(attempt->staging);
   }
   q->target = attempt->target;
   q->token = attempt->token;
@@ -531,8 +502,7 @@ void OffloadCoordinator::Release(Quarantine* q, const char* why) {
   PDS_LOG(DEBUG) << "kv transfer " << q->token << ": " << why << ", releasing " << q->blocks.size()
                  << " blocks";
   loop_->scheduler().blocks()->Unquarantine(q->blocks);
-  q->staging = kvtransfer::StagingLease();  // Its staging blocks go back now.
-  quarantine_.erase(q->token);
+  quarantine_.erase(q->token);  // Staging blocks go back with the last hold on the transfer.
 }
 
 bool OffloadCoordinator::Tick() {

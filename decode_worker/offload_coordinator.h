@@ -16,7 +16,11 @@
 // continues later writes nothing after it). A Prefill call left unanswered is checked with
 // grpc.health: a worker that does not answer fails the attempt early (liveness_*). A refusal before
 // any compute (FAILED_PRECONDITION, INVALID_ARGUMENT, RESOURCE_EXHAUSTED: layout or model mismatch,
-// bad target, prompt too long) wrote nothing, so its blocks are reused at once.
+// bad target, prompt too long) wrote nothing, so its blocks are reused at once. Through a
+// staging transport (a KV pool in device memory) the sender writes staging blocks and the
+// transport lands them with a copy: the sequence's blocks are quarantined only if that copy was
+// running (InboundTransfer::ExpectedBlocksMayBeWritten); the held InboundTransfer keeps the
+// staging blocks until the writer stopped. The coordinator itself never copies or waits.
 //
 // Threading: every piece of state lives on the engine loop's thread. The prefill client's and
 // the transport's callbacks only post events to the loop; the loop's iteration hook runs the
@@ -36,7 +40,6 @@
 #include "decode_worker/engine_loop.h"
 #include "decode_worker/prefill_client.h"
 #include "kvtransfer/kv_transport.h"
-#include "kvtransfer/staging/staged_transfer.h"
 
 namespace pdserve::decode {
 
@@ -69,13 +72,9 @@ class OffloadCoordinator {
   // `pool` is this worker's served pool (ServePool's descriptor). `client` reaches the prefill
   // workers and must outlive the coordinator. The loop must be stopped before the coordinator
   // is destroyed.
-  // With `staging` enabled the served pool is a staging pool: each attempt leases staging
-  // blocks for the transfer, and its KV is copied into the sequence's blocks (a device pool)
-  // once complete; a failed attempt quarantines the lease, not the sequence's blocks, which
-  // the transport never writes.
   OffloadCoordinator(EngineLoop* loop, kvtransfer::KvTransport* transport,
                      kvtransfer::KvPoolDescriptor pool, PrefillClient* client, Clock* clock,
-                     const OffloadConfig& config, kvtransfer::StagingPath staging = {});
+                     const OffloadConfig& config);
   ~OffloadCoordinator();
 
   // Installs the loop hooks (cancel handler, timers). Call before the loop starts.
@@ -109,11 +108,10 @@ class OffloadCoordinator {
   void FallBackToLocal(Offload* offload, const std::string& cause);
   void OnClientCancel(Sequence* seq);
   // Quarantines what `attempt`'s writer may still write and asks the prefill worker to stop.
-  // True when that is the sequence's blocks (they leave it); false with staging, where the
-  // lease is quarantined and the sequence's blocks are un-reserved and stay.
+  // True when that includes the sequence's blocks (they leave it); false when only the
+  // transport's own (staging) blocks may be written, and the sequence's are un-reserved and
+  // stay.
   bool QuarantineAttempt(Attempt* attempt);
-  // With staging: copies a completed transfer from its staging blocks into the sequence's.
-  absl::Status LandStaged(Attempt* attempt);
   void SendCancel(const std::shared_ptr<Quarantine>& q);
   void OnCancelDone(const std::shared_ptr<Quarantine>& q,
                     const absl::StatusOr<bool>& writes_stopped);
@@ -130,7 +128,6 @@ class OffloadCoordinator {
   PrefillClient* client_;
   Clock* clock_;
   const OffloadConfig config_;
-  const kvtransfer::StagingPath staging_;
   std::shared_ptr<Poster> poster_;
   std::mt19937_64 rng_;  // Transfer tokens (loop thread).
   absl::flat_hash_map<Sequence*, std::shared_ptr<Offload>> offloads_;

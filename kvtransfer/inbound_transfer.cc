@@ -48,6 +48,23 @@ int InboundTransfer::writes_in_flight() const {
   return writes_in_flight_;
 }
 
+bool InboundTransfer::ExpectedBlocksMayBeWritten() const {
+  absl::MutexLock lock(&mu_);
+  return !landed_by_copy_ || writes_in_flight_ > 0;
+}
+
+void InboundTransfer::SetLandedByCopy() {
+  absl::MutexLock lock(&mu_);
+  landed_by_copy_ = true;
+}
+
+bool InboundTransfer::StartWriteUnlessDone() {
+  absl::MutexLock lock(&mu_);
+  if (done_) return false;
+  ++writes_in_flight_;
+  return true;
+}
+
 void InboundTransfer::OnDone(std::function<void()> fn) {
   {
     absl::MutexLock lock(&mu_);

@@ -131,6 +131,11 @@ class KvTransport {
                                                                  uint64_t source_fingerprint) = 0;
 
   virtual TransportCounters counters() const = 0;
+
+  // Sender: OK if a transfer of `num_blocks` blocks can ever be opened here (RESOURCE_EXHAUSTED
+  // naming the limit otherwise), so that a job too large is refused before any compute. Only
+  // a transport with a bounded intermediate pool (staging) has such a limit.
+  virtual absl::Status CheckTransferSize(size_t /*num_blocks*/) const { return absl::OkStatus(); }
 };
 
 // Checks a sender's side of the handshake: same geometry, same model, blocks in range.

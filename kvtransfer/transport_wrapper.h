@@ -35,6 +35,9 @@ class KvTransportWrapper : public KvTransport {
     return inner_->Open(target, source, source_fingerprint);
   }
   TransportCounters counters() const override { return inner_->counters(); }
+  absl::Status CheckTransferSize(size_t num_blocks) const override {
+    return inner_->CheckTransferSize(num_blocks);
+  }
 
  protected:
   KvTransport* inner() const { return inner_; }

@@ -47,13 +47,11 @@ absl::Status PrefillBatcherConfig::Validate() const {
 PrefillBatcher::PrefillBatcher(engine::Model* model, kvcache::KvPool* pool,
                                kvtransfer::KvTransport* transport,
                                kvtransfer::LocalPool* transport_pool,
-                               const PrefillBatcherConfig& config, PrefillMetrics* metrics,
-                               kvtransfer::StagingPath staging)
+                               const PrefillBatcherConfig& config, PrefillMetrics* metrics)
     : model_(model),
       pool_(pool),
       transport_(transport),
       transport_pool_(transport_pool),
-      staging_(std::move(staging)),
       config_(config),
       metrics_(metrics),
       blocks_(pool->layout().num_blocks) {}
@@ -113,13 +111,11 @@ absl::Status PrefillBatcher::Submit(std::unique_ptr<PrefillJob> job) {
                                                      " KV blocks; this prefill worker's pool has ",
                                                      own.num_blocks));
   }
-  if (staging_.enabled() &&
-      static_cast<int>(job->target.block_ids.size()) > staging_.pool->num_blocks()) {
+  // A transport with a bounded pinned pool (staging) never fits a larger transfer: refused
+  // before any compute, with the limit's flag.
+  if (absl::Status s = transport_->CheckTransferSize(job->target.block_ids.size()); !s.ok()) {
     metrics_->Failure("too_long").Increment();
-    return absl::ResourceExhaustedError(
-        absl::StrCat("prompt: its ", job->target.block_ids.size(),
-                     " transferred KV blocks exceed this prefill worker's staging pool of ",
-                     staging_.pool->num_blocks(), " blocks (--kv_staging_blocks)"));
+    return absl::ResourceExhaustedError(absl::StrCat("prompt: its ", s.message()));
   }
   absl::MutexLock lock(&mu_);
   if (stop_ || draining_)
@@ -247,20 +243,11 @@ void PrefillBatcher::Run() {
 
 absl::StatusOr<std::unique_ptr<kvtransfer::OutboundTransfer>> PrefillBatcher::OpenTransfer(
     const PrefillJob& job) {
-  if (!staging_.enabled()) {
-    return transport_->Open(job.target, transport_pool_, model_->fingerprint());
-  }
-  // Staging blocks now: a burst beyond the staging pool is refused before any compute (the
-  // decode worker tries elsewhere), never queued on pinned memory.
-  auto lease = staging_.pool->Acquire(static_cast<int>(job.target.block_ids.size()));
-  if (!lease.ok()) {
-    metrics_->Failure("staging_full").Increment();
-    return lease.status();
-  }
-  ASSIGN_OR_RETURN(auto transfer,
-                   transport_->Open(job.target, transport_pool_, model_->fingerprint()));
-  return std::make_unique<kvtransfer::StagedOutboundTransfer>(std::move(transfer), staging_.copier,
-                                                              *std::move(lease));
+  auto transfer = transport_->Open(job.target, transport_pool_, model_->fingerprint());
+  // Only a staging transport runs out of room at Open: a burst beyond its pinned pool is
+  // refused before any compute (the decode worker tries elsewhere), never queued on it.
+  if (absl::IsResourceExhausted(transfer.status())) metrics_->Failure("staging_full").Increment();
+  return transfer;
 }
 
 // One job of a batch, from its opening to its answer.

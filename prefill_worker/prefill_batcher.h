@@ -24,7 +24,6 @@
 #include "engine/model.h"
 #include "kvcache/block_manager.h"
 #include "kvtransfer/kv_transport.h"
-#include "kvtransfer/staging/staged_transfer.h"
 #include "prefill_worker/prefill_metrics.h"
 #include "text/sampling_config.h"
 
@@ -62,12 +61,11 @@ struct PrefillBatcherConfig {
 
 class PrefillBatcher {
  public:
-  // With `staging` enabled, `pool` is the model's (a device pool) and `transport_pool` the
-  // registered staging pool: each transfer leases staging blocks and ships each layer through
-  // them (kvtransfer/staging/staged_transfer.h).
+  // `transport_pool` is the memory `transport` registered: `pool`'s own, or, through a staging
+  // transport (a pool in device memory), its staging memory (staging_transport.h).
   PrefillBatcher(engine::Model* model, kvcache::KvPool* pool, kvtransfer::KvTransport* transport,
                  kvtransfer::LocalPool* transport_pool, const PrefillBatcherConfig& config,
-                 PrefillMetrics* metrics, kvtransfer::StagingPath staging = {});
+                 PrefillMetrics* metrics);
   ~PrefillBatcher();
   void Start();
   void Stop();
@@ -118,14 +116,13 @@ class PrefillBatcher {
   // The queue and the measured throughputs, once a batch is done.
   void UpdateRates(const std::vector<Entry>& entries, double compute_ms, int batch_tokens,
                    uint64_t batch_bytes, double transfer_seconds);
-  // The job's transfer: the transport's, wrapped to stage through a lease when staging.
+  // The job's transfer (counts a full staging pool).
   absl::StatusOr<std::unique_ptr<kvtransfer::OutboundTransfer>> OpenTransfer(const PrefillJob& job);
 
   engine::Model* model_;
   kvcache::KvPool* pool_;
   kvtransfer::KvTransport* transport_;
   kvtransfer::LocalPool* transport_pool_;
-  const kvtransfer::StagingPath staging_;
   PrefillBatcherConfig config_;
   PrefillMetrics* metrics_;
   kvcache::BlockManager blocks_;  // Batch thread only.

@@ -20,9 +20,9 @@ absl::StatusOr<std::unique_ptr<PrefillRole>> PrefillRole::Create(
   engine::Model& model = process->model();
   r->metrics_ =
       std::make_unique<PrefillMetrics>(*process->metrics_registry(), process->loaded_model().name);
-  r->batcher_ = std::make_unique<PrefillBatcher>(&model, &process->pool(), process->transport(),
-                                                 process->transport_pool(), config,
-                                                 r->metrics_.get(), process->staging());
+  r->batcher_ =
+      std::make_unique<PrefillBatcher>(&model, &process->pool(), process->transport(),
+                                       process->transport_pool(), config, r->metrics_.get());
   r->service_ = std::make_unique<PrefillService>(r->batcher_.get(), model.config().vocab_size,
                                                  process->epoch());
   return r;

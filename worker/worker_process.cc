@@ -193,6 +193,9 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Create(
       p->copier_ = std::make_unique<kvtransfer::MemcpyBlockCopier>(pool_view, staging_view);
     }
     p->staging_pool_ = kvtransfer::StagingPool::Create(staging.num_blocks, "--kv_staging_blocks");
+    p->staged_transport_ = std::make_unique<kvtransfer::StagingTransport>(
+        p->transport_.get(), p->transport_pool_.get(), p->copier_.get(), p->staging_pool_,
+        layout.num_blocks);
     PDS_LOG(INFO) << config.role << " kv staging: " << staging.num_blocks << " blocks ("
                   << staging.pool_bytes() / (1 << 20) << " MiB, UCX-registered)";
   } else if (config.kv_transport) {
@@ -326,8 +329,9 @@ WorkerProcess::~WorkerProcess() {
   StopServing();
   // Leases may outlive the process object's metrics (held by a role torn down later).
   if (staging_pool_ != nullptr) staging_pool_->SetObserver(nullptr);
-  copier_.reset();  // Copies between the pool and the staging memory: before both.
-  pool_.reset();    // Views the transport's memory: before it.
+  staged_transport_.reset();  // Lands through the copier into the pool, over transport_.
+  copier_.reset();            // Copies between the pool and the staging memory: before both.
+  pool_.reset();              // Views the transport's memory: before it.
   transport_pool_.reset();
   transport_.reset();
 }

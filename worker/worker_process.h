@@ -21,7 +21,9 @@
 #include "kvcache/kv_pool.h"
 #include "kvtransfer/factory.h"
 #include "kvtransfer/kv_transport.h"
-#include "kvtransfer/staging/staged_transfer.h"
+#include "kvtransfer/staging/block_copier.h"
+#include "kvtransfer/staging/staging_pool.h"
+#include "kvtransfer/staging/staging_transport.h"
 #include "prometheus/gauge.h"
 #include "server/registry_client.h"
 #include "server/server_runner.h"
@@ -112,12 +114,13 @@ class WorkerProcess {
   engine::Model& model() { return *model_.model; }
   const engine::LoadedModel& loaded_model() const { return model_; }
   kvcache::KvPool& pool() { return *pool_; }
-  // Null when the process runs without a KV transport.
-  kvtransfer::KvTransport* transport() { return transport_.get(); }
-  // With staging, the registered staging pool; else the pool's own memory.
+  // Null when the process runs without a KV transport. With staging, the staging transport
+  // over the UCX one: callers name blocks of pool() either way.
+  kvtransfer::KvTransport* transport() {
+    return staged_transport_ ? staged_transport_.get() : transport_.get();
+  }
+  // The memory transport() registered: with staging, the staging memory; else the pool's own.
   kvtransfer::LocalPool* transport_pool() { return transport_pool_.get(); }
-  // The copier and staging leases when the pool is staged; empty otherwise.
-  kvtransfer::StagingPath staging() const { return {copier_.get(), staging_pool_}; }
   uint64_t epoch() const { return epoch_; }
   const std::string& worker_id() const { return worker_id_; }
   const std::string& advertised_address() const { return advertised_address_; }
@@ -140,6 +143,7 @@ class WorkerProcess {
   std::unique_ptr<kvcache::KvPool> pool_;
   std::unique_ptr<kvtransfer::BlockCopier> copier_;  // Staged: pool <-> transport_pool_.
   std::shared_ptr<kvtransfer::StagingPool> staging_pool_;
+  std::unique_ptr<kvtransfer::StagingTransport> staged_transport_;  // Over transport_.
   std::shared_ptr<prometheus::Registry> metrics_registry_;
   prometheus::Gauge* registered_routers_ = nullptr;  // In metrics_registry_.
   // Answers the router's "who is at this address" (before server_: outlives it).

@@ -121,13 +121,4 @@ int StagedOutboundTransfer::layers_posted() const {
   return layers_posted_;
 }
 
-absl::Status LandStagedTransfer(const InboundTransfer& inbound, BlockCopier& copier,
-                                absl::Span<const int32_t> staging_blocks,
-                                absl::Span<const int32_t> device_blocks, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  RETURN_IF_ERROR(inbound.Wait(timeout));
-  ASSIGN_OR_RETURN(const uint64_t ticket, copier.HostToDevice(staging_blocks, device_blocks));
-  return copier.Wait(ticket, std::max(absl::ZeroDuration(), deadline - absl::Now()));
-}
-
 }  // namespace pdserve::kvtransfer

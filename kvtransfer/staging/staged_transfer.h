@@ -6,9 +6,8 @@
 // and then posts the inner (host-to-host, registered) transfer's WriteLayer(l) from the
 // staging blocks. The copy of layer l overlaps the compute of layer l + 1, and a layer is
 // never put before its copy completed. Finish/Abort keep the OutboundTransfer contract.
-// Receiver: the transport writes into staging blocks (reserved with Expect like pool blocks);
-// LandStagedTransfer copies them into the sequence's device blocks once the transfer is
-// complete, before the sequence runs; the lease is released after.
+// The receiver's side, and the leases of both sides, are StagingTransport's
+// (staging_transport.h), which opens these transfers.
 // Thread-safety: as OutboundTransfer (any thread).
 #ifndef PDSERVE_KVTRANSFER_STAGING_STAGED_TRANSFER_H_
 #define PDSERVE_KVTRANSFER_STAGING_STAGED_TRANSFER_H_
@@ -24,14 +23,6 @@
 #include "kvtransfer/staging/staging_pool.h"
 
 namespace pdserve::kvtransfer {
-
-// A worker's staging: the copier between its KV pool and the transport's (staging) pool, and
-// the staging blocks' leases. Empty (no copier) when the KV pool itself is registered.
-struct StagingPath {
-  BlockCopier* copier = nullptr;
-  std::shared_ptr<StagingPool> pool;
-  bool enabled() const { return copier != nullptr && pool != nullptr; }
-};
 
 class StagedOutboundTransfer final : public OutboundTransfer {
  public:
@@ -75,13 +66,6 @@ class StagedOutboundTransfer final : public OutboundTransfer {
   int layers_posted_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread poster_;
 };
-
-// Receiver: waits for `inbound` (written into `staging_blocks`), then copies every layer into
-// `device_blocks` and waits for the copy; all within `timeout`. The inbound transfer's failure,
-// or DEADLINE_EXCEEDED, otherwise.
-absl::Status LandStagedTransfer(const InboundTransfer& inbound, BlockCopier& copier,
-                                absl::Span<const int32_t> staging_blocks,
-                                absl::Span<const int32_t> device_blocks, absl::Duration timeout);
 
 }  // namespace pdserve::kvtransfer
 

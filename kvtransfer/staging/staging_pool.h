@@ -50,6 +50,8 @@ class StagingPool : public std::enable_shared_from_this<StagingPool> {
   absl::StatusOr<StagingLease> Acquire(int count);
   int free_blocks() const;
   int num_blocks() const { return num_blocks_; }
+  // The setting that sizes the pool (e.g. "--kv_staging_blocks"), for errors.
+  const std::string& flag() const { return flag_; }
   // Called with the blocks in use whenever that changes (and once now), under the pool's lock:
   // it must not block or call back (a metrics gauge).
   void SetObserver(std::function<void(int in_use)> observer);

@@ -49,8 +49,9 @@ void HostBlockCopier::Run() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](HostBlockCopier* c)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->stop_ || !c->jobs_.empty(); },
+          +[](HostBlockCopier* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+            return c->stop_ || (!c->held_ && !c->jobs_.empty());
+          },
           this));
       if (stop_ && jobs_.empty()) return;
       job = std::move(jobs_.front());
@@ -92,6 +93,21 @@ void HostBlockCopier::set_delay(absl::Duration delay) {
 void HostBlockCopier::FailNextCopy(absl::Status status) {
   absl::MutexLock lock(&mu_);
   fail_next_ = std::move(status);
+}
+
+void HostBlockCopier::Hold() {
+  absl::MutexLock lock(&mu_);
+  held_ = true;
+}
+
+void HostBlockCopier::Resume() {
+  absl::MutexLock lock(&mu_);
+  held_ = false;
+}
+
+int HostBlockCopier::queued() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(jobs_.size());
 }
 
 uint64_t HostBlockCopier::completed() const {

@@ -30,6 +30,11 @@ class HostBlockCopier final : public BlockCopier {
   void FailNextCopy(absl::Status status);
   // Tickets completed so far.
   uint64_t completed() const;
+  // While held, enqueued copies wait (a device busy elsewhere) until Resume().
+  void Hold();
+  void Resume();
+  // Copies enqueued and not yet started.
+  int queued() const;
 
  private:
   struct Job {
@@ -50,6 +55,7 @@ class HostBlockCopier final : public BlockCopier {
   uint64_t first_error_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration delay_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;
 };

@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/loopback/loopback_transport.h"
+#include "kvtransfer/staging/staging_transport.h"
 #include "kvtransfer/testing/fault_injecting_transport.h"
 #include "kvtransfer/testing/host_block_copier.h"
 #include "prefill_worker/prefill_batcher.h"
@@ -91,10 +92,12 @@ struct InProcessPrefillWorker {
   std::unique_ptr<prefill::PrefillBatcher> batcher;
   std::unique_ptr<kvtransfer::HostBlockCopier> copier;  // Staged: pool -> staging.
   std::shared_ptr<kvtransfer::StagingPool> staging;
+  std::unique_ptr<kvtransfer::StagingTransport> staged;  // Over `faulty`.
 
   ~InProcessPrefillWorker() {
     if (batcher) batcher->Stop();
     batcher.reset();
+    staged.reset();
     copier.reset();
     pool.reset();
     transport_pool.reset();
@@ -292,16 +295,19 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
                  : kvcache::KvPool::Wrap(layout, transport_pool_->base(), transport_pool_->bytes());
     ASSERT_TRUE(pool.ok()) << pool.status();
     pool_ = *std::move(pool);
-    kvtransfer::StagingPath decode_staging;
+    // What the coordinator talks to: the loopback transport, or the staging one over it.
+    kvtransfer::KvTransport* decode_transport = transport_.get();
     if (staged()) {
       copier_ = std::make_unique<kvtransfer::HostBlockCopier>(
           kvtransfer::PoolView{pool_->base(), layout},
           kvtransfer::PoolView{transport_pool_->base(), registered});
       staging_ = kvtransfer::StagingPool::Create(kStagingBlocks, "--kv_staging_blocks");
-      decode_staging = {copier_.get(), staging_};
+      staged_transport_ = std::make_unique<kvtransfer::StagingTransport>(
+          transport_.get(), transport_pool_.get(), copier_.get(), staging_, num_blocks);
+      decode_transport = staged_transport_.get();
     }
-    auto descriptor = transport_->ServePool(transport_pool_.get(), "decode-0",
-                                            model_.model->fingerprint(), kEpoch);
+    auto descriptor = decode_transport->ServePool(transport_pool_.get(), "decode-0",
+                                                  model_.model->fingerprint(), kEpoch);
     ASSERT_TRUE(descriptor.ok()) << descriptor.status();
     registry_ = std::make_unique<prometheus::Registry>();
     metrics_ = std::make_unique<DecodeMetrics>(*registry_, "micro");
@@ -333,25 +339,27 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
                                                   prefill_->transport_pool->bytes());
     ASSERT_TRUE(ppool.ok());
     prefill_->pool = *std::move(ppool);
-    kvtransfer::StagingPath prefill_staging;
+    kvtransfer::KvTransport* prefill_transport = prefill_->faulty.get();
     if (staged()) {
       prefill_->copier = std::make_unique<kvtransfer::HostBlockCopier>(
           kvtransfer::PoolView{prefill_->pool->base(), playout},
           kvtransfer::PoolView{prefill_->transport_pool->base(), pregistered});
       prefill_->staging = kvtransfer::StagingPool::Create(kStagingBlocks, "--kv_staging_blocks");
-      prefill_staging = {prefill_->copier.get(), prefill_->staging};
+      prefill_->staged = std::make_unique<kvtransfer::StagingTransport>(
+          prefill_->faulty.get(), prefill_->transport_pool.get(), prefill_->copier.get(),
+          prefill_->staging, playout.num_blocks);
+      prefill_transport = prefill_->staged.get();
     }
     prefill_->registry = std::make_unique<prometheus::Registry>();
     prefill_->metrics = std::make_unique<prefill::PrefillMetrics>(*prefill_->registry, "micro");
     prefill_->batcher = std::make_unique<prefill::PrefillBatcher>(
-        prefill_->model.model.get(), prefill_->pool.get(), prefill_->faulty.get(),
-        prefill_->transport_pool.get(), prefill::PrefillBatcherConfig(), prefill_->metrics.get(),
-        prefill_staging);
+        prefill_->model.model.get(), prefill_->pool.get(), prefill_transport,
+        prefill_->transport_pool.get(), prefill::PrefillBatcherConfig(), prefill_->metrics.get());
     prefill_->batcher->Start();
 
     client_ = std::make_unique<ScriptedPrefillClient>(prefill_->batcher.get());
-    coordinator_ = std::make_unique<OffloadCoordinator>(
-        loop_.get(), transport_.get(), *descriptor, client_.get(), &clock_, config, decode_staging);
+    coordinator_ = std::make_unique<OffloadCoordinator>(loop_.get(), decode_transport, *descriptor,
+                                                        client_.get(), &clock_, config);
     coordinator_->Attach();
     loop_->Start();
   }
@@ -362,6 +370,7 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
     client_.reset();
     prefill_.reset();
     loop_.reset();
+    staged_transport_.reset();
     copier_.reset();
     pool_.reset();
     transport_pool_.reset();
@@ -460,6 +469,7 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<OffloadCoordinator> coordinator_;
   std::unique_ptr<kvtransfer::HostBlockCopier> copier_;  // Staged: pool <-> staging.
   std::shared_ptr<kvtransfer::StagingPool> staging_;
+  std::unique_ptr<kvtransfer::StagingTransport> staged_transport_;  // Over transport_.
   int next_id_ = 0;
 };
 
@@ -485,6 +495,52 @@ TEST_P(OffloadCoordinatorTest, OffloadedPrefillGivesTheTokensOfALocalRun) {
   const KvLayout& layout = pool_->layout();
   EXPECT_EQ(f.offload.transfer_bytes, uint64_t{6} * layout.region_bytes() * 2 * layout.num_layers);
   EXPECT_EQ(loop_->Stats().offload_completions, 1u);
+  ExpectBaseline();
+}
+
+// The engine loop never waits on a staged landing: while the staging -> pool copy of an
+// offloaded prompt is held up (a busy device), a stream already decoding on the worker keeps
+// producing tokens, and the offloaded one starts once its copy landed.
+TEST_P(OffloadCoordinatorTest, DecodingContinuesWhileAStagedTransferLands) {
+  if (!staged()) GTEST_SKIP() << "a registered pool is written by the sender: nothing lands";
+  Start(400);
+  auto running = std::make_shared<RecordingSink>();
+  auto seq = MakeSequence(Prompt(8, 11), 1200, running);
+  seq->sampling.ignore_eos = true;
+  ASSERT_TRUE(loop_->Submit(std::move(seq)).ok());
+  ASSERT_TRUE(testing::PollUntil([&] { return !running->tokens().empty(); }, kRealWait));
+  copier_->Hold();
+  const auto prompt = Prompt(22, 12);
+  auto offloaded = Offload(prompt, 4, kOneWorker);
+  // The transfer arrived and its landing copy is queued behind the hold.
+  ASSERT_TRUE(testing::PollUntil([&] { return copier_->queued() > 0; }, kRealWait));
+  ASSERT_FALSE(running->finished());
+  const size_t before = running->tokens().size();
+  EXPECT_TRUE(testing::PollUntil([&] { return running->tokens().size() >= before + 3; }, kRealWait))
+      << "the loop stalled while the copy was held: " << running->tokens().size() << " tokens";
+  EXPECT_TRUE(offloaded->tokens().empty());  // Not a token before its KV is in its blocks.
+  copier_->Resume();
+  ASSERT_TRUE(offloaded->WaitFinished());
+  EXPECT_EQ(offloaded->tokens(), Alone(prompt, 4));
+  EXPECT_TRUE(offloaded->final().offloaded);
+  EXPECT_FALSE(offloaded->final().fell_back_to_local);
+  running->Cancel();
+  ASSERT_TRUE(running->WaitFinished());
+  ExpectBaseline();
+}
+
+// A landing copy that fails (a device error) fails the attempt like a broken transfer: the
+// sequence prefills locally, and nothing is left held.
+TEST_P(OffloadCoordinatorTest, AFailedLandingCopyPrefillsLocally) {
+  if (!staged()) GTEST_SKIP() << "a registered pool is written by the sender: nothing lands";
+  Start(64);
+  copier_->FailNextCopy(absl::InternalError("cuda copy: an illegal memory access"));
+  const auto prompt = Prompt(22, 13);
+  auto sink = Offload(prompt, 4, kOneWorker);
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 4));
+  EXPECT_TRUE(sink->final().fell_back_to_local);
+  EXPECT_EQ(sink->final().fallback_cause, "transfer_incomplete");
   ExpectBaseline();
 }
 

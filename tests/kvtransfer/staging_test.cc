@@ -1,18 +1,23 @@
 // The GPU data path's staging logic with host memory standing in for the device pools: a
 // prefill "device" pool -> pinned staging -> (loopback transport) -> the decode worker's
-// staging -> its "device" pool, layer by layer; ordering, aborts, exhaustion and copy failures.
+// staging -> its "device" pool, layer by layer, through StagingTransport on both ends;
+// ordering, landing, release, aborts, exhaustion and copy failures.
 #include <atomic>
 #include <numeric>
 
+#include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/loopback/loopback_transport.h"
 #include "kvtransfer/staging/staged_transfer.h"
+#include "kvtransfer/staging/staging_transport.h"
 #include "kvtransfer/testing/host_block_copier.h"
 #include "tests/kvtransfer/kv_test_data.h"
+#include "tests/testing/poll.h"
 
 namespace pdserve::kvtransfer {
 namespace {
 
+using pdserve::testing::PollUntil;
 using testing::CountMismatches;
 using testing::FillSource;
 using testing::TestLayout;
@@ -103,55 +108,133 @@ class StagedSenderTest : public ::testing::Test {
   RecordingTransfer* record_ = nullptr;
 };
 
-// End to end over the loopback transport: the decode side's device blocks end up holding the
-// prefill side's device blocks, every layer, and both staging leases are returned.
-TEST(StagedTransferTest, MovesEveryLayerDeviceToDeviceThroughStaging) {
-  auto fabric = std::make_shared<LoopbackFabric>();
-  LoopbackTransport receiver(fabric, "decode-0"), sender(fabric, "prefill-0");
-  FakeDevicePool prefill_device(32), decode_device(48);
-  // Registered (pinned) staging pools: smaller than the device pools.
-  auto sender_staging = sender.CreatePool(TestLayout(8));
-  auto receiver_staging = receiver.CreatePool(TestLayout(8));
-  ASSERT_TRUE(sender_staging.ok() && receiver_staging.ok());
-  auto descriptor = receiver.ServePool(receiver_staging->get(), "decode-0", kFingerprint, 1);
-  ASSERT_TRUE(descriptor.ok()) << descriptor.status();
-  auto send_slots = StagingPool::Create(8, "--kv_staging_blocks");
-  auto receive_slots = StagingPool::Create(8, "--kv_staging_blocks");
-  HostBlockCopier send_copier(prefill_device.view(),
-                              PoolView{(*sender_staging)->base(), (*sender_staging)->layout()});
-  HostBlockCopier receive_copier(
-      decode_device.view(), PoolView{(*receiver_staging)->base(), (*receiver_staging)->layout()});
-  send_copier.set_delay(absl::Milliseconds(2));
+// Both workers' ends of the GPU data path over the loopback transport: each side a
+// StagingTransport over its registered (pinned) staging memory and a "device" pool.
+struct StagedPair {
+  StagedPair()
+      : fabric(std::make_shared<LoopbackFabric>()),
+        receiver(fabric, "decode-0"),
+        sender(fabric, "prefill-0"),
+        prefill_device(32),
+        decode_device(48) {
+    // Registered staging pools: smaller than the device pools.
+    sender_staging = *sender.CreatePool(TestLayout(8));
+    receiver_staging = *receiver.CreatePool(TestLayout(8));
+    send_copier = std::make_unique<HostBlockCopier>(
+        prefill_device.view(), PoolView{sender_staging->base(), sender_staging->layout()});
+    receive_copier = std::make_unique<HostBlockCopier>(
+        decode_device.view(), PoolView{receiver_staging->base(), receiver_staging->layout()});
+    staged_sender = std::make_unique<StagingTransport>(&sender, sender_staging.get(),
+                                                       send_copier.get(), send_slots, 32);
+    staged_receiver = std::make_unique<StagingTransport>(&receiver, receiver_staging.get(),
+                                                         receive_copier.get(), receive_slots, 48);
+    descriptor = *staged_receiver->ServePool(receiver_staging.get(), "decode-0", kFingerprint, 1);
+  }
+  ~StagedPair() {
+    staged_sender.reset();
+    staged_receiver.reset();
+  }
+  // Sends `source` (prefill device blocks, every layer) for reservation `inbound`.
+  absl::Status Send(const InboundTransfer& inbound, const std::vector<int32_t>& source) {
+    auto out = staged_sender->Open(TransferTarget{descriptor, inbound.token(), inbound.block_ids()},
+                                   sender_staging.get(), kFingerprint);
+    if (!out.ok()) return out.status();
+    for (int layer = 0; layer < 4; ++layer) RETURN_IF_ERROR((*out)->WriteLayer(layer, source));
+    return (*out)->Finish(absl::Seconds(10));
+  }
 
+  std::shared_ptr<LoopbackFabric> fabric;
+  LoopbackTransport receiver, sender;
+  FakeDevicePool prefill_device, decode_device;
+  std::unique_ptr<LocalPool> sender_staging, receiver_staging;
+  std::shared_ptr<StagingPool> send_slots = StagingPool::Create(8, "--kv_staging_blocks");
+  std::shared_ptr<StagingPool> receive_slots = StagingPool::Create(8, "--kv_staging_blocks");
+  std::unique_ptr<HostBlockCopier> send_copier, receive_copier;
+  std::unique_ptr<StagingTransport> staged_sender, staged_receiver;
+  KvPoolDescriptor descriptor;
+};
+
+// End to end: the decode side's device blocks end up holding the prefill side's device blocks,
+// every layer; the reservation lists the staging blocks the sender writes; completion comes
+// only after the landing copy; both staging leases are returned.
+TEST(StagingTransportTest, MovesEveryLayerDeviceToDeviceThroughStaging) {
+  StagedPair pair;
+  pair.send_copier->set_delay(absl::Milliseconds(2));
   const std::vector<int32_t> source_blocks = {3, 4, 5, 17, 9};
   const std::vector<int32_t> destination_blocks = {40, 41, 2, 3, 30};
-  FillSource(prefill_device.bytes.data(), prefill_device.layout, source_blocks, 4, kSeed);
-
-  auto receive_lease = receive_slots->Acquire(5);
-  ASSERT_TRUE(receive_lease.ok());
-  auto inbound = receiver.Expect(TransferExpectation{7, receive_lease->blocks(), 4});
+  FillSource(pair.prefill_device.bytes.data(), pair.prefill_device.layout, source_blocks, 4, kSeed);
+  pair.receive_copier->Hold();
+  auto inbound = pair.staged_receiver->Expect(TransferExpectation{7, destination_blocks, 4});
   ASSERT_TRUE(inbound.ok()) << inbound.status();
-  auto send_lease = send_slots->Acquire(5);
-  ASSERT_TRUE(send_lease.ok());
-  auto inner = sender.Open(TransferTarget{*descriptor, 7, receive_lease->blocks()},
-                           sender_staging->get(), kFingerprint);
-  ASSERT_TRUE(inner.ok()) << inner.status();
-  {
-    StagedOutboundTransfer out(*std::move(inner), &send_copier, *std::move(send_lease));
-    EXPECT_EQ(send_slots->free_blocks(), 3);
-    for (int layer = 0; layer < 4; ++layer) ASSERT_TRUE(out.WriteLayer(layer, source_blocks).ok());
-    ASSERT_TRUE(out.Finish(absl::Seconds(10)).ok());
-    EXPECT_EQ(out.layers_posted(), 4);
-  }
-  EXPECT_EQ(send_slots->free_blocks(), 8);
-  ASSERT_TRUE(LandStagedTransfer(**inbound, receive_copier, receive_lease->blocks(),
-                                 destination_blocks, absl::Seconds(10))
-                  .ok());
-  *receive_lease = StagingLease();
-  EXPECT_EQ(receive_slots->free_blocks(), 8);
-  EXPECT_EQ(CountMismatches(decode_device.bytes.data(), decode_device.layout, destination_blocks, 4,
-                            kSeed),
+  EXPECT_EQ((*inbound)->block_ids().size(), 5u);
+  EXPECT_EQ(pair.receive_slots->free_blocks(), 3);
+  EXPECT_FALSE((*inbound)->ExpectedBlocksMayBeWritten());
+  ASSERT_TRUE(pair.Send(**inbound, source_blocks).ok());
+  EXPECT_EQ(pair.send_slots->free_blocks(), 8);
+  // The sender is done, but the data is not where it was expected until the copy lands.
+  ASSERT_TRUE(PollUntil([&] { return pair.receive_copier->queued() == 1; }, absl::Seconds(10)));
+  EXPECT_FALSE((*inbound)->done());
+  EXPECT_TRUE((*inbound)->ExpectedBlocksMayBeWritten());  // The landing copy is in flight.
+  pair.receive_copier->Resume();
+  ASSERT_TRUE((*inbound)->Wait(absl::Seconds(10)).ok());
+  EXPECT_FALSE((*inbound)->ExpectedBlocksMayBeWritten());
+  EXPECT_EQ(CountMismatches(pair.decode_device.bytes.data(), pair.decode_device.layout,
+                            destination_blocks, 4, kSeed),
             0);
+  pair.staged_receiver->Release(7);
+  EXPECT_EQ(pair.receive_slots->free_blocks(), 3);  // Held with the transfer...
+  inbound->reset();
+  EXPECT_EQ(pair.receive_slots->free_blocks(), 8);  // ...and back with the last hold.
+}
+
+// Released before its data arrived (the receiver gave up): the transfer fails, no landing copy
+// ever starts (the expected blocks stay clean), and data that still comes is not copied.
+TEST(StagingTransportTest, AReleasedReservationNeverLands) {
+  StagedPair pair;
+  const std::vector<int32_t> source_blocks = {1, 2};
+  const std::vector<int32_t> destination_blocks = {10, 11};
+  FillSource(pair.prefill_device.bytes.data(), pair.prefill_device.layout, source_blocks, 4, kSeed);
+  auto inbound = pair.staged_receiver->Expect(TransferExpectation{9, destination_blocks, 4});
+  ASSERT_TRUE(inbound.ok()) << inbound.status();
+  pair.staged_receiver->Release(9);
+  EXPECT_TRUE((*inbound)->done());
+  EXPECT_EQ((*inbound)->status().code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE((*inbound)->ExpectedBlocksMayBeWritten());
+  pair.Send(**inbound, source_blocks).IgnoreError();  // The receiver rejects it.
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(pair.receive_copier->completed(), 0u);
+  EXPECT_EQ(pair.receive_copier->queued(), 0);
+  EXPECT_EQ(CountMismatches(pair.decode_device.bytes.data(), pair.decode_device.layout,
+                            destination_blocks, 4, kSeed),
+            2 * 2 * 4);  // Every (block, K|V, layer) region still zero.
+}
+
+// Bad reservations and transfers too large for the staging pool are refused, naming the limit,
+// and hold nothing.
+TEST(StagingTransportTest, RefusesBlocksOutsideThePoolAndAFullStagingPool) {
+  StagedPair pair;
+  auto outside = pair.staged_receiver->Expect(TransferExpectation{1, {47, 48}, 4});
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(outside.status().message().find("block 48 outside the KV pool's [0, 48)"),
+            std::string::npos)
+      << outside.status();
+  auto too_many =
+      pair.staged_receiver->Expect(TransferExpectation{2, {0, 1, 2, 3, 4, 5, 6, 7, 8}, 4});
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(too_many.status().message().find("(--kv_staging_blocks)"), std::string::npos)
+      << too_many.status();
+  EXPECT_EQ(pair.receive_slots->free_blocks(), 8);
+  const absl::Status size = pair.staged_sender->CheckTransferSize(9);
+  EXPECT_EQ(size.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(size.message().find("9 transferred KV blocks exceed the staging pool of 8 blocks"),
+            std::string::npos)
+      << size;
+  EXPECT_TRUE(pair.staged_sender->CheckTransferSize(8).ok());
+  TransferTarget target{pair.descriptor, 3, {0, 1}};
+  EXPECT_EQ(
+      pair.staged_sender->Open(target, pair.receiver_staging.get(), kFingerprint).status().code(),
+      absl::StatusCode::kInvalidArgument);  // Not the memory it registered.
+  EXPECT_EQ(pair.send_slots->free_blocks(), 8);
 }
 
 // A layer is put only after its device -> staging copy completed, in layer order, and
