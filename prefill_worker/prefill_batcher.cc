@@ -269,7 +269,8 @@ struct PrefillBatcher::Entry {
     aborted = true;
     error = std::move(why);
     const absl::Status s = transfer->Abort(absl::Seconds(10));
-    if (!s.ok()) PDS_LOG(WARNING) << job->request_id << ": abort: " << s;
+    // A dead receiver fails every abort of a batch at once: one line per burst says it.
+    if (!s.ok()) PDS_LOG_EVERY_N_SEC(WARNING, 10) << job->request_id << ": abort: " << s;
     active->MarkStopped(false);
   }
 };

@@ -6,6 +6,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/retry_after.h"
+#include "wire/request_bridge.h"
 
 namespace pdserve::client {
 
@@ -104,7 +105,10 @@ absl::StatusOr<v1::DecodeStats> FetchDecodeStats(const std::shared_ptr<grpc::Cha
   v1::DecodeStats stats;
   const grpc::Status status = stub->GetStats(&context, v1::GetStatsRequest(), &stats);
   if (!status.ok()) {
-    return absl::UnavailableError(absl::StrCat("Decode.GetStats: ", status.error_message()));
+    // The worker's own code (DEADLINE_EXCEEDED, UNAVAILABLE, UNAUTHENTICATED...) is kept: a
+    // caller polling for a worker tells "not up yet" from "refused" by it.
+    return absl::Status(wire::FromGrpc(status).code(),
+                        absl::StrCat("Decode.GetStats: ", status.error_message()));
   }
   return stats;
 }
