@@ -27,7 +27,7 @@ case "$flavor" in
     ;;
   demo)
     dir=build-demo
-    args=(-DCMAKE_BUILD_TYPE=Release -DPDSERVE_BUILD_TESTS=OFF -DPDSERVE_BUILD_BENCH=OFF
+    args=(-DCMAKE_BUILD_TYPE=Release -DPDSERVE_BUILD_TESTS=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF
           -DPDSERVE_CUDA=OFF)
     targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe pdserve-make-model
              pdctl)
@@ -35,7 +35,7 @@ case "$flavor" in
   image)
     dir=build-image
     args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON -DPDSERVE_BUILD_TESTS=OFF
-          -DPDSERVE_BUILD_BENCH=OFF)
+          -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF)
     targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe pdserve-make-model
              pdctl)
     ;;
@@ -43,13 +43,13 @@ case "$flavor" in
     dir=build-asan
     # The sanitizer build runs the unit tests: no CUDA, no benchmarks.
     args=(-DCMAKE_BUILD_TYPE=Debug -DPDSERVE_WERROR=ON -DPDSERVE_SANITIZE=ON
-          -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF)
+          -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF)
     ;;
   tsan)
     dir=build-tsan
     scripts/fetch_abseil_source.sh "$dir/abseil-src"
     args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON -DPDSERVE_TSAN=ON
-          -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_TSAN_ABSEIL_SOURCE="$PWD/$dir/abseil-src")
+          -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF -DPDSERVE_TSAN_ABSEIL_SOURCE="$PWD/$dir/abseil-src")
     targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe fault_router_test)
     ;;
   *)

@@ -36,8 +36,10 @@ LAYERS = {
                       "wire", "worker", "prefill_worker"],
     "tools": ["common", "proto", "text", "kvcache", "kvtransfer", "engine", "server", "wire",
               "router", "worker", "prefill_worker", "decode_worker"],
+    "sim": ["common", "proto", "text", "kvcache", "kvtransfer", "engine", "server", "wire",
+            "router", "worker", "prefill_worker", "decode_worker", "tools"],
     "bench": ["common", "proto", "text", "kvcache", "kvtransfer", "engine", "server", "wire",
-              "router", "worker", "prefill_worker", "decode_worker", "tools"],
+              "router", "worker", "prefill_worker", "decode_worker", "tools", "sim"],
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/')

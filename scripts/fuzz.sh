@@ -10,7 +10,7 @@ if command -v ccache >/dev/null 2>&1; then
 fi
 if [[ ! -f build-fuzz/build.ninja ]]; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DPDSERVE_FUZZ=ON -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_TESTS=OFF -DPDSERVE_BUILD_BENCH=OFF >/dev/null
+    -DPDSERVE_FUZZ=ON -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_TESTS=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF >/dev/null
 fi
 cmake --build build-fuzz --target safetensors_header_fuzzer tokenizer_json_fuzzer rpc_request_fuzzer \
   openai_request_fuzzer jinja_template_fuzzer

@@ -17,17 +17,21 @@
 #include "absl/synchronization/notification.h"
 #include "bench/chaos/namespace_hosts.h"
 #include "bench/common/cluster_checks.h"
-#include "bench/common/report.h"
 #include "common/shutdown_signal.h"
 #include "common/status_macros.h"
 #include "common/text_table.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/report.h"
 #include "tools/pdctl/cluster_launcher.h"
 #include "tools/pdctl/commands.h"
 #include "tools/pdctl/supervisor.h"
 
 namespace pdserve::bench {
+
+using measure::MachineInfo;
+using measure::Progress;
+using measure::WriteSummary;
 
 using testbed::LinkDirection;
 using testbed::NetnsTopology;

@@ -7,13 +7,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "bench/common/report.h"
 #include "common/status_macros.h"
 #include "decode_worker/engine_loop.h"
 #include "engine/model_loader.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/report.h"
 
 namespace pdserve::bench {
+
+using measure::MachineInfo;
+using measure::Median;
+using measure::Percentile;
+using measure::Progress;
+using measure::WriteSummary;
 namespace {
 
 using decode::EngineLoop;

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "bench/common/report.h"
 #include "common/status_macros.h"
 #include "engine/cpu/aligned_buffer.h"
 #include "engine/cpu/cpu_isa.h"
@@ -19,8 +18,14 @@
 #include "engine/cuda/roofline.h"
 #include "engine/model_loader.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/report.h"
 
 namespace pdserve::bench {
+
+using measure::MachineInfo;
+using measure::Median;
+using measure::Progress;
+using measure::WriteSummary;
 namespace {
 
 using engine::AlignedBuffer;

@@ -13,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "bench/common/report.h"
 #include "bench/router/relay_measure.h"
 #include "common/process_memory.h"
 #include "common/status_macros.h"
@@ -23,8 +22,15 @@
 #include "server/grpc_channel.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/report.h"
 
 namespace pdserve::bench {
+
+using measure::MachineInfo;
+using measure::Median;
+using measure::Percentile;
+using measure::Progress;
+using measure::WriteSummary;
 namespace {
 
 // CPU seconds (user + system) a process has used and its resident memory, from /proc.

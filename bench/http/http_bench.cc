@@ -12,8 +12,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "bench/common/bench_model.h"
-#include "bench/common/report.h"
 #include "common/model_config.h"
 #include "common/process_memory.h"
 #include "common/status_macros.h"
@@ -22,9 +20,19 @@
 #include "tools/client/http_connection.h"
 #include "tools/client/openai_stream.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/bench_model.h"
+#include "tools/measure/report.h"
 #include "tools/pdctl/cluster_launcher.h"
 
 namespace pdserve::bench {
+
+using measure::BenchModel;
+using measure::LoadBenchModel;
+using measure::MachineInfo;
+using measure::Median;
+using measure::Percentile;
+using measure::Progress;
+using measure::WriteSummary;
 namespace {
 
 constexpr char kBench[] = "http";

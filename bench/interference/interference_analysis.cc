@@ -10,10 +10,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "bench/common/report.h"
-#include "bench/common/subprocess.h"
+#include "tools/measure/report.h"
+#include "tools/measure/subprocess.h"
 
 namespace pdserve::bench {
+
+using measure::CoefficientOfVariation;
+using measure::Mean;
+using measure::Median;
+using measure::RunCommand;
 namespace {
 
 // The step model's features (router/cost_model.h): [1, D, P, A_decode, A_prefill].

@@ -12,8 +12,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "bench/common/bench_model.h"
-#include "bench/common/report.h"
 #include "bench/interference/interference_analysis.h"
 #include "common/model_config.h"
 #include "common/status_macros.h"
@@ -21,8 +19,19 @@
 #include "server/child_process.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/bench_model.h"
+#include "tools/measure/report.h"
 
 namespace pdserve::bench {
+
+using measure::BenchModel;
+using measure::LoadBenchModel;
+using measure::MachineInfo;
+using measure::Mean;
+using measure::Percentile;
+using measure::Progress;
+using measure::WriteJson;
+using measure::WriteSummary;
 namespace {
 
 // One background decode stream: the server-side emit time and token count of every message.

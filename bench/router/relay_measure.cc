@@ -5,10 +5,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "bench/common/report.h"
 #include "tools/client/generation_client.h"
+#include "tools/measure/report.h"
 
 namespace pdserve::bench {
+
+using measure::Mean;
+using measure::Median;
+using measure::Progress;
 namespace {
 
 struct StreamTimes {

@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "bench/common/report.h"
 #include "bench/router/relay_measure.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -16,8 +15,15 @@
 #include "server/child_process.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/report.h"
 
 namespace pdserve::bench {
+
+using measure::MachineInfo;
+using measure::Mean;
+using measure::Percentile;
+using measure::Progress;
+using measure::WriteSummary;
 namespace {
 
 constexpr uint64_t kFingerprint = 0x5eed;

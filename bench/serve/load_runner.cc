@@ -6,9 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "bench/common/report.h"
+#include "tools/measure/report.h"
 
 namespace pdserve::bench {
+
+using measure::Percentile;
+using measure::SweepGoodput;
+using measure::WorkloadRequest;
 namespace {
 
 // Through the HTTP API: TTFT and gaps between the events that carry text, as OpenAI benchmark

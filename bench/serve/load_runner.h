@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "bench/serve/workload.h"
 #include "nlohmann/json.hpp"
 #include "text/tokenizer.h"
 #include "tools/client/generation_client.h"
 #include "tools/client/openai_stream.h"
+#include "tools/measure/workload.h"
 
 namespace pdserve::bench {
 
@@ -58,8 +58,8 @@ RequestResult Send(const LoadTarget& target, std::vector<int32_t> prompt, int ma
 // `sequential` sends them one after another instead. With `objectives`, each request carries
 // its kind's.
 std::vector<RequestResult> RunLoad(const LoadTarget& target,
-                                   const std::vector<WorkloadRequest>& workload, bool sequential,
-                                   const Slos* objectives = nullptr);
+                                   const std::vector<measure::WorkloadRequest>& workload,
+                                   bool sequential, const Slos* objectives = nullptr);
 
 // p50, p90 and p99 of `v` (zeros when empty).
 nlohmann::json Percentiles(std::vector<double> v);

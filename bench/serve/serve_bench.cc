@@ -19,11 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "bench/common/bench_model.h"
-#include "bench/common/report.h"
-#include "bench/common/subprocess.h"
 #include "bench/serve/load_runner.h"
-#include "bench/serve/workload.h"
 #include "common/model_config.h"
 #include "common/perf_profile.h"
 #include "common/status_macros.h"
@@ -31,9 +27,34 @@
 #include "tools/client/generation_client.h"
 #include "tools/client/openai_stream.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/bench_model.h"
+#include "tools/measure/report.h"
+#include "tools/measure/subprocess.h"
+#include "tools/measure/workload.h"
 #include "tools/pdctl/cluster_launcher.h"
 
 namespace pdserve::bench {
+
+using measure::BenchModel;
+using measure::LoadBenchModel;
+using measure::MachineInfo;
+using measure::MakeTraceWorkload;
+using measure::MakeWorkload;
+using measure::Mean;
+using measure::Median;
+using measure::Mix;
+using measure::MixSpec;
+using measure::Percentile;
+using measure::Progress;
+using measure::ReadJson;
+using measure::ReadTrace;
+using measure::RunCommand;
+using measure::SelectFromTrace;
+using measure::Trace;
+using measure::TraceSelection;
+using measure::WorkloadRequest;
+using measure::WriteJson;
+using measure::WriteSummary;
 namespace {
 
 // The workers' flags for the emulated backend: the profile, and its cluster's batch limits.

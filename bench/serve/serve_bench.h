@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "bench/common/trace.h"
+#include "tools/measure/trace.h"
 
 namespace pdserve::bench {
 
@@ -82,11 +82,11 @@ struct ServeBenchConfig {
   // Each rate point is measured this many times (other seeds); its attainment is the median
   // run's, and goodput is reported as the median and the spread over the runs.
   int repeats = 1;
-  // A production trace to replay instead of the mixes (bench/common/trace.h): the selection
+  // A production trace to replay instead of the mixes (tools/measure/trace.h): the selection
   // picks and scales it (max_context 0: the model's context); each rate point replays its
   // first requests_per_rate requests with their arrival gaps scaled to the rate.
   std::string trace_path;
-  TraceSelection trace;
+  measure::TraceSelection trace;
   // The longest prompt plus output any request uses (the mixes' documents, a trace's requests,
   // the TPOT probe's cold prefill: at most half of it); 0: the model's context. Smaller keeps
   // the bench within reach of a slow machine.

@@ -17,16 +17,20 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "bench/common/cluster_checks.h"
-#include "bench/common/report.h"
 #include "common/process_memory.h"
 #include "common/status_macros.h"
 #include "common/text_table.h"
 #include "pdserve/v1/decode.grpc.pb.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/report.h"
 #include "tools/pdctl/cluster_launcher.h"
 
 namespace pdserve::bench {
+
+using measure::MachineInfo;
+using measure::Progress;
+using measure::WriteSummary;
 namespace {
 
 constexpr const char* kBench = "soak";

@@ -7,14 +7,18 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "bench/common/report.h"
 #include "common/model_config.h"
 #include "common/status_macros.h"
 #include "server/child_process.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/report.h"
 
 namespace pdserve::bench {
+
+using measure::MachineInfo;
+using measure::Progress;
+using measure::WriteSummary;
 namespace {
 
 constexpr const char* kModes[] = {"layerwise", "bulk"};
@@ -35,7 +39,7 @@ struct ModeResult {
   double Median(double Sample::*field) const {
     std::vector<double> v;
     for (const Sample& s : samples) v.push_back(s.*field);
-    return bench::Median(v);
+    return measure::Median(v);
   }
   double Max(double Sample::*field) const {
     double m = 0;

@@ -8,15 +8,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "bench/common/report.h"
-#include "bench/common/subprocess.h"
 #include "common/net_address.h"
 #include "common/status_macros.h"
 #include "engine/cpu/aligned_buffer.h"
 #include "kvtransfer/descriptor_codec.h"
 #include "kvtransfer/ucx/ucx_transport.h"
+#include "tools/measure/report.h"
+#include "tools/measure/subprocess.h"
 
 namespace pdserve::bench {
+
+using measure::MachineInfo;
+using measure::Median;
+using measure::Progress;
+using measure::RunCommand;
+using measure::Subprocess;
+using measure::WriteSummary;
 namespace {
 
 using kvtransfer::UcxTransport;

@@ -7,7 +7,7 @@
 // Used by the emulated backend (engine/emulated/), whose KV bytes are a small stand-in for a
 // real model's: byte_scale is the profile's bytes per token over the emulated ones, so a
 // transfer takes the time the profile's link would take for the real KV (the simulator's
-// layer-wise link, bench/sim/sim_prefill_worker.h). The receiver side passes straight through.
+// layer-wise link, sim/sim_prefill_worker.h). The receiver side passes straight through.
 // Thread-safety: safe from any thread; the link is shared by every transfer of the transport.
 #ifndef PDSERVE_KVTRANSFER_PACED_PACED_TRANSPORT_H_
 #define PDSERVE_KVTRANSFER_PACED_PACED_TRANSPORT_H_

@@ -1,0 +1,120 @@
+#include "sim/sim_decode_worker.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "common/logging.h"
+#include "decode_worker/step_report.h"
+
+namespace pdserve::sim {
+namespace {
+
+decode::SchedulerConfig SchedulerConfigOf(const WorkerShape& shape, uint64_t fingerprint) {
+  decode::SchedulerConfig c;
+  c.block_size = shape.kv_layout.block_size;
+  c.max_num_batched_tokens = shape.max_num_batched_tokens;
+  c.max_num_seqs = shape.max_num_seqs;
+  c.model_fingerprint = fingerprint;
+  return c;
+}
+
+}  // namespace
+
+int32_t SimToken(int request, int index, int vocab_size) {
+  uint64_t x = (static_cast<uint64_t>(request) << 32) ^ static_cast<uint32_t>(index);
+  x ^= x >> 33;  // splitmix64's finaliser: distinct requests' outputs do not collide.
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return static_cast<int32_t>(x % static_cast<uint64_t>(vocab_size));
+}
+
+SimDecodeWorker::SimDecodeWorker(const WorkerShape& shape, uint64_t model_fingerprint)
+    : shape_(shape),
+      blocks_(shape.kv_layout.num_blocks),
+      scheduler_(SchedulerConfigOf(shape, model_fingerprint), &blocks_) {}
+
+decode::Sequence* SimDecodeWorker::Submit(int request, const std::vector<int32_t>& prompt,
+                                          int max_tokens) {
+  auto seq = std::make_unique<decode::Sequence>();
+  seq->order = next_order_++;
+  seq->tokens = prompt;
+  seq->prompt_len = static_cast<int>(prompt.size());
+  seq->sampling.max_tokens = max_tokens;
+  decode::Sequence* raw = seq.get();
+  meta_[raw] = Meta{.request = request, .max_tokens = max_tokens, .reserved = {}};
+  scheduler_.Add(std::move(seq));
+  return raw;
+}
+
+bool SimDecodeWorker::AdmitForTransfer(decode::Sequence* seq, int* cached_tokens) {
+  if (!scheduler_.AdmitForTransfer(seq)) return false;
+  *cached_tokens = seq->num_computed;
+  Meta& m = meta_.at(seq);
+  m.reserved = decode::TransferBlocks(*seq, seq->num_computed, shape_.kv_layout.block_size);
+  blocks_.MarkReserved(m.reserved, true);
+  return true;
+}
+
+void SimDecodeWorker::KvArrived(decode::Sequence* seq, std::vector<Emission>* out) {
+  Meta& m = meta_.at(seq);
+  blocks_.MarkReserved(m.reserved, false);
+  m.reserved.clear();
+  scheduler_.TransferDone(seq, seq->prompt_len);
+  seq->tokens.push_back(SimToken(m.request, seq->generated(), shape_.vocab_size));
+  Emit(seq, out);
+}
+
+bool SimDecodeWorker::StartStep(StepObservation* step) {
+  PDS_CHECK(!busy_) << "a step is already running";
+  plan_ = scheduler_.PlanStep();
+  if (plan_.empty()) return false;
+  step_ = decode::ObserveStep(plan_);
+  *step = step_;
+  busy_ = true;
+  return true;
+}
+
+void SimDecodeWorker::FinishStep(double duration_ms, std::vector<Emission>* out) {
+  PDS_CHECK(busy_) << "no step is running";
+  busy_ = false;
+  sampled_.clear();
+  for (const decode::PlannedChunk& c : plan_.chunks) {
+    if (!c.want_logits) continue;
+    // The token after the chunk, at output index (its end - prompt).
+    sampled_.push_back(SimToken(meta_.at(c.seq).request, c.start + c.num_tokens - c.seq->prompt_len,
+                                shape_.vocab_size));
+  }
+  scheduler_.ApplyStep(plan_, sampled_);
+  for (const decode::PlannedChunk& c : plan_.chunks) {
+    if (c.want_logits) Emit(c.seq, out);  // May finish (and free) the sequence.
+  }
+  step_.duration_ms = duration_ms;
+  steps_.Add(step_);
+  plan_ = decode::StepPlan();
+}
+
+void SimDecodeWorker::Emit(decode::Sequence* seq, std::vector<Emission>* out) {
+  const Meta& m = meta_.at(seq);
+  Emission e{.request = m.request, .first = seq->generated() == 1, .finished = false};
+  if (seq->generated() >= m.max_tokens) {
+    e.finished = true;
+    meta_.erase(seq);
+    scheduler_.Finish(seq);  // Frees the sequence.
+  }
+  out->push_back(e);
+}
+
+WorkerReport SimDecodeWorker::TakeReport() {
+  return WorkerReport{.load = decode::DecodeLoad(scheduler_, blocks_.counts()),
+                      .steps = steps_.Take()};
+}
+
+router::PrefixCacheUpdate SimDecodeWorker::TakePrefixEvents() {
+  kvcache::PrefixCacheEvents events = blocks_.TakeEvents();
+  router::PrefixCacheUpdate u;
+  u.stored = std::move(events.stored);
+  u.evicted = std::move(events.evicted);
+  return u;
+}
+
+}  // namespace pdserve::sim
