@@ -58,7 +58,8 @@ case "$flavor" in
     ;;
 esac
 
-if [[ ! -f "$dir/build.ninja" ]]; then
+# Configured once; again whenever extra cmake args are given (they would be ignored otherwise).
+if [[ ! -f "$dir/build.ninja" || $# -gt 0 ]]; then
   cmake -S . -B "$dir" -G Ninja "${launcher[@]}" "${args[@]}" "$@"
 fi
 cmake --build "$dir" ${targets:+--target "${targets[@]}"}
