@@ -1,7 +1,7 @@
-// What workers report to routers, as domain values (no proto): each engine step a decode
-// worker ran (the cost model's training data), its load (the placer's view), and what a
-// finished offload measured. wire/report_bridge.h converts them to and from the wire
-// once per side. pdserve-sim builds the same values with the same functions
+// What workers tell routers, as domain values (no proto): who they are (their registration),
+// each engine step a decode worker ran (the cost model's training data), its load (the
+// placer's view), and what a finished offload measured. wire/report_bridge.h converts them to and
+// from the wire once per side. pdserve-sim builds the same values with the same functions
 // (decode_worker/step_report.h, router/learning.h), so that a policy measured in the simulator
 // learns what the product learns.
 // Thread-safety: value types; StepHistory is not synchronised (its owner locks it).
@@ -11,9 +11,49 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "common/kv_layout.h"
+
 namespace pdserve {
+
+enum class WorkerRole { kDecode, kPrefill };
+absl::string_view RoleName(WorkerRole role);      // "decode" or "prefill".
+inline constexpr size_t kMaxWorkerIdBytes = 128;  // A worker id's longest.
+
+// A worker as it registers with routers: the worker process and its role fill it, the
+// registry client sends it (wire/report_bridge.h converts), the router keeps it
+// (router::WorkerInfo is this type).
+struct WorkerRegistration {
+  std::string worker_id;  // Unique and stable (e.g. the pod name).
+  WorkerRole role = WorkerRole::kDecode;
+  std::string grpc_address;     // host:port of its Decode or Prefill service.
+  std::string metrics_address;  // host:port of its /metrics; empty when disabled.
+  std::string model;            // The model name it serves.
+  uint64_t model_fingerprint = 0;
+  // Its KV pool (decode) or the KV it produces (prefill; num_blocks is its own pool's).
+  KvLayout kv_layout;
+  uint64_t epoch = 0;  // A restarted process registers with a new one.
+  // Decode workers: the step token budget, running sequences and context they allow.
+  int max_num_batched_tokens = 0;
+  int max_num_seqs = 0;
+  int max_context_tokens = 0;
+  int vocab_size = 0;
+  std::string architecture;
+  bool role_switching = false;  // It can change role when told (--role_switching).
+
+  bool is_decode() const { return role == WorkerRole::kDecode; }
+  bool is_prefill() const { return role == WorkerRole::kPrefill; }
+  // KV bytes of one token over all layers, K and V.
+  int64_t kv_bytes_per_token() const {
+    return static_cast<int64_t>(kv_layout.token_bytes()) * 2 * kv_layout.num_layers;
+  }
+  // INVALID_ARGUMENT naming the field ("registration.<field>: ...") and its limit.
+  absl::Status Validate() const;
+};
 
 // One engine step as the decode worker measured it.
 struct StepObservation {

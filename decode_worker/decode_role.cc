@@ -67,13 +67,11 @@ absl::Status DecodeRole::Attach() {
   return absl::OkStatus();
 }
 
-v1::WorkerRegistration DecodeRole::Registration() const {
-  const ModelConfig& c = process_->model().config();
-  v1::WorkerRegistration r = process_->BaseRegistration(v1::WORKER_ROLE_DECODE);
-  r.set_max_num_batched_tokens(config_.scheduler.max_num_batched_tokens);
-  r.set_max_num_seqs(config_.scheduler.max_num_seqs);
-  r.set_max_context_tokens(config_.max_model_len > 0 ? config_.max_model_len
-                                                     : c.max_position_embeddings);
+WorkerRegistration DecodeRole::Registration() const {
+  WorkerRegistration r = process_->BaseRegistration(WorkerRole::kDecode);
+  r.max_num_batched_tokens = config_.scheduler.max_num_batched_tokens;
+  r.max_num_seqs = config_.scheduler.max_num_seqs;
+  if (config_.max_model_len > 0) r.max_context_tokens = config_.max_model_len;
   return r;
 }
 

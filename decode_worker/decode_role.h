@@ -37,7 +37,7 @@ class DecodeRole {
   // After the process's server started: the service learns the worker id, and with a
   // transport the pool is served to prefill workers.
   absl::Status Attach();
-  v1::WorkerRegistration Registration() const;
+  WorkerRegistration Registration() const;
   // One load report (with draining set while the loop refuses new requests).
   void FillReport(bool reconnected, WorkerReport* report, PrefixCacheChanges* prefix);
   void Start();

@@ -73,10 +73,10 @@ absl::StatusOr<std::unique_ptr<RoleSwitchingWorker>> RoleSwitchingWorker::Create
   return w;
 }
 
-v1::WorkerRegistration RoleSwitchingWorker::Registration(v1::WorkerRole role) const {
-  v1::WorkerRegistration r =
+WorkerRegistration RoleSwitchingWorker::Registration(v1::WorkerRole role) const {
+  WorkerRegistration r =
       role == v1::WORKER_ROLE_DECODE ? decode_->Registration() : prefill_->Registration();
-  r.set_role_switching(true);
+  r.role_switching = true;
   return r;
 }
 

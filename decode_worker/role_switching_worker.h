@@ -59,7 +59,7 @@ class RoleSwitchingWorker {
 
  private:
   RoleSwitchingWorker() = default;
-  v1::WorkerRegistration Registration(v1::WorkerRole role) const;
+  WorkerRegistration Registration(v1::WorkerRole role) const;
   RegistryClient::ReportFn Report(v1::WorkerRole role);
   void RunSwitches();
   void Switch(v1::WorkerRole to, const std::string& reason);

@@ -38,9 +38,9 @@ void PrefillRole::Attach() {
                 << config_.transfer_mode;
 }
 
-v1::WorkerRegistration PrefillRole::Registration() const {
-  v1::WorkerRegistration r = process_->BaseRegistration(v1::WORKER_ROLE_PREFILL);
-  r.set_max_num_batched_tokens(config_.max_batch_tokens);
+WorkerRegistration PrefillRole::Registration() const {
+  WorkerRegistration r = process_->BaseRegistration(WorkerRole::kPrefill);
+  r.max_num_batched_tokens = config_.max_batch_tokens;
   return r;
 }
 

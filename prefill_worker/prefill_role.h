@@ -33,7 +33,7 @@ class PrefillRole {
   HostedService service() const;
   // After the process's server started: the service learns the worker id.
   void Attach();
-  v1::WorkerRegistration Registration() const;
+  WorkerRegistration Registration() const;
   // One load report (with draining set while the batcher refuses new prefills).
   void FillReport(WorkerReport* report) const;
   void Start();

@@ -93,7 +93,7 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
         return;
       }
       worker_id_ = in_.registration().worker_id();
-      absl::StatusOr<WorkerInfo> info = WorkerInfoFromProto(in_.registration());
+      absl::StatusOr<WorkerInfo> info = wire::RegistrationFromProto(in_.registration());
       if (!info.ok()) {
         Answer(info.status());
         return;
@@ -278,7 +278,7 @@ class WorkerStream final : public grpc::ServerBidiReactor<v1::WorkerMessage, v1:
 
 void StreamControl::SwitchRole(WorkerRole role, const std::string& reason) {
   v1::RouterMessage m;
-  m.mutable_switch_role()->set_role(RoleToProto(role));
+  m.mutable_switch_role()->set_role(wire::RoleToProto(role));
   m.mutable_switch_role()->set_reason(reason);
   absl::MutexLock lock(&mu_);
   if (detached_) return;
@@ -361,7 +361,7 @@ grpc::ServerUnaryReactor* RegistryService::SwitchRole(grpc::CallbackServerContex
                                               " bytes, got ", request->worker_id().size())));
     return reactor;
   }
-  absl::StatusOr<WorkerRole> role = RoleFromProto(request->role(), "role");
+  absl::StatusOr<WorkerRole> role = wire::RoleFromProto(request->role(), "role");
   if (!role.ok()) {
     reactor->Finish(wire::ToGrpc(role.status()));
     return reactor;

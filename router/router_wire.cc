@@ -9,60 +9,6 @@
 
 namespace pdserve::router {
 
-absl::StatusOr<WorkerRole> RoleFromProto(v1::WorkerRole role, absl::string_view field) {
-  switch (role) {
-    case v1::WORKER_ROLE_DECODE:
-      return WorkerRole::kDecode;
-    case v1::WORKER_ROLE_PREFILL:
-      return WorkerRole::kPrefill;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": must be WORKER_ROLE_DECODE or WORKER_ROLE_PREFILL, got ",
-                       v1::WorkerRole_Name(role)));
-  }
-}
-
-v1::WorkerRole RoleToProto(WorkerRole role) {
-  return role == WorkerRole::kDecode ? v1::WORKER_ROLE_DECODE : v1::WORKER_ROLE_PREFILL;
-}
-
-absl::StatusOr<WorkerInfo> WorkerInfoFromProto(const v1::WorkerRegistration& r) {
-  WorkerInfo w;
-  w.worker_id = r.worker_id();
-  absl::StatusOr<WorkerRole> role = RoleFromProto(r.role(), "registration.role");
-  if (!role.ok()) return role.status();
-  w.role = *role;
-  w.grpc_address = r.grpc_address();
-  w.metrics_address = r.metrics_address();
-  w.model = r.model();
-  w.model_fingerprint = r.model_fingerprint();
-  const v1::KvLayout& l = r.kv_layout();
-  if (l.dtype() == v1::DTYPE_UNSPECIFIED) {
-    return absl::InvalidArgumentError("registration.kv_layout.dtype: must be set");
-  }
-  if (l.dtype() < v1::DTYPE_F32 || l.dtype() > v1::DTYPE_BF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("registration.kv_layout.dtype: ", l.dtype(), " is unknown"));
-  }
-  // Each field saturates at INT32_MAX so that Validate() sees the absurd value, not a wrap.
-  auto narrow = [](uint64_t v) { return static_cast<int>(std::min<uint64_t>(v, INT32_MAX)); };
-  w.kv_layout.num_layers = narrow(l.num_layers());
-  w.kv_layout.num_kv_heads = narrow(l.num_kv_heads());
-  w.kv_layout.head_dim = narrow(l.head_dim());
-  w.kv_layout.block_size = narrow(l.block_size());
-  w.kv_layout.dtype = static_cast<DType>(static_cast<int>(l.dtype()));
-  w.kv_layout.num_blocks = narrow(l.num_blocks());
-  w.epoch = r.epoch();
-  w.max_num_batched_tokens = narrow(r.max_num_batched_tokens());
-  w.max_num_seqs = narrow(r.max_num_seqs());
-  w.max_context_tokens = narrow(r.max_context_tokens());
-  w.vocab_size = narrow(r.vocab_size());
-  w.architecture = r.architecture();
-  w.role_switching = r.role_switching();
-  if (absl::Status s = w.Validate(); !s.ok()) return s;
-  return w;
-}
-
 PrefixCacheUpdate PrefixUpdateFromProto(const v1::PrefixCacheEvents& e) {
   PrefixCacheUpdate u;
   u.reset = e.reset();
@@ -71,25 +17,8 @@ PrefixCacheUpdate PrefixUpdateFromProto(const v1::PrefixCacheEvents& e) {
   return u;
 }
 
-void WorkerInfoToProto(const WorkerInfo& w, v1::WorkerRegistration* out) {
-  out->set_worker_id(w.worker_id);
-  out->set_role(RoleToProto(w.role));
-  out->set_grpc_address(w.grpc_address);
-  out->set_metrics_address(w.metrics_address);
-  out->set_model(w.model);
-  out->set_model_fingerprint(w.model_fingerprint);
-  wire::LayoutToProto(w.kv_layout, out->mutable_kv_layout());
-  out->set_epoch(w.epoch);
-  out->set_max_num_batched_tokens(static_cast<uint32_t>(w.max_num_batched_tokens));
-  out->set_max_num_seqs(static_cast<uint32_t>(w.max_num_seqs));
-  out->set_max_context_tokens(static_cast<uint32_t>(w.max_context_tokens));
-  out->set_vocab_size(static_cast<uint32_t>(w.vocab_size));
-  out->set_architecture(w.architecture);
-  out->set_role_switching(w.role_switching);
-}
-
 void WorkerStatusToProto(const WorkerStatus& s, v1::WorkerStatus* out) {
-  WorkerInfoToProto(s.info, out->mutable_registration());
+  wire::RegistrationToProto(s.info, out->mutable_registration());
   wire::LoadToProto(s.load, out->mutable_load());
   out->set_seconds_since_report(absl::ToDoubleSeconds(s.since_report));
   out->set_seconds_registered(absl::ToDoubleSeconds(s.registered_for));

@@ -15,16 +15,10 @@
 
 namespace pdserve::router {
 
-// A worker role on the wire and in the router: `field` names the field in the error (decode
-// or prefill only).
-absl::StatusOr<WorkerRole> RoleFromProto(v1::WorkerRole role, absl::string_view field);
-v1::WorkerRole RoleToProto(WorkerRole role);
-
-// INVALID_ARGUMENT naming the field ("registration.<field>") for anything malformed.
-absl::StatusOr<WorkerInfo> WorkerInfoFromProto(const v1::WorkerRegistration& registration);
+// Registrations and roles: wire/report_bridge.h (RegistrationFromProto, RoleFromProto), the
+// workers' own conversion.
 PrefixCacheUpdate PrefixUpdateFromProto(const v1::PrefixCacheEvents& events);
 
-void WorkerInfoToProto(const WorkerInfo& info, v1::WorkerRegistration* out);
 void WorkerStatusToProto(const WorkerStatus& status, v1::WorkerStatus* out);
 void PlacementToProto(const Placement& placement, v1::Placement* out);
 void DecisionRecordToProto(const DecisionRecord& record, v1::DecisionRecord* out);

@@ -287,11 +287,19 @@ class RegistryClient::RouterSession {
   grpc::ClientContext* active_context_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
-RegistryClient::RegistryClient(RegistryClientConfig config, v1::WorkerRegistration registration,
+namespace {
+
+v1::WorkerRegistration ToWire(const WorkerRegistration& registration) {
+  v1::WorkerRegistration out;
+  wire::RegistrationToProto(registration, &out);
+  return out;
+}
+
+}  // namespace
+
+RegistryClient::RegistryClient(RegistryClientConfig config, const WorkerRegistration& registration,
                                ReportFn report)
-    : config_(std::move(config)),
-      registration_(std::move(registration)),
-      report_(std::move(report)) {}
+    : config_(std::move(config)), registration_(ToWire(registration)), report_(std::move(report)) {}
 
 RegistryClient::~RegistryClient() { Stop(); }
 

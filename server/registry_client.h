@@ -84,7 +84,9 @@ class RegistryClient {
   using ReportFn =
       std::function<void(bool reconnected, WorkerReport* report, PrefixCacheChanges* prefix)>;
 
-  RegistryClient(RegistryClientConfig config, v1::WorkerRegistration registration, ReportFn report);
+  // `registration` is converted to the wire once, here.
+  RegistryClient(RegistryClientConfig config, const WorkerRegistration& registration,
+                 ReportFn report);
   ~RegistryClient();
 
   void Start();

@@ -327,27 +327,6 @@ absl::StatusOr<KvLayout> LayoutFromProto(const v1::KvLayout& p) {
   return l;
 }
 
-v1::WorkerRegistration BaseRegistration(v1::WorkerRole role, const std::string& worker_id,
-                                        const std::string& grpc_address,
-                                        const std::string& metrics_address,
-                                        const std::string& model_name, uint64_t fingerprint,
-                                        const ModelConfig& config, const KvLayout& layout,
-                                        uint64_t epoch) {
-  v1::WorkerRegistration r;
-  r.set_worker_id(worker_id);
-  r.set_role(role);
-  r.set_grpc_address(grpc_address);
-  r.set_metrics_address(metrics_address);
-  r.set_model(model_name);
-  r.set_model_fingerprint(fingerprint);
-  LayoutToProto(layout, r.mutable_kv_layout());
-  r.set_epoch(epoch);
-  r.set_max_context_tokens(config.max_position_embeddings);
-  r.set_vocab_size(config.vocab_size);
-  r.set_architecture(config.architecture);
-  return r;
-}
-
 void TargetToProto(const kvtransfer::TransferTarget& t, uint64_t fingerprint, v1::KvTarget* out) {
   out->set_receiver_id(t.pool.receiver_id);
   out->set_ucx_worker_address(t.pool.worker_address);

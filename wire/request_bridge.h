@@ -105,16 +105,6 @@ absl::StatusOr<kvtransfer::TransferTarget> TargetFromProto(const v1::KvTarget& t
 void LayoutToProto(const KvLayout& layout, v1::KvLayout* out);
 absl::StatusOr<KvLayout> LayoutFromProto(const v1::KvLayout& layout);
 
-// What every worker registers with: identity, addresses, the model (name, fingerprint,
-// architecture, vocabulary, context) and its KV layout. Role-specific limits are added by the
-// caller.
-v1::WorkerRegistration BaseRegistration(v1::WorkerRole role, const std::string& worker_id,
-                                        const std::string& grpc_address,
-                                        const std::string& metrics_address,
-                                        const std::string& model_name, uint64_t fingerprint,
-                                        const ModelConfig& config, const KvLayout& layout,
-                                        uint64_t epoch);
-
 // A fresh request id ("req-" + 16 hex digits).
 std::string NewRequestId();
 

@@ -262,13 +262,24 @@ absl::Status WorkerProcess::StartServer(const std::vector<HostedService>& servic
   return absl::OkStatus();
 }
 
-v1::WorkerRegistration WorkerProcess::BaseRegistration(v1::WorkerRole role) const {
-  return wire::BaseRegistration(role, worker_id_, advertised_address_, server_->metrics_address(),
-                                model_.name, model_.model->fingerprint(), model_.model->config(),
-                                pool_->layout(), epoch_);
+WorkerRegistration WorkerProcess::BaseRegistration(WorkerRole role) const {
+  WorkerRegistration r;
+  r.worker_id = worker_id_;
+  r.role = role;
+  r.grpc_address = advertised_address_;
+  r.metrics_address = server_->metrics_address();
+  r.model = model_.name;
+  r.model_fingerprint = model_.model->fingerprint();
+  r.kv_layout = pool_->layout();
+  r.epoch = epoch_;
+  const ModelConfig& config = model_.model->config();
+  r.max_context_tokens = config.max_position_embeddings;
+  r.vocab_size = config.vocab_size;
+  r.architecture = config.architecture;
+  return r;
 }
 
-void WorkerProcess::Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration& registration,
+void WorkerProcess::Serve(ShutdownSignal& shutdown, const WorkerRegistration& registration,
                           RegistryClient::ReportFn report,
                           const std::function<void()>& begin_drain) {
   {
@@ -305,7 +316,7 @@ void WorkerProcess::Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration
   registry_client_->Stop();
 }
 
-bool WorkerProcess::Reregister(const v1::WorkerRegistration& registration,
+bool WorkerProcess::Reregister(const WorkerRegistration& registration,
                                RegistryClient::ReportFn report) {
   absl::MutexLock lock(&registry_mu_);
   if (registry_stopped_ || registry_client_ == nullptr) return false;

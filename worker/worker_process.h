@@ -86,18 +86,18 @@ class WorkerProcess {
 
   // A registration carrying what every worker reports (id, addresses, model, KV layout,
   // epoch); the role adds its limits.
-  v1::WorkerRegistration BaseRegistration(v1::WorkerRole role) const;
+  WorkerRegistration BaseRegistration(WorkerRole role) const;
 
   // Registers with the router (when one is configured), goes SERVING and blocks until
   // `shutdown` fires; then calls `begin_drain` (stop admitting new work), drains the gRPC
   // server within the drain timeout and leaves the registry.
-  void Serve(ShutdownSignal& shutdown, const v1::WorkerRegistration& registration,
+  void Serve(ShutdownSignal& shutdown, const WorkerRegistration& registration,
              RegistryClient::ReportFn report, const std::function<void()>& begin_drain);
 
   // While Serve runs (from another thread; not from a registry callback): leaves every
   // router and registers again with `registration` and `report` (a role change). Returns
   // false once Serve has stopped registering.
-  bool Reregister(const v1::WorkerRegistration& registration, RegistryClient::ReportFn report);
+  bool Reregister(const WorkerRegistration& registration, RegistryClient::ReportFn report);
   // Called when a router orders a role change (see RegistryClientConfig::on_role_switch).
   // Set before Serve.
   void SetRoleSwitchHandler(std::function<void(const v1::RoleSwitch& order)> handler) {

@@ -77,7 +77,7 @@ void Registry(const pdserve::v1::WorkerMessage& first, const std::string& rest) 
   pdserve::router::WorkerRegistry registry(&clock, absl::Seconds(2), &cost_model, metrics);
   if (!first.has_registration()) return;
   // What RegistryService does: the wire converted once, then the domain registry.
-  auto info = pdserve::router::WorkerInfoFromProto(first.registration());
+  auto info = pdserve::wire::RegistrationFromProto(first.registration());
   if (!info.ok()) return;
   auto session = registry.Register(*info);
   if (!session.ok()) return;

@@ -30,6 +30,7 @@
 #include "tests/testing/loopback_client.h"
 #include "tests/testing/poll.h"
 #include "tools/client/generation_client.h"
+#include "wire/report_bridge.h"
 
 namespace pdserve::testing {
 namespace {
@@ -335,11 +336,11 @@ TEST(RouterFaultTest, WithoutTheRegistrationTokenNoWorkerRegisters) {
       .prefill_workers = 0, .decode_workers = 1, .router_flags = {flag}, .decode_flags = {flag}});
   ASSERT_NE(cluster, nullptr) << "a worker with the token did not register";
   for (const std::string& token : {std::string(), std::string("guess")}) {
-    v1::WorkerRegistration fake;
-    fake.set_worker_id("decode-impostor");
-    fake.set_role(v1::WORKER_ROLE_DECODE);
-    fake.set_grpc_address("127.0.0.1:1");
-    fake.set_model("tiny");
+    WorkerRegistration fake;
+    fake.worker_id = "decode-impostor";
+    fake.role = WorkerRole::kDecode;
+    fake.grpc_address = "127.0.0.1:1";
+    fake.model = "tiny";
     RegistryClient impostor(RegistryClientConfig{.router_address = cluster->registry_address(),
                                                  .min_backoff = absl::Milliseconds(20),
                                                  .max_backoff = absl::Milliseconds(100),
@@ -382,11 +383,13 @@ TEST(RouterFaultTest, AnImpostorCannotTakeAWorkersPlace) {
   auto cluster = LocalCluster::Start(ClusterOptions{.prefill_workers = 0, .decode_workers = 1});
   ASSERT_NE(cluster, nullptr);
   ChildProcess& real = *cluster->decode()[0];
-  const v1::WorkerRegistration registered = cluster->Status().workers(0).registration();
+  const absl::StatusOr<WorkerRegistration> registered =
+      wire::RegistrationFromProto(cluster->Status().workers(0).registration());
+  ASSERT_TRUE(registered.ok()) << registered.status();
   auto start_impostor = [&](const std::string& address, uint64_t epoch) {
-    v1::WorkerRegistration fake = registered;
-    fake.set_grpc_address(address);
-    fake.set_epoch(epoch);
+    WorkerRegistration fake = *registered;
+    fake.grpc_address = address;
+    fake.epoch = epoch;
     auto client = std::make_unique<RegistryClient>(
         RegistryClientConfig{.router_address = cluster->registry_address(),
                              .min_backoff = absl::Milliseconds(20),
@@ -405,7 +408,7 @@ TEST(RouterFaultTest, AnImpostorCannotTakeAWorkersPlace) {
   ASSERT_TRUE(
       cluster->WaitForStatus([](const v1::ClusterStatus& s) { return s.workers_size() == 0; }));
   // Its id with an address nobody answers at, or with its own (stopped) address: refused.
-  for (const std::string& address : {std::string("127.0.0.1:1"), registered.grpc_address()}) {
+  for (const std::string& address : {std::string("127.0.0.1:1"), registered->grpc_address}) {
     auto impostor = start_impostor(address, 777);
     EXPECT_TRUE(PollUntil([&] { return !impostor->last_error().empty(); }, absl::Seconds(10)));
     impostor->Stop();
@@ -415,7 +418,7 @@ TEST(RouterFaultTest, AnImpostorCannotTakeAWorkersPlace) {
   }
   // An impostor that does answer at its own address takes the id...
   WorkerIdentityService identity;
-  identity.Set(registered.worker_id(), 777);
+  identity.Set(registered->worker_id, 777);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -432,7 +435,7 @@ TEST(RouterFaultTest, AnImpostorCannotTakeAWorkersPlace) {
   impostor_server.reset();
   const absl::Time resumed = absl::Now();
   ASSERT_EQ(kill(real.pid(), SIGCONT), 0);
-  ASSERT_TRUE(cluster->WaitForStatus(registered_at(registered.grpc_address()), absl::Seconds(10)))
+  ASSERT_TRUE(cluster->WaitForStatus(registered_at(registered->grpc_address), absl::Seconds(10)))
       << cluster->Status().DebugString() << real.Log();
   EXPECT_LT(absl::Now() - resumed, absl::Seconds(5));
   EXPECT_TRUE(absl::StrContains(cluster->router().Log(), "no longer answers at its address"))
@@ -442,7 +445,7 @@ TEST(RouterFaultTest, AnImpostorCannotTakeAWorkersPlace) {
     const auto out = client::CallGenerate(cluster->channel(), client::MakeRequest({1, 2, 3}, 3),
                                           absl::Seconds(20));
     EXPECT_TRUE(out.status.ok()) << out.status.error_message();
-    EXPECT_EQ(out.result.placement().decode_worker_id(), registered.worker_id());
+    EXPECT_EQ(out.result.placement().decode_worker_id(), registered->worker_id);
   }
   EXPECT_TRUE(PollUntil(
       [&] { return absl::StrContains(impostor->last_error(), "did not answer as worker"); },
@@ -458,12 +461,14 @@ TEST(RouterFaultTest, OnePeerHoldsAtMostItsShareOfRegistrations) {
   auto cluster = LocalCluster::Start(ClusterOptions{
       .prefill_workers = 0, .decode_workers = 1, .router_flags = {"--max_workers_per_peer=1"}});
   ASSERT_NE(cluster, nullptr);
-  v1::WorkerRegistration another = cluster->Status().workers(0).registration();
-  another.set_worker_id("decode-another");
+  absl::StatusOr<WorkerRegistration> another =
+      wire::RegistrationFromProto(cluster->Status().workers(0).registration());
+  ASSERT_TRUE(another.ok()) << another.status();
+  another->worker_id = "decode-another";
   RegistryClient client(RegistryClientConfig{.router_address = cluster->registry_address(),
                                              .min_backoff = absl::Milliseconds(20),
                                              .max_backoff = absl::Milliseconds(100)},
-                        another, [](bool, auto*, auto*) {});
+                        *another, [](bool, auto*, auto*) {});
   client.Start();
   EXPECT_TRUE(PollUntil([&] { return !client.last_error().empty(); }, absl::Seconds(10)));
   client.Stop();

@@ -1,78 +1,13 @@
-// The router's proto <-> domain edge: registrations that do not convert name their field,
-// what converts survives the round trip, and a Placement becomes the v1::Placement the decode
+// The router's proto <-> domain edge (registrations convert in wire/, report_bridge_test):
+// reports carry their steps and prefix events, and a Placement becomes the v1::Placement the decode
 // worker and the client read (primary prefill worker, alternates, mode).
 #include "router/router_wire.h"
 
-#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "wire/report_bridge.h"
 
 namespace pdserve::router {
 namespace {
-
-v1::WorkerRegistration Registration() {
-  v1::WorkerRegistration r;
-  r.set_worker_id("decode-1");
-  r.set_role(v1::WORKER_ROLE_DECODE);
-  r.set_grpc_address("10.0.0.1:5000");
-  r.set_metrics_address("10.0.0.1:9000");
-  r.set_model("m");
-  r.set_model_fingerprint(0xabc);
-  v1::KvLayout* l = r.mutable_kv_layout();
-  l->set_num_layers(4);
-  l->set_num_kv_heads(2);
-  l->set_head_dim(32);
-  l->set_block_size(16);
-  l->set_dtype(v1::DTYPE_BF16);
-  l->set_num_blocks(1000);
-  r.set_epoch(9);
-  r.set_max_num_batched_tokens(256);
-  r.set_max_num_seqs(64);
-  r.set_max_context_tokens(4096);
-  r.set_vocab_size(1000);
-  r.set_architecture("LlamaForCausalLM");
-  return r;
-}
-
-TEST(RouterWireTest, RegistrationsRoundTripAndMalformedOnesNameTheirField) {
-  auto info = WorkerInfoFromProto(Registration());
-  ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_TRUE(info->is_decode());
-  EXPECT_EQ(info->kv_layout.dtype, DType::kBF16);
-  EXPECT_EQ(info->kv_bytes_per_token(), int64_t{4} * 2 * 2 * 32 * 2);
-  v1::WorkerRegistration back;
-  WorkerInfoToProto(*info, &back);
-  EXPECT_EQ(back.SerializeAsString(), Registration().SerializeAsString());
-
-  struct Case {
-    std::string field;
-    std::function<void(v1::WorkerRegistration*)> edit;
-  };
-  const std::vector<Case> cases = {
-      {"registration.role",
-       [](v1::WorkerRegistration* r) { r->set_role(v1::WORKER_ROLE_UNSPECIFIED); }},
-      {"registration.kv_layout.dtype",
-       [](v1::WorkerRegistration* r) { r->mutable_kv_layout()->clear_dtype(); }},
-      {"registration.kv_layout.dtype",
-       [](v1::WorkerRegistration* r) {
-         r->mutable_kv_layout()->set_dtype(static_cast<v1::DType>(77));
-       }},
-      {"registration.max_num_batched_tokens",
-       [](v1::WorkerRegistration* r) { r->set_max_num_batched_tokens(0); }},
-      {"registration.worker_id", [](v1::WorkerRegistration* r) { r->clear_worker_id(); }},
-  };
-  for (const Case& c : cases) {
-    v1::WorkerRegistration r = Registration();
-    c.edit(&r);
-    auto s = WorkerInfoFromProto(r);
-    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
-    EXPECT_TRUE(absl::StrContains(s.status().message(), c.field)) << s.status();
-  }
-  v1::WorkerRegistration huge = Registration();
-  // A value beyond int saturates instead of wrapping into something plausible.
-  huge.mutable_kv_layout()->set_block_size(UINT32_MAX);
-  EXPECT_FALSE(WorkerInfoFromProto(huge).ok());
-}
 
 TEST(RouterWireTest, ReportsCarryTheirStepsAndPrefixEvents) {
   v1::LoadReport r;

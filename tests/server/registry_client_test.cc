@@ -63,9 +63,9 @@ TEST(RegistryClientTest, RegistersReportsAndReconnects) {
   ASSERT_TRUE(server.ok());
   const std::string address = (*server)->address();
 
-  v1::WorkerRegistration reg;
-  reg.set_worker_id("decode-7");
-  reg.set_role(v1::WORKER_ROLE_DECODE);
+  WorkerRegistration reg;
+  reg.worker_id = "decode-7";
+  reg.role = WorkerRole::kDecode;
   std::atomic<int> reports{0};
   RegistryClient client(RegistryClientConfig{.router_address = address,
                                              .report_interval = absl::Milliseconds(20),
@@ -126,8 +126,8 @@ TEST(RegistryClientTest, AnUnchangedLoadIsSentOnlyEveryHeartbeat) {
   auto server =
       GrpcServer::Start(GrpcServerConfig{}, {{fake.get(), v1::Registry::service_full_name()}});
   ASSERT_TRUE(server.ok());
-  v1::WorkerRegistration reg;
-  reg.set_worker_id("decode-idle");
+  WorkerRegistration reg;
+  reg.worker_id = "decode-idle";
   std::atomic<bool> changing{false};
   std::atomic<int> taken{0};
   RegistryClient client(RegistryClientConfig{.router_address = (*server)->address(),
@@ -200,8 +200,8 @@ struct TwoRouters {
 TEST(RegistryClientTest, EveryRouterGetsEveryReportAndEvent) {
   TwoRouters routers;
   ASSERT_TRUE(routers.ok());
-  v1::WorkerRegistration reg;
-  reg.set_worker_id("decode-2r");
+  WorkerRegistration reg;
+  reg.worker_id = "decode-2r";
   std::atomic<uint64_t> next_hash{1};
   std::atomic<int> latest_routers{-1};
   RegistryClient client(routers.Config(&latest_routers), reg,
@@ -244,7 +244,7 @@ TEST(RegistryClientTest, LosingOneRouterOfTwoKeepsTheOther) {
   TwoRouters routers;
   ASSERT_TRUE(routers.ok());
   std::atomic<int> latest_routers{-1};
-  RegistryClient client(routers.Config(&latest_routers), v1::WorkerRegistration(),
+  RegistryClient client(routers.Config(&latest_routers), WorkerRegistration(),
                         [](bool, WorkerReport*, PrefixCacheChanges*) {});
   client.Start();
   ASSERT_TRUE(WaitFor([&] { return latest_routers.load() == 2; }, absl::Seconds(10)));
@@ -284,7 +284,7 @@ TEST(RegistryClientTest, AFailedRegistrationSaysWhy) {
   RegistryClient client(RegistryClientConfig{.router_address = (*server)->address(),
                                              .min_backoff = absl::Milliseconds(20),
                                              .max_backoff = absl::Milliseconds(100)},
-                        v1::WorkerRegistration(), [](bool, auto*, auto*) {});
+                        WorkerRegistration(), [](bool, auto*, auto*) {});
   client.Start();
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (client.last_error().empty() && absl::Now() < deadline) {
@@ -300,7 +300,7 @@ TEST(RegistryClientTest, AFailedRegistrationSaysWhy) {
 }
 
 TEST(RegistryClientTest, WithoutARouterItDoesNothing) {
-  RegistryClient client(RegistryClientConfig{}, v1::WorkerRegistration(),
+  RegistryClient client(RegistryClientConfig{}, WorkerRegistration(),
                         [](bool, auto*, auto*) { FAIL(); });
   client.Start();
   absl::SleepFor(absl::Milliseconds(50));
