@@ -69,10 +69,13 @@ struct StepObservation {
 struct LoadSnapshot {
   int running = 0;
   int waiting = 0;
-  int awaiting_kv = 0;                   // Decode: waiting for offloaded KV.
-  int64_t free_blocks = 0;               // Decode: free + evictable cached.
-  int64_t total_blocks = 0;              // Decode.
-  int64_t pending_prefill_tokens = 0;    // Decode: local chunked backlog; prefill: its queue.
+  int awaiting_kv = 0;                 // Decode: waiting for offloaded KV.
+  int64_t free_blocks = 0;             // Decode: free + evictable cached.
+  int64_t total_blocks = 0;            // Decode.
+  int64_t pending_prefill_tokens = 0;  // Decode: local chunked backlog; prefill: its queue.
+  // That backlog's attention work: the sum over its prompts of (their tokens)^2; of a prompt
+  // partly computed, (context + rest)^2 - context^2. 0 with a backlog: not reported.
+  double pending_prefill_token_squares = 0;
   int64_t context_tokens = 0;            // Decode: tokens of every sequence it holds.
   double prefill_tokens_per_second = 0;  // Prefill: recent throughput.
   double transfer_bytes_per_second = 0;  // Prefill: recent KV bandwidth.
@@ -121,6 +124,10 @@ struct PrefillMeasurement {
   double transfer_tail_ms = 0;  // What the transfer added after the forward.
   uint64_t transfer_bytes = 0;  // KV bytes written into the decode worker's pool.
   int computed_tokens = 0;      // Prompt tokens computed.
+  // The batch `compute_ms` timed: its prompts' tokens (this one's included) and the sum of
+  // their squares (each prompt attends to its own tokens only). 0: not reported.
+  int64_t batch_tokens = 0;
+  double batch_token_squares = 0;
 };
 
 // What a completed offload measured: how fast the prefill worker computed the prompt and how
@@ -131,7 +138,11 @@ struct PrefillOutcome {
   // Prompt tokens the prefill worker computed (0: unknown; the prompt's length is used).
   int computed_tokens = 0;
   int prompt_tokens = 0;
-  double compute_ms = 0;  // The prefill worker's compute time.
+  double compute_ms = 0;  // The prefill worker's compute time: its batch's.
+  // What that batch computed (PrefillMeasurement's; 0: a worker that does not say, taken as
+  // this prompt alone).
+  int64_t batch_tokens = 0;
+  double batch_token_squares = 0;
   double transfer_tail_ms = 0;
   // KV bytes the prefill worker wrote (0: unknown; the router's estimate is used).
   uint64_t transfer_bytes = 0;

@@ -1,5 +1,8 @@
 #include "decode_worker/decode_service.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
@@ -90,6 +93,9 @@ class GrpcStreamSink final : public StreamSink {
         r.mutable_placement()->set_transfer_bytes(f.offload.transfer_bytes);
         r.mutable_placement()->set_prefill_computed_tokens(
             static_cast<uint32_t>(f.offload.computed_tokens));
+        r.mutable_placement()->set_prefill_batch_tokens(
+            static_cast<uint64_t>(std::max<int64_t>(0, f.offload.batch_tokens)));
+        r.mutable_placement()->set_prefill_batch_token_squares(f.offload.batch_token_squares);
       }
       if (f.fell_back_to_local) {
         r.mutable_placement()->set_fell_back_to_local(true);

@@ -61,6 +61,17 @@ int64_t Scheduler::pending_prefill_tokens() const {
   return n;
 }
 
+double Scheduler::pending_prefill_token_squares() const {
+  double n = 0;
+  auto add = [&n](double computed, double rest) { n += rest * (rest + 2 * computed); };
+  for (const Sequence* s : waiting_) add(s->num_computed, s->num_tokens() - s->num_computed);
+  for (const Sequence* s : running_) {
+    if (s->state == SequenceState::kRunning && s->uncomputed() > 1)
+      add(s->num_computed, s->uncomputed());
+  }
+  return n;
+}
+
 int64_t Scheduler::context_tokens() const {
   int64_t n = 0;
   for (const Sequence* s : waiting_) n += s->num_tokens();

@@ -132,6 +132,8 @@ class Scheduler {
   int num_awaiting_kv() const;
   // Prompt tokens of waiting and running sequences not computed yet (local prefill backlog).
   int64_t pending_prefill_tokens() const;
+  // Their attention work (LoadSnapshot::pending_prefill_token_squares).
+  double pending_prefill_token_squares() const;
   // Tokens (prompt and generated) of every sequence it holds: waiting, running, awaiting KV.
   int64_t context_tokens() const;
   std::vector<Sequence*> waiting() const;

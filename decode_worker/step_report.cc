@@ -30,6 +30,7 @@ LoadSnapshot DecodeLoad(const Scheduler& scheduler, const kvcache::BlockCounts& 
   load.free_blocks = blocks.free + blocks.cached;
   load.total_blocks = blocks.total;
   load.pending_prefill_tokens = scheduler.pending_prefill_tokens();
+  load.pending_prefill_token_squares = scheduler.pending_prefill_token_squares();
   load.context_tokens = scheduler.context_tokens();
   return load;
 }

@@ -1,5 +1,8 @@
 #include "prefill_worker/prefill_batcher.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
@@ -120,8 +123,7 @@ absl::Status PrefillBatcher::Submit(std::unique_ptr<PrefillJob> job) {
   absl::MutexLock lock(&mu_);
   if (stop_ || draining_)
     return absl::UnavailableError("prefill worker is draining; send the prefill elsewhere");
-  pending_tokens_ += prompt;
-  metrics_->queue_tokens.Set(static_cast<double>(pending_tokens_));
+  CountPendingLocked(job->prompt.size(), +1);
   queue_.push_back(std::move(job));
   return absl::OkStatus();
 }
@@ -135,8 +137,7 @@ void PrefillBatcher::Cancel(uint64_t token, std::function<void(const std::string
       if ((*it)->target.token == token) {
         queued = std::move(*it);
         queue_.erase(it);
-        pending_tokens_ -= static_cast<int64_t>(queued->prompt.size());
-        metrics_->queue_tokens.Set(static_cast<double>(pending_tokens_));
+        CountPendingLocked(queued->prompt.size(), -1);
         break;
       }
     }
@@ -199,6 +200,20 @@ bool PrefillBatcher::idle() const {
 int64_t PrefillBatcher::pending_tokens() const {
   absl::MutexLock lock(&mu_);
   return pending_tokens_;
+}
+
+double PrefillBatcher::pending_token_squares() const {
+  absl::MutexLock lock(&mu_);
+  return pending_token_squares_;
+}
+
+void PrefillBatcher::CountPendingLocked(size_t tokens, int sign) {
+  const auto n = static_cast<int64_t>(tokens);
+  pending_tokens_ += sign * n;
+  pending_token_squares_ = std::max(
+      0.0, pending_token_squares_ + sign * static_cast<double>(n) * static_cast<double>(n));
+  if (pending_tokens_ == 0) pending_token_squares_ = 0;  // No rounding left over when empty.
+  metrics_->queue_tokens.Set(static_cast<double>(pending_tokens_));
 }
 
 int PrefillBatcher::running() const {
@@ -381,8 +396,15 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
   std::vector<Entry> entries = OpenBatch(std::move(jobs), batch_start);
   engine::PackedBatch batch;
   std::vector<engine::RowSampling> sample_rows;  // The first token of each, in batch order.
+  // What the batch's compute time covers, reported with each of its prompts: the router
+  // learns this worker's speed from the batch (router/learning.h), not one prompt of it.
+  int64_t batch_tokens = 0;
+  double batch_token_squares = 0;
   for (Entry& e : entries) {
     if (!e.computing) continue;
+    const auto prompt_tokens = static_cast<double>(e.job->prompt.size());
+    batch_tokens += static_cast<int64_t>(e.job->prompt.size());
+    batch_token_squares += prompt_tokens * prompt_tokens;
     batch.Add(e.job->prompt, 0, e.table, true);
     sample_rows.push_back({&e.job->sampling, static_cast<uint64_t>(e.job->prompt.size())});
   }
@@ -423,6 +445,8 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
       }
     }
     e.result.measured.compute_ms = compute_ms;
+    e.result.measured.batch_tokens = batch_tokens;
+    e.result.measured.batch_token_squares = batch_token_squares;
     e.result.status = e.error;
     if (ran) {
       blocks_.Release(e.table);
@@ -443,8 +467,7 @@ void PrefillBatcher::RunBatch(std::vector<std::unique_ptr<PrefillJob>> jobs) {
 void PrefillBatcher::UpdateRates(const std::vector<Entry>& entries, double compute_ms,
                                  int batch_tokens, uint64_t batch_bytes, double transfer_seconds) {
   absl::MutexLock lock(&mu_);
-  for (const Entry& e : entries) pending_tokens_ -= static_cast<int64_t>(e.job->prompt.size());
-  metrics_->queue_tokens.Set(static_cast<double>(pending_tokens_));
+  for (const Entry& e : entries) CountPendingLocked(e.job->prompt.size(), -1);
   if (compute_ms > 0 && batch_tokens > 0) {
     const double tps = batch_tokens / (compute_ms / 1e3);
     tokens_per_second_ = tokens_per_second_ == 0 ? tps : 0.7 * tokens_per_second_ + 0.3 * tps;

@@ -89,7 +89,10 @@ class PrefillBatcher {
   // No job queued or computing.
   bool idle() const;
 
+  // Tokens queued or computing, and the sum of their prompts' token counts squared (the
+  // backlog's attention work, which the router's cost model prices; LoadSnapshot).
   int64_t pending_tokens() const;
+  double pending_token_squares() const;
   int running() const;
   // Recent prefill throughput (tokens/s) and transfer bandwidth (bytes/s).
   double tokens_per_second() const;
@@ -128,6 +131,9 @@ class PrefillBatcher {
   kvcache::BlockManager blocks_;  // Batch thread only.
   std::thread thread_;
 
+  // A prompt of `tokens` joins (+1) or leaves (-1) the backlog.
+  void CountPendingLocked(size_t tokens, int sign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   std::deque<std::unique_ptr<PrefillJob>> queue_ ABSL_GUARDED_BY(mu_);
   // Jobs being computed, by transfer token: cancellation flags and stop acknowledgements.
@@ -135,6 +141,7 @@ class PrefillBatcher {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   int64_t pending_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  double pending_token_squares_ ABSL_GUARDED_BY(mu_) = 0;
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   double tokens_per_second_ ABSL_GUARDED_BY(mu_) = 0;
   double bytes_per_second_ ABSL_GUARDED_BY(mu_) = 0;

@@ -48,6 +48,7 @@ void PrefillRole::FillReport(WorkerReport* report) const {
   LoadSnapshot& load = report->load;
   load.running = batcher_->running();
   load.pending_prefill_tokens = std::max<int64_t>(0, batcher_->pending_tokens());
+  load.pending_prefill_token_squares = batcher_->pending_token_squares();
   load.prefill_tokens_per_second = batcher_->tokens_per_second();
   load.transfer_bytes_per_second = batcher_->transfer_bytes_per_second();
   load.draining = batcher_->draining();

@@ -1,6 +1,7 @@
 #include "router/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,9 +21,8 @@ std::array<double, 5> StepFeatures(const StepWork& w) {
   return {1.0, w.decode, w.prefill_tokens / kPrefillScale, w.decode_attention / kAttentionScale,
           w.prefill_attention / kAttentionScale};
 }
-std::array<double, 3> PrefillFeatures(double tokens) {
-  const double l = tokens / kPromptScale;
-  return {1.0, l, l * l};
+std::array<double, 3> PrefillFeatures(const PrefillBatchWork& batch) {
+  return {1.0, batch.tokens / kPromptScale, batch.token_squares / (kPromptScale * kPromptScale)};
 }
 
 }  // namespace
@@ -93,10 +93,14 @@ double CostModel::StepMs(uint64_t fingerprint, const StepWork& work) const {
 }
 
 double CostModel::PrefillMs(uint64_t fingerprint, double tokens) const {
+  return PrefillMs(fingerprint, PrefillBatchWork::Prompt(tokens));
+}
+
+double CostModel::PrefillMs(uint64_t fingerprint, const PrefillBatchWork& batch) const {
   absl::ReaderMutexLock lock(&mu_);
   auto prefill = prefill_.find(fingerprint);
   if (prefill != prefill_.end() && prefill->second.samples >= kMinPrefillSamples) {
-    return std::max(0.0, prefill->second.Predict(PrefillFeatures(tokens)));
+    return std::max(0.0, prefill->second.Predict(PrefillFeatures(batch)));
   }
   // Until offloaded prefills have been timed, a prefill worker is taken to compute like a
   // decode worker running the whole prompt in one step (same model, same kind of machine):
@@ -105,10 +109,13 @@ double CostModel::PrefillMs(uint64_t fingerprint, double tokens) const {
   auto step = step_.find(fingerprint);
   if (step != step_.end() && step->second.samples >= kMinPrefillSamples) {
     const double base = step->second.Predict(StepFeatures(StepWork{}));
-    return std::max(0.0, step->second.Predict(StepFeatures(StepWork::Chunk(tokens, 0))) - base) +
+    // The prompts' chunks: each attends to its own tokens (StepWork::Chunk's, summed).
+    const StepWork chunks{.prefill_tokens = batch.tokens,
+                          .prefill_attention = (batch.token_squares + batch.tokens) / 2};
+    return std::max(0.0, step->second.Predict(StepFeatures(chunks)) - base) +
            std::max(0.0, prefill_prior_.theta[0]);
   }
-  return std::max(0.0, prefill_prior_.Predict(PrefillFeatures(tokens)));
+  return std::max(0.0, prefill_prior_.Predict(PrefillFeatures(batch)));
 }
 
 double CostModel::TransferTailMs(double last_layer_bytes) const {
@@ -125,12 +132,16 @@ double CostModel::ObserveStep(uint64_t fingerprint, const StepWork& work, double
   return predicted;
 }
 
-double CostModel::ObservePrefill(uint64_t fingerprint, double tokens, double ms) {
+double CostModel::ObservePrefill(uint64_t fingerprint, const PrefillBatchWork& batch, double ms,
+                                 double weight) {
   absl::MutexLock lock(&mu_);
   Fit<3>& fit = prefill_.try_emplace(fingerprint, prefill_prior_).first->second;
-  const auto x = PrefillFeatures(tokens);
+  auto x = PrefillFeatures(batch);
   const double predicted = std::max(0.0, fit.Predict(x));
-  fit.Update(x, ms, params_.forgetting, params_.prior_variance);
+  // Weighted least squares: the sample's row scaled by the root of its weight.
+  const double root = std::sqrt(std::clamp(weight, 1e-6, 1.0));
+  for (double& xi : x) xi *= root;
+  fit.Update(x, ms * root, params_.forgetting, params_.prior_variance);
   return predicted;
 }
 

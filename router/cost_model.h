@@ -18,6 +18,9 @@
 // per_prefill_attention_ms keeps the shared one. Prefill time (ms) of a prompt of L tokens on
 // a prefill worker:
 //   prefill(L) = overhead + per_token * L + per_token_squared * L^2
+// and of a batch of prompts L_i computed in one forward (they do not attend to each other):
+//   overhead + per_token * sum L_i + per_token_squared * sum L_i^2, which is how it is learned:
+// an offloaded request's measured compute time is its batch's.
 // Until offloaded prefills of a model have been timed, its prefill time is predicted from the
 // decode workers' step fit (the whole prompt as one step) when that has samples.
 // Transfer tail (ms) of a layer-wise transfer: latency + one layer's bytes / bandwidth.
@@ -46,6 +49,13 @@ using ::pdserve::LoadCostModel;
 using ::pdserve::ParseCostModel;
 using ::pdserve::StepWork;
 
+// What one forward of a prefill worker computed: the prompts it batched.
+struct PrefillBatchWork {
+  double tokens = 0;         // Their tokens.
+  double token_squares = 0;  // The sum over them of each one's tokens squared.
+  static PrefillBatchWork Prompt(double tokens) { return {tokens, tokens * tokens}; }
+};
+
 class CostModel {
  public:
   explicit CostModel(const CostModelParams& params);
@@ -53,12 +63,17 @@ class CostModel {
   // Predictions for the model with `fingerprint` (the prior until it has samples).
   double StepMs(uint64_t fingerprint, const StepWork& work) const;
   double PrefillMs(uint64_t fingerprint, double prompt_tokens) const;
+  // Of prompts batched in one forward (or queued one after another, less the overheads).
+  double PrefillMs(uint64_t fingerprint, const PrefillBatchWork& batch) const;
   double TransferTailMs(double last_layer_bytes) const;
   double offload_overhead_ms() const { return params_.offload_overhead_ms; }
 
   // Online refinement. Each returns the prediction made before learning from the sample.
   double ObserveStep(uint64_t fingerprint, const StepWork& work, double ms);
-  double ObservePrefill(uint64_t fingerprint, double prompt_tokens, double ms);
+  // `weight` in (0, 1]: the sample's weight in the fit (a batch reported once per prompt in
+  // it weighs 1 in all when each report carries its prompt's share).
+  double ObservePrefill(uint64_t fingerprint, const PrefillBatchWork& batch, double ms,
+                        double weight = 1);
   void ObserveTransferTail(double ms, double last_layer_bytes);
 
   // Current coefficients by name (a fingerprint's fit is reported as "<name>@<hex>").

@@ -20,7 +20,21 @@ void LearnFromOffload(const PrefillOutcome& outcome, const PlacementForLearning&
       outcome.transfer_bytes > 0
           ? static_cast<double>(outcome.transfer_bytes) / std::max(1, placement.num_layers)
           : placement.estimated_last_layer_bytes;
-  cost_model->ObservePrefill(outcome.model_fingerprint, tokens, outcome.compute_ms);
+  // The compute time is its batch's: a prompt batched with others learned as if alone made a
+  // prompt of 1k tokens in a batch of 16k look 16 times slower, and the fit, extrapolated,
+  // predicted 125 s for a 121k-token prompt the profile computes in 5.9 s (pdserve-sim, Mooncake
+  // trace). Each prompt of a batch reports it and counts its share of the batch's tokens, so a
+  // batch weighs one sample. Figures that cannot describe a batch holding this prompt (a worker
+  // that does not report them, or a forged report) leave the prompt alone.
+  PrefillBatchWork batch = PrefillBatchWork::Prompt(tokens);
+  double weight = 1;
+  const auto batch_tokens = static_cast<double>(outcome.batch_tokens);
+  if (batch_tokens > tokens && outcome.batch_token_squares >= tokens * tokens &&
+      outcome.batch_token_squares <= batch_tokens * batch_tokens) {
+    batch = {batch_tokens, outcome.batch_token_squares};
+    weight = tokens / batch_tokens;
+  }
+  cost_model->ObservePrefill(outcome.model_fingerprint, batch, outcome.compute_ms, weight);
   cost_model->ObserveTransferTail(outcome.transfer_tail_ms, last_layer_bytes);
 }
 

@@ -22,7 +22,7 @@ struct PlacementForLearning {
 // What LearnFromOffload needs of the router's placement.
 PlacementForLearning ForLearning(const PlacementResult& placed);
 
-// A completed offload: the prefill worker's speed (the tokens it computed over its compute
+// A completed offload: the prefill worker's speed (the batch it computed over its compute
 // time) and the transfer's tail per byte of the last layer. An outcome without a compute time
 // teaches nothing.
 void LearnFromOffload(const PrefillOutcome& outcome, const PlacementForLearning& placement,

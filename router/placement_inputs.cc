@@ -116,6 +116,7 @@ PlacementInputs BuildPlacementInputs(const WorkerEntry& decode, int prompt_token
   in.cached_tokens = cached_tokens;
   in.decode.running = decode.load.running + decode.dispatched_since_report;
   in.decode.pending_prefill_tokens = decode.load.pending_prefill_tokens;
+  in.decode.pending_prefill_token_squares = decode.load.pending_prefill_token_squares;
   in.decode.step_token_budget = r.max_num_batched_tokens;
   in.decode.attention_per_decode = decode.attention_per_decode;
   in.decode.fingerprint = r.model_fingerprint;
@@ -131,6 +132,7 @@ PlacementInputs BuildPlacementInputs(const WorkerEntry& decode, int prompt_token
     PrefillCandidate c;
     c.index = static_cast<int>(i);
     c.pending_tokens = e.load.pending_prefill_tokens;
+    c.pending_token_squares = e.load.pending_prefill_token_squares;
     c.tokens_per_second = e.load.prefill_tokens_per_second;
     c.arrivals_per_s = e.arrivals.Rate(now);
     in.prefill.push_back(c);

@@ -126,6 +126,16 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
     ++best->dispatched_since_report;
     best->dispatched_tokens_since_report += prompt_len;
     best->arrivals.Count(now, prompt_len - cached_tokens);
+    // A local prefill queues ahead of the next local one there: counted until the worker's
+    // next report does, as an offload on its prefill worker below. (Without it a clump of
+    // requests arriving together was judged against the last report: behind a 121k-token
+    // prompt placed a moment before, prompts predicted to start at once waited 6.9 s.)
+    if (!decision.offload) {
+      best->load.pending_prefill_tokens += prompt_len - cached_tokens;
+      best->load.pending_prefill_token_squares +=
+          static_cast<double>(prompt_len) * prompt_len -
+          static_cast<double>(cached_tokens) * cached_tokens;
+    }
     result.decode_session = best->session;
     result.fingerprint = r.model_fingerprint;
     result.num_layers = std::max(1, in.decode.num_layers);
@@ -140,6 +150,7 @@ absl::StatusOr<PlacementResult> Placer::Place(const PlacementRequest& req) {
       // Counted on the primary until its next report does.
       if (i == 0) {
         e->load.pending_prefill_tokens += prompt_len;
+        e->load.pending_prefill_token_squares += static_cast<double>(prompt_len) * prompt_len;
         e->arrivals.Count(now, prompt_len);
       }
     }

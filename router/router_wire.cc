@@ -60,12 +60,15 @@ PrefillOutcome PrefillOutcomeOf(const v1::GenerateResult& result, uint64_t model
   const v1::Placement& p = result.placement();
   // A worker's counts are uint32 on the wire: clamped, a forged one cannot overflow an int.
   auto count = [](uint32_t n) { return static_cast<int>(std::min<uint32_t>(n, INT32_MAX)); };
-  return PrefillOutcome{.model_fingerprint = model_fingerprint,
-                        .computed_tokens = count(p.prefill_computed_tokens()),
-                        .prompt_tokens = count(result.usage().prompt_tokens()),
-                        .compute_ms = result.timings().prefill_ms(),
-                        .transfer_tail_ms = result.timings().transfer_tail_ms(),
-                        .transfer_bytes = p.transfer_bytes()};
+  return PrefillOutcome{
+      .model_fingerprint = model_fingerprint,
+      .computed_tokens = count(p.prefill_computed_tokens()),
+      .prompt_tokens = count(result.usage().prompt_tokens()),
+      .compute_ms = result.timings().prefill_ms(),
+      .batch_tokens = static_cast<int64_t>(std::min<uint64_t>(p.prefill_batch_tokens(), INT64_MAX)),
+      .batch_token_squares = p.prefill_batch_token_squares(),
+      .transfer_tail_ms = result.timings().transfer_tail_ms(),
+      .transfer_bytes = p.transfer_bytes()};
 }
 
 }  // namespace pdserve::router

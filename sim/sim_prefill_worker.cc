@@ -6,12 +6,19 @@
 #include "prefill_worker/batch_packer.h"
 
 namespace pdserve::sim {
+namespace {
+
+double Square(double tokens) { return tokens * tokens; }
+
+}  // namespace
 
 PrefillOutcome PrefillOutcomeOf(const SimPrefillDone& done, uint64_t model_fingerprint) {
   return PrefillOutcome{.model_fingerprint = model_fingerprint,
                         .computed_tokens = done.job.prompt_tokens,
                         .prompt_tokens = done.job.prompt_tokens,
                         .compute_ms = done.compute_ms,
+                        .batch_tokens = done.batch_tokens,
+                        .batch_token_squares = done.batch_token_squares,
                         .transfer_tail_ms = done.transfer_tail_ms,
                         .transfer_bytes = static_cast<uint64_t>(done.transfer_bytes)};
 }
@@ -30,6 +37,7 @@ SimPrefillWorker::SimPrefillWorker(const WorkerShape& shape, const CostModelPara
 void SimPrefillWorker::Submit(const SimPrefillJob& job) {
   queue_.push_back(job);
   queued_tokens_ += job.prompt_tokens;
+  queued_token_squares_ += Square(job.prompt_tokens);
 }
 
 double SimPrefillWorker::StartBatch(double now_ms) {
@@ -54,12 +62,17 @@ double SimPrefillWorker::StartBatch(double now_ms) {
     running_.push_back(done);
     running_tokens_ += job.prompt_tokens;
     queued_tokens_ -= job.prompt_tokens;
+    queued_token_squares_ -= Square(job.prompt_tokens);
     queue_.pop_front();
   }
   const double compute_ms = timing_.PrefillBatchMs(pieces);
   const double end_ms = TransferEndMs(compute_ms, bytes, shape_.kv_layout.num_layers, link_);
+  running_token_squares_ = 0;
+  for (const PrefillPiece& piece : pieces) running_token_squares_ += Square(piece.tokens);
   for (SimPrefillDone& d : running_) {
     d.compute_ms = compute_ms;
+    d.batch_tokens = running_tokens_;
+    d.batch_token_squares = running_token_squares_;
     d.transfer_tail_ms = end_ms - compute_ms;
   }
   running_compute_ms_ = compute_ms;
@@ -75,6 +88,8 @@ std::vector<SimPrefillDone> SimPrefillWorker::FinishBatch() {
   const double tps = running_tokens_ / std::max(1e-9, running_compute_ms_ / 1e3);
   tokens_per_second_ = tokens_per_second_ == 0 ? tps : 0.7 * tokens_per_second_ + 0.3 * tps;
   running_tokens_ = 0;
+  running_token_squares_ = 0;
+  if (queue_.empty()) queued_token_squares_ = 0;  // No rounding left over when empty.
   return std::move(running_);
 }
 
@@ -83,6 +98,7 @@ LoadSnapshot SimPrefillWorker::Load() const {
   s.running = busy_ ? static_cast<int>(running_.size()) : 0;
   s.waiting = static_cast<int>(queue_.size());
   s.pending_prefill_tokens = queued_tokens_ + running_tokens_;
+  s.pending_prefill_token_squares = queued_token_squares_ + running_token_squares_;
   s.prefill_tokens_per_second = tokens_per_second_;
   return s;
 }

@@ -7,6 +7,7 @@
 #ifndef PDSERVE_SIM_SIM_PREFILL_WORKER_H_
 #define PDSERVE_SIM_SIM_PREFILL_WORKER_H_
 
+#include <cstdint>
 #include <deque>
 #include <vector>
 
@@ -26,7 +27,10 @@ struct SimPrefillJob {
 struct SimPrefillDone {
   SimPrefillJob job;
   double queue_ms = 0;
-  double compute_ms = 0;        // The batch's forward.
+  double compute_ms = 0;  // The batch's forward.
+  // What the batch computed, as the real prefill worker reports it (PrefillMeasurement).
+  int64_t batch_tokens = 0;
+  double batch_token_squares = 0;
   double transfer_tail_ms = 0;  // From the forward's end to the last byte landing.
   double transfer_bytes = 0;
 };
@@ -71,6 +75,9 @@ class SimPrefillWorker {
   bool busy_ = false;
   std::vector<SimPrefillDone> running_;
   int64_t running_tokens_ = 0;
+  // LoadSnapshot::pending_prefill_token_squares: the queue's and the running batch's.
+  double queued_token_squares_ = 0;
+  double running_token_squares_ = 0;
   double running_compute_ms_ = 0;
   double tokens_per_second_ = 0;
 };

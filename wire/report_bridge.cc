@@ -1,6 +1,7 @@
 #include "wire/report_bridge.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,9 @@ WorkerReport ReportFromProto(const v1::LoadReport& r) {
   l.pending_prefill_tokens =
       static_cast<int64_t>(std::min<uint64_t>(r.pending_prefill_tokens(), INT64_MAX));
   l.context_tokens = static_cast<int64_t>(std::min<uint64_t>(r.context_tokens(), INT64_MAX));
+  // A figure that cannot be a sum of squares (negative, NaN, infinite) is taken as not reported.
+  const double squares = r.pending_prefill_token_squares();
+  l.pending_prefill_token_squares = std::isfinite(squares) && squares > 0 ? squares : 0;
   l.prefill_tokens_per_second = r.prefill_tokens_per_second();
   l.transfer_bytes_per_second = r.transfer_bytes_per_second();
   l.sequence = r.sequence();
@@ -43,6 +47,7 @@ void LoadToProto(const LoadSnapshot& l, v1::LoadReport* out) {
   out->set_free_blocks(static_cast<uint32_t>(l.free_blocks));
   out->set_total_blocks(static_cast<uint32_t>(l.total_blocks));
   out->set_pending_prefill_tokens(static_cast<uint64_t>(l.pending_prefill_tokens));
+  out->set_pending_prefill_token_squares(l.pending_prefill_token_squares);
   out->set_context_tokens(static_cast<uint64_t>(std::max<int64_t>(0, l.context_tokens)));
   out->set_prefill_tokens_per_second(l.prefill_tokens_per_second);
   out->set_transfer_bytes_per_second(l.transfer_bytes_per_second);
@@ -69,6 +74,8 @@ void MeasurementToProto(const PrefillMeasurement& m, v1::PrefillResponse* out) {
   out->set_transfer_tail_ms(m.transfer_tail_ms);
   out->set_transfer_bytes(m.transfer_bytes);
   out->set_computed_tokens(static_cast<uint32_t>(std::max(0, m.computed_tokens)));
+  out->set_batch_tokens(static_cast<uint64_t>(std::max<int64_t>(0, m.batch_tokens)));
+  out->set_batch_token_squares(m.batch_token_squares);
 }
 
 PrefillMeasurement MeasurementFromProto(const v1::PrefillResponse& p) {
@@ -78,7 +85,9 @@ PrefillMeasurement MeasurementFromProto(const v1::PrefillResponse& p) {
       .transfer_ms = p.transfer_ms(),
       .transfer_tail_ms = p.transfer_tail_ms(),
       .transfer_bytes = p.transfer_bytes(),
-      .computed_tokens = static_cast<int>(std::min<uint32_t>(p.computed_tokens(), INT32_MAX))};
+      .computed_tokens = static_cast<int>(std::min<uint32_t>(p.computed_tokens(), INT32_MAX)),
+      .batch_tokens = static_cast<int64_t>(std::min<uint64_t>(p.batch_tokens(), INT64_MAX)),
+      .batch_token_squares = p.batch_token_squares()};
 }
 
 absl::StatusOr<WorkerRole> RoleFromProto(v1::WorkerRole role, absl::string_view field) {

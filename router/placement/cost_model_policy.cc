@@ -101,6 +101,14 @@ class CostModelPolicy final : public PlacementPolicy {
       return Local(e, "slo_infeasible_offload");
     if (e.interference_ms > e.offload_cost_ms)
       return Offload(e, config_.alternates, "interference_exceeds_transfer");
+    // And what staying costs this request itself, as the offload's TTFT term counts it: the
+    // TTFT a local prefill adds over the offload beyond the objective. (Without it a prompt
+    // queued behind a long local backlog stayed, 3.3 s predicted, where an offload met its
+    // objective.)
+    const double local_ttft_harm =
+        std::max(0.0, e.ttft_local_ms - std::max(e.ttft_offload_ms, slo.ttft_ms));
+    if (e.interference_ms + local_ttft_harm > e.offload_cost_ms)
+      return Offload(e, config_.alternates, "local_exceeds_ttft_slo");
     return Local(e, "interference_below_transfer");
   }
 

@@ -75,12 +75,15 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   }
   busy_share = std::clamp(busy_share, 0.0, 0.95);
   e.tpot_local_ms = step_decode / (1 - busy_share);
-  // Local backlog ahead of it, then its own chunks.
+  // Local backlog ahead of it, then its own chunks. Its attention is its prompts' own (a
+  // worker that does not report it: taken as one prompt, which overrates many short ones).
   const double backlog = static_cast<double>(d.pending_prefill_tokens);
-  const double queue_local =
-      backlog > 0 ? std::ceil(backlog / chunk) * step_decode +
-                        std::max(0.0, model.StepMs(fp, StepWork::Chunk(backlog, 0)) - base)
-                  : 0;
+  StepWork backlog_work = StepWork::Chunk(backlog, 0);
+  if (d.pending_prefill_token_squares > 0)
+    backlog_work.prefill_attention = (d.pending_prefill_token_squares + backlog) / 2;
+  const double queue_local = backlog > 0 ? std::ceil(backlog / chunk) * step_decode +
+                                               std::max(0.0, model.StepMs(fp, backlog_work) - base)
+                                         : 0;
   e.ttft_local_ms = queue_local + chunks * step_decode + prefill_part;
 
   // Offload: the prefill worker recomputes the whole prompt; only the last layer's transfer
@@ -94,9 +97,18 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
     PrefillEstimate pe;
     pe.index = p.index;
     if (p.pending_tokens > 0) {
-      pe.queue_ms = p.tokens_per_second > 0
-                        ? p.pending_tokens / p.tokens_per_second * 1e3
-                        : model.PrefillMs(fp, static_cast<double>(p.pending_tokens));
+      // Its queue at the model's price for those prompts: a queue of one long prompt takes
+      // longer than as many tokens of short ones (priced at its recent throughput, a queue
+      // holding a 72k-token prompt behind batches of short ones read 1.5 s for 2.5 s, and the
+      // offloads sent behind it missed TTFT: pdserve-sim, Mooncake trace). A worker that
+      // does not report the queue's shape: its recent throughput.
+      const auto pending = static_cast<double>(p.pending_tokens);
+      if (p.pending_token_squares > 0) {
+        pe.queue_ms = model.PrefillMs(fp, PrefillBatchWork{pending, p.pending_token_squares});
+      } else {
+        pe.queue_ms = p.tokens_per_second > 0 ? pending / p.tokens_per_second * 1e3
+                                              : model.PrefillMs(fp, pending);
+      }
     }
     pe.ttft_ms = model.offload_overhead_ms() + pe.queue_ms + compute + e.transfer_tail_ms;
     pe.queueing_interference_ms =

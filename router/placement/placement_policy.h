@@ -27,8 +27,9 @@ namespace pdserve::router {
 // The chosen decode worker, as the cost model needs it.
 struct DecodeCandidate {
   int running = 0;  // Running decodes (D), including the router's unreported ones.
-  int64_t pending_prefill_tokens = 0;  // Its local chunked-prefill backlog.
-  int step_token_budget = 512;         // max_num_batched_tokens: decodes first, the rest prefill.
+  int64_t pending_prefill_tokens = 0;        // Its local chunked-prefill backlog.
+  double pending_prefill_token_squares = 0;  // Its attention work (LoadSnapshot's); 0: unknown.
+  int step_token_budget = 512;  // max_num_batched_tokens: decodes first, the rest prefill.
   double attention_per_decode = 0;
   uint64_t fingerprint = 0;
   int64_t kv_bytes_per_token = 0;  // All layers, K and V.
@@ -47,8 +48,9 @@ struct DecodeCandidate {
 struct PrefillCandidate {
   int index = 0;  // Caller's index, returned in the decision.
   int64_t pending_tokens = 0;
-  double tokens_per_second = 0;  // Reported; 0 before its first prefill.
-  double arrivals_per_s = 0;     // Recent offloads this router sent it.
+  double tokens_per_second = 0;      // Reported; 0 before its first prefill.
+  double arrivals_per_s = 0;         // Recent offloads this router sent it.
+  double pending_token_squares = 0;  // The queue's attention work (LoadSnapshot's); 0: unknown.
 };
 
 struct SloConfig {

@@ -454,6 +454,8 @@ TEST_F(SchedulerTest, StepObservationsLoadAndTransferBlocksFollowTheSchedulersSt
   EXPECT_EQ(load.running, 2);
   EXPECT_EQ(load.waiting, 0);
   EXPECT_EQ(load.pending_prefill_tokens, 3);
+  // Its attention work: B's last 3 tokens after 7 computed, (7 + 3)^2 - 7^2.
+  EXPECT_DOUBLE_EQ(load.pending_prefill_token_squares, 10.0 * 10 - 7.0 * 7);
   // Every token each sequence holds: what its decode steps will attend to.
   int64_t held = 0;
   for (const Sequence* s : scheduler_->running()) held += s->num_tokens();

@@ -155,6 +155,13 @@ class OffloadTest : public ::testing::TestWithParam<std::string> {
     // What the router's cost model learns from: measured, not predicted.
     EXPECT_GT(p.transfer_bytes(), 0u) << what;
     EXPECT_EQ(p.prefill_computed_tokens(), out.result.usage().prompt_tokens()) << what;
+    // And the batch its compute time covers: this prompt, perhaps with others.
+    const double computed = p.prefill_computed_tokens();
+    EXPECT_GE(p.prefill_batch_tokens(), p.prefill_computed_tokens()) << what;
+    EXPECT_GE(p.prefill_batch_token_squares(), computed * computed) << what;
+    EXPECT_LE(p.prefill_batch_token_squares(),
+              static_cast<double>(p.prefill_batch_tokens()) * p.prefill_batch_tokens())
+        << what;
   }
 
   pdserve::testing::GreedyReference reference_;

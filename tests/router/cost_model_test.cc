@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <random>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -152,9 +153,51 @@ TEST(CostModelTest, PrefillUsesItsOwnFitThenTheStepFitThenThePrior) {
   // Timed offloaded prefills take over.
   auto truth = [](double l) { return 5.0 + 0.03 * l + 1e-5 * l * l; };
   for (double l : {256.0, 512.0, 1024.0, 2048.0, 4096.0, 300.0, 3000.0, 1500.0})
-    model.ObservePrefill(fp, l, truth(l));
-  for (int i = 0; i < 20; ++i) model.ObservePrefill(fp, 500.0 + 200 * i, truth(500.0 + 200 * i));
+    model.ObservePrefill(fp, PrefillBatchWork::Prompt(l), truth(l));
+  for (int i = 0; i < 20; ++i) {
+    const double l = 500.0 + 200 * i;
+    model.ObservePrefill(fp, PrefillBatchWork::Prompt(l), truth(l));
+  }
   EXPECT_NEAR(model.PrefillMs(fp, 2048), truth(2048), 0.03 * truth(2048));
+}
+
+// A prefill worker times a batch, and every prompt of it reports that time. Learned from the
+// batch (its tokens and the sum of their squares, each prompt weighing its share) the fit is
+// the one prompt's cost, and it prices a queue of prompts as their batch; learned as if each
+// prompt had taken the whole time alone, it overrates them.
+TEST(CostModelTest, PrefillIsLearnedFromTheBatchItsTimeCovers) {
+  CostModelParams prior;
+  prior.prefill_overhead_ms = 1;
+  prior.prefill_per_token_ms = 0.2;
+  prior.prefill_per_token_squared_ms = 0;
+  const uint64_t fp = 0xb;
+  auto truth = [](double tokens, double squares) { return 5.0 + 0.03 * tokens + 1e-5 * squares; };
+  CostModel batched(prior), per_prompt(prior);
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> length(100, 4000), size(1, 4);
+  for (int b = 0; b < 60; ++b) {
+    std::vector<double> prompts(static_cast<size_t>(size(rng)));
+    PrefillBatchWork batch;
+    for (double& l : prompts) {
+      l = length(rng);
+      batch.tokens += l;
+      batch.token_squares += l * l;
+    }
+    const double ms = truth(batch.tokens, batch.token_squares);
+    for (double l : prompts) {
+      batched.ObservePrefill(fp, batch, ms, l / batch.tokens);
+      per_prompt.ObservePrefill(fp, PrefillBatchWork::Prompt(l), ms);
+    }
+  }
+  for (double l : {300.0, 2048.0, 8000.0})
+    EXPECT_NEAR(batched.PrefillMs(fp, l), truth(l, l * l), 0.03 * truth(l, l * l)) << l;
+  // A queue of one 6000-token prompt and three of 1000 is priced as their batch.
+  const PrefillBatchWork queue{9000, 6000.0 * 6000 + 3 * 1000.0 * 1000};
+  EXPECT_NEAR(batched.PrefillMs(fp, queue), truth(queue.tokens, queue.token_squares),
+              0.03 * truth(queue.tokens, queue.token_squares));
+  EXPECT_GT(batched.PrefillMs(fp, queue), batched.PrefillMs(fp, PrefillBatchWork{9000, 9 * 1e6}));
+  // The per-prompt rule, on the same reports, is far off.
+  EXPECT_GT(per_prompt.PrefillMs(fp, 2048), 1.5 * truth(2048, 2048.0 * 2048));
 }
 
 TEST(CostModelTest, TransferTailTracksObservedLatency) {

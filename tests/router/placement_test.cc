@@ -240,6 +240,63 @@ TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
 }
 
+// What staying costs the request itself counts: behind a long local backlog a prompt that the
+// interference alone would keep local (nothing runs beside it) misses its TTFT there while an
+// offload meets it, so it moves.
+TEST(PlacementPolicyTest, ALocalBacklogPastTheObjectiveMovesThePrompt) {
+  CostModel model(Params());
+  PolicyConfig config;
+  config.slo.ttft_ms = 1000;
+  config.slo.tpot_ms = 100000;
+  auto policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  PlacementInputs in = Inputs(1000, 0, 0);
+  PlacementDecision d = (*policy)->Decide(in, model);
+  EXPECT_FALSE(d.offload) << d.reason;  // 120 ms local, no stream beside it.
+  EXPECT_EQ(d.reason, "interference_below_transfer");
+  // 20,000 tokens ahead of it: 40 chunks of 512 (10 ms each) and 2 s of prefill, then its own
+  // 2 chunks and 100 ms: 2,520 ms, against 83.5 offloaded.
+  in.decode.pending_prefill_tokens = 20000;
+  d = (*policy)->Decide(in, model);
+  EXPECT_NEAR(d.estimate.ttft_local_ms, 40 * 10 + 0.1 * 20000 + 2 * 10 + 0.1 * 1000, 1e-6);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_ttft_slo");
+  // Within the objective the backlog costs it nothing: local, as before.
+  config.slo.ttft_ms = 3000;
+  policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  EXPECT_FALSE((*policy)->Decide(in, model).offload);
+}
+
+// A backlog is priced by its prompts' lengths when the worker reports them (the sum of their
+// squares: attention), not as tokens at a recent rate: one 9,000-token prompt takes longer
+// than nine of 1,000.
+TEST(EstimateCostsTest, BacklogsArePricedByTheirPromptsLengths) {
+  CostModelParams params = Params();
+  params.prefill_per_token_squared_ms = 1e-5;
+  params.step_per_prefill_attention_ms = 1e-5;
+  CostModel model(params);
+  auto estimate = [&](double prefill_squares, double decode_squares) {
+    PlacementInputs in = Inputs(100, 0, 0, {9000});
+    in.prefill[0].pending_token_squares = prefill_squares;
+    in.decode.pending_prefill_tokens = 9000;
+    in.decode.pending_prefill_token_squares = decode_squares;
+    return EstimateCosts(in, model);
+  };
+  const CostEstimate one = estimate(9000.0 * 9000, 9000.0 * 9000);
+  const CostEstimate nine = estimate(9 * 1000.0 * 1000, 9 * 1000.0 * 1000);
+  const CostEstimate unknown = estimate(0, 0);
+  EXPECT_NEAR(one.prefill[0].queue_ms, 0.08 * 9000 + 1e-5 * 9000.0 * 9000, 1e-6);
+  EXPECT_NEAR(nine.prefill[0].queue_ms, 0.08 * 9000 + 1e-5 * 9 * 1000.0 * 1000, 1e-6);
+  EXPECT_NEAR(unknown.prefill[0].queue_ms, 9000 / 10000.0 * 1e3, 1e-6);  // Its recent rate.
+  // Locally: 18 chunks of 10 ms, the backlog's tokens, and its attention (P(P+1)/2 of one
+  // prompt; the sum of each one's for nine); not reported, as one prompt.
+  const double own = 10 + 0.1 * 100 + 1e-5 * 100 * 101 / 2;
+  EXPECT_NEAR(one.ttft_local_ms, 18 * 10 + 900 + 1e-5 * (9000.0 * 9000 + 9000) / 2 + own, 1e-6);
+  EXPECT_NEAR(nine.ttft_local_ms, 18 * 10 + 900 + 1e-5 * (9e6 + 9000) / 2 + own, 1e-6);
+  EXPECT_NEAR(unknown.ttft_local_ms, one.ttft_local_ms, 1e-6);
+}
+
 // Objectives per request: the request's own TTFT bounds its offload, and the TPOT a local
 // prefill must respect is the tightest among the streams beside it (the default for those the
 // router does not know, and for streams expected to arrive).

@@ -558,6 +558,37 @@ TEST_F(PlacerTest, OffloadsCountAsArrivalsAtTheirPrefillWorker) {
             first->placement.predicted_offload_cost_ms + 1e-3);
 }
 
+// A prompt kept local joins its worker's backlog until the worker's next report says what
+// is there: the next prompt placed on it before that report is predicted to wait behind it
+// (a clump of requests arriving together was otherwise judged against the last report).
+TEST_F(PlacerTest, ALocalPrefillQueuesAheadOfTheNextUntilTheWorkersReport) {
+  const uint64_t d = Add("d", WorkerRole::kDecode);  // No prefill worker: every prompt local.
+  auto first = Place(Prompt(2000));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_FALSE(first->placement.offload);
+  auto second = Place(Prompt(2000, 1));
+  ASSERT_TRUE(second.ok()) << second.status();
+  // Its own prefill after the first's: about twice the first's wait.
+  EXPECT_GT(second->placement.predicted_ttft_local_ms,
+            1.8 * first->placement.predicted_ttft_local_ms);
+  bool found = false;
+  registry_.WithLock([&](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
+    for (const WorkerEntry* e : workers) {
+      if (e->info.worker_id != "d") continue;
+      found = true;
+      EXPECT_EQ(e->load.pending_prefill_tokens, 4000);
+      EXPECT_DOUBLE_EQ(e->load.pending_prefill_token_squares, 2 * 2000.0 * 2000);
+    }
+  });
+  EXPECT_TRUE(found);
+  // The worker's report replaces the router's count: an empty backlog, as at first.
+  registry_.Report(d, Load(0, 900));
+  auto third = Place(Prompt(2000, 2));
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_NEAR(third->placement.predicted_ttft_local_ms, first->placement.predicted_ttft_local_ms,
+              1e-6);
+}
+
 // A decode worker's load is the step time its requests predict, not their count: with an
 // H100-like price (0.05 ms a stream, 4e-5 ms a KV position attended to), 4 streams of 12k
 // tokens (2.12 ms) are more work than 8 of 500 (0.56 ms). Each dispatch adds its prompt to

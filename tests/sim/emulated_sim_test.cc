@@ -101,11 +101,22 @@ TEST(EmulatedSimTest, APrefillBatchAndItsLayerwiseTransferTakeTheSimulatorsTime)
                        LinkModel{.bytes_per_ms = profile.timing.transfer_bytes_per_ms,
                                  .latency_ms = profile.timing.transfer_latency_ms});
   int request = 0;
-  for (int p : prompts)
+  double squares = 0;
+  for (int p : prompts) {
     sim.Submit({.request = request++, .prompt_tokens = p, .transfer_tokens = p});
+    squares += 1.0 * p * p;
+  }
+  // The queue's shape, as the real batcher reports it.
+  EXPECT_EQ(sim.Load().pending_prefill_token_squares, squares);
   const double sim_end_ms = sim.StartBatch(0);
+  EXPECT_EQ(sim.Load().pending_prefill_token_squares, squares);  // Computing.
   const std::vector<SimPrefillDone> done = sim.FinishBatch();
   ASSERT_EQ(done.size(), prompts.size()) << "one batch";
+  EXPECT_EQ(sim.Load().pending_prefill_token_squares, 0);
+  for (const SimPrefillDone& d : done) {  // Each reports the batch its compute time covers.
+    EXPECT_EQ(d.batch_tokens, 1024 + 304 + 2048);
+    EXPECT_EQ(d.batch_token_squares, squares);
+  }
 
   // The emulated prefill worker: the same prompts in one forward, each layer shipped through
   // the paced transport as the layer hook announces it.

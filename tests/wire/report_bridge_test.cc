@@ -1,5 +1,6 @@
 #include "wire/report_bridge.h"
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -81,7 +82,9 @@ TEST(ReportBridgeTest, APrefillsMeasurementsCrossThePrefillAnswerUnchanged) {
                                     .transfer_ms = 40,
                                     .transfer_tail_ms = 0.75,
                                     .transfer_bytes = uint64_t{3} << 33,
-                                    .computed_tokens = 4096};
+                                    .computed_tokens = 4096,
+                                    .batch_tokens = 5120,
+                                    .batch_token_squares = 4096.0 * 4096 + 1024.0 * 1024};
   v1::PrefillResponse response;
   MeasurementToProto(measured, &response);
   const PrefillMeasurement back = MeasurementFromProto(response);
@@ -91,6 +94,8 @@ TEST(ReportBridgeTest, APrefillsMeasurementsCrossThePrefillAnswerUnchanged) {
   EXPECT_EQ(back.transfer_tail_ms, 0.75);
   EXPECT_EQ(back.transfer_bytes, uint64_t{3} << 33);
   EXPECT_EQ(back.computed_tokens, 4096);
+  EXPECT_EQ(back.batch_tokens, 5120);
+  EXPECT_EQ(back.batch_token_squares, 4096.0 * 4096 + 1024.0 * 1024);
 }
 
 TEST(ReportBridgeTest, AForgedTokenCountIsClampedNotWrapped) {
@@ -106,6 +111,7 @@ TEST(ReportBridgeTest, AReportsLoadAndStepsReachTheWire) {
   WorkerReport report;
   report.load.running = 4;
   report.load.pending_prefill_tokens = 900;
+  report.load.pending_prefill_token_squares = 500.0 * 500 + 400.0 * 400;
   report.load.prefill_tokens_per_second = 5000;
   report.load.draining = true;
   report.steps.push_back(StepObservation{.num_decode = 3, .duration_ms = 12});
@@ -119,7 +125,13 @@ TEST(ReportBridgeTest, AReportsLoadAndStepsReachTheWire) {
   EXPECT_EQ(out.recent_steps(0).num_decode(), 3u);
   const WorkerReport back = ReportFromProto(out);
   EXPECT_EQ(back.load.running, 4);
+  EXPECT_EQ(back.load.pending_prefill_token_squares, 500.0 * 500 + 400.0 * 400);
   EXPECT_TRUE(back.load.draining);
+  // A queue's squares that no queue can have are taken as not reported.
+  for (double forged : {-1.0, std::nan(""), HUGE_VAL}) {
+    out.set_pending_prefill_token_squares(forged);
+    EXPECT_EQ(ReportFromProto(out).load.pending_prefill_token_squares, 0) << forged;
+  }
   ASSERT_EQ(back.steps.size(), 1u);
   EXPECT_EQ(back.steps[0].duration_ms, 12);
 }
