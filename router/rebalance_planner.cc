@@ -49,6 +49,15 @@ PlannerSnapshot SnapshotForPlanner(const std::vector<WorkerEntry*>& workers,
     w.accepting = e->reported && e->accepting();
     const uint64_t fp = e->info.model_fingerprint;
     const double pending = static_cast<double>(e->load.pending_prefill_tokens);
+    // A backlog at the cost model's price for its prompts, as the placer prices it: by its
+    // shape when the worker reports it (the sum of its prompts' lengths squared), else as one
+    // prompt.
+    const double squares = e->load.pending_prefill_token_squares;
+    auto priced_s = [&] {
+      return cost_model.PrefillMs(fp, squares > 0 ? PrefillBatchWork{pending, squares}
+                                                  : PrefillBatchWork::Prompt(pending)) /
+             1000;
+    };
     if (e->is_decode()) {
       const DecodeWorkPrice price = PriceDecodeWork(cost_model, fp);
       w.streams = DecodeLoad(*e);
@@ -59,12 +68,13 @@ PlannerSnapshot SnapshotForPlanner(const std::vector<WorkerEntry*>& workers,
           w.streams > 0 ? DecodeContext(*e) * decoding / static_cast<double>(w.streams) : 0;
       w.base_step_ms = cost_model.StepMs(fp, {});
       w.step_ms = w.base_step_ms + price.per_stream_ms * decoding + price.per_position_ms * context;
-      w.backlog_s = pending > 0 ? cost_model.PrefillMs(fp, pending) / 1000 : 0;
+      w.backlog_s = pending > 0 ? priced_s() : 0;
     } else {
+      // A prefill worker that does not report the shape: its measured throughput.
       w.backlog_s = pending <= 0 ? 0
-                    : e->load.prefill_tokens_per_second > 0
-                        ? pending / e->load.prefill_tokens_per_second
-                        : cost_model.PrefillMs(fp, pending) / 1000;
+                    : squares > 0 || e->load.prefill_tokens_per_second <= 0
+                        ? priced_s()
+                        : pending / e->load.prefill_tokens_per_second;
     }
     s.workers.push_back(std::move(w));
   }

@@ -13,7 +13,7 @@
 # Usage: [WORKLOAD=shift|swing|classes] scripts/sim_rebalance.sh [extra pdserve-sim flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SIM=build/bin/pdserve-sim
+SIM=${SIM:-build/bin/pdserve-sim}  # SIM=another/binary compares two builds.
 WORKLOAD=${WORKLOAD:-shift}
 EXTRA=()
 case "$WORKLOAD" in

@@ -164,7 +164,8 @@ TEST(RebalancePlannerTest, NoSwitchThatEmptiesOrDoesNotHelpOrInterruptsAnother) 
 
 // The snapshot prices a decode worker's decoding streams (not those awaiting offloaded KV,
 // which wait on the prefill role) at the cost model's price, and a prefill worker's queue at
-// its measured throughput; a draining worker does not take work; other models are left out.
+// its measured throughput, or at the cost model's price for its prompts when their shape is
+// reported; a draining worker does not take work; other models are left out.
 TEST(RebalancePlannerTest, TheSnapshotPricesWhatEachRoleHasToDo) {
   const CostModel cost_model{CostModelParams()};
   constexpr uint64_t kFp = 7;
@@ -200,6 +201,17 @@ TEST(RebalancePlannerTest, TheSnapshotPricesWhatEachRoleHasToDo) {
   EXPECT_FALSE(p.accepting);
   EXPECT_FALSE(p.can_switch);
   EXPECT_DOUBLE_EQ(p.backlog_s, 2.0);
+  // With the queue's shape reported, both backlogs are priced as the placer prices them: by
+  // the cost model for those prompts (two of 500 tokens here), not as one prompt or a rate.
+  prefill.load.pending_prefill_token_squares = 2 * 500.0 * 500;
+  decode.load.pending_prefill_tokens = 1000;
+  decode.load.pending_prefill_token_squares = 2 * 500.0 * 500;
+  const PlannerSnapshot shaped = SnapshotForPlanner(entries, "m", cost_model, {});
+  const double two_prompts_s =
+      cost_model.PrefillMs(kFp, PrefillBatchWork{1000, 2 * 500.0 * 500}) / 1000;
+  EXPECT_DOUBLE_EQ(shaped.workers[1].backlog_s, two_prompts_s);
+  EXPECT_DOUBLE_EQ(shaped.workers[0].backlog_s, two_prompts_s);
+  EXPECT_LT(two_prompts_s, cost_model.PrefillMs(kFp, 1000.0) / 1000);  // Not as one prompt.
 }
 
 TEST(RebalancePlannerTest, BadSettingsAreRefusedNamingTheFlag) {
