@@ -56,6 +56,8 @@ absl::Status ApplyCluster(const nlohmann::json& c, WorkerShape* s) {
       s->max_num_batched_tokens = i;
     else if (key == "max_num_seqs")
       s->max_num_seqs = i;
+    else if (key == "max_awaiting_kv")
+      s->max_awaiting_kv = i;
     else if (key == "max_context_tokens")
       s->max_context_tokens = i;
     else if (key == "prefill_max_batch_tokens")
@@ -187,6 +189,7 @@ absl::Status WorkerShape::Validate() const {
   }
   if (max_num_batched_tokens < 1) return Invalid("max_num_batched_tokens", "must be >= 1");
   if (max_num_seqs < 1) return Invalid("max_num_seqs", "must be >= 1");
+  if (max_awaiting_kv < 1) return Invalid("max_awaiting_kv", "must be >= 1");
   if (max_context_tokens < 2) return Invalid("max_context_tokens", "must be >= 2");
   if (prefill_max_batch_tokens < 1) return Invalid("prefill_max_batch_tokens", "must be >= 1");
   if (prefill_kv_blocks < 0) return Invalid("prefill_kv_blocks", "must be >= 0");

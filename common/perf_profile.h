@@ -106,6 +106,7 @@ struct WorkerShape {
   KvLayout kv_layout;  // num_blocks: a decode worker's pool.
   int max_num_batched_tokens = 512;
   int max_num_seqs = 256;
+  int max_awaiting_kv = 1024;  // Offloads awaiting their KV at most (--max_awaiting_kv).
   int max_context_tokens = 4096;
   int prefill_max_batch_tokens = 8192;
   int prefill_kv_blocks = 0;  // The prefill worker's own pool; 0: as a decode worker's.
@@ -131,7 +132,7 @@ struct PerfProfile {
 
 // Reads a cost_model.json; its optional "cluster" object gives the worker shape:
 //   gpus_per_worker, num_layers, num_kv_heads, head_dim, dtype (f32|f16|bf16), block_size,
-//   kv_blocks, max_num_batched_tokens, max_num_seqs, max_context_tokens,
+//   kv_blocks, max_num_batched_tokens, max_num_seqs, max_awaiting_kv, max_context_tokens,
 //   prefill_max_batch_tokens, prefill_kv_blocks, vocab_size
 // (all optional; unknown keys are an error naming them).
 absl::StatusOr<PerfProfile> ParsePerfProfile(const std::string& json_text);

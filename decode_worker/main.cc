@@ -13,7 +13,10 @@
 ABSL_FLAG(int, max_num_batched_tokens, pdserve::decode::SchedulerConfig{}.max_num_batched_tokens,
           "Token budget per engine step (the local prefill chunk size).");
 ABSL_FLAG(int, max_num_seqs, pdserve::decode::SchedulerConfig{}.max_num_seqs,
-          "Maximum running sequences.");
+          "Maximum sequences stepped together (the decode batch's width).");
+ABSL_FLAG(int, max_awaiting_kv, pdserve::decode::SchedulerConfig{}.max_awaiting_kv,
+          "Maximum offloaded requests awaiting their KV from a prefill worker (they hold KV "
+          "blocks, not a place in the batch); beyond it an offload falls back to local prefill.");
 ABSL_FLAG(int, max_waiting, 1024, "Maximum waiting requests; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(absl::Duration, retry_after, absl::Milliseconds(200),
           "Retry-after hint given with RESOURCE_EXHAUSTED.");
@@ -53,6 +56,7 @@ absl::StatusOr<pdserve::decode::DecodeWorkerConfig> ConfigFromFlags() {
   ASSIGN_OR_RETURN(config.process, pdserve::WorkerProcessConfigFromFlags("decode"));
   config.scheduler.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   config.scheduler.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  config.scheduler.max_awaiting_kv = absl::GetFlag(FLAGS_max_awaiting_kv);
   config.scheduler.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   config.scheduler.enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   config.scheduler.max_client_stall = absl::GetFlag(FLAGS_max_client_stall);

@@ -176,10 +176,12 @@ absl::Status OffloadCoordinator::Handle(std::unique_ptr<Sequence> seq,
 void OffloadCoordinator::OnAdded(Sequence* seq, std::shared_ptr<Offload> offload) {
   offload->seq = seq;
   if (!loop_->scheduler().AdmitForTransfer(seq)) {
-    // Not enough free blocks for the prompt now: it waits for local admission like any other.
+    // Not enough free blocks for the prompt now, or --max_awaiting_kv offloads already await
+    // theirs: it waits for local admission like any other.
+    const char* cause = loop_->scheduler().awaiting_kv_full() ? "awaiting_kv_full" : "no_kv_blocks";
     seq->offload.fell_back_to_local = true;
-    seq->offload.fallback_cause = "no_kv_blocks";
-    loop_->CountOffload(false, "no_kv_blocks");
+    seq->offload.fallback_cause = cause;
+    loop_->CountOffload(false, cause);
     return;
   }
   seq->admitted = clock_->Now();

@@ -26,6 +26,7 @@ absl::Status SchedulerConfig::Validate() const {
   if (absl::Status s = check("max_num_batched_tokens", max_num_batched_tokens, 1, 1 << 20); !s.ok())
     return s;
   if (absl::Status s = check("max_num_seqs", max_num_seqs, 1, 1 << 16); !s.ok()) return s;
+  if (absl::Status s = check("max_awaiting_kv", max_awaiting_kv, 1, 1 << 20); !s.ok()) return s;
   if (absl::Status s = check("max_waiting", max_waiting, 0, 1 << 20); !s.ok()) return s;
   if (max_client_stall <= absl::ZeroDuration())
     return absl::InvalidArgumentError("max_client_stall: must be > 0");
@@ -139,7 +140,9 @@ bool Scheduler::EnsureBlocks(Sequence* seq, int needed, StepPlan* plan) {
 }
 
 bool Scheduler::Admit(Sequence* seq, SequenceState state, StepPlan* plan) {
-  if (static_cast<int>(running_.size()) >= config_.max_num_seqs) return false;
+  if (state == SequenceState::kAwaitingKv ? awaiting_kv_full()
+                                          : num_running() >= config_.max_num_seqs)
+    return false;
   const int bs = config_.block_size;
   std::vector<uint64_t> hashes;
   int cached = 0;
@@ -199,11 +202,13 @@ StepPlan Scheduler::PlanStep() {
   int budget = config_.max_num_batched_tokens;
   std::stable_sort(running_.begin(), running_.end(), WaitingOrder());
   auto paused = [&](const Sequence* s) { return IsPaused(s); };
-  // Pass 1: decodes, one token each. Pass 2: prefill chunks of running sequences.
+  // Pass 1: decodes, one token each. Pass 2: prefill chunks of running sequences. At most
+  // max_num_seqs of them (more run only when transfers completed into a full batch).
+  int width = config_.max_num_seqs;
   for (int pass = 0; pass < 2; ++pass) {
     const std::vector<Sequence*> order = running_;  // Preemption edits running_.
     for (Sequence* seq : order) {
-      if (budget <= 0) break;
+      if (budget <= 0 || width <= 0) break;
       if (seq->state != SequenceState::kRunning || paused(seq)) continue;
       const bool decode = seq->uncomputed() == 1;
       if (decode != (pass == 0) || seq->uncomputed() == 0) continue;
@@ -217,6 +222,7 @@ StepPlan Scheduler::PlanStep() {
       }
       plan.chunks.push_back(PlannedChunk{seq, seq->num_computed, chunk,
                                          seq->num_computed + chunk == seq->num_tokens(), decode});
+      --width;
       if (decode) {
         ++plan.num_decode;
       } else {

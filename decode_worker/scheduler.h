@@ -42,8 +42,16 @@ struct SchedulerConfig {
   int block_size = 16;
   // Token budget of one engine step (decodes count one each). Default 512.
   int max_num_batched_tokens = 512;
-  // Running sequences at most. Default 256.
+  // Sequences stepped together at most (the decode batch's width); new sequences are
+  // admitted only below it. Default 256.
   int max_num_seqs = 256;
+  // Sequences awaiting a prefill worker's KV (AWAITING_KV) at most. They hold KV blocks but no
+  // place in the batch, so max_num_seqs does not count them (as vLLM's requests waiting for
+  // remote KV do not count in its running batch): counted there, offloads queued at busy prefill
+  // workers filled a worker's 256 places, and the offloads behind them fell back to local
+  // prefill and broke TPOT (pdserve-sim, Azure conversation trace at 8 GPUs: 3,493 fallbacks
+  // in 10 minutes). Default 1024.
+  int max_awaiting_kv = 1024;
   // Waiting sequences at most; beyond it a submission fails with RESOURCE_EXHAUSTED. Enforced
   // in one place, where sequences are submitted (EngineLoop::Submit counts those not yet in
   // the scheduler too). Default 1024.
@@ -113,12 +121,15 @@ class Scheduler {
   std::unique_ptr<Sequence> Finish(Sequence* seq);
 
   // Offload (AWAITING_KV): admits `seq` from the waiting queue with its prompt blocks
-  // allocated; the caller then reserves them for a transfer. Returns false if blocks or
-  // sequence slots (max_num_seqs) are short. `seq` must be waiting.
+  // allocated; the caller then reserves them for a transfer. Returns false if blocks are short
+  // or max_awaiting_kv sequences already await KV. `seq` must be waiting.
   bool AdmitForTransfer(Sequence* seq);
   // The sequence (AWAITING_KV) joins the running batch with `computed_tokens` positions in
   // its KV: the whole prompt when the transfer delivered it (the first token is appended by
-  // the caller), or the cached prefix when its prefill falls back to local chunks.
+  // the caller), or the cached prefix when its prefill falls back to local chunks. With
+  // max_num_seqs sequences running already it joins anyway (its blocks are written); a plan
+  // steps max_num_seqs of them at most, in priority then arrival order, and nothing new is
+  // admitted until they are fewer.
   void TransferDone(Sequence* seq, int computed_tokens);
   // Frees a running or AWAITING_KV sequence's blocks and puts it back in the waiting queue
   // (it is admitted again, and recomputed, like a preempted one).
@@ -130,6 +141,8 @@ class Scheduler {
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_running() const;
   int num_awaiting_kv() const;
+  // max_awaiting_kv sequences await KV: AdmitForTransfer refuses more.
+  bool awaiting_kv_full() const { return num_awaiting_kv() >= config_.max_awaiting_kv; }
   // Prompt tokens of waiting and running sequences not computed yet (local prefill backlog).
   int64_t pending_prefill_tokens() const;
   // Their attention work (LoadSnapshot::pending_prefill_token_squares).

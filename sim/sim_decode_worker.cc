@@ -14,6 +14,7 @@ decode::SchedulerConfig SchedulerConfigOf(const WorkerShape& shape, uint64_t fin
   c.block_size = shape.kv_layout.block_size;
   c.max_num_batched_tokens = shape.max_num_batched_tokens;
   c.max_num_seqs = shape.max_num_seqs;
+  c.max_awaiting_kv = shape.max_awaiting_kv;
   c.model_fingerprint = fingerprint;
   return c;
 }

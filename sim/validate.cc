@@ -143,6 +143,7 @@ absl::StatusOr<WorkerShape> DefaultWorkerShape(const std::string& model_dir) {
       kvcache::KvPool::BlocksForBytes(s.kv_layout, static_cast<size_t>(process.kv_cache_bytes));
   s.max_num_batched_tokens = scheduler.max_num_batched_tokens;
   s.max_num_seqs = scheduler.max_num_seqs;
+  s.max_awaiting_kv = scheduler.max_awaiting_kv;
   s.max_context_tokens = model.max_position_embeddings;
   s.prefill_max_batch_tokens = prefill::PrefillBatcherConfig{}.max_batch_tokens;
   s.vocab_size = model.vocab_size;

@@ -92,6 +92,7 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
     SchedulerConfig sc;
     sc.block_size = kBlockSize;
     sc.max_num_seqs = 8;
+    sc.max_awaiting_kv = max_awaiting_kv_;
     sc.max_num_batched_tokens = 32;
     sc.max_waiting = 64;
     sc.model_fingerprint = model_.model->fingerprint();
@@ -244,6 +245,7 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<EngineLoop> loop_;
   std::unique_ptr<InProcessPrefillWorker> prefill_;
   std::unique_ptr<ScriptedPrefillClient> client_;
+  int max_awaiting_kv_ = 16;  // Set before Start.
   std::unique_ptr<OffloadCoordinator> coordinator_;
   std::unique_ptr<kvtransfer::HostBlockCopier> copier_;  // Staged: pool <-> staging.
   std::shared_ptr<kvtransfer::StagingPool> staging_;
@@ -578,6 +580,27 @@ TEST_P(OffloadCoordinatorTest, PoolTooFullForThePromptWaitsForLocalAdmission) {
   EXPECT_EQ(first->tokens(), Alone(long_prompt, 3));
   EXPECT_EQ(sink->final().fallback_cause, "no_kv_blocks");
   EXPECT_EQ(client_->prefill_calls(), 0);
+  ExpectBaseline();
+}
+
+TEST_P(OffloadCoordinatorTest, OffloadsBeyondMaxAwaitingKvRunLocallyAndSayWhy) {
+  max_awaiting_kv_ = 1;
+  Start(64);
+  client_->SetScript("prefill-0",
+                     Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kAck});
+  const auto held_prompt = Prompt(22, 4);
+  auto held = Offload(held_prompt, 3, kOneWorker);
+  ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().num_awaiting_kv() == 1; }));
+  // Blocks are plenty; the one place for an offload awaiting its KV is taken.
+  const auto prompt = Prompt(21, 13);
+  auto sink = Offload(prompt, 2, kOneWorker);
+  ASSERT_TRUE(sink->WaitFinished());
+  EXPECT_EQ(sink->tokens(), Alone(prompt, 2));
+  EXPECT_EQ(sink->final().fallback_cause, "awaiting_kv_full");
+  EXPECT_EQ(client_->prefill_calls(), 1);
+  held->Cancel();
+  loop_->Notify();
+  ASSERT_TRUE(held->WaitFinished());
   ExpectBaseline();
 }
 

@@ -35,12 +35,13 @@ std::string Describe(const PlannedChunk& c) {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  void Init(int blocks, int budget, int max_seqs = 16) {
+  void Init(int blocks, int budget, int max_seqs = 16, int max_awaiting_kv = 16) {
     blocks_ = std::make_unique<kvcache::BlockManager>(blocks);
     SchedulerConfig config;
     config.block_size = kBlock;
     config.max_num_batched_tokens = budget;
     config.max_num_seqs = max_seqs;
+    config.max_awaiting_kv = max_awaiting_kv;
     config.max_waiting = 4;
     config.model_fingerprint = 99;
     ASSERT_TRUE(config.Validate().ok());
@@ -380,7 +381,7 @@ TEST_F(SchedulerTest, KvExhaustionWithPrefixCachingNeverPlansAShortBlockTable) {
 
 // Offload admissions (AWAITING_KV) as a table: what each call leaves in the scheduler.
 TEST_F(SchedulerTest, AdmitForTransferTransferDoneAndReturnToWaiting) {
-  Init(/*blocks=*/16, /*budget=*/64, /*max_seqs=*/2);
+  Init(/*blocks=*/16, /*budget=*/64, /*max_seqs=*/2, /*max_awaiting_kv=*/2);
   Sequence* a = Add("A", 9);          // ceil(10/4) = 3 blocks.
   Sequence* b = Add("B", 5, 0, 100);  // 2 blocks.
   Sequence* c = Add("C", 5, 0, 200);
@@ -396,7 +397,7 @@ TEST_F(SchedulerTest, AdmitForTransferTransferDoneAndReturnToWaiting) {
        SequenceState::kAwaitingKv, 0, 2, 1, 3},
       {"B admitted awaiting KV", [&] { return scheduler_->AdmitForTransfer(b); }, true,
        SequenceState::kAwaitingKv, 0, 1, 2, 5},
-      {"C refused: max_num_seqs", [&] { return scheduler_->AdmitForTransfer(c); }, false,
+      {"C refused: max_awaiting_kv", [&] { return scheduler_->AdmitForTransfer(c); }, false,
        SequenceState::kWaiting, 0, 1, 2, 5},
       {"A's transfer delivered its prompt",
        [&] {
@@ -431,6 +432,41 @@ TEST_F(SchedulerTest, AdmitForTransferTransferDoneAndReturnToWaiting) {
   for (Sequence* s : std::vector<Sequence*>(scheduler_->running())) scheduler_->Finish(s);
   scheduler_->Finish(c);
   ExpectAllFreeOrCached();
+}
+
+// Sequences awaiting KV hold blocks, not places in the batch: an offload is admitted while the
+// batch is full, and its transfer completes into it; the plan still steps max_num_seqs, and
+// nothing new is admitted until fewer run.
+TEST_F(SchedulerTest, AwaitingKvDoesNotTakeAPlaceInTheBatch) {
+  Init(/*blocks=*/32, /*budget=*/64, /*max_seqs=*/1, /*max_awaiting_kv=*/4);
+  Sequence* a = Add("A", 5);
+  EXPECT_THAT(Step(), ElementsAre("A:0+5*"));
+  Sequence* b = Add("B", 5, 0, 100);
+  ASSERT_TRUE(scheduler_->AdmitForTransfer(b));  // The batch is full (A); B awaits its KV.
+  EXPECT_EQ(scheduler_->num_awaiting_kv(), 1);
+  Sequence* c = Add("C", 5, 0, 200);
+  EXPECT_THAT(Step(), ElementsAre("A:5+1*"));  // C waits for a place.
+  scheduler_->TransferDone(b, 5);
+  b->tokens.push_back(7);  // Its first token, from the prefill worker.
+  EXPECT_EQ(scheduler_->num_running(), 2);
+  EXPECT_THAT(Step(), ElementsAre("A:6+1*"));  // One place: the earlier arrival's.
+  EXPECT_EQ(c->state, SequenceState::kWaiting);
+  scheduler_->Finish(a);
+  EXPECT_THAT(Step(), ElementsAre("B:5+1*"));
+  EXPECT_EQ(c->state, SequenceState::kWaiting);
+  scheduler_->Finish(b);
+  EXPECT_THAT(Step(), ElementsAre("C:0+5*"));
+  scheduler_->Finish(c);
+  ExpectAllFreeOrCached();
+}
+
+TEST(SchedulerConfigTest, BadLimitsNameTheFlagAndItsRange) {
+  SchedulerConfig config;
+  config.max_awaiting_kv = 0;
+  EXPECT_EQ(config.Validate().message(), "max_awaiting_kv: 0 is outside [1, 1048576]");
+  config.max_awaiting_kv = 1;
+  config.max_num_seqs = 0;
+  EXPECT_EQ(config.Validate().message(), "max_num_seqs: 0 is outside [1, 65536]");
 }
 
 // What the worker reports of its steps and load, and the blocks a transfer writes: the

@@ -272,9 +272,11 @@ TEST(SimTest, BadInputIsRefusedNamingTheField) {
 TEST(SimProfileTest, TheClusterObjectSetsTheShapeAndTyposAreErrors) {
   const std::string base =
       R"({"step": {"intercept_ms": 3, "per_prefill_attention_ms": 1e-6}, "cluster": {)";
-  auto p = ParseSimProfile(base + R"("num_layers": 8, "kv_blocks": 100, "dtype": "bf16"}})");
+  auto p = ParseSimProfile(
+      base + R"("num_layers": 8, "kv_blocks": 100, "dtype": "bf16", "max_awaiting_kv": 64}})");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_TRUE(p->has_shape);
+  EXPECT_EQ(p->shape.max_awaiting_kv, 64);
   EXPECT_EQ(p->shape.kv_layout.num_layers, 8);
   EXPECT_EQ(p->shape.kv_layout.num_blocks, 100);
   EXPECT_EQ(p->shape.kv_layout.dtype, DType::kBF16);
@@ -282,6 +284,9 @@ TEST(SimProfileTest, TheClusterObjectSetsTheShapeAndTyposAreErrors) {
   EXPECT_DOUBLE_EQ(p->timing.step_per_prefill_attention_ms, 1e-6);
   auto typo = ParseSimProfile(base + R"("kv_blokcs": 100}})");
   EXPECT_NE(typo.status().message().find("kv_blokcs"), std::string::npos);
+  auto none = ParseSimProfile(base + R"("max_awaiting_kv": 0}})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_NE(none->shape.Validate().message().find("max_awaiting_kv"), std::string::npos);
   auto bad = ParseSimProfile(base + R"("dtype": "f8"}})");
   EXPECT_NE(bad.status().message().find("cluster.dtype"), std::string::npos);
   EXPECT_FALSE(ParseSimProfile("[1]").ok());
