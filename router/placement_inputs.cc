@@ -126,6 +126,7 @@ PlacementInputs BuildPlacementInputs(const WorkerEntry& decode, int prompt_token
   in.decode.arrival_classes = decode.arrivals.Classes(now);
   in.decode.streams_with_objective = static_cast<int>(decode.tpot_objectives.size());
   if (!decode.tpot_objectives.empty()) in.decode.tightest_tpot_ms = *decode.tpot_objectives.begin();
+  in.decode.short_streams = decode.streams_by_length;
   in.slo = slo;
   for (size_t i = 0; i < prefill.size(); ++i) {
     const WorkerEntry& e = *prefill[i];

@@ -148,7 +148,8 @@ void RelayCall::PlaceLocked(Actions* actions) {
     if (!listener_) listener_ = std::make_shared<Listener>(this);
     lease_ = deps_.registry->Acquire(
         placement_.decode_session, listener_,
-        placement_request_.slo.has_value() ? placement_request_.slo->tpot_ms : 0);
+        placement_request_.slo.has_value() ? placement_request_.slo->tpot_ms : 0,
+        placement_request_.max_tokens);
     if (lease_ != 0) break;
     // The worker left between placement and now: place again without it.
     placement_request_.exclude.push_back(placement_.placement.decode.worker_id);

@@ -227,7 +227,7 @@ int WorkerRegistry::ExpireSilent(absl::Duration interval) {
 }
 
 uint64_t WorkerRegistry::Acquire(uint64_t session, std::shared_ptr<WorkerListener> listener,
-                                 double tpot_objective_ms) {
+                                 double tpot_objective_ms, int max_tokens) {
   absl::MutexLock lock(&mu_);
   WorkerEntry* e = FindSessionLocked(session);
   if (e == nullptr) return 0;
@@ -237,6 +237,11 @@ uint64_t WorkerRegistry::Acquire(uint64_t session, std::shared_ptr<WorkerListene
   if (tpot_objective_ms > 0) {
     e->lease_tpot_ms[key] = tpot_objective_ms;
     e->tpot_objectives.insert(tpot_objective_ms);
+  }
+  if (max_tokens > 0) {
+    const int bucket = StreamLengthBucket(max_tokens);
+    e->lease_length_bucket[key] = bucket;
+    ++e->streams_by_length[bucket];
   }
   return key;
 }
@@ -249,6 +254,10 @@ void WorkerRegistry::Release(uint64_t session, uint64_t key) {
   if (auto it = e->lease_tpot_ms.find(key); it != e->lease_tpot_ms.end()) {
     e->tpot_objectives.erase(e->tpot_objectives.find(it->second));
     e->lease_tpot_ms.erase(it);
+  }
+  if (auto it = e->lease_length_bucket.find(key); it != e->lease_length_bucket.end()) {
+    --e->streams_by_length[it->second];
+    e->lease_length_bucket.erase(it);
   }
 }
 

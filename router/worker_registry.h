@@ -24,6 +24,7 @@
 #include "router/cost_model.h"
 #include "router/prefix_index.h"
 #include "router/router_metrics.h"
+#include "router/stream_lengths.h"
 #include "router/worker_info.h"
 
 namespace pdserve::router {
@@ -76,6 +77,10 @@ struct WorkerEntry {
   // order: the tightest is what a local prefill there must not break.
   absl::flat_hash_map<uint64_t, double> lease_tpot_ms;
   std::multiset<double> tpot_objectives;
+  // The same requests by the tokens they may generate (DecodeCandidate::short_streams), and
+  // each lease's bucket.
+  absl::flat_hash_map<uint64_t, int> lease_length_bucket;
+  StreamLengthCounts streams_by_length{};
   // Null when the worker cannot be told anything (tests, the simulator).
   std::shared_ptr<WorkerControl> control;
   // Told to change role; its registration in the new role will replace this entry.
@@ -128,10 +133,11 @@ class WorkerRegistry {
   int InterruptAll(const std::string& message);
 
   // A request runs on `session`'s worker: counted in its in-flight, and `listener` is told if
-  // the worker leaves; its TPOT objective (0: none) is one of the worker's until Release.
-  // Returns a key for Release, or 0 if the worker is already gone.
+  // the worker leaves; its TPOT objective (0: none) and the tokens it may generate
+  // (max_tokens; 0: unknown) are the worker's until Release. Returns a key for Release, or 0 if
+  // the worker is already gone.
   uint64_t Acquire(uint64_t session, std::shared_ptr<WorkerListener> listener,
-                   double tpot_objective_ms = 0);
+                   double tpot_objective_ms = 0, int max_tokens = 0);
   void Release(uint64_t session, uint64_t key);
 
   // Runs `fn` with the registry locked: placement reads and updates entries atomically.

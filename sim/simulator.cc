@@ -340,7 +340,8 @@ void Simulation::Send(int r) {
   result_.requests[r].cached_tokens =
       static_cast<int>(s.prompt.size()) - placed->placement.uncached_tokens;
   s.session = placed->decode_session;
-  s.lease = registry_.Acquire(s.session, listener_, q.slo.has_value() ? q.slo->tpot_ms : 0);
+  s.lease = registry_.Acquire(s.session, listener_, q.slo.has_value() ? q.slo->tpot_ms : 0,
+                              requests_[r].max_tokens);
   s.offload = placed->placement.offload;
   s.learning = router::ForLearning(*placed);
   for (const router::WorkerRef& p : placed->placement.prefill)

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "router/arrival_mix.h"
 #include "router/cost_model.h"
+#include "router/stream_lengths.h"
 
 namespace pdserve::router {
 
@@ -42,6 +43,11 @@ struct DecodeCandidate {
   // the tightest of them; the others (another router's) are held to the default.
   int streams_with_objective = 0;
   double tightest_tpot_ms = 0;
+  // Of the running streams this router relays there, how many asked for at most 2^(b+1) - 1
+  // tokens (max_tokens in [2^b, 2^(b+1)); the last bucket holds the rest): a short stream's
+  // TPOT is the mean of a few steps, so a local prefill's mixed steps weigh on it whole.
+  // Streams not counted here (unknown lengths, another router's) are taken to be long.
+  StreamLengthCounts short_streams{};
 };
 
 // A prefill worker that could take the request (same model and KV layout).

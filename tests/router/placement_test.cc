@@ -381,6 +381,54 @@ TEST(PlacementPolicyTest, ShortPromptsMoveOnlyWhenTheyBreakTheMeanTpot) {
   EXPECT_EQ(d.reason, "short_prompt");
 }
 
+TEST(StreamLengthsTest, BucketsArePowersOfTwoWithTheLongestInTheLast) {
+  EXPECT_EQ(StreamLengthBucket(0), 0);
+  EXPECT_EQ(StreamLengthBucket(1), 0);
+  EXPECT_EQ(StreamLengthBucket(2), 1);
+  EXPECT_EQ(StreamLengthBucket(3), 1);
+  EXPECT_EQ(StreamLengthBucket(4), 2);
+  EXPECT_EQ(StreamLengthBucket(1023), 9);
+  EXPECT_EQ(StreamLengthBucket(1024), 10);
+  EXPECT_EQ(StreamLengthBucket(1 << 20), kStreamLengthBuckets - 1);
+}
+
+// A stream shorter than a local prefill sees every one of its steps mixed with the prefill's
+// chunks: its TPOT is the mixed step, not the long-run mean. Short streams beside a prompt
+// weigh on the mean TPOT in proportion; long ones barely.
+TEST(PlacementPolicyTest, ShortStreamsBesideALocalPrefillSeeItsMixedSteps) {
+  CostModel model(Params());
+  PolicyConfig config;
+  config.slo.ttft_ms = 100000;
+  config.slo.tpot_ms = 30;
+  config.tpot_headroom = 1;
+  auto policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  // 2000 tokens beside 12 decodes: 4 chunks, 22 ms decode steps, 72 ms mixed ones (50 ms of
+  // them the prefill's); nothing arriving, so the long-run mean TPOT is 22 ms.
+  PlacementInputs in = Inputs(2000, 0, 12);
+  PlacementDecision d = (*policy)->Decide(in, model);
+  EXPECT_NEAR(d.estimate.tpot_local_ms, 22, 1e-6);
+  EXPECT_NE(d.reason, "local_exceeds_tpot_slo");
+  // Half the streams may generate 4-7 tokens (3 or more decode steps, all within the 4 mixed
+  // steps): each sees 50 ms more per token; averaged over the 12, 25 ms more.
+  in.decode.short_streams[StreamLengthBucket(4)] = 6;
+  d = (*policy)->Decide(in, model);
+  EXPECT_NEAR(d.estimate.tpot_local_ms, 22 + 50.0 * 6 / 12, 1e-6);
+  EXPECT_TRUE(d.offload);
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  // Streams of 64-127 tokens see at most 4 of their 63 or more steps mixed.
+  in.decode.short_streams = {};
+  in.decode.short_streams[StreamLengthBucket(100)] = 12;
+  d = (*policy)->Decide(in, model);
+  EXPECT_NEAR(d.estimate.tpot_local_ms, 22 + 50.0 * 4 / 63, 1e-6);
+  EXPECT_NE(d.reason, "local_exceeds_tpot_slo");
+  // Single-token streams have no TPOT; the last bucket is the longest streams'.
+  in.decode.short_streams = {};
+  in.decode.short_streams[0] = 12;
+  in.decode.short_streams[kStreamLengthBuckets - 1] = 12;
+  EXPECT_NEAR((*policy)->Decide(in, model).estimate.tpot_local_ms, 22, 1e-6);
+}
+
 // Which long prompts break the mean TPOT: the worker keeps prompts up to some length local,
 // so a prompt's TPOT harm is that of its length class and the shorter ones at their measured
 // rates, held under --tpot_headroom of the objective.

@@ -281,6 +281,36 @@ TEST_F(RegistryTest, LeasesCarryTheirTpotObjectives) {
   EXPECT_TRUE(objectives().empty());
 }
 
+// Leases count their streams by the tokens they may generate (the cost model's short
+// streams), and Release takes each back.
+TEST_F(RegistryTest, LeasesCountTheirStreamsByLength) {
+  auto a = registry_.Register(Registration("a", WorkerRole::kDecode));
+  ASSERT_TRUE(a.ok());
+  auto listener = std::make_shared<Listener>();
+  const uint64_t tiny = registry_.Acquire(*a, listener, 25, 8);
+  const uint64_t chat = registry_.Acquire(*a, listener, 0, 1000);
+  const uint64_t unknown = registry_.Acquire(*a, listener);
+  ASSERT_NE(tiny, 0u);
+  auto counts = [&] {
+    StreamLengthCounts out{};
+    registry_.WithLock([&](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
+      out = workers[0]->streams_by_length;
+    });
+    return out;
+  };
+  StreamLengthCounts expected{};
+  expected[3] = 1;  // 8 tokens.
+  expected[9] = 1;  // 1000 tokens.
+  EXPECT_EQ(counts(), expected);
+  registry_.Release(*a, tiny);
+  expected[3] = 0;
+  EXPECT_EQ(counts(), expected);
+  registry_.Release(*a, chat);
+  registry_.Release(*a, unknown);
+  registry_.Release(*a, chat);  // Twice: harmless.
+  EXPECT_EQ(counts(), StreamLengthCounts{});
+}
+
 // A restarted worker (new epoch) whose predecessor went silent replaces it; until then the
 // id is taken. The same process reconnecting (same epoch) replaces its old session at once.
 TEST_F(RegistryTest, ARestartedWorkerReplacesItsSilentPredecessor) {
