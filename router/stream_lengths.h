@@ -21,6 +21,30 @@ inline int StreamLengthBucket(int max_tokens) {
   return b;
 }
 
+// Streams by length, and by how tight their TPOT objectives are: a delay of d ms costs a
+// stream with objective o the share d / o of it (a batch request's 100 ms objective absorbs
+// what an interactive one's 25 ms does not).
+struct StreamLengths {
+  StreamLengthCounts count{};           // Every stream.
+  StreamLengthCounts with_objective{};  // Those that carry a TPOT objective...
+  std::array<double, kStreamLengthBuckets> inverse_tpot_ms{};  // ...and the sum of 1 / it.
+
+  // `tpot_objective_ms` 0: none (the router's default applies).
+  void Add(int bucket, double tpot_objective_ms) { Change(bucket, tpot_objective_ms, 1); }
+  void Remove(int bucket, double tpot_objective_ms) { Change(bucket, tpot_objective_ms, -1); }
+  bool operator==(const StreamLengths&) const = default;
+
+ private:
+  void Change(int bucket, double tpot_objective_ms, int sign) {
+    count[bucket] += sign;
+    if (tpot_objective_ms > 0) {
+      with_objective[bucket] += sign;
+      inverse_tpot_ms[bucket] += sign / tpot_objective_ms;
+      if (with_objective[bucket] == 0) inverse_tpot_ms[bucket] = 0;  // No rounding residue.
+    }
+  }
+};
+
 }  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_STREAM_LENGTHS_H_

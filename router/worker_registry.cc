@@ -241,7 +241,7 @@ uint64_t WorkerRegistry::Acquire(uint64_t session, std::shared_ptr<WorkerListene
   if (max_tokens > 0) {
     const int bucket = StreamLengthBucket(max_tokens);
     e->lease_length_bucket[key] = bucket;
-    ++e->streams_by_length[bucket];
+    e->streams_by_length.Add(bucket, tpot_objective_ms);
   }
   return key;
 }
@@ -251,12 +251,14 @@ void WorkerRegistry::Release(uint64_t session, uint64_t key) {
   WorkerEntry* e = FindSessionLocked(session);
   if (e == nullptr) return;
   if (e->listeners.erase(key) > 0) --e->in_flight;
+  double objective = 0;
   if (auto it = e->lease_tpot_ms.find(key); it != e->lease_tpot_ms.end()) {
+    objective = it->second;
     e->tpot_objectives.erase(e->tpot_objectives.find(it->second));
     e->lease_tpot_ms.erase(it);
   }
   if (auto it = e->lease_length_bucket.find(key); it != e->lease_length_bucket.end()) {
-    --e->streams_by_length[it->second];
+    e->streams_by_length.Remove(it->second, objective);
     e->lease_length_bucket.erase(it);
   }
 }

@@ -80,7 +80,7 @@ struct WorkerEntry {
   // The same requests by the tokens they may generate (DecodeCandidate::short_streams), and
   // each lease's bucket.
   absl::flat_hash_map<uint64_t, int> lease_length_bucket;
-  StreamLengthCounts streams_by_length{};
+  StreamLengths streams_by_length;
   // Null when the worker cannot be told anything (tests, the simulator).
   std::shared_ptr<WorkerControl> control;
   // Told to change role; its registration in the new role will replace this entry.

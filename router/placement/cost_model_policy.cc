@@ -52,7 +52,12 @@ class CostModelPolicy final : public PlacementPolicy {
       tpot_beside = in.decode.tightest_tpot_ms;
     if (in.decode.running > in.decode.streams_with_objective || e.expected_arrivals >= 1)
       tpot_beside = std::min(tpot_beside, config_.slo.tpot_ms);
-    const bool breaks_tpot = e.tpot_local_ms > config_.tpot_headroom * tpot_beside &&
+    // Short streams' share is judged against each one's objective (the default one's for
+    // those without), not the tightest: a batch stream's loose objective absorbs it.
+    const double tpot_load = e.tpot_local_ms / tpot_beside +
+                             e.short_streams_delay_ms / config_.slo.tpot_ms +
+                             e.short_streams_delay_share;
+    const bool breaks_tpot = tpot_load > config_.tpot_headroom &&
                              in.uncached_tokens() >= config_.min_tpot_offload_tokens;
     if (in.uncached_tokens() < config_.min_offload_tokens) {
       // A short prompt is one slow step for the streams beside it: it moves only when such

@@ -83,10 +83,12 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   // prompts of thousands of tokens local beside such streams, predicted the mean TPOT within
   // the objective from the chat phase's arrival mix, and 298 of 1,878 requests in the next
   // 20 s missed TPOT at 39 ms: pdserve-sim, the shifting mix of bench/README, rebalancing.)
-  double short_weight = 0;
+  double unjudged_weight = 0;  // Streams without an objective.
+  double judged_weight = 0;    // Those with one, each over its objective (1 / ms).
   int counted = 0;
   for (int b = 1; b < kStreamLengthBuckets - 1; ++b) {
-    if (d.short_streams[b] <= 0) continue;
+    const int n = d.short_streams.count[b];
+    if (n <= 0) continue;
     // The bucket's shortest stream, in decode steps, and all of them mixed up to the chunks:
     // an upper bound, as what the objective counts is streams that miss, not the mean, and
     // the short streams that arrive while the prefill runs see all of its steps. (Counting
@@ -94,11 +96,16 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
     // average, gave 2-3 % less goodput on the shifting mix of bench/README and the same on
     // the traces.)
     const double steps = std::ldexp(1.0, b) - 1;
-    short_weight += d.short_streams[b] * std::min(1.0, chunks / steps);
-    counted += d.short_streams[b];
+    const double mixed = std::min(1.0, chunks / steps);
+    unjudged_weight += mixed * (n - d.short_streams.with_objective[b]);
+    judged_weight += mixed * d.short_streams.inverse_tpot_ms[b];
+    counted += n;
   }
-  if (short_weight > 0)
-    e.tpot_local_ms += prefill_part / chunks * short_weight / std::max<double>(running, counted);
+  if (counted > 0) {
+    const double per_stream = prefill_part / chunks / std::max<double>(running, counted);
+    e.short_streams_delay_ms = per_stream * unjudged_weight;
+    e.short_streams_delay_share = per_stream * judged_weight;
+  }
   // Local backlog ahead of it, then its own chunks. Its attention is its prompts' own (a
   // worker that does not report it: taken as one prompt, which overrates many short ones).
   const double backlog = static_cast<double>(d.pending_prefill_tokens);

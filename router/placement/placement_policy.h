@@ -43,11 +43,11 @@ struct DecodeCandidate {
   // the tightest of them; the others (another router's) are held to the default.
   int streams_with_objective = 0;
   double tightest_tpot_ms = 0;
-  // Of the running streams this router relays there, how many asked for at most 2^(b+1) - 1
-  // tokens (max_tokens in [2^b, 2^(b+1)); the last bucket holds the rest): a short stream's
-  // TPOT is the mean of a few steps, so a local prefill's mixed steps weigh on it whole.
-  // Streams not counted here (unknown lengths, another router's) are taken to be long.
-  StreamLengthCounts short_streams{};
+  // The running streams this router relays there by the tokens they may generate
+  // (max_tokens in [2^b, 2^(b+1)); the last bucket holds the rest) and their objectives: a
+  // short stream's TPOT is the mean of a few steps, so a local prefill's mixed steps weigh on
+  // it whole. Streams not counted here (unknown lengths, another router's) are taken as long.
+  StreamLengths short_streams;
 };
 
 // A prefill worker that could take the request (same model and KV layout).
@@ -102,6 +102,11 @@ struct CostEstimate {
   // Mean TPOT of the streams beside it if prefills like it keep arriving locally at the
   // worker's rate (vs the TPOT SLO).
   double tpot_local_ms = 0;
+  // What its mixed steps add to the mean TPOT of the short streams beside it (averaged over
+  // all the streams beside it): of those without an objective, in ms (the default objective
+  // judges it), and of those with one, as a share of each one's objective.
+  double short_streams_delay_ms = 0;
+  double short_streams_delay_share = 0;
   double mixed_step_ms = 0;    // Step time while its chunks run.
   double ttft_offload_ms = 0;  // Best prefill worker.
   // Transfer tail + extra TTFT over local + the delay it adds to the offloads queueing behind

@@ -394,7 +394,7 @@ TEST(StreamLengthsTest, BucketsArePowersOfTwoWithTheLongestInTheLast) {
 
 // A stream shorter than a local prefill sees every one of its steps mixed with the prefill's
 // chunks: its TPOT is the mixed step, not the long-run mean. Short streams beside a prompt
-// weigh on the mean TPOT in proportion; long ones barely.
+// weigh on the streams' TPOT in proportion, each against its own objective; long ones barely.
 TEST(PlacementPolicyTest, ShortStreamsBesideALocalPrefillSeeItsMixedSteps) {
   CostModel model(Params());
   PolicyConfig config;
@@ -404,29 +404,46 @@ TEST(PlacementPolicyTest, ShortStreamsBesideALocalPrefillSeeItsMixedSteps) {
   auto policy = MakePlacementPolicy(config);
   ASSERT_TRUE(policy.ok());
   // 2000 tokens beside 12 decodes: 4 chunks, 22 ms decode steps, 72 ms mixed ones (50 ms of
-  // them the prefill's); nothing arriving, so the long-run mean TPOT is 22 ms.
+  // them the prefill's); nothing arriving, so the long-run mean TPOT is 22 ms of 30.
   PlacementInputs in = Inputs(2000, 0, 12);
   PlacementDecision d = (*policy)->Decide(in, model);
   EXPECT_NEAR(d.estimate.tpot_local_ms, 22, 1e-6);
+  EXPECT_EQ(d.estimate.short_streams_delay_ms, 0);
   EXPECT_NE(d.reason, "local_exceeds_tpot_slo");
   // Half the streams may generate 4-7 tokens (3 or more decode steps, all within the 4 mixed
-  // steps): each sees 50 ms more per token; averaged over the 12, 25 ms more.
-  in.decode.short_streams[StreamLengthBucket(4)] = 6;
+  // steps), without objectives of their own: each sees 50 ms more per token; averaged over
+  // the 12, 25 ms more, against the default 30 ms: 22/30 + 25/30 > 1.
+  in.decode.short_streams.Add(StreamLengthBucket(4), 0);
+  for (int i = 1; i < 6; ++i) in.decode.short_streams.Add(StreamLengthBucket(5), 0);
   d = (*policy)->Decide(in, model);
-  EXPECT_NEAR(d.estimate.tpot_local_ms, 22 + 50.0 * 6 / 12, 1e-6);
+  EXPECT_NEAR(d.estimate.tpot_local_ms, 22, 1e-6);
+  EXPECT_NEAR(d.estimate.short_streams_delay_ms, 50.0 * 6 / 12, 1e-6);
   EXPECT_TRUE(d.offload);
   EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  // The same streams as batch requests (TPOT objective 200 ms, the tightest beside it 30 ms):
+  // 25 ms is an eighth of theirs, and 22/30 + 1/8 < 1.
+  in.decode.short_streams = {};
+  for (int i = 0; i < 6; ++i) in.decode.short_streams.Add(StreamLengthBucket(4), 200);
+  d = (*policy)->Decide(in, model);
+  EXPECT_NEAR(d.estimate.short_streams_delay_share, 25.0 / 200, 1e-6);
+  EXPECT_NE(d.reason, "local_exceeds_tpot_slo");
+  // Interactive ones (25 ms) break: 22/30 + 1 > 1.
+  in.decode.short_streams = {};
+  for (int i = 0; i < 6; ++i) in.decode.short_streams.Add(StreamLengthBucket(4), 25);
+  EXPECT_EQ((*policy)->Decide(in, model).reason, "local_exceeds_tpot_slo");
   // Streams of 64-127 tokens see at most 4 of their 63 or more steps mixed.
   in.decode.short_streams = {};
-  in.decode.short_streams[StreamLengthBucket(100)] = 12;
+  for (int i = 0; i < 12; ++i) in.decode.short_streams.Add(StreamLengthBucket(100), 0);
   d = (*policy)->Decide(in, model);
-  EXPECT_NEAR(d.estimate.tpot_local_ms, 22 + 50.0 * 4 / 63, 1e-6);
+  EXPECT_NEAR(d.estimate.short_streams_delay_ms, 50.0 * 4 / 63, 1e-6);
   EXPECT_NE(d.reason, "local_exceeds_tpot_slo");
   // Single-token streams have no TPOT; the last bucket is the longest streams'.
   in.decode.short_streams = {};
-  in.decode.short_streams[0] = 12;
-  in.decode.short_streams[kStreamLengthBuckets - 1] = 12;
-  EXPECT_NEAR((*policy)->Decide(in, model).estimate.tpot_local_ms, 22, 1e-6);
+  for (int i = 0; i < 12; ++i) {
+    in.decode.short_streams.Add(0, 0);
+    in.decode.short_streams.Add(kStreamLengthBuckets - 1, 0);
+  }
+  EXPECT_EQ((*policy)->Decide(in, model).estimate.short_streams_delay_ms, 0);
 }
 
 // Which long prompts break the mean TPOT: the worker keeps prompts up to some length local,

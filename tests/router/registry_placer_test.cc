@@ -291,24 +291,28 @@ TEST_F(RegistryTest, LeasesCountTheirStreamsByLength) {
   const uint64_t chat = registry_.Acquire(*a, listener, 0, 1000);
   const uint64_t unknown = registry_.Acquire(*a, listener);
   ASSERT_NE(tiny, 0u);
-  auto counts = [&] {
-    StreamLengthCounts out{};
+  auto lengths = [&] {
+    StreamLengths out;
     registry_.WithLock([&](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
       out = workers[0]->streams_by_length;
     });
     return out;
   };
-  StreamLengthCounts expected{};
-  expected[3] = 1;  // 8 tokens.
-  expected[9] = 1;  // 1000 tokens.
-  EXPECT_EQ(counts(), expected);
+  StreamLengths expected;
+  expected.count[3] = 1;  // 8 tokens, TPOT objective 25 ms.
+  expected.with_objective[3] = 1;
+  expected.inverse_tpot_ms[3] = 1.0 / 25;
+  expected.count[9] = 1;  // 1000 tokens, no objective.
+  EXPECT_EQ(lengths(), expected);
   registry_.Release(*a, tiny);
-  expected[3] = 0;
-  EXPECT_EQ(counts(), expected);
+  expected.count[3] = 0;
+  expected.with_objective[3] = 0;
+  expected.inverse_tpot_ms[3] = 0;
+  EXPECT_EQ(lengths(), expected);
   registry_.Release(*a, chat);
   registry_.Release(*a, unknown);
   registry_.Release(*a, chat);  // Twice: harmless.
-  EXPECT_EQ(counts(), StreamLengthCounts{});
+  EXPECT_EQ(lengths(), StreamLengths{});
 }
 
 // A restarted worker (new epoch) whose predecessor went silent replaces it; until then the
