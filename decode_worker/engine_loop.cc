@@ -186,7 +186,7 @@ void EngineLoop::PublishStats() {
   stats_.running = scheduler_.num_running();
   stats_.waiting = scheduler_.num_waiting();
   stats_.awaiting_kv = scheduler_.num_awaiting_kv();
-  stats_.pending_prefill_tokens = scheduler_.pending_prefill_tokens();
+  stats_.pending_prefill_tokens = stats_.load.pending_prefill_tokens;
   stats_.counters = c;
   stats_.requests_finished = requests_finished_;
   stats_.offload_fallbacks = offload_fallbacks_;

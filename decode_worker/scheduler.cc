@@ -53,24 +53,19 @@ int Scheduler::num_running() const {
 
 int Scheduler::num_awaiting_kv() const { return static_cast<int>(running_.size()) - num_running(); }
 
-int64_t Scheduler::pending_prefill_tokens() const {
-  int64_t n = 0;
-  for (const Sequence* s : waiting_) n += s->num_tokens() - s->num_computed;
-  for (const Sequence* s : running_) {
-    if (s->state == SequenceState::kRunning && s->uncomputed() > 1) n += s->uncomputed();
-  }
-  return n;
-}
-
-double Scheduler::pending_prefill_token_squares() const {
-  double n = 0;
-  auto add = [&n](double computed, double rest) { n += rest * (rest + 2 * computed); };
+PendingPrefill Scheduler::pending_prefill() const {
+  PendingPrefill p;
+  // `rest` tokens after `computed` ones attend to (computed + rest)^2 - computed^2 positions.
+  auto add = [&p](int computed, int rest) {
+    p.tokens += rest;
+    p.token_squares += static_cast<double>(rest) * (rest + 2.0 * computed);
+  };
   for (const Sequence* s : waiting_) add(s->num_computed, s->num_tokens() - s->num_computed);
   for (const Sequence* s : running_) {
     if (s->state == SequenceState::kRunning && s->uncomputed() > 1)
       add(s->num_computed, s->uncomputed());
   }
-  return n;
+  return p;
 }
 
 int64_t Scheduler::context_tokens() const {

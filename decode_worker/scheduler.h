@@ -95,6 +95,12 @@ struct StepPlan {
   bool empty() const { return chunks.empty(); }
 };
 
+// LoadSnapshot::pending_prefill_tokens and pending_prefill_token_squares.
+struct PendingPrefill {
+  int64_t tokens = 0;
+  double token_squares = 0;
+};
+
 struct SchedulerCounters {
   uint64_t preemptions = 0;
   uint64_t fairness_preemptions = 0;  // Of those, to let another client's request in.
@@ -143,10 +149,9 @@ class Scheduler {
   int num_awaiting_kv() const;
   // max_awaiting_kv sequences await KV: AdmitForTransfer refuses more.
   bool awaiting_kv_full() const { return num_awaiting_kv() >= config_.max_awaiting_kv; }
-  // Prompt tokens of waiting and running sequences not computed yet (local prefill backlog).
-  int64_t pending_prefill_tokens() const;
-  // Their attention work (LoadSnapshot::pending_prefill_token_squares).
-  double pending_prefill_token_squares() const;
+  // Prompt tokens of waiting and running sequences not computed yet (local prefill backlog)
+  // and their attention work, in one walk over the sequences.
+  PendingPrefill pending_prefill() const;
   // Tokens (prompt and generated) of every sequence it holds: waiting, running, awaiting KV.
   int64_t context_tokens() const;
   std::vector<Sequence*> waiting() const;

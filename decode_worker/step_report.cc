@@ -29,8 +29,9 @@ LoadSnapshot DecodeLoad(const Scheduler& scheduler, const kvcache::BlockCounts& 
   load.awaiting_kv = scheduler.num_awaiting_kv();
   load.free_blocks = blocks.free + blocks.cached;
   load.total_blocks = blocks.total;
-  load.pending_prefill_tokens = scheduler.pending_prefill_tokens();
-  load.pending_prefill_token_squares = scheduler.pending_prefill_token_squares();
+  const PendingPrefill pending = scheduler.pending_prefill();
+  load.pending_prefill_tokens = pending.tokens;
+  load.pending_prefill_token_squares = pending.token_squares;
   load.context_tokens = scheduler.context_tokens();
   return load;
 }

@@ -245,27 +245,23 @@ TEST(PlacementPolicyTest, SlosBoundTheCostModel) {
 // offload meets it, so it moves.
 TEST(PlacementPolicyTest, ALocalBacklogPastTheObjectiveMovesThePrompt) {
   CostModel model(Params());
-  PolicyConfig config;
-  config.slo.ttft_ms = 1000;
-  config.slo.tpot_ms = 100000;
-  auto policy = MakePlacementPolicy(config);
-  ASSERT_TRUE(policy.ok());
+  auto policy = CostModelWithSlo(/*ttft_ms=*/1000, /*tpot_ms=*/100000);
+  ASSERT_NE(policy, nullptr);
   PlacementInputs in = Inputs(1000, 0, 0);
-  PlacementDecision d = (*policy)->Decide(in, model);
+  PlacementDecision d = policy->Decide(in, model);
   EXPECT_FALSE(d.offload) << d.reason;  // 120 ms local, no stream beside it.
   EXPECT_EQ(d.reason, "interference_below_transfer");
   // 20,000 tokens ahead of it: 40 chunks of 512 (10 ms each) and 2 s of prefill, then its own
   // 2 chunks and 100 ms: 2,520 ms, against 83.5 offloaded.
   in.decode.pending_prefill_tokens = 20000;
-  d = (*policy)->Decide(in, model);
+  d = policy->Decide(in, model);
   EXPECT_NEAR(d.estimate.ttft_local_ms, 40 * 10 + 0.1 * 20000 + 2 * 10 + 0.1 * 1000, 1e-6);
   EXPECT_TRUE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "local_exceeds_ttft_slo");
   // Within the objective the backlog costs it nothing: local, as before.
-  config.slo.ttft_ms = 3000;
-  policy = MakePlacementPolicy(config);
-  ASSERT_TRUE(policy.ok());
-  EXPECT_FALSE((*policy)->Decide(in, model).offload);
+  policy = CostModelWithSlo(/*ttft_ms=*/3000, /*tpot_ms=*/100000);
+  ASSERT_NE(policy, nullptr);
+  EXPECT_FALSE(policy->Decide(in, model).offload);
 }
 
 // A backlog is priced by its prompts' lengths when the worker reports them (the sum of their
@@ -397,16 +393,13 @@ TEST(StreamLengthsTest, BucketsArePowersOfTwoWithTheLongestInTheLast) {
 // weigh on the streams' TPOT in proportion, each against its own objective; long ones barely.
 TEST(PlacementPolicyTest, ShortStreamsBesideALocalPrefillSeeItsMixedSteps) {
   CostModel model(Params());
-  PolicyConfig config;
-  config.slo.ttft_ms = 100000;
-  config.slo.tpot_ms = 30;
-  config.tpot_headroom = 1;
-  auto policy = MakePlacementPolicy(config);
-  ASSERT_TRUE(policy.ok());
+  // --tpot_headroom at its default, 1: the objective itself.
+  auto policy = CostModelWithSlo(/*ttft_ms=*/100000, /*tpot_ms=*/30);
+  ASSERT_NE(policy, nullptr);
   // 2000 tokens beside 12 decodes: 4 chunks, 22 ms decode steps, 72 ms mixed ones (50 ms of
   // them the prefill's); nothing arriving, so the long-run mean TPOT is 22 ms of 30.
   PlacementInputs in = Inputs(2000, 0, 12);
-  PlacementDecision d = (*policy)->Decide(in, model);
+  PlacementDecision d = policy->Decide(in, model);
   EXPECT_NEAR(d.estimate.tpot_local_ms, 22, 1e-6);
   EXPECT_EQ(d.estimate.short_streams_delay_ms, 0);
   EXPECT_NE(d.reason, "local_exceeds_tpot_slo");
@@ -415,7 +408,7 @@ TEST(PlacementPolicyTest, ShortStreamsBesideALocalPrefillSeeItsMixedSteps) {
   // the 12, 25 ms more, against the default 30 ms: 22/30 + 25/30 > 1.
   in.decode.short_streams.Add(StreamLengthBucket(4), 0);
   for (int i = 1; i < 6; ++i) in.decode.short_streams.Add(StreamLengthBucket(5), 0);
-  d = (*policy)->Decide(in, model);
+  d = policy->Decide(in, model);
   EXPECT_NEAR(d.estimate.tpot_local_ms, 22, 1e-6);
   EXPECT_NEAR(d.estimate.short_streams_delay_ms, 50.0 * 6 / 12, 1e-6);
   EXPECT_TRUE(d.offload);
@@ -424,17 +417,17 @@ TEST(PlacementPolicyTest, ShortStreamsBesideALocalPrefillSeeItsMixedSteps) {
   // 25 ms is an eighth of theirs, and 22/30 + 1/8 < 1.
   in.decode.short_streams = {};
   for (int i = 0; i < 6; ++i) in.decode.short_streams.Add(StreamLengthBucket(4), 200);
-  d = (*policy)->Decide(in, model);
+  d = policy->Decide(in, model);
   EXPECT_NEAR(d.estimate.short_streams_delay_share, 25.0 / 200, 1e-6);
   EXPECT_NE(d.reason, "local_exceeds_tpot_slo");
   // Interactive ones (25 ms) break: 22/30 + 1 > 1.
   in.decode.short_streams = {};
   for (int i = 0; i < 6; ++i) in.decode.short_streams.Add(StreamLengthBucket(4), 25);
-  EXPECT_EQ((*policy)->Decide(in, model).reason, "local_exceeds_tpot_slo");
+  EXPECT_EQ(policy->Decide(in, model).reason, "local_exceeds_tpot_slo");
   // Streams of 64-127 tokens see at most 4 of their 63 or more steps mixed.
   in.decode.short_streams = {};
   for (int i = 0; i < 12; ++i) in.decode.short_streams.Add(StreamLengthBucket(100), 0);
-  d = (*policy)->Decide(in, model);
+  d = policy->Decide(in, model);
   EXPECT_NEAR(d.estimate.short_streams_delay_ms, 50.0 * 4 / 63, 1e-6);
   EXPECT_NE(d.reason, "local_exceeds_tpot_slo");
   // Single-token streams have no TPOT; the last bucket is the longest streams'.
@@ -443,7 +436,7 @@ TEST(PlacementPolicyTest, ShortStreamsBesideALocalPrefillSeeItsMixedSteps) {
     in.decode.short_streams.Add(0, 0);
     in.decode.short_streams.Add(kStreamLengthBuckets - 1, 0);
   }
-  EXPECT_EQ((*policy)->Decide(in, model).estimate.short_streams_delay_ms, 0);
+  EXPECT_EQ(policy->Decide(in, model).estimate.short_streams_delay_ms, 0);
 }
 
 // Which long prompts break the mean TPOT: the worker keeps prompts up to some length local,
