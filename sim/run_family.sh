@@ -3,12 +3,12 @@
 # the H100 + Llama 3 8B profile: cost_model against the best fixed policy in every cell, the
 # figures bench/README.md (sim, robustness) quotes. CI runs the 4 smoke cells only
 # (tests/sim/sim_family_test.sh). Hours on a 2-core machine: --jobs uses more cores.
-# Usage: sim/run_family.sh OUT_DIR [extra pdserve-sim flags]
+# Usage: [SIM=BINARY] sim/run_family.sh OUT_DIR [extra pdserve-sim flags]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 out=${1:?usage: sim/run_family.sh OUT_DIR [flags]}
 shift
-sim=build/bin/pdserve-sim
+sim=${SIM:-build/bin/pdserve-sim}  # SIM=: a copied binary, so that rebuilding does not change a long run
 profile=deploy/profiles/h100-llama3-8b.json
 common=(--profile "$profile" --slo_ttft 2000 --slo_tpot 25 --requests 400 --bisect_steps 4
         --jobs "$(nproc)")
