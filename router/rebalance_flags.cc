@@ -15,6 +15,9 @@ ABSL_FLAG(double, rebalance_high, pdserve::router::RebalanceConfig{}.high,
           "objective) are below this.");
 ABSL_FLAG(double, rebalance_margin, pdserve::router::RebalanceConfig{}.margin,
           "Rebalancing: a move must lower the busier role's pressure by this fraction.");
+ABSL_FLAG(int, rebalance_max_moves, pdserve::router::RebalanceConfig{}.max_moves,
+          "Rebalancing: the most workers one order moves to the other role (as many as bring "
+          "the two roles' pressures nearest each other, up to this).");
 
 namespace pdserve::router {
 
@@ -23,7 +26,8 @@ RebalanceConfig RebalanceConfigFromFlags() {
                          .min_between = absl::GetFlag(FLAGS_rebalance_min_between),
                          .confirm = absl::GetFlag(FLAGS_rebalance_confirm),
                          .high = absl::GetFlag(FLAGS_rebalance_high),
-                         .margin = absl::GetFlag(FLAGS_rebalance_margin)};
+                         .margin = absl::GetFlag(FLAGS_rebalance_margin),
+                         .max_moves = absl::GetFlag(FLAGS_rebalance_max_moves)};
 }
 
 }  // namespace pdserve::router

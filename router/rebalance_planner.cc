@@ -27,6 +27,7 @@ absl::Status RebalanceConfig::Validate() const {
   if (min_between < absl::ZeroDuration())
     return absl::InvalidArgumentError("--rebalance_min_between: must not be negative");
   if (confirm < 1) return absl::InvalidArgumentError("--rebalance_confirm: must be at least 1");
+  if (max_moves < 1) return absl::InvalidArgumentError("--rebalance_max_moves: must be at least 1");
   if (!(high > 0) || !(margin >= 0) || !(margin < high)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--rebalance_high and --rebalance_margin: need high > 0 and 0 <= margin < high, got ", high,
@@ -105,13 +106,13 @@ double RebalancePlanner::PrefillPressure(const PlannerSnapshot& s, int workers) 
   return backlog / workers / (s.slo.ttft_ms / 1000);
 }
 
-std::optional<RebalanceOrder> RebalancePlanner::Look(const PlannerSnapshot& s, absl::Time now) {
+std::vector<RebalanceOrder> RebalancePlanner::Look(const PlannerSnapshot& s, absl::Time now) {
   const bool in_change = std::any_of(s.workers.begin(), s.workers.end(),
                                      [](const PlannerWorker& w) { return !w.accepting; });
   if (in_change) {
     // A worker registering, draining or switching: the pressures are about to change.
     short_prefill_looks_ = short_decode_looks_ = 0;
-    return std::nullopt;
+    return {};
   }
   const int decode = Count(s, WorkerRole::kDecode);
   const int prefill = Count(s, WorkerRole::kPrefill);
@@ -119,49 +120,65 @@ std::optional<RebalanceOrder> RebalancePlanner::Look(const PlannerSnapshot& s, a
     // It moves workers between two roles a cluster has; it does not create one (a cluster
     // without prefill workers is a deliberate choice, e.g. always_local).
     short_prefill_looks_ = short_decode_looks_ = 0;
-    return std::nullopt;
+    return {};
   }
   const double d = DecodePressure(s, decode);
   const double p = PrefillPressure(s, prefill);
   const double worst = std::max(d, p);
-  const PlannerWorker* to_prefill = nullptr;  // The decode worker with the fewest streams.
-  const PlannerWorker* to_decode = nullptr;   // The prefill worker with the least backlog.
+  // The workers that may move, the cheapest to move first: decode workers by their streams
+  // (the shortest drain), prefill workers by their backlog.
+  std::vector<const PlannerWorker*> to_prefill;
+  std::vector<const PlannerWorker*> to_decode;
   for (const PlannerWorker& w : s.workers) {
     if (!w.can_switch) continue;
-    if (w.role == WorkerRole::kDecode && (to_prefill == nullptr || w.streams < to_prefill->streams))
-      to_prefill = &w;
-    if (w.role == WorkerRole::kPrefill &&
-        (to_decode == nullptr || w.backlog_s < to_decode->backlog_s))
-      to_decode = &w;
+    (w.role == WorkerRole::kDecode ? to_prefill : to_decode).push_back(&w);
   }
-  // The busier role after each move (a role is never left empty).
-  const double after_to_prefill =
-      decode >= 2 ? std::max(DecodePressure(s, decode - 1), PrefillPressure(s, prefill + 1))
-                  : kInfinity;
-  const double after_to_decode =
-      prefill >= 2 ? std::max(DecodePressure(s, decode + 1), PrefillPressure(s, prefill - 1))
-                   : kInfinity;
+  std::stable_sort(
+      to_prefill.begin(), to_prefill.end(),
+      [](const PlannerWorker* a, const PlannerWorker* b) { return a->streams < b->streams; });
+  std::stable_sort(
+      to_decode.begin(), to_decode.end(),
+      [](const PlannerWorker* a, const PlannerWorker* b) { return a->backlog_s < b->backlog_s; });
+  // How many to move toward the busier role: the count that leaves the busier of the two
+  // roles least loaded (the balance point between them), at most max_moves and the movable
+  // workers, never emptying a role. After a shift of the mix the balance may be several
+  // workers away; moving them one per min_between leaves the cluster short for as many
+  // intervals (the shifting mix of bench/README: three workers, 20 s, while the phase's first
+  // requests missed their objectives).
+  const bool prefill_busier = p >= d;
+  const int movable = std::min<int>(
+      {config_.max_moves, static_cast<int>((prefill_busier ? to_prefill : to_decode).size()),
+       (prefill_busier ? decode : prefill) - 1});
+  int moves = 0;
+  double after = worst;
+  for (int k = 1; k <= movable; ++k) {
+    const double busier =
+        prefill_busier ? std::max(DecodePressure(s, decode - k), PrefillPressure(s, prefill + k))
+                       : std::max(DecodePressure(s, decode + k), PrefillPressure(s, prefill - k));
+    if (busier >= after) break;  // Past the balance point.
+    after = busier;
+    moves = k;
+  }
   // A move pays when the cluster is busy and it lowers the busier role's pressure by the
   // margin: the split follows the load without swinging back and forth around a balance.
-  const double bar = worst * (1 - config_.margin);
-  const bool busy = worst > config_.high;
-  const bool prefill_short = busy && to_prefill != nullptr && p >= d && after_to_prefill < bar;
-  const bool decode_short = busy && to_decode != nullptr && d > p && after_to_decode < bar;
-  short_prefill_looks_ = prefill_short ? short_prefill_looks_ + 1 : 0;
-  short_decode_looks_ = decode_short ? short_decode_looks_ + 1 : 0;
-  if (now - last_order_ < config_.min_between) return std::nullopt;
-  const bool move_to_prefill = short_prefill_looks_ >= config_.confirm;
-  const bool move_to_decode = short_decode_looks_ >= config_.confirm;
-  if (!move_to_prefill && !move_to_decode) return std::nullopt;
+  const bool pays = worst > config_.high && moves > 0 && after < worst * (1 - config_.margin);
+  short_prefill_looks_ = pays && prefill_busier ? short_prefill_looks_ + 1 : 0;
+  short_decode_looks_ = pays && !prefill_busier ? short_decode_looks_ + 1 : 0;
+  if (now - last_order_ < config_.min_between) return {};
+  if (std::max(short_prefill_looks_, short_decode_looks_) < config_.confirm) return {};
   short_prefill_looks_ = short_decode_looks_ = 0;
-  RebalanceOrder order;
-  order.worker_id = move_to_prefill ? to_prefill->worker_id : to_decode->worker_id;
-  order.to = move_to_prefill ? WorkerRole::kPrefill : WorkerRole::kDecode;
-  order.reason = absl::StrFormat(
+  const std::string reason = absl::StrFormat(
       "rebalance: prefill pressure %.2f on %d prefill workers, decode pressure %.2f on %d decode "
-      "workers; the busier role at %.2f after the move",
-      p, prefill, d, decode, move_to_prefill ? after_to_prefill : after_to_decode);
-  return order;
+      "workers; the busier role at %.2f after %d %s",
+      p, prefill, d, decode, after, moves, moves == 1 ? "move" : "moves");
+  std::vector<RebalanceOrder> orders;
+  for (int i = 0; i < moves; ++i) {
+    const PlannerWorker* w = prefill_busier ? to_prefill[i] : to_decode[i];
+    orders.push_back({.worker_id = w->worker_id,
+                      .to = prefill_busier ? WorkerRole::kPrefill : WorkerRole::kDecode,
+                      .reason = reason});
+  }
+  return orders;
 }
 
 }  // namespace pdserve::router

@@ -5,12 +5,13 @@
 // cost model's prefill price) against the TTFT objective, it decides when moving a
 // role-switching worker from one role to the other pays, and which worker. Each role's
 // pressure is its work spread over its workers (mean step time over TPOT; backlog per prefill
-// worker over TTFT). A worker moves to the busier role when the busier of the two is above
-// `high` and the move lowers it by the fraction `margin` (the split follows the load without
-// swinging around a balance), never leaving a role empty, only after the same move was called
-// for `confirm` looks in a row, and at most once per `min_between`. The decode worker chosen
-// is the one with the fewest streams (the shortest drain), the prefill worker the one with
-// the smallest backlog. It moves workers between the two roles of a cluster that has both; it
+// worker over TTFT). Workers move to the busier role when the busier of the two is above
+// `high` and the moves lower it by the fraction `margin` (the split follows the load without
+// swinging around a balance), as many as bring the two roles nearest their balance (at most
+// `max_moves` in one order), never leaving a role empty, only after a move was called for
+// `confirm` looks in a row, and at most one order per `min_between`. The decode workers chosen
+// are those with the fewest streams (the shortest drains), the prefill workers those with the
+// smallest backlogs. It moves workers between the two roles of a cluster that has both; it
 // never creates a role (a cluster without prefill workers is a deliberate choice).
 // The planner holds only its hysteresis state; the registry orders and checks the switch
 // (WorkerRegistry::RequestSwitch). The simulator can run the same class.
@@ -18,7 +19,6 @@
 #ifndef PDSERVE_ROUTER_REBALANCE_PLANNER_H_
 #define PDSERVE_ROUTER_REBALANCE_PLANNER_H_
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +41,10 @@ struct RebalanceConfig {
   double high = 0.5;
   // A move must lower the busier role's pressure by this fraction. Default 0.1.
   double margin = 0.1;
+  // The most workers one order moves (they drain and switch together). Default 1: on the
+  // simulator's shifting mix (bench/README) moving several at once overshot, leaving one
+  // worker of a role to take a new phase's first minute.
+  int max_moves = 1;
   absl::Status Validate() const;
 };
 
@@ -79,9 +83,9 @@ class RebalancePlanner {
  public:
   explicit RebalancePlanner(const RebalanceConfig& config) : config_(config) {}
 
-  // One look at the cluster at `now`: an order when a switch pays (the caller orders it and
-  // calls Ordered() if the registry took it).
-  std::optional<RebalanceOrder> Look(const PlannerSnapshot& snapshot, absl::Time now);
+  // One look at the cluster at `now`: the switches to order, all to the same role, when moving
+  // pays; none otherwise. The caller orders them and calls Ordered() if the registry took any.
+  std::vector<RebalanceOrder> Look(const PlannerSnapshot& snapshot, absl::Time now);
   void Ordered(absl::Time now) { last_order_ = now; }
 
   // Mean decode step time over the TPOT objective with the decode work spread over `workers`

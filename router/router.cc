@@ -186,11 +186,12 @@ void Router::Rebalance() {
       RebalancePlanner& planner =
           planners.try_emplace(model->name, config_.rebalance_config).first->second;
       const absl::Time now = absl::Now();
-      std::optional<RebalanceOrder> order = planner.Look(snapshot, now);
-      if (!order.has_value()) continue;
-      // Refused (another switch, a worker gone meanwhile): logged and counted there.
-      if (registry_->RequestSwitch(order->worker_id, order->to, order->reason).ok())
-        planner.Ordered(now);
+      bool ordered = false;
+      for (const RebalanceOrder& order : planner.Look(snapshot, now)) {
+        // Refused (a switch the other way, a worker gone meanwhile): logged and counted there.
+        ordered |= registry_->RequestSwitch(order.worker_id, order.to, order.reason).ok();
+      }
+      if (ordered) planner.Ordered(now);
     }
   }
 }

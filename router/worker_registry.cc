@@ -341,11 +341,18 @@ absl::StatusOr<std::string> WorkerRegistry::RequestSwitch(const std::string& wor
       refused = absl::StrCat("role: ", worker_id, " is a ", RoleName(role), " worker already");
     } else if (!e->info.role_switching || e->control == nullptr) {
       refused = absl::StrCat(worker_id, " cannot change role (start it with --role_switching)");
-    } else if (!pending_switches_.empty()) {
-      const auto& [other, p] = *pending_switches_.begin();
-      refused =
-          absl::StrCat("a role switch is in progress (", other, " to ", RoleName(p.to),
-                       ", ordered ", absl::FormatDuration(now - p.ordered), " ago): one at a time");
+    } else if (auto mine = pending_switches_.find(worker_id); mine != pending_switches_.end()) {
+      refused = absl::StrCat("a role switch of ", worker_id, " is in progress (to ",
+                             RoleName(mine->second.to), ", ordered ",
+                             absl::FormatDuration(now - mine->second.ordered), " ago)");
+    } else if (auto other = std::find_if(pending_switches_.begin(), pending_switches_.end(),
+                                         [&](const auto& p) { return p.second.to != role; });
+               other != pending_switches_.end()) {
+      // Switches the same way may run together (a shift of the mix can call for several);
+      // the other way at once would undo one with another.
+      refused = absl::StrCat("a role switch the other way is in progress (", other->first, " to ",
+                             RoleName(other->second.to), ", ordered ",
+                             absl::FormatDuration(now - other->second.ordered), " ago)");
     } else {
       int others = 0;  // Of its role and model, taking work.
       for (const WorkerEntry* o : live_) {

@@ -159,9 +159,9 @@ class WorkerRegistry {
   // Orders worker `worker_id` to change to `role` (`pdctl switch-role`, the planner): from
   // now on nothing new is placed on it; it finishes what it runs and registers again in the
   // new role. FAILED_PRECONDITION saying why when the worker is unknown, cannot switch
-  // (started without --role_switching), has that role, when a switch is in progress anywhere
-  // (one at a time), or when it is the last worker of its role and model taking work. Returns
-  // what was done. Logged and counted either way.
+  // (started without --role_switching), has that role, is switching already, when a switch the
+  // other way is in progress (switches the same way may run together), or when it is the last
+  // worker of its role and model taking work. Returns what was done. Logged and counted either way.
   absl::StatusOr<std::string> RequestSwitch(const std::string& worker_id, WorkerRole role,
                                             const std::string& reason);
   // Role changes ordered and not yet finished, by worker id.

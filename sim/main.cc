@@ -287,6 +287,20 @@ absl::Status WriteCsv(const std::string& path, const SimResult& result) {
   return absl::OkStatus();
 }
 
+// The planner's role switches, one per line (with rebalancing): when each was ordered and
+// done, so that a run's split can be followed against its phases.
+absl::Status WriteSwitchesCsv(const std::string& path, const SimResult& result) {
+  std::ofstream out(path);
+  out << "worker,to,ordered_ms,done_ms,reason\n";
+  for (const SimRoleSwitch& s : result.switches) {
+    out << "worker-" << s.worker << ','
+        << (s.to == router::WorkerRole::kDecode ? "decode" : "prefill") << ',' << s.ordered_ms
+        << ',' << s.done_ms << ",\"" << s.reason << "\"\n";
+  }
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
 absl::Status Run() {
   ASSIGN_OR_RETURN(SimConfig config, BaseConfig());
   config.policy.name = absl::GetFlag(FLAGS_policy);
@@ -338,6 +352,8 @@ absl::Status Run() {
                             {"point", ToJson(s)},
                             {"counters", ToJson(result.counters)}};
   RETURN_IF_ERROR(measure::WriteSummary(out, summary));
+  if (config.rebalance.has_value())
+    RETURN_IF_ERROR(WriteSwitchesCsv(out + "/switches.csv", result));
   return WriteCsv(out + "/requests.csv", result);
 }
 

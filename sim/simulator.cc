@@ -493,10 +493,16 @@ void Simulation::Rebalance() {
     snapshot = router::SnapshotForPlanner(workers, kModelName, cost_model_, config_.policy.slo);
   });
   const absl::Time now = clock_.Now();
-  std::optional<router::RebalanceOrder> order = planner_->Look(snapshot, now);
-  if (!order.has_value()) return;
-  if (registry_.RequestSwitch(order->worker_id, order->to, order->reason).ok())
-    planner_->Ordered(now);
+  bool ordered = false;
+  for (const router::RebalanceOrder& order : planner_->Look(snapshot, now)) {
+    if (!registry_.RequestSwitch(order.worker_id, order.to, order.reason).ok()) continue;
+    ordered = true;
+    const auto slot = worker_index_.find(order.worker_id);
+    PDS_CHECK(slot != worker_index_.end()) << order.worker_id;
+    result_.switches.push_back(
+        {.worker = slot->second, .to = order.to, .ordered_ms = now_ms_, .reason = order.reason});
+  }
+  if (ordered) planner_->Ordered(now);
 }
 
 void Simulation::OrderSwitch(int slot, router::WorkerRole to) {
@@ -534,6 +540,12 @@ void Simulation::SwitchDone(int slot) {
     registry_.Report(*session, WorkerReport{.load = prefill_[slot]->Load(), .steps = {}});
   }
   ++result_.counters.role_switches;
+  for (auto it = result_.switches.rbegin(); it != result_.switches.rend(); ++it) {
+    if (it->worker == slot && it->done_ms < 0) {
+      it->done_ms = now_ms_;
+      break;
+    }
+  }
 }
 
 absl::StatusOr<SimResult> Simulation::Run() {

@@ -124,9 +124,19 @@ struct SimCounters {
   uint64_t role_switches_unfinished = 0;
 };
 
+// One role switch the router's planner ordered (with rebalancing), in virtual time.
+struct SimRoleSwitch {
+  int worker = 0;  // Its slot: worker-<worker>.
+  router::WorkerRole to = router::WorkerRole::kDecode;
+  double ordered_ms = 0;
+  double done_ms = -1;  // Registered in its new role; -1: still draining at the end.
+  std::string reason;   // The planner's (the pressures that decided it).
+};
+
 struct SimResult {
   std::vector<SimRequestResult> requests;
   SimCounters counters;
+  std::vector<SimRoleSwitch> switches;  // In the order they were ordered.
 };
 
 absl::StatusOr<SimResult> Simulate(const SimConfig& config,

@@ -41,16 +41,25 @@ RebalanceConfig Config() {
                          .margin = 0.1};
 }
 
-// Looks `n` times, 2 s apart from `*now`; the last look's order.
-std::optional<RebalanceOrder> LookTimes(RebalancePlanner& planner, const PlannerSnapshot& s, int n,
-                                        absl::Time* now) {
-  std::optional<RebalanceOrder> order;
+// Looks `n` times, 2 s apart from `*now`; the last look's orders.
+std::vector<RebalanceOrder> LookTimesAll(RebalancePlanner& planner, const PlannerSnapshot& s, int n,
+                                         absl::Time* now) {
+  std::vector<RebalanceOrder> orders;
   for (int i = 0; i < n; ++i) {
-    order = planner.Look(s, *now);
-    if (order.has_value() && i + 1 < n) ADD_FAILURE() << "ordered at look " << i + 1;
+    orders = planner.Look(s, *now);
+    if (!orders.empty() && i + 1 < n) ADD_FAILURE() << "ordered at look " << i + 1;
     *now += absl::Seconds(2);
   }
-  return order;
+  return orders;
+}
+
+// The same, for a look expected to order at most one move: that order.
+std::optional<RebalanceOrder> LookTimes(RebalancePlanner& planner, const PlannerSnapshot& s, int n,
+                                        absl::Time* now) {
+  std::vector<RebalanceOrder> orders = LookTimesAll(planner, s, n, now);
+  EXPECT_LE(orders.size(), 1u);
+  if (orders.empty()) return std::nullopt;
+  return orders.front();
 }
 
 TEST(RebalancePlannerTest, PressuresSpreadEachRolesWorkOverItsWorkers) {
@@ -82,7 +91,7 @@ TEST(RebalancePlannerTest, AShortPrefillRoleTakesTheIdlestDecodeWorkerAfterConfi
   // Still short, but the last switch is less than min_between ago.
   EXPECT_FALSE(LookTimes(planner, s, 10, &now).has_value());
   // Once it has passed, the shortage (seen all along) orders at the next look.
-  EXPECT_TRUE(planner.Look(s, kStart + absl::Seconds(200)).has_value());
+  EXPECT_EQ(planner.Look(s, kStart + absl::Seconds(200)).size(), 1u);
 }
 
 TEST(RebalancePlannerTest, AShortDecodeRoleTakesTheLeastBusyPrefillWorker) {
@@ -95,6 +104,38 @@ TEST(RebalancePlannerTest, AShortDecodeRoleTakesTheLeastBusyPrefillWorker) {
   ASSERT_TRUE(order.has_value());
   EXPECT_EQ(order->worker_id, "p1");
   EXPECT_EQ(order->to, WorkerRole::kDecode);
+}
+
+// After a shift of the mix the balance may be several workers away: one order moves as many
+// as bring the two roles' pressures nearest (never more than max_moves), the least busy first.
+TEST(RebalancePlannerTest, OneOrderMovesWorkersUpToTheBalancePoint) {
+  // Decode: 5 ms fixed plus 150 ms of work on one worker against TPOT 50 ms; prefill: 1.5 s of
+  // backlog over five workers against TTFT 1 s. Busier role after k moves to decode:
+  // k=1 1.6 (decode), k=2 1.1, k=3 0.85 (decode; prefill 0.75), k=4 1.5 (prefill).
+  const PlannerSnapshot s =
+      Snapshot({Decode("d0", 30, 155, /*can_switch=*/false), Prefill("p4", 0.5), Prefill("p1", 0.2),
+                Prefill("p0", 0.1), Prefill("p3", 0.4), Prefill("p2", 0.3)});
+  RebalanceConfig config = Config();
+  config.max_moves = 5;
+  {
+    RebalancePlanner planner(config);
+    absl::Time now = kStart;
+    const std::vector<RebalanceOrder> orders = LookTimesAll(planner, s, 3, &now);
+    ASSERT_EQ(orders.size(), 3u);
+    EXPECT_EQ(orders[0].worker_id, "p0");
+    EXPECT_EQ(orders[1].worker_id, "p1");
+    EXPECT_EQ(orders[2].worker_id, "p2");
+    for (const RebalanceOrder& o : orders) EXPECT_EQ(o.to, WorkerRole::kDecode);
+    EXPECT_TRUE(absl::StrContains(orders[0].reason, "0.85 after 3 moves")) << orders[0].reason;
+  }
+  {
+    config.max_moves = 2;
+    RebalancePlanner planner(config);
+    absl::Time now = kStart;
+    const std::vector<RebalanceOrder> orders = LookTimesAll(planner, s, 3, &now);
+    ASSERT_EQ(orders.size(), 2u);
+    EXPECT_EQ(orders[1].worker_id, "p1");
+  }
 }
 
 TEST(RebalancePlannerTest, NoSwitchThatEmptiesOrDoesNotHelpOrInterruptsAnother) {
@@ -222,6 +263,9 @@ TEST(RebalancePlannerTest, BadSettingsAreRefusedNamingTheFlag) {
   c = Config();
   c.margin = 0.9;
   EXPECT_TRUE(absl::StrContains(c.Validate().message(), "--rebalance_margin"));
+  c = Config();
+  c.max_moves = 0;
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "--rebalance_max_moves"));
   c = Config();
   c.interval = absl::ZeroDuration();
   EXPECT_TRUE(absl::StrContains(c.Validate().message(), "--rebalance_interval"));

@@ -187,6 +187,14 @@ TEST_F(RegistryTest, RoleSwitchesAreCheckedOrderedAndFinishedByTheNewRegistratio
   EXPECT_EQ(control->orders, std::vector<WorkerRole>{WorkerRole::kPrefill});
   EXPECT_EQ(registry_.PendingSwitches().size(), 1u);
   expect_refused("a", WorkerRole::kPrefill, "in progress");
+  // While `a` moves to prefill, a switch the other way would undo it.
+  WorkerInfo q_info = Registration("q", WorkerRole::kPrefill);
+  q_info.role_switching = true;
+  auto q = registry_.Register(q_info, control);
+  ASSERT_TRUE(q.ok());
+  EXPECT_TRUE(registry_.Report(*q, Load()));
+  expect_refused("q", WorkerRole::kDecode, "the other way is in progress");
+  registry_.Unregister(*q, "test");
   registry_.WithLock([](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
     for (WorkerEntry* e : workers) EXPECT_EQ(e->accepting(), e->info.worker_id != "a");
   });
@@ -215,6 +223,26 @@ TEST_F(RegistryTest, RoleSwitchesAreCheckedOrderedAndFinishedByTheNewRegistratio
   registry_.WithLock([](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
     for (WorkerEntry* e : workers) EXPECT_TRUE(e->accepting()) << e->info.worker_id;
   });
+}
+
+// Switches the same way run together (the planner may order several after a shift of the
+// mix), as long as the role keeps a worker taking work.
+TEST_F(RegistryTest, SwitchesTheSameWayRunTogether) {
+  auto control = std::make_shared<RecordingControl>();
+  std::vector<uint64_t> sessions;
+  for (const char* id : {"a", "b", "c"}) {
+    WorkerInfo info = Registration(id, WorkerRole::kDecode);
+    info.role_switching = true;
+    auto session = registry_.Register(info, control);
+    ASSERT_TRUE(session.ok());
+    EXPECT_TRUE(registry_.Report(*session, Load()));
+  }
+  ASSERT_TRUE(registry_.RequestSwitch("a", WorkerRole::kPrefill, "test").ok());
+  ASSERT_TRUE(registry_.RequestSwitch("b", WorkerRole::kPrefill, "test").ok());
+  EXPECT_EQ(registry_.PendingSwitches().size(), 2u);
+  auto last = registry_.RequestSwitch("c", WorkerRole::kPrefill, "test");
+  EXPECT_TRUE(absl::StrContains(last.status().message(), "last decode worker")) << last.status();
+  EXPECT_EQ(control->orders, (std::vector<WorkerRole>{WorkerRole::kPrefill, WorkerRole::kPrefill}));
 }
 
 // The router paused for 6 s (SIGSTOP, a VM stall): when its sweeper runs again, the reports

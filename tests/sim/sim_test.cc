@@ -218,6 +218,12 @@ TEST(SimTest, WithRebalancingWorkersFollowAShiftingMixAndNothingIsLost) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_GE(a->counters.role_switches, 1u);
   EXPECT_EQ(a->counters.role_switches_unfinished, 0u);
+  // Each completed switch is in the log, done after it was ordered, with the planner's reason.
+  ASSERT_EQ(a->switches.size(), a->counters.role_switches);
+  for (const SimRoleSwitch& s : a->switches) {
+    EXPECT_GE(s.done_ms, s.ordered_ms);
+    EXPECT_NE(s.reason.find("pressure"), std::string::npos) << s.reason;
+  }
   EXPECT_EQ(a->counters.sequences_left, 0u);
   EXPECT_EQ(a->counters.blocks_held_at_end, 0u);
   bool started_as_prefill_decodes = false;
