@@ -10,7 +10,13 @@
 #     a rate multiple compresses the schedule's time): the rate swing.
 #   WORKLOAD=classes: the shifting mix with two SLO classes in one stream (interactive: TTFT
 #     1 s, TPOT 25 ms; batch: TTFT 10 s, TPOT 100 ms; half each), 90 % needed in each class.
-# Usage: [WORKLOAD=shift|swing|classes] scripts/sim_rebalance.sh [extra pdserve-sim flags]
+#   PHASE_S=N: every phase lasts N seconds (virtual) at every rate multiple. By default a rate
+#     multiple compresses the schedule as it does a trace (each phase at the knee lasts about a
+#     minute); with PHASE_S the phases last as long at every rate, as a shift on the clock
+#     does (more requests: runs take longer).
+#   ONLY=REGEX: only the configurations whose names match (e.g. ONLY='from 4P:4D').
+# Usage: [WORKLOAD=shift|swing|classes] [PHASE_S=N] [ONLY=REGEX] scripts/sim_rebalance.sh
+#        [extra pdserve-sim flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIM=${SIM:-build/bin/pdserve-sim}  # SIM=another/binary compares two builds.
@@ -35,13 +41,32 @@ case "$WORKLOAD" in
     exit 2
     ;;
 esac
-BASE=(--profile deploy/profiles/h100-llama3-8b.json --slo_ttft 2000 --slo_tpot 25
-      --schedule "$SCHEDULE" "${EXTRA[@]}")
+BASE=(--profile deploy/profiles/h100-llama3-8b.json --slo_ttft 2000 --slo_tpot 25 "${EXTRA[@]}")
+PHASE_S=${PHASE_S:-}
 
-# Minimum attainment of one run: over its phases, and with classes over each class (a class's
-# attainment is over the whole run).
+# The schedule run at rate multiple $1: as written, or with PHASE_S each phase's duration
+# stretched by the multiple (which then compresses it back to PHASE_S).
+schedule_at() {
+  if [[ -z $PHASE_S ]]; then
+    echo "$SCHEDULE"
+  else
+    awk -v s="$SCHEDULE" -v d="$PHASE_S" -v m="$1" 'BEGIN {
+      n = split(s, phases, ","); out = ""
+      for (i = 1; i <= n; ++i) {
+        sub(/:[0-9.]+$/, sprintf(":%.0f", d * m), phases[i])
+        out = out (i > 1 ? "," : "") phases[i]
+      }
+      print out }'
+  fi
+}
+
+# Minimum attainment of one run at rate multiple $1: over its phases, and with classes over
+# each class (a class's attainment is over the whole run).
 min_phase() {
-  "$SIM" run "${BASE[@]}" "$@" 2>/dev/null | awk '/^(phase|class)/ {print $4}' | sort -n | head -1
+  local rate=$1
+  shift
+  "$SIM" run "${BASE[@]}" --schedule "$(schedule_at "$rate")" --rate "$rate" "$@" 2>/dev/null |
+    awk '/^(phase|class)/ {print $4}' | sort -n | head -1
 }
 
 # The knee: bisection between a passing and a failing rate multiple.
@@ -50,7 +75,7 @@ knee() {
   for _ in 1 2 3 4 5 6 7; do
     local mid
     mid=$(awk -v a="$lo" -v b="$hi" 'BEGIN {printf "%.4f", (a + b) / 2}')
-    if awk -v m="$(min_phase --rate "$mid" "$@")" 'BEGIN {exit !(m >= 0.9)}'; then
+    if awk -v m="$(min_phase "$mid" "$@")" 'BEGIN {exit !(m >= 0.9)}'; then
       lo=$mid
     else
       hi=$mid
@@ -59,11 +84,12 @@ knee() {
   echo "$lo"
 }
 
-echo "workload $WORKLOAD: $SCHEDULE ${EXTRA[*]}"
+echo "workload $WORKLOAD: $SCHEDULE ${EXTRA[*]}${PHASE_S:+ (each phase ${PHASE_S} s at every rate)}"
 printf "%-58s %8s %14s\n" "configuration" "knee" "goodput/GPU"
 report() {
   local name=$1
   shift
+  [[ -z ${ONLY:-} || $name =~ $ONLY ]] || return 0
   local k
   k=$(knee "$@")
   printf "%-58s %8s %14s\n" "$name" "$k" "$(awk -v k="$k" -v r="$MEAN_RATE" 'BEGIN {printf "%.2f", k * r / 8}')"

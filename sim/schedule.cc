@@ -32,9 +32,9 @@ absl::StatusOr<std::vector<SchedulePhase>> ParseSchedule(const std::string& text
     phases.push_back(p);
   }
   if (phases.empty()) return absl::InvalidArgumentError("--schedule: no phase");
-  if (requests > 100000) {
+  if (requests > 1e6) {
     return absl::InvalidArgumentError(absl::StrCat("--schedule: ", static_cast<int64_t>(requests),
-                                                   " requests in all, more than 100,000"));
+                                                   " requests in all, more than 1,000,000"));
   }
   return phases;
 }

@@ -24,7 +24,8 @@ struct SchedulePhase {
 };
 
 // "CELL@RATE:SECONDS,CELL@RATE:SECONDS,...": INVALID_ARGUMENT naming the phase and the part
-// that is wrong (at least one phase; rates and durations > 0; at most 100,000 requests).
+// that is wrong (at least one phase; rates and durations > 0; at most 1,000,000 requests: phases
+// that last as long at every rate multiple grow with it).
 absl::StatusOr<std::vector<SchedulePhase>> ParseSchedule(const std::string& text);
 
 // The phases' requests one after the other: phase i's cell at its rate for its duration

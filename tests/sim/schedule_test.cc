@@ -26,7 +26,7 @@ TEST(ScheduleTest, ParsesPhasesAndNamesWhatIsWrong) {
         Case{"short/medium/none/poisson@0:60", "RATE"},
         Case{"short/medium/none/poisson@1:x", "SECONDS"},
         Case{"short/medium/none/poisson@1:60,tall/medium/none/poisson@1:60", "phase 2"},
-        Case{"short/medium/none/poisson@1000:1000", "100,000"}}) {
+        Case{"short/medium/none/poisson@1000:2000", "1,000,000"}}) {
     auto bad = ParseSchedule(c.text);
     ASSERT_FALSE(bad.ok()) << c.text;
     EXPECT_NE(bad.status().message().find(c.names), std::string::npos) << bad.status();
