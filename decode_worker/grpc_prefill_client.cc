@@ -1,5 +1,7 @@
 #include "decode_worker/grpc_prefill_client.h"
 
+#include <algorithm>
+
 #include "common/logging.h"
 #include "server/grpc_channel.h"
 #include "wire/report_bridge.h"
@@ -64,6 +66,11 @@ std::shared_ptr<PendingCall> GrpcPrefillClient::Prefill(const PrefillTarget& tar
   r.mutable_target()->set_first_position(static_cast<uint32_t>(job.first_position));
   r.mutable_target()->set_num_tokens(static_cast<uint32_t>(job.num_tokens));
   call->context.set_deadline(absl::ToChronoTime(job.deadline));
+  if (job.ttft_due != absl::InfiniteFuture()) {
+    // Relative, as gRPC sends deadlines: the hosts' clocks need not agree.
+    r.set_ttft_due_in_ms(
+        std::clamp(absl::ToDoubleMilliseconds(job.ttft_due - absl::Now()), -86400e3, 86400e3));
+  }
   Track(call);
   v1::Prefill::Stub* stub = StubsFor(target.address).prefill;
   stub->async()->Prefill(

@@ -185,12 +185,7 @@ void OffloadCoordinator::OnAdded(Sequence* seq, std::shared_ptr<Offload> offload
     return;
   }
   seq->admitted = clock_->Now();
-  if (offload->budget.ttft_deadline != absl::InfiniteFuture()) {
-    // A prompt the router expected to take longer than the objective (a long one, or a busy
-    // prefill pool it still preferred) gets twice its prediction.
-    offload->offload_cutoff =
-        std::max(offload->budget.ttft_deadline, seq->admitted + 2 * offload->budget.predicted);
-  }
+  offload->offload_cutoff = OffloadCutoff(offload->budget, seq->admitted);
   offload->cached_tokens = seq->num_computed;
   offloads_[seq] = offload;
   StartAttempt(offload.get());
@@ -277,6 +272,7 @@ void OffloadCoordinator::StartAttempt(Offload* offload) {
   attempt->deadline =
       std::min({offload->deadline, now + config_.attempt_timeout, offload->offload_cutoff});
   job.deadline = attempt->deadline;
+  job.ttft_due = offload->budget.ttft_deadline;
   attempt->next_liveness = now + config_.liveness_interval;
 
   offload->current = attempt;

@@ -7,6 +7,7 @@
 #ifndef PDSERVE_DECODE_WORKER_PREFILL_CLIENT_H_
 #define PDSERVE_DECODE_WORKER_PREFILL_CLIENT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,6 +42,16 @@ struct OffloadBudget {
   absl::Duration predicted = absl::ZeroDuration();
 };
 
+// When an offload admitted at `admitted` stops being worth waiting for (InfiniteFuture
+// without a TTFT objective): the objective's deadline, or twice the router's prediction for a
+// prompt it expected to take longer (a long one, or a busy prefill pool it still preferred).
+// Each attempt's deadline is this, bounded by the client's deadline and the attempt timeout;
+// the prefill worker takes its queue in that order (prefill_worker/queue_order.h).
+inline absl::Time OffloadCutoff(const OffloadBudget& budget, absl::Time admitted) {
+  if (budget.ttft_deadline == absl::InfiniteFuture()) return absl::InfiniteFuture();
+  return std::max(budget.ttft_deadline, admitted + 2 * budget.predicted);
+}
+
 // One offloaded prefill: the whole prompt; KV for positions [first_position,
 // first_position + num_tokens) goes into `target`'s blocks.
 struct PrefillJob {
@@ -53,6 +64,9 @@ struct PrefillJob {
   int num_tokens = 0;
   // The worker stops computing and writing at this time.
   absl::Time deadline;
+  // When the request's TTFT objective falls due (InfiniteFuture: it has none); the prefill
+  // worker computes its queue in this order.
+  absl::Time ttft_due = absl::InfiniteFuture();
 };
 
 // A prefill worker's answer once the prompt is computed and its KV sent.

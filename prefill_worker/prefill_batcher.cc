@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "prefill_worker/batch_packer.h"
+#include "prefill_worker/queue_order.h"
 
 namespace pdserve::prefill {
 namespace {
@@ -124,7 +125,7 @@ absl::Status PrefillBatcher::Submit(std::unique_ptr<PrefillJob> job) {
   if (stop_ || draining_)
     return absl::UnavailableError("prefill worker is draining; send the prefill elsewhere");
   CountPendingLocked(job->prompt.size(), +1);
-  queue_.push_back(std::move(job));
+  InsertByDue(queue_, std::move(job), [](const std::unique_ptr<PrefillJob>& j) { return j->due; });
   return absl::OkStatus();
 }
 

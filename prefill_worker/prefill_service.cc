@@ -1,6 +1,7 @@
 #include "prefill_worker/prefill_service.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -33,6 +34,16 @@ absl::StatusOr<std::unique_ptr<PrefillJob>> JobFromRequest(const v1::PrefillRequ
   job->request_id = request.request_id();
   job->arrival = absl::Now();
   job->deadline = deadline;
+  job->due = deadline;
+  if (request.has_ttft_due_in_ms()) {
+    const double due_in_ms = request.ttft_due_in_ms();
+    constexpr double kDayMs = 86400e3;
+    if (!(std::abs(due_in_ms) <= kDayMs)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ttft_due_in_ms: ", due_in_ms, " is not a number within a day either way"));
+    }
+    job->due = job->arrival + absl::Milliseconds(due_in_ms);
+  }
   for (int i = 0; i < request.token_ids_size(); ++i) {
     const uint32_t id = request.token_ids(i);
     if (id >= static_cast<uint32_t>(vocab_size)) {

@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "prefill_worker/batch_packer.h"
+#include "prefill_worker/queue_order.h"
 
 namespace pdserve::sim {
 namespace {
@@ -35,7 +36,7 @@ SimPrefillWorker::SimPrefillWorker(const WorkerShape& shape, const CostModelPara
     : shape_(shape), timing_(timing), link_(link) {}
 
 void SimPrefillWorker::Submit(const SimPrefillJob& job) {
-  queue_.push_back(job);
+  prefill::InsertByDue(queue_, job, [](const SimPrefillJob& j) { return j.due_ms; });
   queued_tokens_ += job.prompt_tokens;
   queued_token_squares_ += Square(job.prompt_tokens);
 }

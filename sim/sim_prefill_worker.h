@@ -1,4 +1,5 @@
-// A prefill worker in virtual time: its FIFO queue packed into forwards by the product's rule
+// A prefill worker in virtual time: its queue, in the product's order (earliest due first:
+// prefill::InsertByDue), packed into forwards by the product's rule
 // (prefill::BatchPacker), each forward timed by the calibration's prefill fit over the batch's
 // prompts, and each job's KV shipped over the worker's link, layer by layer while the next
 // layer computes (or in bulk after the forward), as the real batcher does. The batch ends when
@@ -22,6 +23,9 @@ struct SimPrefillJob {
   int prompt_tokens = 0;    // Computed (the whole prompt: the prefill worker has no cache).
   int transfer_tokens = 0;  // Shipped (the decode worker's uncached suffix).
   double arrival_ms = 0;
+  // When it is due (its TTFT objective's deadline, else the call's): the queue's order, as
+  // the real prefill worker's (PrefillRequest.ttft_due_in_ms).
+  double due_ms = 0;
 };
 
 struct SimPrefillDone {

@@ -189,6 +189,7 @@ class ScriptedPrefillClient : public PrefillClient {
     p->first_position = job.first_position;
     p->arrival = absl::Now();
     p->deadline = job.deadline;
+    p->due = job.ttft_due != absl::InfiniteFuture() ? job.ttft_due : job.deadline;
     p->done = [finish, worker = target.worker_id](const prefill::PrefillJobResult& r) {
       if (!r.status.ok()) {
         finish(r.status);

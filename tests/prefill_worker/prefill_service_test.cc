@@ -2,6 +2,7 @@
 // any compute with a status naming the field and the limit; an unknown transfer's
 // CancelPrefill is answered as stopped (the worker never writes for a token it does not
 // know); --help and bad flags behave.
+#include <cmath>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -103,6 +104,10 @@ TEST_F(PrefillServiceTest, MalformedRequestsNameTheFieldAndTheLimit) {
       {"token count mismatch",
        [](v1::PrefillRequest* r) { r->mutable_target()->set_num_tokens(3); },
        grpc::StatusCode::INVALID_ARGUMENT, "target.num_tokens"},
+      {"TTFT due not a number", [](v1::PrefillRequest* r) { r->set_ttft_due_in_ms(std::nan("")); },
+       grpc::StatusCode::INVALID_ARGUMENT, "ttft_due_in_ms"},
+      {"TTFT due in two days", [](v1::PrefillRequest* r) { r->set_ttft_due_in_ms(172800e3); },
+       grpc::StatusCode::INVALID_ARGUMENT, "within a day"},
       {"other model", [](v1::PrefillRequest* r) { r->mutable_target()->set_model_fingerprint(1); },
        grpc::StatusCode::FAILED_PRECONDITION, "fingerprint"},
       {"other head_dim",

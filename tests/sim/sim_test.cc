@@ -111,6 +111,25 @@ TEST(SimTest, AnOffloadedRequestWaitsForItsPrefillAndTransfer) {
   EXPECT_EQ(result->counters.prefill_batches, 1u);
 }
 
+// The simulated prefill worker takes its queue in the product's order: a job due sooner goes
+// ahead of one queued before it (prefill::InsertByDue), equals in arrival order.
+TEST(SimTest, ThePrefillQueueIsEarliestDueFirst) {
+  WorkerShape shape = Profile().shape;
+  shape.prefill_max_batch_tokens = 100;  // One 100-token job a forward.
+  SimPrefillWorker worker(shape, Profile().timing, LinkModel{});
+  worker.Submit({.request = 0, .prompt_tokens = 100, .transfer_tokens = 100, .due_ms = 0});
+  ASSERT_GT(worker.StartBatch(0), 0);  // Computing request 0.
+  worker.Submit({.request = 1, .prompt_tokens = 100, .transfer_tokens = 100, .due_ms = 9000});
+  worker.Submit({.request = 2, .prompt_tokens = 100, .transfer_tokens = 100, .due_ms = 900});
+  worker.Submit({.request = 3, .prompt_tokens = 100, .transfer_tokens = 100, .due_ms = 9000});
+  std::vector<int> order;
+  for (int i = 0; i < 4; ++i) {
+    for (const SimPrefillDone& d : worker.FinishBatch()) order.push_back(d.job.request);
+    worker.StartBatch(0);
+  }
+  EXPECT_EQ(order, (std::vector<int>{0, 2, 1, 3}));
+}
+
 TEST(SimTest, LayerwiseTransfersOverlapTheForwardAndBulkOnesFollowIt) {
   const LinkModel fast{.bytes_per_ms = 1e6, .latency_ms = 1, .layerwise = true};
   // 4 layers of 1 MB: 1 ms each on the link, the forward 40 ms: only the last layer follows
