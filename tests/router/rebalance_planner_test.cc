@@ -115,27 +115,24 @@ TEST(RebalancePlannerTest, OneOrderMovesWorkersUpToTheBalancePoint) {
   const PlannerSnapshot s =
       Snapshot({Decode("d0", 30, 155, /*can_switch=*/false), Prefill("p4", 0.5), Prefill("p1", 0.2),
                 Prefill("p0", 0.1), Prefill("p3", 0.4), Prefill("p2", 0.3)});
-  RebalanceConfig config = Config();
-  config.max_moves = 5;
-  {
+  // The orders of a planner allowed `max_moves`, after three looks.
+  auto orders_with = [&](int max_moves) {
+    RebalanceConfig config = Config();
+    config.max_moves = max_moves;
     RebalancePlanner planner(config);
     absl::Time now = kStart;
-    const std::vector<RebalanceOrder> orders = LookTimesAll(planner, s, 3, &now);
-    ASSERT_EQ(orders.size(), 3u);
-    EXPECT_EQ(orders[0].worker_id, "p0");
-    EXPECT_EQ(orders[1].worker_id, "p1");
-    EXPECT_EQ(orders[2].worker_id, "p2");
-    for (const RebalanceOrder& o : orders) EXPECT_EQ(o.to, WorkerRole::kDecode);
-    EXPECT_TRUE(absl::StrContains(orders[0].reason, "0.85 after 3 moves")) << orders[0].reason;
-  }
-  {
-    config.max_moves = 2;
-    RebalancePlanner planner(config);
-    absl::Time now = kStart;
-    const std::vector<RebalanceOrder> orders = LookTimesAll(planner, s, 3, &now);
-    ASSERT_EQ(orders.size(), 2u);
-    EXPECT_EQ(orders[1].worker_id, "p1");
-  }
+    return LookTimesAll(planner, s, 3, &now);
+  };
+  const std::vector<RebalanceOrder> orders = orders_with(5);
+  ASSERT_EQ(orders.size(), 3u);
+  EXPECT_EQ(orders[0].worker_id, "p0");
+  EXPECT_EQ(orders[1].worker_id, "p1");
+  EXPECT_EQ(orders[2].worker_id, "p2");
+  for (const RebalanceOrder& o : orders) EXPECT_EQ(o.to, WorkerRole::kDecode);
+  EXPECT_TRUE(absl::StrContains(orders[0].reason, "0.85 after 3 moves")) << orders[0].reason;
+  const std::vector<RebalanceOrder> two = orders_with(2);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].worker_id, "p1");
 }
 
 TEST(RebalancePlannerTest, NoSwitchThatEmptiesOrDoesNotHelpOrInterruptsAnother) {
