@@ -119,6 +119,7 @@ PlacementInputs BuildPlacementInputs(const WorkerEntry& decode, int prompt_token
   in.decode.pending_prefill_token_squares = decode.load.pending_prefill_token_squares;
   in.decode.step_token_budget = r.max_num_batched_tokens;
   in.decode.attention_per_decode = decode.attention_per_decode;
+  in.decode.measured_step_ms = decode.measured_step_ms;
   in.decode.fingerprint = r.model_fingerprint;
   in.decode.kv_bytes_per_token = r.kv_bytes_per_token();
   in.decode.num_layers = r.kv_layout.num_layers;

@@ -98,6 +98,12 @@ void WorkerRegistry::ObserveStepsLocked(WorkerEntry* e, const std::vector<StepOb
         fp, {.decode = decode, .decode_attention = decode * e->attention_per_decode});
     const double predicted = cost_model_->ObserveStep(fp, work, s.duration_ms);
     if (predicted > 0) metrics_->step_prediction_ratio.Observe(s.duration_ms / predicted);
+    if (decode > 0) {
+      constexpr double kWeight = 0.05;  // ~20 steps: a few reports.
+      e->measured_step_ms = e->measured_step_ms > 0
+                                ? (1 - kWeight) * e->measured_step_ms + kWeight * s.duration_ms
+                                : s.duration_ms;
+    }
     if (prefill == 0 && decode > 0) {
       e->attention_per_decode = work.decode_attention / decode;
     } else if (prefill > 0 && decode > 0) {
@@ -114,6 +120,7 @@ bool WorkerRegistry::Report(uint64_t session, const WorkerReport& report) {
   WorkerEntry* e = FindSessionLocked(session);
   if (e == nullptr) return false;
   ObserveStepsLocked(e, report.steps);
+  if (report.load.running == 0) e->measured_step_ms = 0;  // No stream: nothing to slow.
   const bool was_accepting = e->accepting();
   e->load = report.load;
   if (e->switching) {

@@ -72,6 +72,9 @@ struct WorkerEntry {
   ArrivalMix arrivals{kArrivalWindow};
   // Attention work per running decode in its latest decode-only step (cost model input).
   double attention_per_decode = 0;
+  // Its steps with decodes, as they took (ms): a moving average over the last ~20 reported
+  // (0 while it runs no stream). What its streams' TPOT is now, whatever the model predicts.
+  double measured_step_ms = 0;
   absl::flat_hash_map<uint64_t, std::shared_ptr<WorkerListener>> listeners;
   // TPOT objectives of the requests relayed to it now (by lease key), and all of them in
   // order: the tightest is what a local prefill there must not break.

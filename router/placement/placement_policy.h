@@ -32,6 +32,8 @@ struct DecodeCandidate {
   double pending_prefill_token_squares = 0;  // Its attention work (LoadSnapshot's); 0: unknown.
   int step_token_budget = 512;  // max_num_batched_tokens: decodes first, the rest prefill.
   double attention_per_decode = 0;
+  // Its recent steps with decodes as they took (ms; 0: none measured): its streams' TPOT now.
+  double measured_step_ms = 0;
   uint64_t fingerprint = 0;
   int64_t kv_bytes_per_token = 0;  // All layers, K and V.
   int num_layers = 1;

@@ -358,6 +358,15 @@ TEST(PlacementPolicyTest, ShortPromptsMoveOnlyWhenTheyBreakTheMeanTpot) {
   d = (*policy)->Decide(Arriving(Inputs(50, 0, 8), 40), model);
   EXPECT_FALSE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "short_prompt");
+  // Unless the worker's steps, as measured, already take longer than the objective: the
+  // prediction is wrong there, and the prompt moves as one that breaks it.
+  PlacementInputs measured = Arriving(Inputs(50, 0, 8), 40);
+  measured.decode.measured_step_ms = 26;
+  d = (*policy)->Decide(measured, model);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  measured.decode.measured_step_ms = 24;  // Within it: the prediction decides.
+  EXPECT_FALSE((*policy)->Decide(measured, model).offload);
   // So do 100-token prompts arriving rarely: their one 28 ms step is slower than the
   // objective, but a stream's TPOT is its mean, which they barely move.
   d = (*policy)->Decide(Arriving(Inputs(100, 0, 8), 1), model);

@@ -309,6 +309,31 @@ TEST_F(RegistryTest, LeasesCarryTheirTpotObjectives) {
   EXPECT_TRUE(objectives().empty());
 }
 
+// A decode worker's steps with decodes, as reported, make its measured step time (a moving
+// average); prefill-only steps do not count, and a report with no stream running clears it.
+TEST_F(RegistryTest, ReportedStepsMakeTheMeasuredStepTime) {
+  auto a = registry_.Register(Registration("a", WorkerRole::kDecode));
+  ASSERT_TRUE(a.ok());
+  auto measured = [&] {
+    double ms = -1;
+    registry_.WithLock([&](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
+      ms = workers[0]->measured_step_ms;
+    });
+    return ms;
+  };
+  WorkerReport r = Load(4);
+  r.steps.push_back({.num_decode = 4, .duration_ms = 20});
+  ASSERT_TRUE(registry_.Report(*a, r));
+  EXPECT_DOUBLE_EQ(measured(), 20);  // The first step sets it.
+  r.steps = {{.num_decode = 4, .num_prefill_tokens = 100, .duration_ms = 40},
+             {.num_decode = 0, .num_prefill_tokens = 500, .duration_ms = 400}};
+  ASSERT_TRUE(registry_.Report(*a, r));
+  EXPECT_DOUBLE_EQ(measured(), 0.95 * 20 + 0.05 * 40);
+  r.steps.clear();
+  ASSERT_TRUE(registry_.Report(*a, Load(0)));
+  EXPECT_EQ(measured(), 0);
+}
+
 // Leases count their streams by the tokens they may generate (the cost model's short
 // streams), and Release takes each back.
 TEST_F(RegistryTest, LeasesCountTheirStreamsByLength) {
