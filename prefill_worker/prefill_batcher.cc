@@ -125,7 +125,6 @@ absl::Status PrefillBatcher::Submit(std::unique_ptr<PrefillJob> job) {
   if (stop_ || draining_)
     return absl::UnavailableError("prefill worker is draining; send the prefill elsewhere");
   CountPendingLocked(job->prompt.size(), +1);
-  if (job->due == absl::InfiniteFuture()) job->due = job->deadline;  // Not told: its deadline.
   InsertByDue(queue_, std::move(job), [](const std::unique_ptr<PrefillJob>& j) { return j->due; });
   return absl::OkStatus();
 }

@@ -43,8 +43,8 @@ struct PrefillJob {
   int first_position = 0;  // First position written (block aligned).
   absl::Time arrival;
   absl::Time deadline = absl::InfiniteFuture();
-  // When the request's TTFT objective falls due (unset: its deadline): the queue's order
-  // (prefill_worker/queue_order.h).
+  // When the request's TTFT objective falls due (its deadline when it has none): the queue's
+  // order (prefill_worker/queue_order.h).
   absl::Time due = absl::InfiniteFuture();
   std::function<void(const PrefillJobResult&)> done;  // Called exactly once.
 };
