@@ -185,7 +185,12 @@ void OffloadCoordinator::OnAdded(Sequence* seq, std::shared_ptr<Offload> offload
     return;
   }
   seq->admitted = clock_->Now();
-  offload->offload_cutoff = OffloadCutoff(offload->budget, seq->admitted);
+  if (offload->budget.ttft_deadline != absl::InfiniteFuture()) {
+    // A prompt the router expected to take longer than the objective (a long one, or a busy
+    // prefill pool it still preferred) gets twice its prediction.
+    offload->offload_cutoff =
+        std::max(offload->budget.ttft_deadline, seq->admitted + 2 * offload->budget.predicted);
+  }
   offload->cached_tokens = seq->num_computed;
   offloads_[seq] = offload;
   StartAttempt(offload.get());

@@ -7,7 +7,6 @@
 #ifndef PDSERVE_DECODE_WORKER_PREFILL_CLIENT_H_
 #define PDSERVE_DECODE_WORKER_PREFILL_CLIENT_H_
 
-#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,16 +40,6 @@ struct OffloadBudget {
   // The router's predicted offload time (queue, prefill and transfer); zero: unknown.
   absl::Duration predicted = absl::ZeroDuration();
 };
-
-// When an offload admitted at `admitted` stops being worth waiting for (InfiniteFuture
-// without a TTFT objective): the objective's deadline, or twice the router's prediction for a
-// prompt it expected to take longer (a long one, or a busy prefill pool it still preferred).
-// Each attempt's deadline is this, bounded by the client's deadline and the attempt timeout;
-// the prefill worker takes its queue in that order (prefill_worker/queue_order.h).
-inline absl::Time OffloadCutoff(const OffloadBudget& budget, absl::Time admitted) {
-  if (budget.ttft_deadline == absl::InfiniteFuture()) return absl::InfiniteFuture();
-  return std::max(budget.ttft_deadline, admitted + 2 * budget.predicted);
-}
 
 // One offloaded prefill: the whole prompt; KV for positions [first_position,
 // first_position + num_tokens) goes into `target`'s blocks.

@@ -12,7 +12,6 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "decode_worker/offload_coordinator.h"
-#include "decode_worker/prefill_client.h"
 #include "prometheus/registry.h"
 #include "router/cost_model.h"
 #include "router/decision_log.h"
@@ -374,23 +373,18 @@ void Simulation::Submit(int r) {
   }
   const int tokens = static_cast<int>(s.prompt.size());
   // When it is due at the prefill worker, which orders its queue: as the real decode worker
-  // says, at its TTFT objective (the request's own or the router's default), else at the
-  // attempt's deadline.
+  // says, at its TTFT objective (the request's own or the router's default); without one at
+  // the call's deadline, the attempt timeout (no client deadline here).
   const router::SloConfig& slo = requests_[r].slo.value_or(config_.policy.slo);
-  const absl::Time admitted = epoch_ + absl::Milliseconds(now_ms_);
-  decode::OffloadBudget budget;
-  if (slo.ttft_ms > 0) budget.ttft_deadline = epoch_ + absl::Milliseconds(s.sent_ms + slo.ttft_ms);
-  budget.predicted =
-      absl::Milliseconds(std::max(0.0, result_.requests[r].predicted.predicted_offload_cost_ms));
-  const absl::Time deadline = std::min(decode::OffloadCutoff(budget, admitted),
-                                       admitted + decode::OffloadConfig{}.attempt_timeout);
-  s.prefill_done.job =
-      SimPrefillJob{.request = r,
-                    .prompt_tokens = tokens,
-                    .transfer_tokens = tokens - cached,
-                    .arrival_ms = now_ms_ + config_.rpc_ms,
-                    .due_ms = slo.ttft_ms > 0 ? s.sent_ms + slo.ttft_ms
-                                              : absl::ToDoubleMilliseconds(deadline - epoch_)};
+  const double due_ms =
+      slo.ttft_ms > 0
+          ? s.sent_ms + slo.ttft_ms
+          : now_ms_ + absl::ToDoubleMilliseconds(decode::OffloadConfig{}.attempt_timeout);
+  s.prefill_done.job = SimPrefillJob{.request = r,
+                                     .prompt_tokens = tokens,
+                                     .transfer_tokens = tokens - cached,
+                                     .arrival_ms = now_ms_ + config_.rpc_ms,
+                                     .due_ms = due_ms};
   Schedule(now_ms_ + config_.rpc_ms, EventKind::kAtPrefill, r, s.prefill.front());
 }
 
