@@ -75,9 +75,28 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   }
   busy_share = std::clamp(busy_share, 0.0, 0.95);
   e.tpot_local_ms = step_decode / (1 - busy_share);
+  // The local backlog ahead of it, then its own chunks. Its attention is its prompts' own (a
+  // worker that does not report it: taken as one prompt, which overrates many short ones).
+  const double backlog = static_cast<double>(d.pending_prefill_tokens);
+  StepWork backlog_work = StepWork::Chunk(backlog, 0);
+  if (d.pending_prefill_token_squares > 0)
+    backlog_work.prefill_attention = (d.pending_prefill_token_squares + backlog) / 2;
+  const double backlog_part =
+      backlog > 0 ? std::max(0.0, model.StepMs(fp, backlog_work) - base) : 0;
+  const double backlog_chunks = std::ceil(backlog / chunk);
+  const double queue_local = backlog_chunks * step_decode + backlog_part;
+  e.ttft_local_ms = queue_local + chunks * step_decode + prefill_part;
+  // A short stream beside it runs through the backlog's chunks and then its own: all of them
+  // mixed steps. (Counting its own chunks alone, bursts of short prompts with 1-16-token
+  // outputs queued local prefills whose steps stretched past the objective for every stream
+  // that ran through them, while each prompt alone looked harmless: 0.84x always_offload at
+  // 8 GPUs, pdserve-sim's workload family.)
+  const double drain_chunks = backlog_chunks + chunks;
+  const double drain_part = backlog_part + prefill_part;
   // That mean holds for streams long beside the prefill. A stream of n decode steps sees at
-  // most min(n, chunks) of its mixed steps, so its mean step grows by the prefill's part of a
-  // mixed step times min(1, chunks / n): whole for a stream shorter than the prefill. Averaged
+  // most min(n, C) mixed steps, C the chunks of the backlog and the prefill, so its mean step
+  // grows by the prefills' part of a mixed step times min(1, C / n): whole for a stream
+  // shorter than they are. Averaged
   // over the streams beside it (those of unknown length taken as long). (Without it, when
   // code-completion traffic (outputs of 1-16 tokens) followed chat traffic, cost_model kept
   // prompts of thousands of tokens local beside such streams, predicted the mean TPOT within
@@ -96,26 +115,16 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
     // average, gave 2-3 % less goodput on the shifting mix of bench/README and the same on
     // the traces.)
     const double steps = std::ldexp(1.0, b) - 1;
-    const double mixed = std::min(1.0, chunks / steps);
+    const double mixed = std::min(1.0, drain_chunks / steps);
     unjudged_weight += mixed * (n - d.short_streams.with_objective[b]);
     judged_weight += mixed * d.short_streams.inverse_tpot_ms[b];
     counted += n;
   }
   if (counted > 0) {
-    const double per_stream = prefill_part / chunks / std::max<double>(running, counted);
+    const double per_stream = drain_part / drain_chunks / std::max<double>(running, counted);
     e.short_streams_delay_ms = per_stream * unjudged_weight;
     e.short_streams_delay_share = per_stream * judged_weight;
   }
-  // Local backlog ahead of it, then its own chunks. Its attention is its prompts' own (a
-  // worker that does not report it: taken as one prompt, which overrates many short ones).
-  const double backlog = static_cast<double>(d.pending_prefill_tokens);
-  StepWork backlog_work = StepWork::Chunk(backlog, 0);
-  if (d.pending_prefill_token_squares > 0)
-    backlog_work.prefill_attention = (d.pending_prefill_token_squares + backlog) / 2;
-  const double queue_local = backlog > 0 ? std::ceil(backlog / chunk) * step_decode +
-                                               std::max(0.0, model.StepMs(fp, backlog_work) - base)
-                                         : 0;
-  e.ttft_local_ms = queue_local + chunks * step_decode + prefill_part;
 
   // Offload: the prefill worker recomputes the whole prompt; only the last layer's transfer
   // is not hidden behind compute.

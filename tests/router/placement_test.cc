@@ -448,6 +448,36 @@ TEST(PlacementPolicyTest, ShortStreamsBesideALocalPrefillSeeItsMixedSteps) {
   EXPECT_EQ(policy->Decide(in, model).estimate.short_streams_delay_ms, 0);
 }
 
+// A short stream beside a local prefill runs through the local backlog's chunks before the
+// prefill's own: with a backlog, a prompt that alone would barely touch the short streams
+// lengthens a stretch of steps they spend wholly above their objective.
+TEST(PlacementPolicyTest, ShortStreamsRunThroughTheLocalBacklogToo) {
+  CostModel model(Params());
+  auto policy = CostModelWithSlo(/*ttft_ms=*/100000, /*tpot_ms=*/30);
+  ASSERT_NE(policy, nullptr);
+  // A 100-token prompt beside 12 streams of 4-7 tokens: one 10 ms mixed step of their 3 or
+  // more, 3.3 ms more per token each; 22/30 + 3.3/30 < 1: local.
+  PlacementInputs in = Inputs(100, 0, 12);
+  for (int i = 0; i < 12; ++i) in.decode.short_streams.Add(StreamLengthBucket(4), 0);
+  PlacementDecision d = policy->Decide(in, model);
+  EXPECT_NEAR(d.estimate.short_streams_delay_ms, 10.0 / 3, 1e-6);
+  EXPECT_FALSE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "short_prompt");
+  // Behind 1,400 tokens of local prefills: 3 chunks then its own, 150 ms of prefill over 4
+  // steps, every one of the short streams' steps: 37.5 ms more per token. It moves.
+  in.decode.pending_prefill_tokens = 1400;
+  d = policy->Decide(in, model);
+  EXPECT_NEAR(d.estimate.short_streams_delay_ms, 150.0 / 4, 1e-6);
+  EXPECT_NEAR(d.estimate.ttft_local_ms, 3 * 22 + 140 + 22 + 10, 1e-6);
+  EXPECT_TRUE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "local_exceeds_tpot_slo");
+  // Long streams beside the same backlog: 4 mixed steps among hundreds; it stays.
+  in.decode.short_streams = {};
+  for (int i = 0; i < 12; ++i) in.decode.short_streams.Add(StreamLengthBucket(1000), 0);
+  d = policy->Decide(in, model);
+  EXPECT_FALSE(d.offload) << d.reason;
+}
+
 // Which long prompts break the mean TPOT: the worker keeps prompts up to some length local,
 // so a prompt's TPOT harm is that of its length class and the shorter ones at their measured
 // rates, held under --tpot_headroom of the objective.
