@@ -1,6 +1,23 @@
 # Third-party dependencies, all from Debian 12 packages (see scripts/install_deps.sh).
 # Which find_package calls work with Debian's packaging is noted at each one.
 
+if(PDSERVE_ENGINE_ONLY)
+  # What the engine and the layers under it (common/, text/, kvcache/) link, and the tests.
+  find_package(absl CONFIG REQUIRED)
+  find_package(nlohmann_json CONFIG REQUIRED)
+  find_package(Threads REQUIRED)
+  find_package(hwy CONFIG REQUIRED)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
+  add_library(re2::re2 ALIAS PkgConfig::RE2)
+  pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+  if(PDSERVE_BUILD_TESTS)
+    find_package(GTest CONFIG REQUIRED)
+    include(GoogleTest)
+  endif()
+  return()
+endif()
+
 # Protobuf: module mode (Debian ships no protobuf-config.cmake). gRPC's config calls it too.
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)

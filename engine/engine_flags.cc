@@ -13,7 +13,7 @@ ABSL_FLAG(std::string, backend, "cpu",
 ABSL_FLAG(int, threads, 0, "Forward-pass threads; 0 = all hardware threads.");
 ABSL_FLAG(std::string, cpu_isa, "auto",
           "Backend cpu: the kernels' instruction set: auto (the best this CPU has, capped by "
-          "$PDSERVE_MAX_CPU_ISA), avx512, avx2 or scalar.");
+          "$PDSERVE_MAX_CPU_ISA), avx512, avx2, neon (64-bit Arm) or scalar.");
 ABSL_FLAG(std::string, weight_dtype, "auto",
           "How weights are kept: auto (the checkpoint's dtype), f32, bf16 or f16.");
 ABSL_FLAG(std::vector<std::string>, cuda_graph_batch_sizes, {},

@@ -1,11 +1,14 @@
 #include "engine/half.h"
 
+#if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
+#endif
 
 namespace pdserve::engine {
 
 bool CpuHasF16c() {
+#if defined(__x86_64__)
   // CPUID leaf 1: ECX bit 29 is F16C (clang's __builtin_cpu_supports does not know "f16c").
   static const bool has = [] {
     unsigned eax, ebx, ecx, edx;
@@ -13,9 +16,14 @@ bool CpuHasF16c() {
     return (ecx & (1u << 29)) != 0 && __builtin_cpu_supports("avx");
   }();
   return has;
+#else
+  return false;  // An x86 extension.
+#endif
 }
 
 namespace {
+
+#if defined(__x86_64__)
 
 __attribute__((target("f16c,avx"))) void HalfToFloatF16c(const uint16_t* in, float* out, size_t n) {
   size_t i = 0;
@@ -34,6 +42,7 @@ __attribute__((target("f16c,avx"))) void FloatToHalfF16c(const float* in, uint16
   }
   for (; i < n; ++i) out[i] = FloatToHalf(in[i]);
 }
+#endif  // __x86_64__
 
 }  // namespace
 
@@ -89,12 +98,16 @@ uint16_t FloatToHalf(float f) {
 }
 
 void HalfToFloat(const uint16_t* in, float* out, size_t n) {
+#if defined(__x86_64__)
   if (CpuHasF16c()) return HalfToFloatF16c(in, out, n);
+#endif
   for (size_t i = 0; i < n; ++i) out[i] = HalfToFloat(in[i]);
 }
 
 void FloatToHalf(const float* in, uint16_t* out, size_t n) {
+#if defined(__x86_64__)
   if (CpuHasF16c()) return FloatToHalfF16c(in, out, n);
+#endif
   for (size_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
 }
 

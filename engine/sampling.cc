@@ -1,6 +1,8 @@
 #include "engine/sampling.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +15,7 @@
 namespace pdserve::engine {
 namespace {
 
+#if defined(__x86_64__)
 // The first index of the maximum (ties go to the lowest id). Vectorised: a max pass, then
 // a search for the first lane equal to it.
 __attribute__((target("avx512f"))) int32_t Argmax512(const float* x, int n) {
@@ -31,10 +34,13 @@ __attribute__((target("avx512f"))) int32_t Argmax512(const float* x, int n) {
   }
   return 0;  // All NaN.
 }
+#endif  // __x86_64__
 
 int32_t Argmax(absl::Span<const float> logits) {
+#if defined(__x86_64__)
   static const bool avx512 = CpuSupports(CpuIsa::kAvx512);
   if (avx512) return Argmax512(logits.data(), static_cast<int>(logits.size()));
+#endif
   int32_t best = 0;
   for (int32_t i = 1; i < static_cast<int32_t>(logits.size()); ++i) {
     if (logits[i] > logits[best]) best = i;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds pdserve with CMake + Ninja (+ ccache when present).
-# Usage: scripts/build.sh [release|demo|image|sanitize|tsan] [extra cmake args...]
+# Usage: scripts/build.sh [release|demo|image|sanitize|tsan|arm64] [extra cmake args...]
 #   release  (default) -> build/        RelWithDebInfo, -Werror
 #   demo               -> build-demo/   what scripts/demo.sh runs, and only that: Release (no
 #                                       debug info), no tests, benchmarks or CUDA backend
@@ -8,6 +8,9 @@
 #                                       what deploy/docker/Dockerfile builds
 #   sanitize           -> build-asan/   Debug, ASan + UBSan, -Werror, tests only
 #   tsan               -> build-tsan/   ThreadSanitizer: the server binaries and the stress test
+#   arm64              -> build-arm64/  the engine and its tests cross-compiled for 64-bit Arm
+#                                       (scripts/install_deps.sh --arm64); ctest runs them under
+#                                       qemu-user
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,8 +55,13 @@ case "$flavor" in
           -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF -DPDSERVE_TSAN_ABSEIL_SOURCE="$PWD/$dir/abseil-src")
     targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe fault_router_test)
     ;;
+  arm64)
+    dir=build-arm64
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON -DPDSERVE_ENGINE_ONLY=ON
+          -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake")
+    ;;
   *)
-    echo "usage: $0 [release|demo|image|sanitize|tsan] [cmake args...]" >&2
+    echo "usage: $0 [release|demo|image|sanitize|tsan|arm64] [cmake args...]" >&2
     exit 2
     ;;
 esac

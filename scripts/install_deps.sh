@@ -4,7 +4,13 @@
 # and touches neither the network nor apt's lists.
 #
 # Usage: scripts/install_deps.sh            # build + runtime + test dependencies
+#        scripts/install_deps.sh --arm64    # and, on x86-64, the Arm cross build's: Debian's
+#                                           # aarch64 toolchain, qemu-user and the engine's
+#                                           # libraries for arm64 (multiarch)
 set -euo pipefail
+
+arm64=false
+[[ "${1:-}" == --arm64 && "$(dpkg --print-architecture)" == amd64 ]] && arm64=true
 
 packages=(
   # Toolchain.
@@ -18,6 +24,11 @@ packages=(
   # coverage, test certificates (openssl), helm extraction (unzip), the HTTP front's SSE (curl).
   python3 python3-numpy python3-yaml nodejs npm prometheus gnuplot-nox gcovr openssl unzip curl
 )
+
+if $arm64; then
+  packages+=(g++-aarch64-linux-gnu qemu-user libabsl-dev:arm64 libre2-dev:arm64
+             libutf8proc-dev:arm64 libhwy-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -39,5 +50,8 @@ echo "install_deps: installing ${missing[*]}" >&2
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
+if $arm64 && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  "${sudo_cmd[@]}" dpkg --add-architecture arm64
+fi
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -5,13 +5,14 @@
 # suite and a 60 s soak among them; on an AVX-512 machine the multi-process suites once more
 # on the AVX2 kernels), then build with ASan+UBSan and run the unit tests again
 # under the sanitizers, build the router and workers with ThreadSanitizer and run the stress
-# test, and fuzz each libFuzzer target briefly.
+# test, fuzz each libFuzzer target briefly, and cross-compile the engine for 64-bit Arm and run
+# its tests under qemu-user (on x86-64 machines).
 # Fails when any step or test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs=$(nproc)
-scripts/install_deps.sh
+scripts/install_deps.sh --arm64
 
 echo "== formatting (clang-format, .clang-format) =="
 scripts/check_format.sh
@@ -44,4 +45,11 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:second_deadlock_stack=1:igno
 PDSERVE_STRESS_STREAMS=${PDSERVE_STRESS_STREAMS:-80} build-tsan/bin/fault_router_test --gtest_filter='*Stress*'
 echo "== fuzz smoke (libFuzzer, clang) =="
 scripts/fuzz.sh 15
+if [[ "$(uname -m)" == x86_64 ]]; then
+  # The engine on Arm: NEON (Highway) and scalar kernels, each checked as on x86 (the NumPy
+  # reference, batch invariance, chunked prefill); correctness only, emulated.
+  echo "== the engine cross-compiled for Arm (aarch64), its tests under qemu-user =="
+  scripts/build.sh arm64
+  (cd build-arm64 && ctest --output-on-failure --no-tests=error -j "$jobs" --timeout 900)
+fi
 echo "== all tests passed =="

@@ -1,6 +1,8 @@
 #include "engine/cpu/attention.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -17,10 +19,10 @@
 namespace pdserve::engine {
 namespace {
 
-#define PDS_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c")))
-
 // ---------------------------------------------------------------------------------------
-// AVX-512 path.
+// AVX-512 path (x86-64 builds only; CpuIsa::kAvx512 is never chosen elsewhere).
+#if defined(__x86_64__)
+#define PDS_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c")))
 
 PDS_AVX512 inline __mmask16 ChunkMask(int head_dim, int chunk) {
   const int n = head_dim - chunk * 16;
@@ -42,6 +44,7 @@ PDS_AVX512 inline __m512 LoadKv(const uint8_t* row, int chunk, __mmask16 mask) {
     }
   }
 }
+#endif  // __x86_64__
 
 constexpr int kPanel =
     PackedMatrix::kPanelWidth;  // 32 keys per score panel / dims per value panel.
@@ -77,6 +80,7 @@ void Softmax(CpuIsa isa, const AttentionRow* rows, int n, float scale, float* sc
   }
 }
 
+#if defined(__x86_64__)
 // Transposes a 16x16 block held in 16 registers: afterwards r[j][i] is the old r[i][j].
 PDS_AVX512 inline void Transpose16x16(__m512* r) {
   __m512 a[16], b[16];
@@ -206,9 +210,10 @@ PDS_AVX512 void AttendAvx512(const AttentionRow* rows, int n, int head_dim, floa
   }
   for (int r = 0; r < n; ++r) kernels::Scale(rows[r].out, inv_sum[r], head_dim);
 }
+#endif  // __x86_64__
 
 // ---------------------------------------------------------------------------------------
-// Highway path (AVX2): the AVX-512 path's structure with portable pieces. Scores through the
+// Highway path (AVX2, Arm): the AVX-512 path's structure with portable pieces. Scores through the
 // packed-panel GEMM of the set (one FMA chain over head_dim per score), the softmax's exponent
 // and the value pass from simd_kernels.h (one FMA chain over j per output element).
 
@@ -322,6 +327,7 @@ void AttendRows(CpuIsa isa, const KvLayout& layout, const uint8_t* pool_base, in
                  scratch->inv_sum.data());
     return;
   }
+#if defined(__x86_64__)
   switch (layout.dtype) {
     case DType::kF32:
       AttendAvx512<DType::kF32>(rows, num_rows, hd, scale, k, v, keys, scratch, stride);
@@ -333,6 +339,7 @@ void AttendRows(CpuIsa isa, const KvLayout& layout, const uint8_t* pool_base, in
       AttendAvx512<DType::kBF16>(rows, num_rows, hd, scale, k, v, keys, scratch, stride);
       break;
   }
+#endif
 }
 
 }  // namespace pdserve::engine

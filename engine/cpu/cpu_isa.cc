@@ -33,6 +33,18 @@ bool HasAvx512() {
 #endif
 }
 
+bool HasNeon() {
+#if defined(__aarch64__)
+  return true;  // Advanced SIMD is mandatory in AArch64.
+#else
+  return false;
+#endif
+}
+
+bool IsX86(CpuIsa isa) { return isa == CpuIsa::kAvx2 || isa == CpuIsa::kAvx512; }
+
+constexpr CpuIsa kAllIsas[] = {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kNeon};
+
 }  // namespace
 
 const char* CpuIsaName(CpuIsa isa) {
@@ -43,17 +55,19 @@ const char* CpuIsaName(CpuIsa isa) {
       return "avx2";
     case CpuIsa::kAvx512:
       return "avx512";
+    case CpuIsa::kNeon:
+      return "neon";
   }
   return "?";
 }
 
 absl::StatusOr<CpuIsa> ParseCpuIsa(absl::string_view name, absl::string_view flag) {
   if (name == "auto") return DefaultCpuIsa();
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+  for (CpuIsa isa : kAllIsas) {
     if (name == CpuIsaName(isa)) return isa;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, ": '", name, "' is not one of auto, avx512, avx2, scalar"));
+      absl::StrCat("--", flag, ": '", name, "' is not one of auto, avx512, avx2, neon, scalar"));
 }
 
 bool CpuSupports(CpuIsa isa) {
@@ -64,13 +78,17 @@ bool CpuSupports(CpuIsa isa) {
       return HasAvx2();
     case CpuIsa::kAvx512:
       return HasAvx512();
+    case CpuIsa::kNeon:
+      return HasNeon();
   }
   return false;
 }
 
 absl::Status CheckCpuSupports(CpuIsa isa) {
   if (CpuSupports(isa)) return absl::OkStatus();
-  const char* needs = isa == CpuIsa::kAvx2 ? "AVX2, FMA and F16C" : "AVX-512 F, DQ, BW and VL";
+  const char* needs = isa == CpuIsa::kAvx2     ? "AVX2, FMA and F16C"
+                      : isa == CpuIsa::kAvx512 ? "AVX-512 F, DQ, BW and VL"
+                                               : "AArch64's Advanced SIMD";
   return absl::FailedPreconditionError(
       absl::StrCat("cpu_isa ", CpuIsaName(isa), " needs ", needs, ", which this CPU (",
                    CpuModelName().empty() ? "unknown" : CpuModelName(), ") lacks; its best is ",
@@ -84,14 +102,19 @@ absl::StatusOr<CpuIsa> DefaultCpuIsa() {
   const char* cap = std::getenv(kMaxCpuIsaEnv);
   const CpuIsa best = BestCpuIsa();
   if (cap == nullptr || *cap == '\0') return best;
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
-    if (absl::string_view(cap) == CpuIsaName(isa)) return std::min(isa, best);
+  for (CpuIsa isa : kAllIsas) {
+    if (absl::string_view(cap) != CpuIsaName(isa)) continue;
+    if (isa == CpuIsa::kScalar) return isa;
+    if (IsX86(isa) != IsX86(best) || best == CpuIsa::kScalar)
+      return best;  // Another architecture's.
+    return std::min(isa, best);
   }
   return absl::InvalidArgumentError(
-      absl::StrCat(kMaxCpuIsaEnv, ": '", cap, "' is not one of avx512, avx2, scalar"));
+      absl::StrCat(kMaxCpuIsaEnv, ": '", cap, "' is not one of avx512, avx2, neon, scalar"));
 }
 
 CpuIsa BestCpuIsa() {
+  if (HasNeon()) return CpuIsa::kNeon;
   if (HasAvx512()) return CpuIsa::kAvx512;
   if (HasAvx2()) return CpuIsa::kAvx2;
   return CpuIsa::kScalar;
@@ -99,7 +122,7 @@ CpuIsa BestCpuIsa() {
 
 std::vector<CpuIsa> SupportedCpuIsas() {
   std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kScalar}) {
+  for (CpuIsa isa : {CpuIsa::kNeon, CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kScalar}) {
     if (CpuSupports(isa)) out.push_back(isa);
   }
   return out;

@@ -18,14 +18,16 @@
 
 namespace pdserve::engine {
 
-// Ordered: a CPU that runs one runs every lower one of its architecture.
+// Ordered within an architecture: a CPU that runs one runs every lower one of its own
+// architecture (and scalar).
 enum class CpuIsa : uint8_t {
   kScalar,  // Portable C++: any CPU.
   kAvx2,    // x86-64 with AVX2, FMA and F16C (Haswell, Zen 1-3 and later).
   kAvx512,  // x86-64 with AVX-512 F, DQ, BW and VL (Skylake-SP, Ice Lake, Zen 4 and later).
+  kNeon,    // AArch64's Advanced SIMD (every 64-bit Arm CPU: Graviton, Ampere, Apple silicon).
 };
 
-// "scalar", "avx2", "avx512".
+// "scalar", "avx2", "avx512", "neon".
 const char* CpuIsaName(CpuIsa isa);
 // Parses a name as CpuIsaName writes it; "auto" gives DefaultCpuIsa(). The error names `flag`
 // and the choices.
@@ -38,6 +40,8 @@ absl::Status CheckCpuSupports(CpuIsa isa);
 CpuIsa BestCpuIsa();
 // The environment variable that caps "auto" (DefaultCpuIsa), e.g. PDSERVE_MAX_CPU_ISA=avx2
 // runs every model of the process on AVX2 on an AVX-512 machine (tests of the lower paths).
+// A cap that names another architecture's set caps nothing ("avx2" on Arm); "scalar" caps
+// every architecture.
 inline constexpr char kMaxCpuIsaEnv[] = "PDSERVE_MAX_CPU_ISA";
 // What "auto" means: BestCpuIsa(), capped by $PDSERVE_MAX_CPU_ISA when it is set (an unknown
 // name there is INVALID_ARGUMENT).

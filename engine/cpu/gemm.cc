@@ -1,6 +1,8 @@
 #include "engine/cpu/gemm.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -33,6 +35,10 @@ constexpr int BfloatSlot(int j) {
   return j < 16 ? (j / 4) * 8 + j % 4 : ((j - 16) / 4) * 8 + 4 + (j - 16) % 4;
 }
 
+using KernelFn = void (*)(const float*, int, const uint8_t*, int, float*, int, int, bool);
+
+// The intrinsics kernels exist in x86-64 builds only; elsewhere the portable one runs.
+#if defined(__x86_64__)
 // ---- AVX-512: MR rows x 32 columns, two zmm accumulators per row. ----
 constexpr int kMrAvx512 = 12;
 
@@ -85,8 +91,6 @@ __attribute__((target("avx512f,avx512bw"))) void KernelAvx512(const float* a, in
     _mm512_mask_storeu_ps(c + r * ldc + 16, mask1, acc1[r]);
   }
 }
-
-using KernelFn = void (*)(const float*, int, const uint8_t*, int, float*, int, int, bool);
 
 template <WeightType W, int... Rs>
 constexpr auto MakeAvx512Table(std::integer_sequence<int, Rs...>) {
@@ -141,6 +145,7 @@ __attribute__((target("avx2,fma,f16c"))) void KernelAvx2(const float* a, int lda
 template <WeightType W>
 constexpr std::array<KernelFn, kMrAvx2> kAvx2Kernels = {&KernelAvx2<1, W>, &KernelAvx2<2, W>,
                                                         &KernelAvx2<3, W>};
+#endif  // __x86_64__
 
 // The float value of element (k, column j) of a panel.
 float PanelValue(const uint8_t* b, WeightType type, int k, int j) {
@@ -167,6 +172,7 @@ void KernelScalar(const float* a, int lda, const uint8_t* b, WeightType type, in
   }
 }
 
+#if defined(__x86_64__)
 const KernelFn* Avx512Table(WeightType type) {
   switch (type) {
     case WeightType::kBF16:
@@ -188,15 +194,23 @@ const KernelFn* Avx2Table(WeightType type) {
       return kAvx2Kernels<WeightType::kF32>.data();
   }
 }
+#endif  // __x86_64__
 
 // Computes Y[:, panels p0..p1) for all rows. Panel p starts p * k_total * kPanel elements
 // into `panels`.
 void GemmPanelRange(CpuIsa isa, const float* x, int m, int ldx, const uint8_t* panels,
                     WeightType type, int n_total, int k_total, float* y, int ldy, int p0, int p1) {
-  const bool avx512 = isa == CpuIsa::kAvx512;
-  const bool avx2 = isa == CpuIsa::kAvx2;
-  const KernelFn* kernels = avx512 ? Avx512Table(type) : (avx2 ? Avx2Table(type) : nullptr);
-  const int mr = avx512 ? kMrAvx512 : (avx2 ? kMrAvx2 : 4);
+  const KernelFn* kernels = nullptr;
+  int mr = 4;
+#if defined(__x86_64__)
+  if (isa == CpuIsa::kAvx512) {
+    kernels = Avx512Table(type);
+    mr = kMrAvx512;
+  } else if (isa == CpuIsa::kAvx2) {
+    kernels = Avx2Table(type);
+    mr = kMrAvx2;
+  }
+#endif
   const size_t elem = WeightTypeBytes(type);
   const int block_k = m <= kStreamRows ? k_total : kBlockK;
   for (int k0 = 0; k0 < k_total; k0 += block_k) {

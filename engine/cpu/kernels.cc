@@ -1,6 +1,8 @@
 #include "engine/cpu/kernels.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +12,8 @@
 namespace pdserve::engine::kernels {
 namespace {
 
+// The AVX-512 kernels exist on x86-64 only (CpuIsa::kAvx512 is never chosen elsewhere).
+#if defined(__x86_64__)
 #define PDS_AVX512 __attribute__((target("avx512f,avx512dq")))
 
 PDS_AVX512 inline __mmask16 TailMask(int n) {
@@ -95,14 +99,17 @@ PDS_AVX512 void Axpy512(float w, const float* v, int n, float* out) {
     _mm512_mask_storeu_ps(out + i, m, _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, v + i), o));
   }
 }
+#endif  // __x86_64__
 
 }  // namespace
 
 void RmsNorm(CpuIsa isa, const float* x, const float* weight, float eps, int dim, float* y) {
+#if defined(__x86_64__)
   if (isa == CpuIsa::kAvx512) {
     RmsNorm512(x, weight, eps, dim, y);
     return;
   }
+#endif
   if (const SimdKernels* simd = SimdKernelsFor(isa)) {
     simd->rms_norm(x, weight, eps, dim, y);
     return;
@@ -118,10 +125,12 @@ void Add(float* y, const float* b, int n) {
 }
 
 void SiluMul(CpuIsa isa, const float* gate, const float* up, int n, float* out) {
+#if defined(__x86_64__)
   if (isa == CpuIsa::kAvx512) {
     SiluMul512(gate, up, n, out);
     return;
   }
+#endif
   if (const SimdKernels* simd = SimdKernelsFor(isa)) {
     simd->silu_mul(gate, up, n, out);
     return;
@@ -130,7 +139,9 @@ void SiluMul(CpuIsa isa, const float* gate, const float* up, int n, float* out) 
 }
 
 float ExpInPlaceSum(CpuIsa isa, float* x, int n) {
+#if defined(__x86_64__)
   if (isa == CpuIsa::kAvx512) return ExpSum512(x, n);
+#endif
   if (const SimdKernels* simd = SimdKernelsFor(isa)) return simd->exp_in_place_sum(x, n);
   float sum = 0;
   for (int i = 0; i < n; ++i) {
@@ -154,17 +165,21 @@ void ApplyRope(float* x, int num_heads, int head_dim, const float* cos, const fl
 }
 
 float Dot(CpuIsa isa, const float* a, const float* b, int n) {
+#if defined(__x86_64__)
   if (isa == CpuIsa::kAvx512) return Dot512(a, b, n);
+#endif
   float acc = 0;
   for (int i = 0; i < n; ++i) acc = std::fma(a[i], b[i], acc);
   return acc;
 }
 
 void Axpy(CpuIsa isa, float w, const float* v, int n, float* out) {
+#if defined(__x86_64__)
   if (isa == CpuIsa::kAvx512) {
     Axpy512(w, v, n, out);
     return;
   }
+#endif
   for (int i = 0; i < n; ++i) out[i] = std::fma(w, v[i], out[i]);
 }
 

@@ -10,9 +10,11 @@
 #include "engine/half.h"
 
 // Only the targets CpuIsa selects (plus Highway's baseline, always built): fewer copies to
-// compile.
+// compile. Not SVE: its vectors are sizeless, and the value pass keeps one accumulator per row
+// in an array (GCC refuses arrays of SVE vectors); Arm runs NEON.
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
+#define HWY_DISABLED_TARGETS \
+  (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/cpu/simd_kernels.cc"
@@ -198,6 +200,10 @@ const SimdKernels* SimdKernelsFor(CpuIsa isa) {
 #if HWY_TARGETS & HWY_AVX2
     case CpuIsa::kAvx2:
       return &N_AVX2::kSimdKernels;
+#endif
+#if HWY_TARGETS & HWY_NEON
+    case CpuIsa::kNeon:
+      return &N_NEON::kSimdKernels;
 #endif
     default:
       return nullptr;

@@ -1,6 +1,8 @@
 #include "engine/cpu/thread_pool.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 namespace pdserve::engine {
 namespace {
@@ -8,6 +10,15 @@ namespace {
 // About 20-50 us of spinning before a worker sleeps: long enough to catch the next kernel of
 // the same forward pass, short enough not to steal a core from other processes when idle.
 constexpr int kSpinIterations = 20000;
+
+// A spin-wait hint: it lets the core's other hardware thread run and saves power.
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
 
 }  // namespace
 
@@ -43,7 +54,7 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
   fn(0, n);
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
     if (spin < kSpinIterations) {
-      _mm_pause();
+      CpuRelax();
     } else {
       std::unique_lock<std::mutex> lock(mu_);
       done_.wait(lock, [this] { return pending_.load() == 0; });
@@ -80,7 +91,7 @@ void ThreadPool::WorkerLoop(int index) {
   while (true) {
     uint64_t current = generation_.load(std::memory_order_acquire);
     for (int spin = 0; current == seen && spin < kSpinIterations; ++spin) {
-      _mm_pause();
+      CpuRelax();
       current = generation_.load(std::memory_order_acquire);
     }
     if (current == seen) {

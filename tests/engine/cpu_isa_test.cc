@@ -33,7 +33,7 @@ class ScopedMaxIsa {
 };
 
 TEST(CpuIsaTest, NamesParseBackAndUnknownOnesNameTheFlagAndTheChoices) {
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kNeon}) {
     auto parsed = ParseCpuIsa(CpuIsaName(isa));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, isa);
@@ -51,7 +51,7 @@ TEST(CpuIsaTest, EverySupportedSetIncludesScalarAndTheBestComesFirst) {
   EXPECT_EQ(supported.front(), BestCpuIsa());
   EXPECT_EQ(supported.back(), CpuIsa::kScalar);
   for (CpuIsa isa : supported) EXPECT_TRUE(CheckCpuSupports(isa).ok()) << CpuIsaName(isa);
-  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kNeon}) {
     if (CpuSupports(isa)) continue;
     const absl::Status missing = CheckCpuSupports(isa);
     EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition);
@@ -72,6 +72,12 @@ TEST(CpuIsaTest, TheEnvironmentCapsAutoButNeverRaisesIt) {
   }
   {
     ScopedMaxIsa avx512("avx512");  // Above this CPU's best, if it lacks AVX-512: its best.
+    EXPECT_EQ(*ParseCpuIsa("auto"), BestCpuIsa());
+  }
+  {
+    // Another architecture's set caps nothing: x86 under "neon", Arm under "avx2".
+    const bool arm = CpuSupports(CpuIsa::kNeon);
+    ScopedMaxIsa foreign(arm ? "avx2" : "neon");
     EXPECT_EQ(*ParseCpuIsa("auto"), BestCpuIsa());
   }
   {
