@@ -6,7 +6,9 @@
 # Usage: scripts/fetch_abseil_source.sh DIR
 set -euo pipefail
 dir=$1
-version=$(dpkg-query -W -f='${source:Version}' libabsl-dev)
+# The native package's (with the Arm cross build's arm64 one beside it, an unqualified name
+# prints both).
+version=$(dpkg-query -W -f='${source:Version}' "libabsl-dev:$(dpkg --print-architecture)")
 if [[ -f "$dir/.version" && $(cat "$dir/.version") == "$version" ]]; then exit 0; fi
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi

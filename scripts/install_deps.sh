@@ -30,10 +30,18 @@ if $arm64; then
              libutf8proc-dev:arm64 libhwy-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)
 fi
 
+native=$(dpkg --print-architecture)
+# Whether PKG[:ARCH] is installed: an unqualified name is the native or architecture-independent
+# package (with arm64 ones beside it, dpkg-query lists every architecture's).
+installed() {
+  local name=${1%%:*} arch=$native
+  [[ "$1" == *:* ]] && arch=${1#*:}
+  dpkg-query -W -f='${Status} ${Architecture}\n' "$name" 2>/dev/null |
+    grep -qE "^install ok installed ($arch|all)\$"
+}
 missing=()
 for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 # Node/npm may come from outside Debian on some images; accept any working npm.
 if command -v npm >/dev/null 2>&1; then
