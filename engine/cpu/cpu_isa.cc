@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -43,6 +44,7 @@ bool HasNeon() {
 
 bool IsX86(CpuIsa isa) { return isa == CpuIsa::kAvx2 || isa == CpuIsa::kAvx512; }
 
+// Every set, each after those it implies (so reversed, a CPU's supported ones come best first).
 constexpr CpuIsa kAllIsas[] = {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kNeon};
 
 }  // namespace
@@ -122,8 +124,8 @@ CpuIsa BestCpuIsa() {
 
 std::vector<CpuIsa> SupportedCpuIsas() {
   std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::kNeon, CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kScalar}) {
-    if (CpuSupports(isa)) out.push_back(isa);
+  for (auto it = std::rbegin(kAllIsas); it != std::rend(kAllIsas); ++it) {  // Best first.
+    if (CpuSupports(*it)) out.push_back(*it);
   }
   return out;
 }
