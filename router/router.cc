@@ -153,9 +153,6 @@ void Router::Sweep() {
   while (!stop_sweeper_.WaitForNotificationWithTimeout(period)) {
     registry_->ExpireSilent(period);
     PublishClients(&shown_clients);
-    // Ready (pdserve.ready) while some decode worker can take requests: a Service then
-    // sends clients only to routers that can serve them.
-    server_->SetReady(registry_->ReadyDecodeWorkers() > 0);
   }
 }
 
@@ -197,7 +194,11 @@ void Router::Rebalance() {
 }
 
 void Router::Run(ShutdownSignal& shutdown) {
-  server_->SetReady(false);
+  // Ready (pdserve.ready) while some decode worker can take requests: a Service then sends
+  // clients only to routers that can serve them. It follows the registry at once: a probe
+  // right after the workers registered (`pdctl up`, then `pdctl health`) finds it ready.
+  registry_->ObserveReadyDecodeWorkers(
+      [server = server_.get()](int ready) { server->SetReady(ready > 0); });
   sweeper_ = std::thread([this] { Sweep(); });
   if (config_.rebalance) rebalancer_ = std::thread([this] { Rebalance(); });
   server_->SetServing(true);
@@ -255,6 +256,8 @@ Router::~Router() {
   if (sweeper_.joinable()) sweeper_.join();
   if (rebalancer_.joinable()) rebalancer_.join();
   if (http_front_) http_front_->StopAccepting();
+  // Streams that close from here on change the registry's counts: the server must not be told.
+  if (registry_) registry_->ObserveReadyDecodeWorkers(nullptr);
   server_.reset();
   StopHttpFront();
 }

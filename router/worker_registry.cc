@@ -308,7 +308,15 @@ void WorkerRegistry::PublishCountsLocked() {
     metrics_->Workers(name, "ready").Set(counts[role][1]);
     metrics_->Workers(name, "draining").Set(counts[role][2]);
   }
+  const bool changed = ready_decode_workers_ != counts[0][1];
   ready_decode_workers_ = counts[0][1];
+  if (changed && ready_observer_) ready_observer_(ready_decode_workers_);
+}
+
+void WorkerRegistry::ObserveReadyDecodeWorkers(std::function<void(int ready)> observer) {
+  absl::MutexLock lock(&mu_);
+  ready_observer_ = std::move(observer);
+  if (ready_observer_) ready_observer_(ready_decode_workers_);
 }
 
 void WorkerRegistry::EndSwitchLocked(const std::string& worker_id, const char* outcome) {

@@ -155,6 +155,10 @@ class WorkerRegistry {
   Clock* clock() const { return clock_; }
   // Decode workers registered and reporting (the router can place requests).
   int ReadyDecodeWorkers() const;
+  // `observer` is called with ReadyDecodeWorkers() now and whenever it changes, under the
+  // registry's lock (it must be quick and must not call back into the registry): the
+  // router's readiness follows its workers at once rather than at its next sweep.
+  void ObserveReadyDecodeWorkers(std::function<void(int ready)> observer);
   // Requests the accepting decode workers hold at most: their running slots (max_num_seqs)
   // plus `waiting_per_worker` each (per-client shares are of this).
   int64_t DecodeRequestSlots(int waiting_per_worker) const;
@@ -195,6 +199,7 @@ class WorkerRegistry {
   PrefixIndex prefix_ ABSL_GUARDED_BY(mu_);
   // Registered decode workers that have reported (kept by PublishCountsLocked).
   int ready_decode_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void(int ready)> ready_observer_ ABSL_GUARDED_BY(mu_);
   // Ordered role changes, by worker id: one at a time, finished by the worker's registration
   // in its new role, aborted when it takes work in its old role again, forgotten after
   // kForgetSwitchAfter (a worker that died meanwhile).

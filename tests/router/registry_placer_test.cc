@@ -119,6 +119,31 @@ TEST_F(RegistryTest, SilentWorkersExpireAndTheirRequestsAreTold) {
   registry_.Release(*a, key);  // Harmless after removal.
 }
 
+// The router's readiness follows the registry: told at once when the count of decode workers
+// that can take requests changes, and only then.
+TEST_F(RegistryTest, ReadyDecodeWorkersAreObservedAsTheyChange) {
+  std::vector<int> seen;
+  registry_.ObserveReadyDecodeWorkers([&](int ready) { seen.push_back(ready); });
+  EXPECT_EQ(seen, std::vector<int>({0}));
+  auto prefill = registry_.Register(Registration("p", WorkerRole::kPrefill));
+  auto decode = registry_.Register(Registration("d", WorkerRole::kDecode));
+  ASSERT_TRUE(prefill.ok() && decode.ok());
+  EXPECT_TRUE(registry_.Report(*prefill, Load()));
+  EXPECT_EQ(seen, std::vector<int>({0}));  // Registered, not yet reporting; and a prefill.
+  EXPECT_TRUE(registry_.Report(*decode, Load()));
+  EXPECT_EQ(seen, std::vector<int>({0, 1}));
+  EXPECT_TRUE(registry_.Report(*decode, Load(3)));
+  EXPECT_EQ(seen, std::vector<int>({0, 1}));  // The same count.
+  registry_.Unregister(*decode, "stream closed");
+  EXPECT_EQ(seen, std::vector<int>({0, 1, 0}));
+  registry_.ObserveReadyDecodeWorkers(nullptr);
+  auto again = registry_.Register(Registration("d", WorkerRole::kDecode));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(registry_.Report(*again, Load()));
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(registry_.ReadyDecodeWorkers(), 1);
+}
+
 // The router's drain ran out: every running request is told it ends here (not that its
 // worker left, which would let the relay place it again), and the workers stay registered.
 TEST_F(RegistryTest, InterruptAllEndsEveryRequestAndKeepsTheWorkers) {

@@ -120,6 +120,10 @@ TEST(PdctlTest, UpGenerateStatusDown) {
                            std::istreambuf_iterator<char>());
     EXPECT_TRUE(absl::StrContains(args, "--registration_token_file=" + token_file)) << p.name;
   }
+  // Up returns once every worker registered: the router is ready for clients then, not at
+  // its next sweep (a readiness probe right after up found it not serving).
+  ASSERT_EQ(Pdctl({"health", "--address=" + state->router, "--service=pdserve.ready"}, &log), 0)
+      << log;
   // A second up refuses while the first runs.
   EXPECT_EQ(Pdctl({"up", "-f", yaml}, &log), 1);
   EXPECT_TRUE(absl::StrContains(log, "already up")) << log;
