@@ -31,6 +31,9 @@ ABSL_FLAG(std::vector<std::string>, prefill_tokens, {},
 ABSL_FLAG(
     std::string, weight_dtype, "auto",
     "engine: how the model keeps its weights (auto = the checkpoint's dtype, f32, bf16, f16).");
+ABSL_FLAG(int, decode_context, 128,
+          "engine: the tokens each decoding sequence holds (the KV positions a decode step's "
+          "attention reads).");
 ABSL_FLAG(std::string, kv_dtype, "f32",
           "engine: the KV cache's element type (f32, f16, bf16), as the workers' --kv_dtype.");
 ABSL_FLAG(int, prefill_repetitions, 3, "engine: repetitions per prefill length.");
@@ -221,6 +224,11 @@ int main(int argc, char** argv) {
       config.thread_counts.push_back(n);
     }
     config.decode_steps = absl::GetFlag(FLAGS_decode_steps);
+    config.decode_context = absl::GetFlag(FLAGS_decode_context);
+    if (config.decode_context < 1) {
+      std::fprintf(stderr, "--decode_context: must be at least 1, got %d\n", config.decode_context);
+      return 2;
+    }
     config.prefill_repetitions = absl::GetFlag(FLAGS_prefill_repetitions);
     if (!absl::GetFlag(FLAGS_decode_batches).empty() &&
         !Ints("decode_batches", absl::GetFlag(FLAGS_decode_batches), &config.decode_batches))

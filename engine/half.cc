@@ -1,8 +1,12 @@
 #include "engine/half.h"
 
+#include <cmath>
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 namespace pdserve::engine {
@@ -42,11 +46,34 @@ __attribute__((target("f16c,avx"))) void FloatToHalfF16c(const float* in, uint16
   }
   for (; i < n; ++i) out[i] = FloatToHalf(in[i]);
 }
-#endif  // __x86_64__
+#elif defined(__aarch64__)
+
+// ARMv8-A's floating point converts between f16 and f32 in hardware (FCVT, and FCVTL/FCVTN on
+// vectors), exactly and with round-to-nearest-even on narrowing: what the scalar code does,
+// NaN payloads apart.
+void HalfToFloatNeon(const uint16_t* in, float* out, size_t n) {
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    vst1q_f32(out + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(in + i))));
+  for (; i < n; ++i) out[i] = HalfToFloat(in[i]);
+}
+
+void FloatToHalfNeon(const float* in, uint16_t* out, size_t n) {
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    vst1_u16(out + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(in + i))));
+  for (; i < n; ++i) out[i] = FloatToHalf(in[i]);
+}
+#endif  // __x86_64__, __aarch64__
 
 }  // namespace
 
 float HalfToFloat(uint16_t h) {
+#if defined(__aarch64__)
+  __fp16 half;
+  std::memcpy(&half, &h, 2);
+  return half;  // FCVT.
+#else
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   uint32_t exponent = (h >> 10) & 0x1f;
   uint32_t mantissa = h & 0x3ff;
@@ -71,9 +98,18 @@ float HalfToFloat(uint16_t h) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+#endif
 }
 
 uint16_t FloatToHalf(float f) {
+#if defined(__aarch64__)
+  if (!std::isnan(f)) {                          // A NaN keeps the scalar code's quiet NaN below.
+    const __fp16 half = static_cast<__fp16>(f);  // FCVT, round to nearest even.
+    uint16_t h;
+    std::memcpy(&h, &half, 2);
+    return h;
+  }
+#endif
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
@@ -100,6 +136,8 @@ uint16_t FloatToHalf(float f) {
 void HalfToFloat(const uint16_t* in, float* out, size_t n) {
 #if defined(__x86_64__)
   if (CpuHasF16c()) return HalfToFloatF16c(in, out, n);
+#elif defined(__aarch64__)
+  return HalfToFloatNeon(in, out, n);
 #endif
   for (size_t i = 0; i < n; ++i) out[i] = HalfToFloat(in[i]);
 }
@@ -107,6 +145,8 @@ void HalfToFloat(const uint16_t* in, float* out, size_t n) {
 void FloatToHalf(const float* in, uint16_t* out, size_t n) {
 #if defined(__x86_64__)
   if (CpuHasF16c()) return FloatToHalfF16c(in, out, n);
+#elif defined(__aarch64__)
+  return FloatToHalfNeon(in, out, n);
 #endif
   for (size_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
 }

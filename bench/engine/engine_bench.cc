@@ -445,6 +445,7 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
       {"model", dir},
       {"weight_dtype", results.front().weight_type},
       {"kv_dtype", cfg.kv_dtype},
+      {"decode_context_tokens", cfg.decode_context},
       {"instruction_set", results.front().instruction_set},
       {"machine", MachineInfo()},
       {"threads_for_headline", one.threads},

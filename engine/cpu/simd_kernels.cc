@@ -139,9 +139,19 @@ V LoadKv(D d, const uint8_t* row, DType dtype, size_t first, size_t head_dim) {
     const float* p = reinterpret_cast<const float*>(row) + first;
     return count == lanes ? hn::LoadU(d, p) : LoadTail(d, p, count);
   }
-  // Half types: widen through a buffer (exact; bf16 is a float's top half).
-  HWY_ALIGN float buf[hn::MaxLanes(D())] = {};
   const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + first;
+  if (count == lanes) {
+    // Widened in registers, exactly (F16C on the x86 targets, FCVTL on NEON; bf16 is a
+    // float's top half).
+    if (dtype == DType::kBF16) {
+      const hn::Rebind<hwy::bfloat16_t, D> dbf16;
+      return hn::PromoteTo(d, hn::LoadU(dbf16, reinterpret_cast<const hwy::bfloat16_t*>(p)));
+    }
+    const hn::Rebind<hwy::float16_t, D> df16;
+    return hn::PromoteTo(d, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(p)));
+  }
+  // The row's last, partial vector: through a buffer.
+  HWY_ALIGN float buf[hn::MaxLanes(D())] = {};
   for (size_t k = 0; k < count; ++k)
     buf[k] = dtype == DType::kBF16 ? Bf16ToFloat(p[k]) : HalfToFloat(p[k]);
   return hn::Load(d, buf);
