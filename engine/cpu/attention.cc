@@ -223,19 +223,28 @@ float LoadScalar(const uint8_t* row, DType dtype, int d);
 void PackKeysPortable(const uint8_t* const* k_rows, int keys, int head_dim, DType dtype,
                       float* panels) {
   const int num_panels = (keys + kPanel - 1) / kPanel;
+  // A half-precision key is widened a row at a time by the bulk conversions (F16C or NEON for
+  // f16), then strided into its panel; element by element, the f16 widening was scalar code.
+  std::vector<float> widened(dtype == DType::kF32 ? 0 : head_dim);
   for (int p = 0; p < num_panels; ++p) {
     float* panel = panels + static_cast<size_t>(p) * head_dim * kPanel;
     for (int lane = 0; lane < kPanel; ++lane) {
       const int key = p * kPanel + lane;
       if (key >= keys) {
         for (int d = 0; d < head_dim; ++d) panel[d * kPanel + lane] = 0;
-      } else if (dtype == DType::kF32) {
-        const float* k = reinterpret_cast<const float*>(k_rows[key]);
-        for (int d = 0; d < head_dim; ++d) panel[d * kPanel + lane] = k[d];
-      } else {
-        for (int d = 0; d < head_dim; ++d)
-          panel[d * kPanel + lane] = LoadScalar(k_rows[key], dtype, d);
+        continue;
       }
+      const float* k = reinterpret_cast<const float*>(k_rows[key]);
+      if (dtype != DType::kF32) {
+        const auto* half = reinterpret_cast<const uint16_t*>(k_rows[key]);
+        if (dtype == DType::kF16) {
+          HalfToFloat(half, widened.data(), head_dim);
+        } else {
+          Bf16ToFloat(half, widened.data(), head_dim);
+        }
+        k = widened.data();
+      }
+      for (int d = 0; d < head_dim; ++d) panel[d * kPanel + lane] = k[d];
     }
   }
 }
