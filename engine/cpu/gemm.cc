@@ -9,6 +9,7 @@
 #include <cmath>
 #include <utility>
 
+#include "engine/cpu/simd_gemm.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/half.h"
 
@@ -35,7 +36,7 @@ constexpr int BfloatSlot(int j) {
   return j < 16 ? (j / 4) * 8 + j % 4 : ((j - 16) / 4) * 8 + 4 + (j - 16) % 4;
 }
 
-using KernelFn = void (*)(const float*, int, const uint8_t*, int, float*, int, int, bool);
+using KernelFn = GemmKernelFn;
 
 // The intrinsics kernels exist in x86-64 builds only; elsewhere the portable one runs.
 #if defined(__x86_64__)
@@ -211,6 +212,11 @@ void GemmPanelRange(CpuIsa isa, const float* x, int m, int ldx, const uint8_t* p
     mr = kMrAvx2;
   }
 #endif
+  // Without intrinsics kernels for the set (NEON): Highway's.
+  if (const SimdGemm* simd = isa == CpuIsa::kNeon ? SimdGemmFor(isa) : nullptr) {
+    kernels = simd->kernels[static_cast<int>(type)];
+    mr = SimdGemm::kMaxRows;
+  }
   const size_t elem = WeightTypeBytes(type);
   const int block_k = m <= kStreamRows ? k_total : kBlockK;
   for (int k0 = 0; k0 < k_total; k0 += block_k) {
