@@ -137,6 +137,7 @@ PlacementInputs BuildPlacementInputs(const WorkerEntry& decode, int prompt_token
     c.pending_token_squares = e.load.pending_prefill_token_squares;
     c.tokens_per_second = e.load.prefill_tokens_per_second;
     c.arrivals_per_s = e.arrivals.Rate(now);
+    c.arrival_classes = e.arrivals.Classes(now);
     in.prefill.push_back(c);
   }
   return in;

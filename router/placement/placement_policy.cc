@@ -151,8 +151,22 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
       }
     }
     pe.ttft_ms = model.offload_overhead_ms() + pe.queue_ms + compute + e.transfer_tail_ms;
+    // Its compute delays every offload that arrives before the worker next idles. Offloads
+    // keep arriving while the queue drains, so that busy period is not the queue's length but
+    // 1 / (1 - rho) of it, rho the share of the worker's time the offloads sent to it take
+    // (M/G/1). (Counting the queue alone, five prefill workers ran 0.9 busy on long prompts
+    // while three decode workers had room for the shorter ones at half the TPOT objective;
+    // a burst then overflowed the queues, the refused offloads prefilled locally and broke
+    // TPOT: 0.92x length_threshold, pdserve-sim's workload family, long/medium/none/bursty.)
+    double busy = p.arrivals_per_s * compute / 1e3;
+    if (!p.arrival_classes.empty()) {
+      busy = 0;
+      for (const LengthClassRate& c : p.arrival_classes)
+        busy += c.per_s * model.PrefillMs(fp, c.mean_tokens) / 1e3;
+    }
+    busy = std::clamp(busy, 0.0, 0.95);
     pe.queueing_interference_ms =
-        p.arrivals_per_s / 1e3 * (pe.queue_ms * compute + compute * compute / 2);
+        p.arrivals_per_s / 1e3 * (pe.queue_ms * compute + compute * compute / 2) / (1 - busy);
     e.prefill.push_back(pe);
   }
   std::stable_sort(

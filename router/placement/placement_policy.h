@@ -59,6 +59,8 @@ struct PrefillCandidate {
   double tokens_per_second = 0;      // Reported; 0 before its first prefill.
   double arrivals_per_s = 0;         // Recent offloads this router sent it.
   double pending_token_squares = 0;  // The queue's attention work (LoadSnapshot's); 0: unknown.
+  // Those offloads by prompt length class, ascending (empty: unknown; then priced as this one).
+  std::vector<LengthClassRate> arrival_classes;
 };
 
 struct SloConfig {

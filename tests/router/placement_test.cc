@@ -551,11 +551,17 @@ TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
   EXPECT_EQ(d.reason, "interference_exceeds_transfer");
   ASSERT_FALSE(d.estimate.prefill.empty());
   EXPECT_EQ(d.estimate.prefill[0].queueing_interference_ms, 0);
-  // Offloads arriving there twice a second: those arriving during its 500 ms wait are delayed
-  // by its whole 160 ms compute, those during its compute by half of it.
+  // Offloads of 200 tokens (16 ms each) arriving there twice a second: those arriving during
+  // its 500 ms wait are delayed by its whole 160 ms compute, those during its compute by half
+  // of it; and as offloads keep arriving while the queue drains, the worker idles only after
+  // 1 / (1 - rho) of that, rho = 2 x 16 ms a second (the test below).
+  auto short_offloads = [](double per_s) {
+    return std::vector<LengthClassRate>{{.min_tokens = 181, .mean_tokens = 200, .per_s = per_s}};
+  };
   in.prefill[0].arrivals_per_s = 2;
+  in.prefill[0].arrival_classes = short_offloads(2);
   const double compute = 0.08 * 2000, queue = 500;
-  const double queueing = 2 / 1e3 * (queue * compute + compute * compute / 2);
+  const double queueing = 2 / 1e3 * (queue * compute + compute * compute / 2) / (1 - 2 * 0.016);
   d = (*policy)->Decide(in, model);
   ASSERT_FALSE(d.estimate.prefill.empty());
   EXPECT_NEAR(d.estimate.prefill[0].queueing_interference_ms, queueing, 1e-6);
@@ -563,12 +569,15 @@ TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
   // objective: the offloads behind it still make theirs, and the delay costs nothing.
   EXPECT_NEAR(d.estimate.offload_cost_ms, d.estimate.transfer_tail_ms, 1e-6);
   EXPECT_TRUE(d.offload) << d.reason;
-  // Ten a second: 928 ms of delay to later offloads, still harmless under a 2 s objective...
+  // Ten a second: 928 ms of delay to later offloads over rho = 0.16, 1,105 ms, still harmless
+  // under a 2 s objective...
   in.prefill[0].arrivals_per_s = 10;
+  in.prefill[0].arrival_classes = short_offloads(10);
+  const double stretch = 1 / (1 - 10 * 0.016);
   d = (*policy)->Decide(in, model);
   EXPECT_TRUE(d.offload) << d.reason;
   // ...but under a 750 ms default the offloads behind it end past it: ~823 - 750 = 73 of
-  // their 160 ms of delay count, 928 x 73 / 160 = 423 ms: still below 800 ms of interference.
+  // their 160 ms of delay count, 1,105 x 73 / 160 = 504 ms: still below 800 ms of interference.
   auto with_default_ttft = [](double ttft_ms) {
     PolicyConfig c;
     c.slo.ttft_ms = ttft_ms;
@@ -579,9 +588,9 @@ TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
   const double ttft = d.estimate.prefill[0].ttft_ms;
   EXPECT_NEAR(d.estimate.offload_cost_ms,
               d.estimate.transfer_tail_ms + 10 / 1e3 * (queue * compute + compute * compute / 2) *
-                                                (ttft + compute - 750) / compute,
+                                                stretch * (ttft + compute - 750) / compute,
               1e-6);
-  // Under 680 ms, 89 % of it, 826 ms against 800 (the offload alone still meets its own
+  // Under 680 ms, 89 % of it, 983 ms against 800 (the offload alone still meets its own
   // objective, so only the comparison of harms decides): local.
   d = with_default_ttft(680)->Decide(in, model);
   EXPECT_FALSE(d.offload) << d.reason;
@@ -593,7 +602,7 @@ TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
   EXPECT_FALSE(d.offload) << d.reason;
   in.slo.reset();
   // Past --max_prefill_queue the whole delay counts, objective or not: the queue beyond it is
-  // the margin that prompts which cannot stay local need (928 ms against 800: local).
+  // the margin that prompts which cannot stay local need (1,105 ms against 800: local).
   PolicyConfig short_headroom;
   short_headroom.max_prefill_queue_ms = 400;
   auto strict = MakePlacementPolicy(short_headroom);
@@ -601,13 +610,54 @@ TEST(PlacementPolicyTest, OffloadsQueueingBehindAnOffloadCountAgainstIt) {
   d = (*strict)->Decide(in, model);
   EXPECT_FALSE(d.offload) << d.reason;
   EXPECT_EQ(d.reason, "interference_below_transfer");
-  EXPECT_NEAR(d.estimate.offload_cost_ms, d.estimate.transfer_tail_ms + 928, 1);
+  EXPECT_NEAR(d.estimate.offload_cost_ms, d.estimate.transfer_tail_ms + 928 * stretch, 1);
   // The estimate every policy reports carries the whole delay (no objective in it).
   const CostEstimate e = EstimateCosts(in, model);
   EXPECT_NEAR(e.offload_cost_ms,
               e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms) +
-                  10 / 1e3 * (queue * compute + compute * compute / 2),
+                  10 / 1e3 * (queue * compute + compute * compute / 2) * stretch,
               1e-6);
+}
+
+// An offload's compute delays every offload that arrives before its prefill worker next
+// idles: with the worker busy a share rho of its time, a busy period 1 / (1 - rho) times the
+// queue it sees (M/G/1), rho priced from the offloads' length classes (as this prompt when
+// the router has none), at most 0.95. A busy worker's queue then costs more than the same
+// queue at an idle one: a prompt the decode worker has room for stays there.
+TEST(PlacementPolicyTest, AnOffloadDelaysTheOffloadsUntilItsPrefillWorkerIdles) {
+  CostModel model(Params());
+  PolicyConfig config;
+  config.max_prefill_queue_ms = 400;  // Past it, the whole delay counts.
+  auto policy = MakePlacementPolicy(config);
+  ASSERT_TRUE(policy.ok());
+  const double compute = 0.08 * 2000, queue = 500;
+  PlacementInputs in = Inputs(2000, 0, 4, {5000});  // 800 ms of interference; 500 ms of queue.
+  in.prefill[0].arrivals_per_s = 1;
+  const double queue_only = 1 / 1e3 * (queue * compute + compute * compute / 2);  // 92.8 ms
+  // One a second of short prompts (16 ms each): rho 0.016, the delay barely stretches.
+  in.prefill[0].arrival_classes = {{.min_tokens = 181, .mean_tokens = 200, .per_s = 1}};
+  PlacementDecision d = (*policy)->Decide(in, model);
+  ASSERT_FALSE(d.estimate.prefill.empty());
+  EXPECT_NEAR(d.estimate.prefill[0].queueing_interference_ms, queue_only / (1 - 0.016), 1e-6);
+  EXPECT_TRUE(d.offload) << d.reason;
+  // One a second of 10,000-token prompts (800 ms each): rho 0.8, five times the delay, still
+  // below the interference.
+  in.prefill[0].arrival_classes = {{.min_tokens = 9742, .mean_tokens = 10000, .per_s = 1}};
+  d = (*policy)->Decide(in, model);
+  EXPECT_NEAR(d.estimate.prefill[0].queueing_interference_ms, queue_only / (1 - 0.8), 1e-6);
+  EXPECT_TRUE(d.offload) << d.reason;
+  // Past saturation (1.2 s of work a second) at most 0.95: twenty times, 1,856 ms against 800:
+  // the prompt stays with the decode worker, which has room for it.
+  in.prefill[0].arrival_classes = {{.min_tokens = 4871, .mean_tokens = 5000, .per_s = 1},
+                                   {.min_tokens = 9742, .mean_tokens = 10000, .per_s = 1}};
+  d = (*policy)->Decide(in, model);
+  EXPECT_NEAR(d.estimate.prefill[0].queueing_interference_ms, queue_only / 0.05, 1e-6);
+  EXPECT_FALSE(d.offload) << d.reason;
+  EXPECT_EQ(d.reason, "interference_below_transfer");
+  // Without classes the offloads are priced as this prompt (160 ms at 1 a second: rho 0.16).
+  in.prefill[0].arrival_classes.clear();
+  d = (*policy)->Decide(in, model);
+  EXPECT_NEAR(d.estimate.prefill[0].queueing_interference_ms, queue_only / (1 - 0.16), 1e-6);
 }
 
 TEST(PlacementPolicyTest, ConfigErrorsNameTheFlag) {
