@@ -221,11 +221,13 @@ float LoadScalar(const uint8_t* row, DType dtype, int d);
 
 // panels[p][d][lane] = K[p * 32 + lane][d] as floats, zero past `keys`.
 void PackKeysPortable(const uint8_t* const* k_rows, int keys, int head_dim, DType dtype,
-                      float* panels) {
+                      float* panels, std::vector<float>* widened_key) {
   const int num_panels = (keys + kPanel - 1) / kPanel;
   // A half-precision key is widened a row at a time by the bulk conversions (F16C or NEON for
   // f16), then strided into its panel; element by element, the f16 widening was scalar code.
-  std::vector<float> widened(dtype == DType::kF32 ? 0 : head_dim);
+  // The row buffer is the caller's scratch: no allocation per call.
+  if (dtype != DType::kF32) widened_key->resize(head_dim);
+  float* widened = widened_key->data();
   for (int p = 0; p < num_panels; ++p) {
     float* panel = panels + static_cast<size_t>(p) * head_dim * kPanel;
     for (int lane = 0; lane < kPanel; ++lane) {
@@ -238,11 +240,11 @@ void PackKeysPortable(const uint8_t* const* k_rows, int keys, int head_dim, DTyp
       if (dtype != DType::kF32) {
         const auto* half = reinterpret_cast<const uint16_t*>(k_rows[key]);
         if (dtype == DType::kF16) {
-          HalfToFloat(half, widened.data(), head_dim);
+          HalfToFloat(half, widened, head_dim);
         } else {
-          Bf16ToFloat(half, widened.data(), head_dim);
+          Bf16ToFloat(half, widened, head_dim);
         }
-        k = widened.data();
+        k = widened;
       }
       for (int d = 0; d < head_dim; ++d) panel[d * kPanel + lane] = k[d];
     }
@@ -254,7 +256,8 @@ void AttendSimd(CpuIsa isa, const SimdKernels& simd, const AttentionRow* rows, i
                 const uint8_t* const* v_rows, int keys, AttentionScratch* scratch, size_t stride) {
   float* scores = scratch->scores.data();
   GatherQueries(rows, n, head_dim, keys, scratch);
-  PackKeysPortable(k_rows, keys, head_dim, dtype, scratch->key_panels.data());
+  PackKeysPortable(k_rows, keys, head_dim, dtype, scratch->key_panels.data(),
+                   &scratch->widened_key);
   GemmPanels(isa, scratch->queries.data(), n, head_dim, scratch->key_panels.data(), keys, head_dim,
              scores, static_cast<int>(stride));
   float* inv_sum = scratch->inv_sum.data();

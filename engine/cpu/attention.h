@@ -36,6 +36,7 @@ struct AttentionScratch {
   std::vector<const uint8_t*> k_rows;  // Key row of each position.
   std::vector<const uint8_t*> v_rows;  // Value row of each position.
   std::vector<float> inv_sum;
+  std::vector<float> widened_key;  // A half-precision key row as floats (head_dim).
 };
 
 // Runs on `isa`'s kernels.
