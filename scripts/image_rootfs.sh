@@ -83,10 +83,10 @@ done
 
 # The variant's runtime stages, as the Dockerfile writes them.
 steps=$(python3 deploy/docker/stages.py "$dockerfile" "$variant")
-# NVIDIA's packages, stood in for: the libraries each holds (of the CUDA version in its name).
-declare -A nvidia_libraries=([cuda-cudart]="libcudart.so.*" [libcublas]="libcublas.so.* libcublasLt.so.*")
+# NVIDIA's packages, stood in for: the libraries each holds (deploy/docker/stages.py), of the
+# CUDA version in its name.
 stand_in_nvidia() {
-  local package stem version dir lib found host_dir
+  local package stem version dir libraries lib found host_dir
   for package in $(grep -o '\b\(cuda-cudart\|libcublas\)-[0-9]*-[0-9]*\b' <<<"$1"); do
     stem=${package%-*-*}
     version=${package#"$stem"-}
@@ -94,7 +94,8 @@ stand_in_nvidia() {
     dir=/usr/local/cuda-$version/targets/x86_64-linux/lib
     echo "== stand-in for NVIDIA's $package: this host's CUDA $version libraries -> $dir"
     mkdir -p "$root$dir"
-    for lib in ${nvidia_libraries[$stem]}; do
+    libraries=$(python3 deploy/docker/stages.py --nvidia-libraries "$stem")
+    for lib in $libraries; do
       found=0
       for host_dir in "/usr/local/cuda-$version/targets/x86_64-linux/lib" \
                       "/usr/local/cuda-$version/lib64" "/usr/local/cuda-$version/lib"; do

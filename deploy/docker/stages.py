@@ -10,10 +10,23 @@ with their line continuations joined.
 Usage: stages.py DOCKERFILE VARIANT [STAGE]
   prints the chain of STAGE (default: the final stage, the runtime) in the variant, one
   instruction a line: STAGE<TAB>INSTRUCTION<TAB>ARGUMENTS
+       stages.py --nvidia-libraries PACKAGE
+  prints the shared libraries NVIDIA's PACKAGE (without its version: cuda-cudart) holds, as
+  file globs (libcudart.so.*), one a line
 """
 
 import re
 import sys
+
+# The CUDA libraries the cuda variant's binaries need, by the NVIDIA package that holds each
+# (named without its CUDA version: cuda-cudart-13-0 is cuda-cudart).
+NVIDIA_PACKAGES = {"libcudart": "cuda-cudart", "libcublas": "libcublas",
+                   "libcublasLt": "libcublas"}
+
+
+def nvidia_libraries(package):
+    """The libraries (stems, e.g. libcudart) NVIDIA's `package` holds."""
+    return [lib for lib, p in NVIDIA_PACKAGES.items() if p == package]
 
 
 class Stage:
@@ -78,6 +91,13 @@ def variant_args(args, variant):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--nvidia-libraries":
+        libraries = nvidia_libraries(sys.argv[2])
+        if not libraries:
+            sys.exit(f"--nvidia-libraries: no libraries known for {sys.argv[2]}")
+        for lib in libraries:
+            print(f"{lib}.so.*")
+        return
     if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     args, stages = parse(open(sys.argv[1]).read())

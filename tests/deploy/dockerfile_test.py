@@ -30,8 +30,7 @@ CHART_TEMPLATES = os.path.join(SOURCE_DIR, "deploy", "helm", "pdserve", "templat
 # Loaded from the C library, present in every Debian image.
 BASE_PACKAGES = {"libc6", "libgcc-s1", "zlib1g", "libzstd1", "liblzma5"}
 # NVIDIA's package (less its -MAJOR-MINOR suffix) for each CUDA library, by soname stem.
-NVIDIA_PACKAGES = {"libcudart": "cuda-cudart", "libcublas": "libcublas",
-                   "libcublasLt": "libcublas"}
+NVIDIA_PACKAGES = stages.NVIDIA_PACKAGES
 # Not linked but loaded by the CUDA backend when it starts (engine/cuda/cuda_util.h, dlopen).
 CUDA_LOADED = ["libcublas"]
 VARIANTS = ("cpu", "cuda")
