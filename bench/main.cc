@@ -89,7 +89,9 @@ ABSL_FLAG(std::vector<std::string>, p, {},
           "interference: cold prefill lengths P (overrides the grid).");
 ABSL_FLAG(std::vector<std::string>, chunks, {}, "interference: chunk sizes (overrides the grid).");
 ABSL_FLAG(int, context_tokens, 512, "interference: warm context of the background decode streams.");
-ABSL_FLAG(std::vector<std::string>, cpus, {}, "interference: CPUs to pin the decode worker to.");
+ABSL_FLAG(std::vector<std::string>, cpus, {},
+          "interference: CPUs to pin the decode worker to; fleet: the workers' and the load "
+          "generator's CPUs (with --router_cpus: a router with cores of its own).");
 ABSL_FLAG(double, transfer_cost_ms, 0,
           "interference: offload cost on the break-even plot (0: from the fit).");
 ABSL_FLAG(std::vector<std::string>, policies, {},
@@ -102,7 +104,8 @@ ABSL_FLAG(
 ABSL_FLAG(int, local_decode_workers, 2,
           "serve: always_local's decode workers (on --cpus round robin).");
 ABSL_FLAG(std::vector<std::string>, router_cpus, {},
-          "serve: CPUs for the router and the load generator (empty: unpinned).");
+          "serve: CPUs for the router and the load generator (empty: unpinned); fleet: the "
+          "router's alone.");
 ABSL_FLAG(int, prefill_nice, 10,
           "serve: niceness of the prefill worker (0..19; 0: as the decode workers).");
 ABSL_FLAG(int, bisect_steps, -1,
@@ -430,6 +433,9 @@ int main(int argc, char** argv) {
     config.decode_workers = absl::GetFlag(FLAGS_workers);
     config.idle_window = absl::GetFlag(FLAGS_idle_window);
     config.decisions = absl::GetFlag(FLAGS_fleet_requests);
+    if (!Ints("router_cpus", absl::GetFlag(FLAGS_router_cpus), &config.router_cpus) ||
+        !Ints("cpus", absl::GetFlag(FLAGS_cpus), &config.worker_cpus))
+      return 2;
     if (config.decisions < 100) {
       std::fprintf(stderr, "--fleet_requests: must be >= 100\n");
       return 2;

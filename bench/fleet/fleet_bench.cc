@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/router/relay_measure.h"
@@ -22,6 +23,7 @@
 #include "server/grpc_channel.h"
 #include "tools/client/generation_client.h"
 #include "tools/make_model/model_maker.h"
+#include "tools/measure/cpu_pinning.h"
 #include "tools/measure/report.h"
 
 namespace pdserve::bench {
@@ -85,18 +87,28 @@ absl::Status RunFleetBench(const FleetBenchConfig& cfg) {
     spec.max_position_embeddings = 131072;
     RETURN_IF_ERROR(tools::EnsureModel(spec, dir));
   }
+  // The load generator (this thread and all it starts) runs beside the workers.
+  RETURN_IF_ERROR(measure::PinThisThread("cpus", cfg.worker_cpus));
   nlohmann::json summary;
   summary["machine"] = MachineInfo();
+  summary["router_cpus"] = cfg.router_cpus;
+  summary["worker_cpus"] = cfg.worker_cpus;
   summary["workers"] = cfg.decode_workers;
   summary["profile"] = cfg.profile;
   Table table({"measurement", "value"});
+  auto cpu_list = [](const std::vector<int>& cpus) {
+    return cpus.empty() ? std::string("any") : absl::StrJoin(cpus, ",");
+  };
+  table.AddRow({"CPUs: router; workers and load generator",
+                absl::StrCat(cpu_list(cfg.router_cpus), "; ", cpu_list(cfg.worker_cpus))});
 
   ASSIGN_OR_RETURN(
       auto router,
       ChildProcess::Start(ChildOptions{
           .binary = "pdserve-router",
           .args = {"--model=" + dir, "--log_level=warning", "--cost_model=" + cfg.profile,
-                   absl::StrCat("--decision_log_size=", cfg.decisions + 100)}}));
+                   absl::StrCat("--decision_log_size=", cfg.decisions + 100)},
+          .cpus = cfg.router_cpus}));
   const std::string registry = router->internal_grpc_address();
   Progress("fleet", absl::StrCat("starting ", cfg.decode_workers, " emulated decode workers"));
   std::vector<std::unique_ptr<ChildProcess>> workers;
@@ -109,7 +121,8 @@ absl::Status RunFleetBench(const FleetBenchConfig& cfg) {
                              "--router=" + registry, absl::StrCat("--worker_id=decode-", i),
                              "--ucx_transports=shm", "--log_level=warning",
                              "--max_num_batched_tokens=2048", "--max_num_seqs=256"},
-                    .startup_timeout = absl::Minutes(2)}));
+                    .startup_timeout = absl::Minutes(2),
+                    .cpus = cfg.worker_cpus}));
     workers.push_back(std::move(w));
     if ((i + 1) % 32 == 0) Progress("fleet", absl::StrCat(i + 1, " started"));
   }

@@ -9,6 +9,7 @@
 #define PDSERVE_BENCH_FLEET_FLEET_BENCH_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -32,6 +33,12 @@ struct FleetBenchConfig {
   int relay_rounds = 4;
   int relay_streams = 4;
   int relay_tokens = 64;
+  // CPUs for the router alone (empty: unpinned), and for everything else: the workers and
+  // this benchmark's own load generator. A router with cores of its own is how it runs in a
+  // deployment (its own pod); on a small machine, 256 workers' wake-ups otherwise preempt it
+  // mid-decision and the decision latency measures the oversubscription.
+  std::vector<int> router_cpus;
+  std::vector<int> worker_cpus;
 };
 
 absl::Status RunFleetBench(const FleetBenchConfig& config);

@@ -1,12 +1,9 @@
 #include "bench/serve/serve_bench.h"
 
-#include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -28,6 +25,7 @@
 #include "tools/client/openai_stream.h"
 #include "tools/make_model/model_maker.h"
 #include "tools/measure/bench_model.h"
+#include "tools/measure/cpu_pinning.h"
 #include "tools/measure/report.h"
 #include "tools/measure/subprocess.h"
 #include "tools/measure/workload.h"
@@ -305,20 +303,9 @@ absl::Status RunServeBench(const ServeBenchConfig& cfg) {
   if (cfg.requests_per_rate < 4) return absl::InvalidArgumentError("--requests: must be >= 4");
   if (cfg.local_decode_workers < 1 || cfg.local_decode_workers > 64)
     return absl::InvalidArgumentError("--local_decode_workers: must be in [1, 64]");
-  if (!cfg.router_cpus.empty()) {
-    // This thread, and every thread it starts from here on (the load generator's clients,
-    // gRPC's), runs beside the router. Workers are pinned on their own (cpus).
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int cpu : cfg.router_cpus) {
-      if (cpu < 0 || cpu >= CPU_SETSIZE)
-        return absl::InvalidArgumentError(absl::StrCat("--router_cpus: ", cpu, " is not a CPU"));
-      CPU_SET(cpu, &set);
-    }
-    if (sched_setaffinity(0, sizeof(set), &set) != 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("--router_cpus: sched_setaffinity: ", std::strerror(errno)));
-  }
+  // This thread, and every thread it starts from here on (the load generator's clients,
+  // gRPC's), runs beside the router. Workers are pinned on their own (cpus).
+  RETURN_IF_ERROR(measure::PinThisThread("router_cpus", cfg.router_cpus));
   ASSIGN_OR_RETURN(const BenchModel loaded, LoadBenchModel(cfg.model_dir, "tiny", "serve"));
   const std::string& dir = loaded.dir;
   const ModelConfig& model = loaded.config;
