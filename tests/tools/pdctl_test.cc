@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
@@ -240,7 +241,11 @@ TEST(PdctlTest, ASupervisedClusterStartsAgainWhatIsKilledWithinItsBudget) {
   auto state = ClusterState::Read(ClusterState::PathIn(run));
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_GT(state->supervisor_pid, 0);
-  ASSERT_TRUE(ProcessRuns(state->supervisor_pid, "pdctl"));
+  // (Once in CI the supervisor was not running here: its log says why.)
+  ASSERT_TRUE(ProcessRuns(state->supervisor_pid, "pdctl"))
+      << "supervisor log:\n"
+      << std::string(std::istreambuf_iterator<char>(std::ifstream(run + "/supervisor.log").rdbuf()),
+                     {});
   const ClusterState first = *state;
 
   // The pid of `name` once the supervisor has started it again for the `n`th time and it is

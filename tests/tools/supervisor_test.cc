@@ -5,6 +5,8 @@
 // back in order, a torn line skipped).
 #include "tools/pdctl/supervisor.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tools/pdctl/cluster_config.h"
 #include "tools/pdctl/cluster_launcher.h"
@@ -167,6 +170,62 @@ TEST(SupervisorTest, TheHostProgramsOwnChildrenAreNotReaped) {
   supervisor.join();
   EXPECT_TRUE(ran.ok()) << ran;
   EXPECT_EQ(failed, 0) << "the supervisor took the exit status of the program's own children";
+  std::filesystem::remove_all(dir);
+}
+
+// The state a restart writes back names the supervisor. `pdctl up` records the supervisor's
+// pid after starting it, so the supervisor may read the file before the pid is in it; its
+// restarts wrote the file back without it, and `pdctl down` then left the supervisor running.
+TEST(SupervisorTest, TheStateARestartWritesNamesTheSupervisor) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("pdctl-names-", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // A process that exited: a child of this test, reaped.
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  ClusterState state;  // As `pdctl up` first writes it: no supervisor_pid yet.
+  ProcessState p;
+  p.name = "stand-in";
+  p.role = "decode";
+  p.binary = "/bin/sh";
+  p.pid = gone;
+  // Started again, it writes its serving info (the last argument) and waits; it serves no
+  // health check, so the restart then fails, after the state was written.
+  p.args = {"-c",
+            "for a; do case $a in --serving_info_path=*) echo grpc=127.0.0.1:1 >\"${a#*=}\";; "
+            "esac; done; exec sleep 60",
+            "sh"};
+  state.processes.push_back(p);
+  ASSERT_TRUE(state.Write(ClusterState::PathIn(dir)).ok());
+  SupervisionPolicy policy = Policy();
+  policy.backoff_initial = absl::Milliseconds(10);
+  policy.poll = absl::Milliseconds(10);
+  policy.startup_timeout = absl::Milliseconds(200);
+  ShutdownSignal stop;
+  absl::Status ran;
+  std::thread supervisor([&] { ran = Supervisor(dir, policy).Run(stop); });
+  absl::StatusOr<ClusterState> written;
+  for (int i = 0; i < 500; ++i) {
+    written = ClusterState::Read(ClusterState::PathIn(dir));
+    if (written.ok() && written->processes.size() == 1 && written->processes[0].restarts > 0) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  stop.Trigger();
+  supervisor.join();
+  EXPECT_TRUE(ran.ok()) << ran;
+  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_EQ(written->processes.size(), 1u);
+  ASSERT_GT(written->processes[0].restarts, 0) << "the supervisor did not restart the process";
+  EXPECT_EQ(written->supervisor_pid, getpid());
+  // The restarted stand-ins (detached): stopped.
+  const absl::StatusOr<ClusterState> last = ClusterState::Read(ClusterState::PathIn(dir));
+  if (last.ok()) {
+    for (const ProcessState& q : last->processes)
+      if (q.pid > 0 && q.pid != gone) kill(q.pid, SIGKILL);
+  }
   std::filesystem::remove_all(dir);
 }
 

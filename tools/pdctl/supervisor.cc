@@ -1,6 +1,7 @@
 #include "tools/pdctl/supervisor.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -216,6 +217,10 @@ absl::Status Supervisor::Run(ShutdownSignal& stop) {
   const std::string path = ClusterState::PathIn(run_dir_);
   auto state = ClusterState::Read(path);
   if (!state.ok()) return state.status();
+  // This copy is what every restart writes back. `pdctl up` records the supervisor's pid only
+  // after starting it, so the file read here may not hold it yet; written back without it,
+  // `pdctl status` would lose the supervisor and `pdctl down` would not stop it first.
+  state->supervisor_pid = getpid();
   Event("supervisor", "supervising",
         absl::StrCat(state->processes.size(), " processes; at most ", policy_.max_restarts,
                      " restarts each within ", absl::FormatDuration(policy_.window)));
