@@ -11,8 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One line per stage: the first run spends minutes in the first two.
-echo "== installing what is missing (scripts/install_deps.sh)"
-scripts/install_deps.sh
+echo "== installing what is missing to build and run it (scripts/install_deps.sh --build)"
+start=$SECONDS
+scripts/install_deps.sh --build
+echo "   installed in $((SECONDS - start)) s"
 echo "== building the router, the workers and pdctl (scripts/build.sh demo: build-demo/; the"
 echo "   tests, benchmarks and CUDA backend are built by the test command, scripts/build.sh release)"
 start=$SECONDS

@@ -25,6 +25,7 @@
 # chroot; network to Debian's mirror on the first run, which caches the base in WORK_DIR/base)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/debian_root.sh
 variant=cpu
 if [[ ${1:-} == --variant ]]; then
   variant=${2:?--variant cpu|cuda}
@@ -33,7 +34,6 @@ fi
 [[ $variant == cpu || $variant == cuda ]] || { echo "--variant: cpu or cuda, not $variant" >&2; exit 2; }
 work=${1:-/var/tmp/pdserve-image}
 dockerfile=deploy/docker/Dockerfile
-mirror=${PDSERVE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 if [[ $(id -u) != 0 ]]; then
   echo "image_rootfs: run as root (debootstrap and chroot need it)" >&2
   exit 2
@@ -44,42 +44,19 @@ build_step=$(python3 deploy/docker/stages.py "$dockerfile" "$variant" build |
 echo "== build stage ($variant): $build_step"
 bash -ec "$build_step"
 
-if [[ ! -x $work/base/usr/bin/apt-get ]]; then
-  echo "== base: debootstrap --variant=minbase bookworm ($mirror)"
-  command -v debootstrap >/dev/null || apt-get install -y -q debootstrap
-  rm -rf "$work/base"
-  mkdir -p "$work"
-  debootstrap --variant=minbase bookworm "$work/base" "$mirror"
-fi
+debian_root_base "$work"
 
 root=$work/root
-mounted=()
 cleanup() {
   if [[ -x $root/usr/local/bin/pdctl ]]; then
     chroot --userspec=10001:10001 "$root" /bin/sh -c \
       'cd /tmp/smoke 2>/dev/null && pdctl down -f cluster.yaml >/dev/null 2>&1' || true
   fi
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" || true; done
+  debian_root_release
 }
 trap cleanup EXIT
 echo "== runtime stage: a fresh copy of the base"
-# Never remove a root that still has the host's /dev, /proc or /sys bound into it (a run
-# killed before its cleanup): unmount them first, and stop if that fails.
-if grep -q " $root/" /proc/mounts; then
-  grep " $root/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l || true
-  if grep -q " $root/" /proc/mounts; then
-    echo "image_rootfs: $root still has mounts; not removing it" >&2
-    exit 1
-  fi
-fi
-rm -rf "$root"
-cp -a "$work/base" "$root"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-for fs in proc sys dev; do
-  mount --rbind "/$fs" "$root/$fs"
-  mount --make-rslave "$root/$fs"
-  mounted+=("$root/$fs")
-done
+debian_root_fresh "$root"
 
 # The variant's runtime stages, as the Dockerfile writes them.
 steps=$(python3 deploy/docker/stages.py "$dockerfile" "$variant")

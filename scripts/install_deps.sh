@@ -4,26 +4,46 @@
 # and touches neither the network nor apt's lists.
 #
 # Usage: scripts/install_deps.sh            # build + runtime + test dependencies
+#        scripts/install_deps.sh --build    # only what building and running the product needs
+#                                           # (scripts/demo.sh, the image's build stage): no
+#                                           # test, benchmark or lint tools (clang, Node,
+#                                           # Prometheus, ...), a fraction of the download
 #        scripts/install_deps.sh --arm64    # and, on x86-64, the Arm cross build's: Debian's
 #                                           # aarch64 toolchain, qemu-user and the engine's
 #                                           # libraries for arm64 (multiarch)
 set -euo pipefail
 
 arm64=false
-[[ "${1:-}" == --arm64 && "$(dpkg --print-architecture)" == amd64 ]] && arm64=true
+build_only=false
+case "${1:-}" in
+  --arm64) [[ "$(dpkg --print-architecture)" == amd64 ]] && arm64=true ;;
+  --build) build_only=true ;;
+  "") ;;
+  *)
+    echo "usage: $0 [--build|--arm64]" >&2
+    exit 2
+    ;;
+esac
 
 packages=(
   # Toolchain.
-  cmake ninja-build ccache g++ pkg-config clang libclang-rt-14-dev clang-format
+  cmake ninja-build ccache g++ pkg-config
   # Libraries (see README, "Dependencies").
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libucx-dev ucx-utils libabsl-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libre2-dev libyaml-cpp-dev
+  libucx-dev libabsl-dev prometheus-cpp-dev libopenblas-dev libre2-dev libyaml-cpp-dev
   nlohmann-json3-dev libutf8proc-dev libssl-dev libboost-dev libhwy-dev
-  # Tests, benchmarks and tools: NumPy reference forward, npm tokenizer fixture, promtool, plots,
-  # coverage, test certificates (openssl), helm extraction (unzip), the HTTP front's SSE (curl).
-  python3 python3-numpy python3-yaml nodejs npm prometheus gnuplot-nox gcovr openssl unzip curl
+  # scripts/demo.sh's HTTP request and its answer's JSON.
+  curl python3
 )
+if ! $build_only; then
+  packages+=(
+    # Lint and the thread-safety check; tests and benchmarks.
+    clang libclang-rt-14-dev clang-format libgtest-dev libgmock-dev libbenchmark-dev ucx-utils
+    # Tests, benchmarks and tools: NumPy reference forward, npm tokenizer fixture, promtool,
+    # plots, coverage, test certificates (openssl), helm extraction (unzip).
+    python3-numpy python3-yaml nodejs npm prometheus gnuplot-nox gcovr openssl unzip
+  )
+fi
 
 if $arm64; then
   packages+=(g++-aarch64-linux-gnu qemu-user libabsl-dev:arm64 libre2-dev:arm64
