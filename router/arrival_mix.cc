@@ -1,6 +1,7 @@
 #include "router/arrival_mix.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -16,6 +17,14 @@ int ArrivalMix::ClassOf(int tokens) {
 }
 
 double ArrivalMix::ClassMinTokens(int length_class) {
+  // Computed once: a decision lists every prefill candidate's classes, and exp2 per class was
+  // a tenth of a decision among 64 prefill workers. Immutable after its first use.
+  static const std::array<double, kClasses> kMinTokens = [] {
+    std::array<double, kClasses> t{};
+    for (int c = 0; c < kClasses; ++c) t[c] = std::exp2(static_cast<double>(c) / kClassesPerOctave);
+    return t;
+  }();
+  if (length_class >= 0 && length_class < kClasses) return kMinTokens[length_class];
   return std::exp2(static_cast<double>(length_class) / kClassesPerOctave);
 }
 

@@ -98,6 +98,19 @@ double CostModel::PrefillMs(uint64_t fingerprint, double tokens) const {
 
 double CostModel::PrefillMs(uint64_t fingerprint, const PrefillBatchWork& batch) const {
   absl::ReaderMutexLock lock(&mu_);
+  return PrefillMsLocked(fingerprint, batch);
+}
+
+double CostModel::PrefillBusyShare(uint64_t fingerprint,
+                                   absl::Span<const LengthClassRate> classes) const {
+  absl::ReaderMutexLock lock(&mu_);
+  double share = 0;
+  for (const LengthClassRate& c : classes)
+    share += c.per_s * PrefillMsLocked(fingerprint, PrefillBatchWork::Prompt(c.mean_tokens)) / 1e3;
+  return share;
+}
+
+double CostModel::PrefillMsLocked(uint64_t fingerprint, const PrefillBatchWork& batch) const {
   auto prefill = prefill_.find(fingerprint);
   if (prefill != prefill_.end() && prefill->second.samples >= kMinPrefillSamples) {
     return std::max(0.0, prefill->second.Predict(PrefillFeatures(batch)));

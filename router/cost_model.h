@@ -37,7 +37,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "common/perf_profile.h"
+#include "router/arrival_mix.h"
 #include "router/worker_info.h"
 
 namespace pdserve::router {
@@ -65,6 +67,11 @@ class CostModel {
   double PrefillMs(uint64_t fingerprint, double prompt_tokens) const;
   // Of prompts batched in one forward (or queued one after another, less the overheads).
   double PrefillMs(uint64_t fingerprint, const PrefillBatchWork& batch) const;
+  // The share of a prefill worker's time that arrivals of these length classes take: the sum
+  // over them of per_s * PrefillMs(mean_tokens) / 1000, in their order. The same numbers as
+  // that sum of PrefillMs calls, under one lock: a decision prices every prefill candidate's
+  // classes (tens each), and a lock per class was most of a decision among 64 of them.
+  double PrefillBusyShare(uint64_t fingerprint, absl::Span<const LengthClassRate> classes) const;
   double TransferTailMs(double last_layer_bytes) const;
   double offload_overhead_ms() const { return params_.offload_overhead_ms; }
 
@@ -94,6 +101,8 @@ class CostModel {
   const Fit<kStepFeatures>& StepFitLocked(uint64_t fingerprint) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   const Fit<3>& PrefillFitLocked(uint64_t fingerprint) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  double PrefillMsLocked(uint64_t fingerprint, const PrefillBatchWork& batch) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const CostModelParams params_;
   Fit<kStepFeatures> step_prior_;

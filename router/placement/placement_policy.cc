@@ -159,11 +159,7 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
     // a burst then overflowed the queues, the refused offloads prefilled locally and broke
     // TPOT: 0.92x length_threshold, pdserve-sim's workload family, long/medium/none/bursty.)
     double busy = p.arrivals_per_s * compute / 1e3;
-    if (!p.arrival_classes.empty()) {
-      busy = 0;
-      for (const LengthClassRate& c : p.arrival_classes)
-        busy += c.per_s * model.PrefillMs(fp, c.mean_tokens) / 1e3;
-    }
+    if (!p.arrival_classes.empty()) busy = model.PrefillBusyShare(fp, p.arrival_classes);
     busy = std::clamp(busy, 0.0, 0.95);
     pe.queueing_interference_ms =
         p.arrivals_per_s / 1e3 * (pe.queue_ms * compute + compute * compute / 2) / (1 - busy);

@@ -161,6 +161,35 @@ TEST(CostModelTest, PrefillUsesItsOwnFitThenTheStepFitThenThePrior) {
   EXPECT_NEAR(model.PrefillMs(fp, 2048), truth(2048), 0.03 * truth(2048));
 }
 
+// A prefill worker's busy share from the arrivals of each length class: exactly the sum of
+// each class's rate times its mean prompt's PrefillMs, in the prior, from steps and from
+// timed prefills alike (the policy's M/G/1 term reads it; it must not move a decision).
+TEST(CostModelTest, ThePrefillBusyShareIsTheSumOfItsClassesPrefills) {
+  CostModel model{CostModelParams()};
+  const uint64_t fp = 7;
+  const std::vector<LengthClassRate> classes = {
+      {.min_tokens = 90, .mean_tokens = 100, .per_s = 3},
+      {.min_tokens = 1024, .mean_tokens = 1200.5, .per_s = 0.25},
+      {.min_tokens = 8192, .mean_tokens = 9000, .per_s = 0.01}};
+  auto summed = [&] {
+    double share = 0;
+    for (const LengthClassRate& c : classes)
+      share += c.per_s * model.PrefillMs(fp, c.mean_tokens) / 1e3;
+    return share;
+  };
+  EXPECT_GT(summed(), 0);
+  EXPECT_EQ(model.PrefillBusyShare(fp, classes), summed());  // The prior.
+  for (int i = 0; i < 50; ++i) {
+    const double p = 64 * (i % 8 + 1);
+    model.ObserveStep(fp, StepWork::Chunk(p, 0), 1.0 + 0.01 * p + 2e-6 * p * (p + 1) / 2);
+  }
+  EXPECT_EQ(model.PrefillBusyShare(fp, classes), summed());  // From steps.
+  for (double l : {256.0, 512.0, 1024.0, 2048.0, 4096.0, 300.0, 3000.0, 1500.0})
+    model.ObservePrefill(fp, PrefillBatchWork::Prompt(l), 5.0 + 0.03 * l);
+  EXPECT_EQ(model.PrefillBusyShare(fp, classes), summed());  // From timed prefills.
+  EXPECT_EQ(model.PrefillBusyShare(fp, {}), 0);
+}
+
 // A prefill worker times a batch, and every prompt of it reports that time. Learned from the
 // batch (its tokens and the sum of their squares, each prompt weighing its share) the fit is
 // the one prompt's cost, and it prices a queue of prompts as their batch; learned as if each
