@@ -19,7 +19,12 @@ debian_root_base() {
   command -v debootstrap >/dev/null || apt-get install -y -q debootstrap
   rm -rf "$work/base"
   mkdir -p "$work"
-  debootstrap --variant=minbase bookworm "$work/base" "$mirror"
+  if ! debootstrap --variant=minbase bookworm "$work/base" "$mirror" >"$work/debootstrap.log" 2>&1
+  then
+    tail -20 "$work/debootstrap.log" >&2
+    echo "debian_root: debootstrap failed (log: $work/debootstrap.log)" >&2
+    return 1
+  fi
 }
 
 debian_root_fresh() {
