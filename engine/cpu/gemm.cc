@@ -37,6 +37,10 @@ constexpr int BfloatSlot(int j) {
 }
 
 using KernelFn = GemmKernelFn;
+// A kernel that also fetches `lines` cache lines from `next` into L2 as it runs.
+using PrefetchingKernelFn = void (*)(const float* a, int lda, const uint8_t* b, int kc, float* c,
+                                     int ldc, int ncols, bool first, const uint8_t* next,
+                                     int lines);
 
 // The intrinsics kernels exist in x86-64 builds only; elsewhere the portable one runs.
 #if defined(__x86_64__)
@@ -103,18 +107,36 @@ constexpr auto kAvx512Kernels = MakeAvx512Table<W>(std::make_integer_sequence<in
 // ---- AVX2 + FMA (+ F16C): MR rows x 32 columns, four ymm accumulators per row. ----
 constexpr int kMrAvx2 = 3;
 
+// `prefetch`, when set: `prefetch_lines` cache lines from there are fetched into L2 as the
+// k loop runs (a few each k), the next block's panel, while this one computes from cache.
 template <int MR, WeightType W>
-__attribute__((target("avx2,fma,f16c"))) void KernelAvx2(const float* a, int lda, const uint8_t* b,
-                                                         int kc, float* c, int ldc, int ncols,
-                                                         bool first) {
+__attribute__((target("avx2,fma,f16c"))) void KernelAvx2Prefetching(
+    const float* a, int lda, const uint8_t* b, int kc, float* c, int ldc, int ncols, bool first,
+    const uint8_t* prefetch, int prefetch_lines) {
+  // A full panel's rows of C are loaded and stored as they are; a partial one (the matrix's
+  // last panel) goes through a zero-padded tile. (Every call went through the tile, by a
+  // scalar loop: a tenth of the kernel's time at batch 8, where K blocking calls it again
+  // for every 256 k.)
   alignas(32) float tile[MR][kPanel];
+  const bool full = ncols == kPanel;
   __m256 acc[MR][4];
   for (int r = 0; r < MR; ++r) {
-    for (int j = 0; j < kPanel; ++j) tile[r][j] = (first || j >= ncols) ? 0.f : c[r * ldc + j];
-    for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_load_ps(&tile[r][v * 8]);
+    if (first) {
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_setzero_ps();
+    } else if (full) {
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_loadu_ps(c + r * ldc + v * 8);
+    } else {
+      for (int j = 0; j < kPanel; ++j) tile[r][j] = j >= ncols ? 0.f : c[r * ldc + j];
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm256_load_ps(&tile[r][v * 8]);
+    }
   }
   const __m256i zero = _mm256_setzero_si256();
+  const int lines_per_k = prefetch == nullptr ? 0 : (prefetch_lines + kc - 1) / kc;
   for (int k = 0; k < kc; ++k) {
+    for (int l = 0; l < lines_per_k && prefetch_lines > 0; ++l, --prefetch_lines) {
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch), _MM_HINT_T1);
+      prefetch += 64;
+    }
     __m256 bv[4];
     if constexpr (W == WeightType::kF32) {
       const float* row = reinterpret_cast<const float*>(b) + k * kPanel;
@@ -138,14 +160,28 @@ __attribute__((target("avx2,fma,f16c"))) void KernelAvx2(const float* a, int lda
     }
   }
   for (int r = 0; r < MR; ++r) {
-    for (int v = 0; v < 4; ++v) _mm256_store_ps(&tile[r][v * 8], acc[r][v]);
-    for (int j = 0; j < ncols; ++j) c[r * ldc + j] = tile[r][j];
+    if (full) {
+      for (int v = 0; v < 4; ++v) _mm256_storeu_ps(c + r * ldc + v * 8, acc[r][v]);
+    } else {
+      for (int v = 0; v < 4; ++v) _mm256_store_ps(&tile[r][v * 8], acc[r][v]);
+      for (int j = 0; j < ncols; ++j) c[r * ldc + j] = tile[r][j];
+    }
   }
+}
+
+template <int MR, WeightType W>
+void KernelAvx2(const float* a, int lda, const uint8_t* b, int kc, float* c, int ldc, int ncols,
+                bool first) {
+  KernelAvx2Prefetching<MR, W>(a, lda, b, kc, c, ldc, ncols, first, nullptr, 0);
 }
 
 template <WeightType W>
 constexpr std::array<KernelFn, kMrAvx2> kAvx2Kernels = {&KernelAvx2<1, W>, &KernelAvx2<2, W>,
                                                         &KernelAvx2<3, W>};
+
+template <WeightType W>
+constexpr std::array<PrefetchingKernelFn, kMrAvx2> kAvx2PrefetchingKernels = {
+    &KernelAvx2Prefetching<1, W>, &KernelAvx2Prefetching<2, W>, &KernelAvx2Prefetching<3, W>};
 #endif  // __x86_64__
 
 // The float value of element (k, column j) of a panel.
@@ -195,6 +231,17 @@ const KernelFn* Avx2Table(WeightType type) {
       return kAvx2Kernels<WeightType::kF32>.data();
   }
 }
+
+const PrefetchingKernelFn* Avx2PrefetchingTable(WeightType type) {
+  switch (type) {
+    case WeightType::kBF16:
+      return kAvx2PrefetchingKernels<WeightType::kBF16>.data();
+    case WeightType::kF16:
+      return kAvx2PrefetchingKernels<WeightType::kF16>.data();
+    default:
+      return kAvx2PrefetchingKernels<WeightType::kF32>.data();
+  }
+}
 #endif  // __x86_64__
 
 // Computes Y[:, panels p0..p1) for all rows. Panel p starts p * k_total * kPanel elements
@@ -217,6 +264,15 @@ void GemmPanelRange(CpuIsa isa, const float* x, int m, int ldx, const uint8_t* p
     kernels = simd->kernels[static_cast<int>(type)];
     mr = SimdGemm::kMaxRows;
   }
+  // With several row tiles, the first reads each block of panels from memory and the others
+  // from cache; the AVX2 kernels of the later tiles fetch the next block meanwhile, so the
+  // next first tile finds it in L2 too. (The AVX-512 tiles are 12 rows: a decode batch is
+  // one tile.)
+  const PrefetchingKernelFn* prefetching = nullptr;
+#if defined(__x86_64__)
+  if (isa == CpuIsa::kAvx2 && m > mr) prefetching = Avx2PrefetchingTable(type);
+#endif
+  const int tiles = (m + mr - 1) / mr;
   const size_t elem = WeightTypeBytes(type);
   const int block_k = m <= kStreamRows ? k_total : kBlockK;
   for (int k0 = 0; k0 < k_total; k0 += block_k) {
@@ -224,14 +280,34 @@ void GemmPanelRange(CpuIsa isa, const float* x, int m, int ldx, const uint8_t* p
     const bool first = k0 == 0;
     for (int g0 = p0; g0 < p1; g0 += kGroupPanels) {
       const int g1 = std::min(p1, g0 + kGroupPanels);
+      // The block after this one: the next group of panels, or the first of the next k block.
+      const int next_g0 = g1 < p1 ? g1 : p0;
+      const int next_k0 = g1 < p1 ? k0 : k0 + block_k;
+      const int next_g1 = std::min(p1, next_g0 + kGroupPanels);
+      const size_t next_panel_bytes =
+          next_k0 < k_total
+              ? static_cast<size_t>(std::min(block_k, k_total - next_k0)) * kPanel * elem
+              : 0;
+      const int next_lines = static_cast<int>((next_panel_bytes + 63) / 64);
+      const int lines_per_tile = tiles > 1 ? (next_lines + tiles - 2) / (tiles - 1) : 0;
       for (int m0 = 0; m0 < m; m0 += mr) {
         const int rows = std::min(mr, m - m0);
+        const int tile = m0 / mr;
         const float* a = x + static_cast<size_t>(m0) * ldx + k0;
         for (int p = g0; p < g1; ++p) {
           const uint8_t* b = panels + ((static_cast<size_t>(p) * k_total + k0) * kPanel) * elem;
           float* c = y + static_cast<size_t>(m0) * ldy + p * kPanel;
           const int ncols = std::min(kPanel, n_total - p * kPanel);
-          if (kernels != nullptr) {
+          const int q = next_g0 + (p - g0);  // This panel's counterpart in the next block.
+          if (prefetching != nullptr && tile > 0 && next_lines > 0 && q < next_g1) {
+            // The later tiles share the counterpart's lines: each fetches its part.
+            const int from = (tile - 1) * lines_per_tile;
+            const int lines = std::max(0, std::min(lines_per_tile, next_lines - from));
+            const uint8_t* next = panels +
+                                  ((static_cast<size_t>(q) * k_total + next_k0) * kPanel) * elem +
+                                  static_cast<size_t>(from) * 64;
+            prefetching[rows - 1](a, ldx, b, kc, c, ldy, ncols, first, next, lines);
+          } else if (kernels != nullptr) {
             kernels[rows - 1](a, ldx, b, kc, c, ldy, ncols, first);
           } else {
             KernelScalar(a, ldx, b, type, kc, c, ldy, ncols, first, rows);
