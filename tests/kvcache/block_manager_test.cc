@@ -2,6 +2,7 @@
 // cache's LRU eviction and events, quarantine; and the chained block hashes it is keyed by.
 #include "kvcache/block_manager.h"
 
+#include "common/hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kvcache/block_hash.h"
@@ -69,6 +70,22 @@ TEST(BlockHashTest, ChainsOverPrefixes) {
   EXPECT_EQ(ha[0], hb[0]);
   EXPECT_NE(ha[1], hb[1]);
   EXPECT_NE(FullBlockHashes(8, a, 4)[0], ha[0]);  // Another model: other hashes.
+}
+
+// A block's hash is XXH64, seeded with the model's fingerprint, of its parent's hash then its
+// tokens, whatever the block's size (small blocks are hashed from a stack buffer in one pass,
+// large ones streamed): the router and workers of other builds must agree on it.
+TEST(BlockHashTest, IsTheStreamedHashOfTheParentThenTheTokens) {
+  for (int size : {0, 1, 5, 16, 64, 254, 255, 1000}) {
+    std::vector<int32_t> tokens(size);
+    for (int i = 0; i < size; ++i) tokens[i] = i * 7919 - 3;
+    const uint64_t parent = 0x0123456789abcdefULL + size;
+    Xxh64State streamed(42);
+    streamed.Update(&parent, sizeof(parent));
+    streamed.Update(tokens.data(), tokens.size() * sizeof(int32_t));
+    const uint64_t expected = streamed.Digest();
+    EXPECT_EQ(BlockHash(42, parent, tokens), expected == 0 ? 1 : expected) << size;
+  }
 }
 
 }  // namespace
