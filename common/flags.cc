@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 
 ABSL_FLAG(std::string, log_level, "info", "Minimum log severity: debug, info, warning, error.");
@@ -88,6 +89,12 @@ std::vector<std::string> ParseCommandLine(int argc, char** argv, absl::string_vi
     std::exit(2);
   }
   SetMinLogSeverity(severity);
+#ifdef NDEBUG
+  // Abseil's deadlock detection, on in Debian's Abseil, records every lock acquisition in a
+  // lock graph: 2.6 % of the router's time at 256 workers and 4.5 % of a placement decision
+  // (perf). Release builds of pdserve turn it off; debug and sanitizer builds keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
   return std::vector<std::string>(positional.begin(), positional.end());
 }
 

@@ -43,10 +43,16 @@ std::vector<CandidateView> Placer::ViewCandidates(absl::Span<WorkerEntry* const>
     if (std::find(hashed.begin(), hashed.end(), std::pair{fp, bs}) != hashed.end()) continue;
     hashed.emplace_back(fp, bs);
     const int cacheable = (prompt_len - 1) / bs;  // As the decode worker: one token computes.
-    const std::vector<uint64_t> hashes =
-        kvcache::FullBlockHashes(fp, prompt.subspan(0, static_cast<size_t>(cacheable) * bs), bs);
+    // The chained block hashes (kvcache::FullBlockHashes), made only as far as they match.
+    uint64_t parent = 0;
     matches.clear();
-    prefix.Match(hashes, &matches);
+    prefix.Match(
+        static_cast<size_t>(std::max(0, cacheable)),
+        [&](size_t i) {
+          parent = kvcache::BlockHash(fp, parent, prompt.subspan(i * bs, static_cast<size_t>(bs)));
+          return parent;
+        },
+        &matches);
     for (auto [slot, blocks] : matches) cached_blocks[slot] = blocks;
   }
   // A worker's load: its request count, or with DecodeBalance::kWork the decode step time its

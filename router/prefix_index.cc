@@ -38,15 +38,21 @@ void PrefixIndex::RemoveWorker(Slot worker) {
 
 void PrefixIndex::Match(absl::Span<const uint64_t> hashes,
                         std::vector<std::pair<Slot, int>>* out) const {
-  if (hashes.empty()) return;
-  auto first = holders_.find(hashes[0]);
+  Match(
+      hashes.size(), [&](size_t i) { return hashes[i]; }, out);
+}
+
+void PrefixIndex::Match(size_t blocks, absl::FunctionRef<uint64_t(size_t)> hash,
+                        std::vector<std::pair<Slot, int>>* out) const {
+  if (blocks == 0) return;
+  auto first = holders_.find(hash(0));
   if (first == holders_.end()) return;
   const size_t base = out->size();
   for (Slot w : first->second) out->emplace_back(w, 1);
   // Workers still matching occupy out[base, base + alive); the rest keep their final count.
   size_t alive = first->second.size();
-  for (size_t i = 1; i < hashes.size() && alive > 0; ++i) {
-    auto it = holders_.find(hashes[i]);
+  for (size_t i = 1; i < blocks && alive > 0; ++i) {
+    auto it = holders_.find(hash(i));
     if (it == holders_.end()) break;
     const auto& holders = it->second;
     size_t kept = 0;

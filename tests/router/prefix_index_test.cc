@@ -30,6 +30,38 @@ TEST(PrefixIndexTest, LongestLeadingRunPerWorker) {
   EXPECT_TRUE(Match(index, {}).empty());
 }
 
+// Hashes made as needed: asked for in order, each once, and not past the block after the
+// last one some worker holds; the same matches as with every hash made first.
+TEST(PrefixIndexTest, HashesAreMadeOnlyAsFarAsTheyMatch) {
+  PrefixIndex index;
+  index.Apply(0, false, std::vector<uint64_t>{1, 2, 3, 4}, {});
+  index.Apply(1, false, std::vector<uint64_t>{1, 2}, {});
+  const std::vector<uint64_t> prompt = {1, 2, 3, 9, 10, 11, 12};
+  std::vector<size_t> asked;
+  std::vector<std::pair<PrefixIndex::Slot, int>> out;
+  index.Match(
+      prompt.size(),
+      [&](size_t i) {
+        asked.push_back(i);
+        return prompt[i];
+      },
+      &out);
+  EXPECT_EQ(asked, (std::vector<size_t>{0, 1, 2, 3}));  // Block 3 (9) ends every match.
+  const std::map<PrefixIndex::Slot, int> lazily(out.begin(), out.end());
+  EXPECT_EQ(lazily, Match(index, prompt));
+  asked.clear();
+  out.clear();
+  index.Match(
+      3,
+      [&](size_t i) {
+        asked.push_back(i);
+        return uint64_t{100 + i};
+      },
+      &out);
+  EXPECT_EQ(asked, std::vector<size_t>{0});  // Nobody holds the first block: one hash.
+  EXPECT_TRUE(out.empty());
+}
+
 TEST(PrefixIndexTest, EvictionsResetsAndRemoval) {
   PrefixIndex index;
   index.Apply(0, false, std::vector<uint64_t>{1, 2, 3}, {});
