@@ -91,6 +91,7 @@ Xxh64State::Xxh64State(uint64_t seed) : seed_(seed) {
 }
 
 void Xxh64State::Update(const void* data, size_t size) {
+  if (size == 0) return;  // `data` may then be null (an empty span's), which memcpy must not see.
   const uint8_t* p = static_cast<const uint8_t*>(data);
   total_ += size;
   if (buffered_ + size < 32) {
