@@ -169,16 +169,6 @@ __attribute__((target("avx2,fma,f16c"))) void KernelAvx2Prefetching(
   }
 }
 
-template <int MR, WeightType W>
-void KernelAvx2(const float* a, int lda, const uint8_t* b, int kc, float* c, int ldc, int ncols,
-                bool first) {
-  KernelAvx2Prefetching<MR, W>(a, lda, b, kc, c, ldc, ncols, first, nullptr, 0);
-}
-
-template <WeightType W>
-constexpr std::array<KernelFn, kMrAvx2> kAvx2Kernels = {&KernelAvx2<1, W>, &KernelAvx2<2, W>,
-                                                        &KernelAvx2<3, W>};
-
 template <WeightType W>
 constexpr std::array<PrefetchingKernelFn, kMrAvx2> kAvx2PrefetchingKernels = {
     &KernelAvx2Prefetching<1, W>, &KernelAvx2Prefetching<2, W>, &KernelAvx2Prefetching<3, W>};
@@ -221,17 +211,6 @@ const KernelFn* Avx512Table(WeightType type) {
   }
 }
 
-const KernelFn* Avx2Table(WeightType type) {
-  switch (type) {
-    case WeightType::kBF16:
-      return kAvx2Kernels<WeightType::kBF16>.data();
-    case WeightType::kF16:
-      return kAvx2Kernels<WeightType::kF16>.data();
-    default:
-      return kAvx2Kernels<WeightType::kF32>.data();
-  }
-}
-
 const PrefetchingKernelFn* Avx2PrefetchingTable(WeightType type) {
   switch (type) {
     case WeightType::kBF16:
@@ -249,13 +228,15 @@ const PrefetchingKernelFn* Avx2PrefetchingTable(WeightType type) {
 void GemmPanelRange(CpuIsa isa, const float* x, int m, int ldx, const uint8_t* panels,
                     WeightType type, int n_total, int k_total, float* y, int ldy, int p0, int p1) {
   const KernelFn* kernels = nullptr;
+  // The AVX2 kernels, which can also fetch the next block of panels (below).
+  const PrefetchingKernelFn* prefetching = nullptr;
   int mr = 4;
 #if defined(__x86_64__)
   if (isa == CpuIsa::kAvx512) {
     kernels = Avx512Table(type);
     mr = kMrAvx512;
   } else if (isa == CpuIsa::kAvx2) {
-    kernels = Avx2Table(type);
+    prefetching = Avx2PrefetchingTable(type);
     mr = kMrAvx2;
   }
 #endif
@@ -268,10 +249,6 @@ void GemmPanelRange(CpuIsa isa, const float* x, int m, int ldx, const uint8_t* p
   // from cache; the AVX2 kernels of the later tiles fetch the next block meanwhile, so the
   // next first tile finds it in L2 too. (The AVX-512 tiles are 12 rows: a decode batch is
   // one tile.)
-  const PrefetchingKernelFn* prefetching = nullptr;
-#if defined(__x86_64__)
-  if (isa == CpuIsa::kAvx2 && m > mr) prefetching = Avx2PrefetchingTable(type);
-#endif
   const int tiles = (m + mr - 1) / mr;
   const size_t elem = WeightTypeBytes(type);
   const int block_k = m <= kStreamRows ? k_total : kBlockK;
@@ -299,13 +276,16 @@ void GemmPanelRange(CpuIsa isa, const float* x, int m, int ldx, const uint8_t* p
           float* c = y + static_cast<size_t>(m0) * ldy + p * kPanel;
           const int ncols = std::min(kPanel, n_total - p * kPanel);
           const int q = next_g0 + (p - g0);  // This panel's counterpart in the next block.
-          if (prefetching != nullptr && tile > 0 && next_lines > 0 && q < next_g1) {
-            // The later tiles share the counterpart's lines: each fetches its part.
-            const int from = (tile - 1) * lines_per_tile;
-            const int lines = std::max(0, std::min(lines_per_tile, next_lines - from));
-            const uint8_t* next = panels +
-                                  ((static_cast<size_t>(q) * k_total + next_k0) * kPanel) * elem +
-                                  static_cast<size_t>(from) * 64;
+          if (prefetching != nullptr) {
+            const uint8_t* next = nullptr;  // Nothing to fetch: the plain kernel.
+            int lines = 0;
+            if (tile > 0 && next_lines > 0 && q < next_g1) {
+              // The later tiles share the counterpart's lines: each fetches its part.
+              const int from = (tile - 1) * lines_per_tile;
+              lines = std::max(0, std::min(lines_per_tile, next_lines - from));
+              next = panels + ((static_cast<size_t>(q) * k_total + next_k0) * kPanel) * elem +
+                     static_cast<size_t>(from) * 64;
+            }
             prefetching[rows - 1](a, ldx, b, kc, c, ldy, ncols, first, next, lines);
           } else if (kernels != nullptr) {
             kernels[rows - 1](a, ldx, b, kc, c, ldy, ncols, first);
