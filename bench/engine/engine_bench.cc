@@ -101,6 +101,15 @@ double Flops(const std::vector<GemmShape>& shapes) {
   return f;
 }
 
+// The kernels OpenBLAS chose for this CPU (e.g. "Haswell" for AVX2, "SkylakeX" or "Zen" with
+// AVX-512 on recent releases). The sgemm fraction compares our kernels with these: with
+// --cpu_isa=avx2 on an AVX-512 machine, OPENBLAS_CORETYPE=Haswell in the environment gives
+// OpenBLAS's AVX2 kernels too, as a machine without AVX-512 runs them.
+std::string OpenBlasCore() {
+  const char* core = openblas_get_corename();
+  return core != nullptr ? core : "unknown";
+}
+
 // OpenBLAS sgemm throughput (FLOP/s) running the same shapes (best of 2).
 double OpenBlasFlops(const std::vector<GemmShape>& shapes, int threads) {
   openblas_set_num_threads(threads);
@@ -427,8 +436,9 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
     }
     per_threads.push_back(j);
   }
-  std::printf("%s kernels on %s\n%s", results.front().instruction_set.c_str(),
-              engine::CpuModelName().c_str(), table.ToString().c_str());
+  std::printf("%s kernels on %s; OpenBLAS sgemm on its %s kernels\n%s",
+              results.front().instruction_set.c_str(), engine::CpuModelName().c_str(),
+              OpenBlasCore().c_str(), table.ToString().c_str());
 
   // Headline keys from the single-thread run (the floors are per core there).
   const ThreadResult& one = results.front();
@@ -447,6 +457,7 @@ absl::Status RunEngineBench(const EngineBenchConfig& input) {
       {"kv_dtype", cfg.kv_dtype},
       {"decode_context_tokens", cfg.decode_context},
       {"instruction_set", results.front().instruction_set},
+      {"openblas_core", OpenBlasCore()},
       {"machine", MachineInfo()},
       {"threads_for_headline", one.threads},
       {"decode_b1_over_floor", b1 > 0 ? b1 / one.decode_floor_ms : 0},

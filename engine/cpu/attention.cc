@@ -70,12 +70,8 @@ void Softmax(CpuIsa isa, const AttentionRow* rows, int n, float scale, float* sc
   for (int r = 0; r < n; ++r) {
     float* s = scores + r * stride;
     const int count = rows[r].position + 1;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < count; ++j) {
-      s[j] *= scale;
-      max = std::max(max, s[j]);
-    }
-    for (int j = 0; j < count; ++j) s[j] -= max;
+    const float max = kernels::ScaleInPlaceMax(isa, s, scale, count);
+    kernels::AddInPlace(isa, s, -max, count);
     inv_sum[r] = 1.0f / kernels::ExpInPlaceSum(isa, s, count);
   }
 }

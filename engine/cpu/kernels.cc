@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "engine/cpu/simd_kernels.h"
 
@@ -149,6 +150,21 @@ float ExpInPlaceSum(CpuIsa isa, float* x, int n) {
     sum += x[i];
   }
   return sum;
+}
+
+float ScaleInPlaceMax(CpuIsa isa, float* x, float scale, int n) {
+  if (const SimdKernels* simd = SimdKernelsFor(isa)) return simd->scale_max(x, scale, n);
+  float max = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < n; ++i) {
+    x[i] *= scale;
+    max = std::max(max, x[i]);
+  }
+  return max;
+}
+
+void AddInPlace(CpuIsa isa, float* x, float add, int n) {
+  if (const SimdKernels* simd = SimdKernelsFor(isa)) return simd->add_scalar(x, add, n);
+  for (int i = 0; i < n; ++i) x[i] += add;
 }
 
 void ApplyRope(float* x, int num_heads, int head_dim, const float* cos, const float* sin) {

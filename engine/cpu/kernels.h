@@ -22,6 +22,11 @@ void SiluMul(CpuIsa isa, const float* gate, const float* up, int n, float* out);
 // x[i] = exp(x[i]) for n elements; returns the sum of the results (accumulated in a fixed
 // order: lane-wise over 16-element chunks, then a fixed reduction tree).
 float ExpInPlaceSum(CpuIsa isa, float* x, int n);
+// x[i] *= scale; returns the largest result. Every path gives the same results (one rounding
+// per element; the maximum is exact).
+float ScaleInPlaceMax(CpuIsa isa, float* x, float scale, int n);
+// x[i] += add (one rounding per element: the same on every path).
+void AddInPlace(CpuIsa isa, float* x, float add, int n);
 // Rotates `num_heads` heads of `head_dim` (rotate-half convention of Hugging Face Llama):
 // for i < head_dim/2, (x[i], x[i+h/2]) -> (x[i]c - x[i+h/2]s, x[i+h/2]c + x[i]s).
 void ApplyRope(float* x, int num_heads, int head_dim, const float* cos, const float* sin);

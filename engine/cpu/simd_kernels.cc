@@ -3,8 +3,11 @@
 #include "engine/cpu/simd_kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <utility>
 
 #include "engine/cpu/attention.h"
 #include "engine/half.h"
@@ -131,6 +134,35 @@ float ExpInPlaceSumImpl(float* x, int count) {
   return hn::GetLane(hn::SumOfLanes(d, acc));
 }
 
+float ScaleMaxImpl(float* x, float scale, int count) {
+  const D d;
+  const size_t lanes = hn::Lanes(d), n = static_cast<size_t>(count);
+  const V s = hn::Set(d, scale);
+  const V lowest = hn::Set(d, -std::numeric_limits<float>::infinity());
+  V max = lowest;
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const V v = hn::Mul(hn::LoadU(d, x + i), s);
+    hn::StoreU(v, d, x + i);
+    max = hn::Max(max, v);
+  }
+  if (i < n) {
+    const V v = hn::Mul(LoadTail(d, x + i, n - i), s);
+    StoreTail(v, d, x + i, n - i);
+    max = hn::Max(max, hn::IfThenElse(hn::FirstN(d, n - i), v, lowest));  // Not the padding.
+  }
+  return hn::GetLane(hn::MaxOfLanes(d, max));
+}
+
+void AddScalarImpl(float* x, float add, int count) {
+  const D d;
+  const size_t lanes = hn::Lanes(d), n = static_cast<size_t>(count);
+  const V a = hn::Set(d, add);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) hn::StoreU(hn::Add(hn::LoadU(d, x + i), a), d, x + i);
+  if (i < n) StoreTail(hn::Add(LoadTail(d, x + i, n - i), a), d, x + i, n - i);
+}
+
 // Elements [first, first + Lanes) of a cached row as floats (zero past head_dim).
 V LoadKv(D d, const uint8_t* row, DType dtype, size_t first, size_t head_dim) {
   const size_t lanes = hn::Lanes(d);
@@ -157,18 +189,92 @@ V LoadKv(D d, const uint8_t* row, DType dtype, size_t first, size_t head_dim) {
   return hn::Load(d, buf);
 }
 
-// Rows are processed this many at a time, sharing each value row's load.
+// A full vector of a cached row's elements [first, first + Lanes) as floats; `kType` fixed at
+// compile time, so the value pass's inner loop has no branch on it.
+template <DType kType>
+HWY_INLINE V LoadFullKv(D d, const uint8_t* row, size_t first) {
+  if constexpr (kType == DType::kF32) {
+    return hn::LoadU(d, reinterpret_cast<const float*>(row) + first);
+  } else if constexpr (kType == DType::kBF16) {
+    const hn::Rebind<hwy::bfloat16_t, D> dbf16;
+    return hn::PromoteTo(d,
+                         hn::LoadU(dbf16, reinterpret_cast<const hwy::bfloat16_t*>(row) + first));
+  } else {
+    const hn::Rebind<hwy::float16_t, D> df16;
+    return hn::PromoteTo(d, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(row) + first));
+  }
+}
+
+// The value pass in register tiles of kTileRows rows x kTileVecs vectors of dimensions (16
+// dimensions on AVX2 and NEON): a value row's vectors are loaded once for all the tile's rows,
+// and a row's probability once for all its vectors. AVX2 holds the 12 accumulators, 2 value
+// vectors and the broadcast in its 16 registers (NEON: 24 of 32). A single vector of a row
+// at a time, as before, loaded the value row once per four FMAs and branched on every row's
+// causal limit at every j.
+constexpr int kTileRows = 6;
+constexpr size_t kTileVecs = hn::MaxLanes(D()) >= 16 ? 1 : 16 / hn::MaxLanes(D());
+
+// One tile: rows [0, MR) of `rows`, dimensions [d0, d0 + kTileVecs * Lanes), all inside head_dim.
+// Each output element is one FMA chain over j in order: the same arithmetic as the generic pass.
+template <DType kType, int MR>
+void ValueTile(const AttentionRow* rows, const uint8_t* const* v_rows, size_t d0,
+               const float* probs, size_t stride) {
+  const D d;
+  const size_t lanes = hn::Lanes(d);
+  V acc[MR][kTileVecs];
+  int first_end = rows[0].position, last_end = rows[0].position;
+  for (int r = 0; r < MR; ++r) {
+    for (size_t k = 0; k < kTileVecs; ++k) acc[r][k] = hn::Zero(d);
+    first_end = std::min(first_end, rows[r].position);
+    last_end = std::max(last_end, rows[r].position);
+  }
+  int j = 0;
+  for (; j <= first_end; ++j) {  // Every row attends to j.
+    V v[kTileVecs];
+    for (size_t k = 0; k < kTileVecs; ++k) v[k] = LoadFullKv<kType>(d, v_rows[j], d0 + k * lanes);
+    for (int r = 0; r < MR; ++r) {
+      const V p = hn::Set(d, probs[r * stride + j]);
+      for (size_t k = 0; k < kTileVecs; ++k) acc[r][k] = hn::MulAdd(p, v[k], acc[r][k]);
+    }
+  }
+  for (; j <= last_end; ++j) {  // The causal tail: only rows whose position reaches j.
+    V v[kTileVecs];
+    for (size_t k = 0; k < kTileVecs; ++k) v[k] = LoadFullKv<kType>(d, v_rows[j], d0 + k * lanes);
+    for (int r = 0; r < MR; ++r) {
+      if (j > rows[r].position) continue;
+      const V p = hn::Set(d, probs[r * stride + j]);
+      for (size_t k = 0; k < kTileVecs; ++k) acc[r][k] = hn::MulAdd(p, v[k], acc[r][k]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (size_t k = 0; k < kTileVecs; ++k) hn::StoreU(acc[r][k], d, rows[r].out + d0 + k * lanes);
+  }
+}
+
+using ValueTileFn = void (*)(const AttentionRow*, const uint8_t* const*, size_t, const float*,
+                             size_t);
+
+template <DType kType, int... Rs>
+constexpr std::array<ValueTileFn, sizeof...(Rs)> MakeValueTiles(std::integer_sequence<int, Rs...>) {
+  return {&ValueTile<kType, Rs + 1>...};
+}
+
+template <DType kType>
+constexpr auto kValueTiles = MakeValueTiles<kType>(std::make_integer_sequence<int, kTileRows>{});
+
+// The dimensions past the last full tile (head_dim not a multiple of 16): one vector of up to
+// four rows at a time, the dtype chosen per load. Same chains, same order.
 constexpr int kRowsPerPass = 4;
 
-void AttendValuesImpl(const AttentionRow* rows, int n, const uint8_t* const* v_rows, DType dtype,
-                      int head_dim, const float* probs, size_t stride) {
+void ValueRemainder(const AttentionRow* rows, int n, const uint8_t* const* v_rows, DType dtype,
+                    size_t first_dim, size_t hd, const float* probs, size_t stride) {
   const D d;
-  const size_t lanes = hn::Lanes(d), hd = static_cast<size_t>(head_dim);
+  const size_t lanes = hn::Lanes(d);
   for (int r0 = 0; r0 < n; r0 += kRowsPerPass) {
     const int mr = std::min(kRowsPerPass, n - r0);
     int last = 0;
     for (int r = 0; r < mr; ++r) last = std::max(last, rows[r0 + r].position);
-    for (size_t d0 = 0; d0 < hd; d0 += lanes) {
+    for (size_t d0 = first_dim; d0 < hd; d0 += lanes) {
       V acc[kRowsPerPass];
       for (int r = 0; r < kRowsPerPass; ++r) acc[r] = hn::Zero(d);
       for (int j = 0; j <= last; ++j) {
@@ -190,10 +296,42 @@ void AttendValuesImpl(const AttentionRow* rows, int n, const uint8_t* const* v_r
   }
 }
 
+template <DType kType>
+void ValueTiles(const AttentionRow* rows, int n, const uint8_t* const* v_rows, size_t full_dims,
+                const float* probs, size_t stride) {
+  const size_t tile_dims = kTileVecs * hn::Lanes(D());
+  for (size_t d0 = 0; d0 < full_dims; d0 += tile_dims) {
+    for (int r0 = 0; r0 < n; r0 += kTileRows) {
+      const int mr = std::min(kTileRows, n - r0);
+      kValueTiles<kType>[mr - 1](rows + r0, v_rows, d0, probs + r0 * stride, stride);
+    }
+  }
+}
+
+void AttendValuesImpl(const AttentionRow* rows, int n, const uint8_t* const* v_rows, DType dtype,
+                      int head_dim, const float* probs, size_t stride) {
+  const size_t hd = static_cast<size_t>(head_dim);
+  const size_t tile_dims = kTileVecs * hn::Lanes(D());
+  const size_t full_dims = hd / tile_dims * tile_dims;
+  switch (dtype) {
+    case DType::kF32:
+      ValueTiles<DType::kF32>(rows, n, v_rows, full_dims, probs, stride);
+      break;
+    case DType::kF16:
+      ValueTiles<DType::kF16>(rows, n, v_rows, full_dims, probs, stride);
+      break;
+    case DType::kBF16:
+      ValueTiles<DType::kBF16>(rows, n, v_rows, full_dims, probs, stride);
+      break;
+  }
+  if (full_dims < hd) ValueRemainder(rows, n, v_rows, dtype, full_dims, hd, probs, stride);
+}
+
 }  // namespace
 
-const SimdKernels kSimdKernels = {&RmsNormImpl, &SiluMulImpl, &ExpInPlaceSumImpl, &AttendValuesImpl,
-                                  hwy::TargetName(HWY_TARGET)};
+const SimdKernels kSimdKernels = {
+    &RmsNormImpl,   &SiluMulImpl,      &ExpInPlaceSumImpl,         &ScaleMaxImpl,
+    &AddScalarImpl, &AttendValuesImpl, hwy::TargetName(HWY_TARGET)};
 
 }  // namespace pdserve::engine::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -26,6 +26,10 @@ struct SimdKernels {
   void (*silu_mul)(const float* gate, const float* up, int n, float* out);
   // x[i] = exp(x[i]); returns their sum.
   float (*exp_in_place_sum)(float* x, int n);
+  // x[i] *= scale; returns the largest result (exact, as max is).
+  float (*scale_max)(float* x, float scale, int n);
+  // x[i] += add.
+  void (*add_scalar)(float* x, float add, int n);
   // Attention's value pass for `n` rows of one KV head: rows[r].out[d] = sum over j = 0 ..
   // rows[r].position of probs[r * stride + j] * V[j][d], one fused multiply-add chain per
   // element in the order of j. V rows are `dtype` (f32, f16 or bf16) of head_dim elements.

@@ -1,7 +1,9 @@
 #include "engine/cpu/kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "engine/cpu/gemm.h"
@@ -154,6 +156,27 @@ TEST_P(KernelsTest, ExpIsAccurateAndSumsInAFixedOrder) {
   std::vector<float> a(37, 0.5f), b = a;
   EXPECT_EQ(kernels::ExpInPlaceSum(isa(), a.data(), 37),
             kernels::ExpInPlaceSum(isa(), b.data(), 37));
+}
+
+// Softmax's scaling and shift: each element rounded once, as scalar code rounds it, and the
+// maximum of the scaled values only (every length from 1 to 40, so each path's partial last
+// vector is met; all values negative, so a padding lane counted as 0 would be the maximum).
+TEST_P(KernelsTest, ScaleMaxAndShiftAreTheScalarResultsBitForBit) {
+  for (int n = 1; n <= 40; ++n) {
+    std::vector<float> x = Random(n, 100 + n);
+    for (float& v : x) v = -1.0f - std::abs(v) * 30;
+    std::vector<float> want = x;
+    float want_max = -std::numeric_limits<float>::infinity();
+    for (float& v : want) {
+      v *= 0.125f;
+      want_max = std::max(want_max, v);
+    }
+    EXPECT_EQ(kernels::ScaleInPlaceMax(isa(), x.data(), 0.125f, n), want_max) << n;
+    EXPECT_EQ(x, want) << n;
+    for (float& v : want) v -= want_max;
+    kernels::AddInPlace(isa(), x.data(), -want_max, n);
+    EXPECT_EQ(x, want) << n;
+  }
 }
 
 TEST_P(KernelsTest, RmsNormRopeAndSiluMatchScalarMath) {
