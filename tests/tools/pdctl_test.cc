@@ -241,7 +241,7 @@ TEST(PdctlTest, ASupervisedClusterStartsAgainWhatIsKilledWithinItsBudget) {
   auto state = ClusterState::Read(ClusterState::PathIn(run));
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_GT(state->supervisor_pid, 0);
-  // (Once in CI the supervisor was not running here: its log says why.)
+  // `up` returns once the supervisor watches (it was once checked here while still in exec).
   ASSERT_TRUE(ProcessRuns(state->supervisor_pid, "pdctl"))
       << "supervisor log:\n"
       << std::string(std::istreambuf_iterator<char>(std::ifstream(run + "/supervisor.log").rdbuf()),

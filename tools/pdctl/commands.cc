@@ -59,6 +59,31 @@ void PrintSupervision(const ClusterState& state, const std::string& run_dir, std
   if (!events.empty()) out << "supervision events (oldest first)\n" << table.ToString();
 }
 
+// Until the supervisor's "supervising" event (written after `started`), nothing restarts a
+// process that dies, and a supervisor that fails at start (an unreadable state, a bad flag)
+// has not said why: `up` reports it only once it watches. Checking that its pid runs was not
+// enough: a child still inside exec has no command line to recognise it by yet.
+absl::Status WaitSupervising(ChildProcess& supervisor, const std::string& run_dir,
+                             absl::Time started, absl::Duration timeout = absl::Seconds(20)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    for (const SupervisionEvent& e : ReadEvents(run_dir, 0)) {
+      if (e.process == "supervisor" && e.event == "supervising" && e.time >= started)
+        return absl::OkStatus();
+    }
+    if (!supervisor.running()) {
+      return absl::UnavailableError(absl::StrCat("it exited at start; its log (",
+                                                 supervisor.log_path(), "):\n", supervisor.Log()));
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "it did not start watching within ", absl::FormatDuration(timeout), " (log: ",
+          supervisor.log_path(), ")"));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
 std::string ModeName(v1::PlacementMode mode) {
   return mode == v1::PLACEMENT_MODE_OFFLOAD ? "OFFLOAD"
          : mode == v1::PLACEMENT_MODE_LOCAL ? "LOCAL"
@@ -108,6 +133,7 @@ absl::Status Up(const std::string& config_path, std::ostream& out,
   if (supervision.has_value()) {
     std::vector<std::string> args = {"supervise", "--run_dir=" + c.run_dir};
     for (const std::string& flag : supervision->AsFlags()) args.push_back(flag);
+    const absl::Time started = absl::Now();
     auto supervisor = ChildProcess::Start(ChildOptions{.binary = "pdctl",
                                                        .args = args,
                                                        .expect_serving_info = false,
@@ -118,6 +144,11 @@ absl::Status Up(const std::string& config_path, std::ostream& out,
       return absl::UnavailableError(absl::StrCat(
           "the cluster is up but its supervisor did not start (pdctl down stops the cluster): ",
           supervisor.status().message()));
+    }
+    if (absl::Status s = WaitSupervising(**supervisor, c.run_dir, started); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "the cluster is up but its supervisor did not start (pdctl down stops the cluster): ",
+          s.message()));
     }
     cluster->state.supervisor_pid = (*supervisor)->Release();
     if (absl::Status s = cluster->state.Write(state_path); !s.ok()) return s;
