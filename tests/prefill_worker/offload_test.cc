@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -299,13 +300,28 @@ TEST_P(OffloadTest, PrefillWorkerKilledWhileALayerIsInFlightLeavesTheDecodeWorke
     const std::vector<int32_t> prompt = reference_.RandomPrompt(rng, 400);
     const std::vector<int32_t> expected = reference_.Generate(prompt, 6);
     client::GenerationOutcome out;
+    std::atomic<bool> done = false;
     std::thread call([&] {
       out = Call(Request(prompt, 6, {Worker{"prefill-slow", slow->grpc_address()}}));
+      done = true;
     });
     JoinOnExit joiner(&call, [&] { slow->Kill(); });
-    // The first layer has landed; the next ones are on the wire.
-    ASSERT_TRUE(
-        WaitForMetricAtLeast(slow->metrics_address(), "pdserve_kv_transfer_layers_total", 1));
+    // The first layer has landed; the next ones are on the wire. (Waiting for the call too: a
+    // request that ended without offloading would otherwise fail here with nothing to say why.)
+    auto layers = [&] {
+      return Metric(slow->metrics_address(), "pdserve_kv_transfer_layers_total");
+    };
+    testing::PollUntil([&] { return done || layers() >= 1; }, absl::Seconds(10),
+                       absl::Milliseconds(10));
+    if (layers() < 1) {
+      slow->Kill();
+      call.join();
+      FAIL() << "no layer was sent (call " << (done ? "ended" : "still running") << "): status "
+             << out.status.error_code() << " " << out.status.error_message() << ", placement "
+             << out.result.placement().ShortDebugString() << "\nprefill worker log:\n"
+             << slow->Log() << "\ndecode worker log:\n"
+             << decode_->Log();
+    }
     slow->Kill();
     call.join();
     ASSERT_TRUE(decode_->running()) << decode_->Log();

@@ -76,9 +76,9 @@ absl::Status WaitSupervising(ChildProcess& supervisor, const std::string& run_di
                                                  supervisor.log_path(), "):\n", supervisor.Log()));
     }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "it did not start watching within ", absl::FormatDuration(timeout), " (log: ",
-          supervisor.log_path(), ")"));
+      return absl::DeadlineExceededError(absl::StrCat("it did not start watching within ",
+                                                      absl::FormatDuration(timeout),
+                                                      " (log: ", supervisor.log_path(), ")"));
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
