@@ -140,15 +140,12 @@ absl::Status Up(const std::string& config_path, std::ostream& out,
                                                        .run_dir = c.run_dir,
                                                        .name = "supervisor",
                                                        .detached = true});
-    if (!supervisor.ok()) {
+    const absl::Status watching =
+        supervisor.ok() ? WaitSupervising(**supervisor, c.run_dir, started) : supervisor.status();
+    if (!watching.ok()) {
       return absl::UnavailableError(absl::StrCat(
           "the cluster is up but its supervisor did not start (pdctl down stops the cluster): ",
-          supervisor.status().message()));
-    }
-    if (absl::Status s = WaitSupervising(**supervisor, c.run_dir, started); !s.ok()) {
-      return absl::UnavailableError(absl::StrCat(
-          "the cluster is up but its supervisor did not start (pdctl down stops the cluster): ",
-          s.message()));
+          watching.message()));
     }
     cluster->state.supervisor_pid = (*supervisor)->Release();
     if (absl::Status s = cluster->state.Write(state_path); !s.ok()) return s;
