@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
-#include <numeric>
 
 namespace pdserve::router {
 
@@ -33,33 +33,56 @@ double ArrivalMix::Decay(absl::Time now) const {
   return std::exp(-std::max(0.0, absl::ToDoubleSeconds(now - last_)) / window_s_);
 }
 
+template <typename F>
+void ArrivalMix::ForEachCounted(F f) const {
+  for (size_t word = 0; word < counted_.size(); ++word) {
+    for (uint64_t bits = counted_[word]; bits != 0; bits &= bits - 1)
+      f(static_cast<int>(word * 64 + std::countr_zero(bits)));
+  }
+}
+
 void ArrivalMix::Count(absl::Time now, int tokens) {
   const double decay = Decay(now);
   if (decay != 1) {
-    for (double& c : count_) c *= decay;
-    for (double& t : tokens_) t *= decay;
+    ForEachCounted([&](int c) {
+      count_[c] *= decay;
+      tokens_[c] *= decay;
+    });
   }
   const int c = ClassOf(tokens);
+  counted_[c / 64] |= uint64_t{1} << (c % 64);
   count_[c] += 1 / window_s_;
   tokens_[c] += std::max(0, tokens) / window_s_;
   last_ = std::max(last_, now);
 }
 
-double ArrivalMix::Rate(absl::Time now) const {
-  return std::accumulate(count_.begin(), count_.end(), 0.0) * Decay(now);
+double ArrivalMix::RateWith(double decay) const {
+  double sum = 0;
+  ForEachCounted([&](int c) { sum += count_[c]; });
+  return sum * decay;
 }
 
-std::vector<LengthClassRate> ArrivalMix::Classes(absl::Time now) const {
+std::vector<LengthClassRate> ArrivalMix::ClassesWith(double decay) const {
   std::vector<LengthClassRate> classes;
-  const double decay = Decay(now);
-  for (int c = 0; c < kClasses; ++c) {
+  ForEachCounted([&](int c) {
     const double per_s = count_[c] * decay;
     // Under one arrival in a thousand windows: gone.
-    if (per_s * window_s_ < 1e-3) continue;
+    if (per_s * window_s_ < 1e-3) return;
     classes.push_back(
         {.min_tokens = ClassMinTokens(c), .mean_tokens = tokens_[c] / count_[c], .per_s = per_s});
-  }
+  });
   return classes;
+}
+
+double ArrivalMix::Rate(absl::Time now) const { return RateWith(Decay(now)); }
+
+std::vector<LengthClassRate> ArrivalMix::Classes(absl::Time now) const {
+  return ClassesWith(Decay(now));
+}
+
+ArrivalMix::Snapshot ArrivalMix::Read(absl::Time now) const {
+  const double decay = Decay(now);
+  return {.per_s = RateWith(decay), .classes = ClassesWith(decay)};
 }
 
 }  // namespace pdserve::router

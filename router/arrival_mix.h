@@ -8,6 +8,7 @@
 #define PDSERVE_ROUTER_ARRIVAL_MIX_H_
 
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -35,17 +36,30 @@ class ArrivalMix {
   double Rate(absl::Time now) const;
   // The classes with arrivals, shortest first.
   std::vector<LengthClassRate> Classes(absl::Time now) const;
+  // Both at once (one decay factor): what a placement reads for every candidate.
+  struct Snapshot {
+    double per_s = 0;
+    std::vector<LengthClassRate> classes;
+  };
+  Snapshot Read(absl::Time now) const;
 
   static int ClassOf(int tokens);
   static double ClassMinTokens(int length_class);
 
  private:
   double Decay(absl::Time now) const;
+  double RateWith(double decay) const;
+  std::vector<LengthClassRate> ClassesWith(double decay) const;
+  // Calls f(c) for every class ever counted, in increasing order. The others hold zeros, so
+  // skipping them changes no sum (a placement reads a few classes of 89 per candidate).
+  template <typename F>
+  void ForEachCounted(F f) const;
 
   double window_s_;
-  absl::Time last_;                        // InfinitePast until the first arrival.
-  std::array<double, kClasses> count_{};   // Decayed arrivals per class, / window.
-  std::array<double, kClasses> tokens_{};  // Their decayed token sums, / window.
+  absl::Time last_;                                       // InfinitePast until the first arrival.
+  std::array<double, kClasses> count_{};                  // Decayed arrivals per class, / window.
+  std::array<double, kClasses> tokens_{};                 // Their decayed token sums, / window.
+  std::array<uint64_t, (kClasses + 63) / 64> counted_{};  // Bit c: class c was ever counted.
 };
 
 }  // namespace pdserve::router

@@ -1,6 +1,7 @@
 #include "router/placement_inputs.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/retry_after.h"
@@ -123,8 +124,9 @@ PlacementInputs BuildPlacementInputs(const WorkerEntry& decode, int prompt_token
   in.decode.fingerprint = r.model_fingerprint;
   in.decode.kv_bytes_per_token = r.kv_bytes_per_token();
   in.decode.num_layers = r.kv_layout.num_layers;
-  in.decode.arrivals_per_s = decode.arrivals.Rate(now);
-  in.decode.arrival_classes = decode.arrivals.Classes(now);
+  ArrivalMix::Snapshot decode_arrivals = decode.arrivals.Read(now);
+  in.decode.arrivals_per_s = decode_arrivals.per_s;
+  in.decode.arrival_classes = std::move(decode_arrivals.classes);
   in.decode.streams_with_objective = static_cast<int>(decode.tpot_objectives.size());
   if (!decode.tpot_objectives.empty()) in.decode.tightest_tpot_ms = *decode.tpot_objectives.begin();
   in.decode.short_streams = decode.streams_by_length;
@@ -136,8 +138,9 @@ PlacementInputs BuildPlacementInputs(const WorkerEntry& decode, int prompt_token
     c.pending_tokens = e.load.pending_prefill_tokens;
     c.pending_token_squares = e.load.pending_prefill_token_squares;
     c.tokens_per_second = e.load.prefill_tokens_per_second;
-    c.arrivals_per_s = e.arrivals.Rate(now);
-    c.arrival_classes = e.arrivals.Classes(now);
+    ArrivalMix::Snapshot arrivals = e.arrivals.Read(now);
+    c.arrivals_per_s = arrivals.per_s;
+    c.arrival_classes = std::move(arrivals.classes);
     in.prefill.push_back(c);
   }
   return in;

@@ -52,6 +52,41 @@ TEST(ArrivalMixTest, RatesDecayWithTheWindow) {
   EXPECT_NEAR(mix.Rate(kStart + absl::Hours(1)), 0.1, 1e-12);
 }
 
+// The mix visits only the classes it has counted; one on each side of the 64-class word
+// boundary and the last class must all be found, decayed, listed in order and summed, and a
+// read of both at once must equal the two reads.
+TEST(ArrivalMixTest, EveryCountedClassIsReadAcrossTheWholeRange) {
+  ArrivalMix mix(absl::Seconds(10));
+  const int lengths[] = {3, 60000, 70000, 1 << 23};  // Classes 6, 63, 64 and the last.
+  absl::Time t = kStart;
+  for (int tokens : lengths) {
+    mix.Count(t, tokens);
+    t += absl::Seconds(1);
+  }
+  const absl::Time now = t;
+  const std::vector<LengthClassRate> classes = mix.Classes(now);
+  ASSERT_EQ(classes.size(), 4u);
+  double sum = 0;
+  for (size_t i = 0; i < classes.size(); ++i) {
+    const int age_s = static_cast<int>(classes.size() - i);  // Counted 4, 3, 2, 1 s ago.
+    EXPECT_NEAR(classes[i].per_s, 0.1 * std::exp(-age_s / 10.0), 1e-12) << i;
+    EXPECT_EQ(ArrivalMix::ClassOf(static_cast<int>(classes[i].mean_tokens + 0.5)),
+              ArrivalMix::ClassOf(lengths[i]))
+        << i;
+    sum += classes[i].per_s;
+  }
+  EXPECT_EQ(ArrivalMix::ClassOf(1 << 23), ArrivalMix::kClasses - 1);
+  EXPECT_NEAR(mix.Rate(now), sum, 1e-15);
+  const ArrivalMix::Snapshot both = mix.Read(now);
+  EXPECT_EQ(both.per_s, mix.Rate(now));
+  ASSERT_EQ(both.classes.size(), classes.size());
+  for (size_t i = 0; i < classes.size(); ++i) {
+    EXPECT_EQ(both.classes[i].per_s, classes[i].per_s);
+    EXPECT_EQ(both.classes[i].mean_tokens, classes[i].mean_tokens);
+    EXPECT_EQ(both.classes[i].min_tokens, classes[i].min_tokens);
+  }
+}
+
 TEST(ArrivalMixTest, ClassesAreQuarterOctaves) {
   EXPECT_EQ(ArrivalMix::ClassOf(0), 0);
   EXPECT_EQ(ArrivalMix::ClassOf(1), 0);
