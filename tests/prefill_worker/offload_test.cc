@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <iostream>
 #include <random>
 #include <thread>
 
@@ -292,6 +293,11 @@ TEST_P(OffloadTest, PrefillWorkerKilledWhileALayerIsInFlightLeavesTheDecodeWorke
   const char* kills_env = std::getenv("PDSERVE_OFFLOAD_KILLS");
   const int kills = kills_env != nullptr ? std::max(1, std::atoi(kills_env)) : 4;
   std::mt19937 rng(29);
+  // A kill that found no layer in flight because the decode worker had rightly given up on the
+  // fresh prefill worker first (on a loaded machine its health check can take longer than the
+  // liveness timeout) is tried again, a few times at most: the fallback is checked, but the
+  // scenario under test did not happen.
+  int not_reached = 0;
   for (int kill = 0; kill < kills; ++kill) {
     SCOPED_TRACE(::testing::Message() << "kill " << kill);
     auto slow =
@@ -313,15 +319,8 @@ TEST_P(OffloadTest, PrefillWorkerKilledWhileALayerIsInFlightLeavesTheDecodeWorke
     };
     testing::PollUntil([&] { return done || layers() >= 1; }, absl::Seconds(10),
                        absl::Milliseconds(10));
-    if (layers() < 1) {
-      slow->Kill();
-      call.join();
-      FAIL() << "no layer was sent (call " << (done ? "ended" : "still running") << "): status "
-             << out.status.error_code() << " " << out.status.error_message() << ", placement "
-             << out.result.placement().ShortDebugString() << "\nprefill worker log:\n"
-             << slow->Log() << "\ndecode worker log:\n"
-             << decode_->Log();
-    }
+    const bool layer_sent = layers() >= 1;
+    const bool ended_first = done;  // Not a call stuck until the kill.
     slow->Kill();
     call.join();
     ASSERT_TRUE(decode_->running()) << decode_->Log();
@@ -329,6 +328,19 @@ TEST_P(OffloadTest, PrefillWorkerKilledWhileALayerIsInFlightLeavesTheDecodeWorke
     EXPECT_EQ(out.tokens, expected);
     EXPECT_TRUE(testing::WaitForDecodeBaseline(decode_->grpc_address(), absl::Seconds(15)))
         << testing::DecodeStatsOf(decode_->grpc_address()).DebugString();
+    if (!layer_sent) {
+      const v1::Placement& placement = out.result.placement();
+      ASSERT_TRUE(ended_first && placement.fell_back_to_local() && ++not_reached <= 3)
+          << "no layer was sent (the call " << (ended_first ? "had ended" : "was still running")
+          << ", " << not_reached << " such kills): placement " << placement.ShortDebugString()
+          << "\nprefill worker log:\n"
+          << slow->Log() << "\ndecode worker log:\n"
+          << decode_->Log();
+      std::cerr << "kill " << kill
+                << " found no layer in flight (fallback: " << placement.fallback_cause()
+                << "); once more\n";
+      --kill;
+    }
   }
 }
 
