@@ -163,34 +163,9 @@ void AddScalarImpl(float* x, float add, int count) {
   if (i < n) StoreTail(hn::Add(LoadTail(d, x + i, n - i), a), d, x + i, n - i);
 }
 
-// Elements [first, first + Lanes) of a cached row as floats (zero past head_dim).
-V LoadKv(D d, const uint8_t* row, DType dtype, size_t first, size_t head_dim) {
-  const size_t lanes = hn::Lanes(d);
-  const size_t count = first + lanes <= head_dim ? lanes : head_dim - first;
-  if (dtype == DType::kF32) {
-    const float* p = reinterpret_cast<const float*>(row) + first;
-    return count == lanes ? hn::LoadU(d, p) : LoadTail(d, p, count);
-  }
-  const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + first;
-  if (count == lanes) {
-    // Widened in registers, exactly (F16C on the x86 targets, FCVTL on NEON; bf16 is a
-    // float's top half).
-    if (dtype == DType::kBF16) {
-      const hn::Rebind<hwy::bfloat16_t, D> dbf16;
-      return hn::PromoteTo(d, hn::LoadU(dbf16, reinterpret_cast<const hwy::bfloat16_t*>(p)));
-    }
-    const hn::Rebind<hwy::float16_t, D> df16;
-    return hn::PromoteTo(d, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(p)));
-  }
-  // The row's last, partial vector: through a buffer.
-  HWY_ALIGN float buf[hn::MaxLanes(D())] = {};
-  for (size_t k = 0; k < count; ++k)
-    buf[k] = dtype == DType::kBF16 ? Bf16ToFloat(p[k]) : HalfToFloat(p[k]);
-  return hn::Load(d, buf);
-}
-
 // A full vector of a cached row's elements [first, first + Lanes) as floats; `kType` fixed at
-// compile time, so the value pass's inner loop has no branch on it.
+// compile time, so the value pass's inner loop has no branch on it. Half precision is widened
+// in registers, exactly (F16C on the x86 targets, FCVTL on NEON; bf16 is a float's top half).
 template <DType kType>
 HWY_INLINE V LoadFullKv(D d, const uint8_t* row, size_t first) {
   if constexpr (kType == DType::kF32) {
@@ -203,6 +178,26 @@ HWY_INLINE V LoadFullKv(D d, const uint8_t* row, size_t first) {
     const hn::Rebind<hwy::float16_t, D> df16;
     return hn::PromoteTo(d, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(row) + first));
   }
+}
+
+// Elements [first, first + Lanes) of a cached row as floats (zero past head_dim).
+V LoadKv(D d, const uint8_t* row, DType dtype, size_t first, size_t head_dim) {
+  const size_t lanes = hn::Lanes(d);
+  const size_t count = first + lanes <= head_dim ? lanes : head_dim - first;
+  if (dtype == DType::kF32) {
+    const float* p = reinterpret_cast<const float*>(row) + first;
+    return count == lanes ? hn::LoadU(d, p) : LoadTail(d, p, count);
+  }
+  if (count == lanes) {
+    return dtype == DType::kBF16 ? LoadFullKv<DType::kBF16>(d, row, first)
+                                 : LoadFullKv<DType::kF16>(d, row, first);
+  }
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + first;
+  // The row's last, partial vector: through a buffer.
+  HWY_ALIGN float buf[hn::MaxLanes(D())] = {};
+  for (size_t k = 0; k < count; ++k)
+    buf[k] = dtype == DType::kBF16 ? Bf16ToFloat(p[k]) : HalfToFloat(p[k]);
+  return hn::Load(d, buf);
 }
 
 // The value pass in register tiles of kTileRows rows x kTileVecs vectors of dimensions (16
