@@ -62,6 +62,9 @@ function(pdserve_test name)
   if(ARG_DATA_DEPS)
     add_dependencies(${name} ${ARG_DATA_DEPS})
   endif()
+  if("unit" IN_LIST ARG_LABELS)
+    set_property(GLOBAL APPEND PROPERTY PDSERVE_UNIT_TEST_TARGETS ${name})
+  endif()
   set(_props LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
   # A test that needs a GPU skips itself without one (GTEST_SKIP); CTest must count that as
   # skipped, not passed.

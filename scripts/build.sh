@@ -6,7 +6,7 @@
 #                                       debug info), no tests, benchmarks or CUDA backend
 #   image              -> build-image/  the shipped binaries only (no tests, no benchmarks):
 #                                       what deploy/docker/Dockerfile builds
-#   sanitize           -> build-asan/   Debug, ASan + UBSan, -Werror, tests only
+#   sanitize           -> build-asan/   Debug, ASan + UBSan, -Werror: the unit tests only
 #   tsan               -> build-tsan/   ThreadSanitizer: the server binaries and the stress test
 #   arm64              -> build-arm64/  the engine and its tests cross-compiled for 64-bit Arm
 #                                       (scripts/install_deps.sh --arm64); ctest runs them under
@@ -47,6 +47,7 @@ case "$flavor" in
     # The sanitizer build runs the unit tests: no CUDA, no benchmarks.
     args=(-DCMAKE_BUILD_TYPE=Debug -DPDSERVE_WERROR=ON -DPDSERVE_SANITIZE=ON
           -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF)
+    targets=(pdserve_unit_tests)
     ;;
   tsan)
     dir=build-tsan

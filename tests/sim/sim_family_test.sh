@@ -12,8 +12,8 @@ trap 'rm -rf "$out"' EXIT
 profile=$src/deploy/profiles/h100-llama3-8b.json
 
 "$sim" family --profile "$profile" --cells smoke --requests 300 --slo_ttft 2000 --slo_tpot 25 \
-  --thresholds 512,2048 --bisect_steps 3 --split_step 2 --jobs 2 --warmup_s 10 --measure_s 30 \
-  --cooldown_s 10 --min_ratio 0.95 --out "$out/family" > "$out/family.txt" 2> "$out/family.err" \
+  --thresholds 512,2048 --bisect_steps 3 --split_step 2 --jobs 2 --warmup_s 5 --measure_s 20 \
+  --cooldown_s 5 --min_ratio 0.95 --out "$out/family" > "$out/family.txt" 2> "$out/family.err" \
   || { cat "$out/family.txt" "$out/family.err"; exit 1; }
 cat "$out/family.txt"
 grep -q "^worst cell: " "$out/family.txt"
