@@ -12,10 +12,11 @@
 // measured arrivals span `measure_s` seconds (whole windows, so every rate judges the same
 // requests), preceded by `warmup_s` seconds of the window's end (the cluster fills, the
 // router's cost model and arrival rates settle) and followed by `cooldown_s` seconds of its
-// start (the last measured requests finish under load, not in a draining cluster); neither
-// is measured. Each copy's tokens are shifted within the vocabulary, so copies share no
-// prefix while each keeps its own sharing structure (a trace's common prefixes, follow-ups).
-// Thread-safety: pure functions.
+// start, or longer: until every measured request, sent as late as its objectives allow, would
+// have ended meeting them (the last measured requests finish under load, not in a draining
+// cluster; a request that ends later missed its objectives anyway); neither is measured. Each
+// copy's tokens are shifted within the vocabulary, so copies share no prefix while each keeps its
+// own sharing structure (a trace's common prefixes, follow-ups). Thread-safety: pure functions.
 #ifndef PDSERVE_SIM_STEADY_STATE_H_
 #define PDSERVE_SIM_STEADY_STATE_H_
 
@@ -31,7 +32,7 @@ struct SteadyState {
   double warmup_s = 20;    // Virtual seconds of load before the measured requests.
   double measure_s = 60;   // The measured arrivals span at least this (0: the window once,
                            // every request measured: a burst, not a steady state).
-  double cooldown_s = 20;  // Virtual seconds of load after them.
+  double cooldown_s = 20;  // Virtual seconds of load after them (at least; see above).
 
   bool enabled() const { return measure_s > 0; }
   absl::Status Validate() const;

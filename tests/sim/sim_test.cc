@@ -372,6 +372,61 @@ TEST(SteadyStateTest, TheWindowRepeatsUntilTheMeasuredSpanWithLoadAroundIt) {
   }
 }
 
+// The load outlasts the measured requests' objectives, whatever --cooldown_s says: a request
+// with 1,000 output tokens at 25 ms and a 2 s TTFT may end 26.975 s after it is sent, and
+// its follow-up (sent when it ends) as long again. Until then requests keep arriving, so that
+// no measured stream finishes in a draining cluster.
+TEST(SteadyStateTest, TheCoolDownLastsUntilEveryMeasuredRequestCouldHaveMetItsObjectives) {
+  std::vector<SimRequest> window = Poisson(20, 5, 40, 4);
+  const double first = window.front().arrival_s;
+  const double period = (window.back().arrival_s - first) * 20 / 19;
+  double gap = period / 20;  // The widest between two arrivals: how far a cut may fall short.
+  for (size_t i = 1; i < window.size(); ++i)
+    gap = std::max(gap, window[i].arrival_s - window[i - 1].arrival_s);
+  const SteadyState steady{.warmup_s = 1, .measure_s = 10, .cooldown_s = 2};
+  auto last_after_measured = [&](const std::vector<SimRequest>& run) {
+    double last_measured = 0, last = 0;
+    for (const SimRequest& r : run) {
+      if (r.measured) last_measured = std::max(last_measured, r.arrival_s);
+      last = std::max(last, r.arrival_s);
+    }
+    return last - last_measured;
+  };
+  // Without objectives: cooldown_s (window seconds = virtual at 1x), to within a gap.
+  auto plain = SteadyStateRequests(window, 1, steady, 32000);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_LE(last_after_measured(*plain), 2 + gap + 1e-9);
+
+  const router::SloConfig slo{.ttft_ms = 2000, .tpot_ms = 25};
+  for (SimRequest& r : window) {
+    r.slo = slo;
+    r.max_tokens = 4;
+  }
+  window[3].max_tokens = 1000;  // Ends by 26.975 s after it is sent.
+  auto one_long = SteadyStateRequests(window, 1, steady, 32000);
+  ASSERT_TRUE(one_long.ok()) << one_long.status();
+  const double life = 2 + 999 * 0.025;
+  // The last measured copy's request 3 arrives (period - (its offset)) before the measured
+  // span's last arrival at most; arrivals go on until its deadline.
+  const double offset3 = window[3].arrival_s - first;
+  EXPECT_GE(last_after_measured(*one_long), life - (period - offset3) - gap);
+  EXPECT_GT(last_after_measured(*one_long), 10);
+
+  // A follow-up of it doubles the time: it is sent when request 3 ends.
+  SimRequest follow = window[3];
+  follow.follow_up_of = 3;
+  follow.arrival_s = window[3].arrival_s + 0.5;
+  follow.prompt = {5, 6};
+  window.insert(window.begin() + 4, follow);
+  auto chained = SteadyStateRequests(window, 1, steady, 32000);
+  ASSERT_TRUE(chained.ok()) << chained.status();
+  EXPECT_GE(last_after_measured(*chained), last_after_measured(*one_long) + life - gap);
+  // At 2x the rate, the same virtual seconds are twice the window's seconds.
+  auto twice = SteadyStateRequests(window, 2, steady, 32000);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  EXPECT_GE(last_after_measured(*twice), 2 * last_after_measured(*chained) - 2 * period);
+}
+
 // Requests that share a prefix in the window share it within every copy, never across; a
 // follow-up points at its earlier turn's copy, and one whose earlier turn fell outside the
 // warm-up is dropped.
