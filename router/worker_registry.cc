@@ -1,6 +1,7 @@
 #include "router/worker_registry.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -64,6 +65,7 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info,
     while (slot < slots_.size() && slots_[slot] != nullptr) ++slot;
     entry->slot = slot;
     live_.push_back(entry.get());
+    by_session_[session] = entry.get();
     if (slot == slots_.size()) {
       slots_.push_back(std::move(entry));
     } else {
@@ -80,14 +82,12 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info,
 }
 
 WorkerEntry* WorkerRegistry::FindSessionLocked(uint64_t session) {
-  for (WorkerEntry* e : live_) {
-    if (e->session == session) return e;
-  }
-  return nullptr;
+  auto it = by_session_.find(session);
+  return it == by_session_.end() ? nullptr : it->second;
 }
 
-void WorkerRegistry::ObserveStepsLocked(WorkerEntry* e, const std::vector<StepObservation>& steps) {
-  const uint64_t fp = e->info.model_fingerprint;
+WorkerRegistry::StepLearning WorkerRegistry::LearnFromSteps(
+    uint64_t fingerprint, StepLearning learned, const std::vector<StepObservation>& steps) {
   for (const StepObservation& s : steps) {
     if (s.duration_ms <= 0) continue;
     const StepWork work = StepWork::Of(s);
@@ -95,17 +95,18 @@ void WorkerRegistry::ObserveStepsLocked(WorkerEntry* e, const std::vector<StepOb
     const double prefill = work.prefill_tokens;
     // Decode-only baseline of this step, before learning from it.
     const double baseline = cost_model_->StepMs(
-        fp, {.decode = decode, .decode_attention = decode * e->attention_per_decode});
-    const double predicted = cost_model_->ObserveStep(fp, work, s.duration_ms);
+        fingerprint, {.decode = decode, .decode_attention = decode * learned.attention_per_decode});
+    const double predicted = cost_model_->ObserveStep(fingerprint, work, s.duration_ms);
     if (predicted > 0) metrics_->step_prediction_ratio.Observe(s.duration_ms / predicted);
     if (decode > 0) {
       constexpr double kWeight = 0.05;  // ~20 steps: a few reports.
-      e->measured_step_ms = e->measured_step_ms > 0
-                                ? (1 - kWeight) * e->measured_step_ms + kWeight * s.duration_ms
-                                : s.duration_ms;
+      learned.measured_step_ms =
+          learned.measured_step_ms > 0
+              ? (1 - kWeight) * learned.measured_step_ms + kWeight * s.duration_ms
+              : s.duration_ms;
     }
     if (prefill == 0 && decode > 0) {
-      e->attention_per_decode = work.decode_attention / decode;
+      learned.attention_per_decode = work.decode_attention / decode;
     } else if (prefill > 0 && decode > 0) {
       metrics_->interference_predicted_seconds.Increment(std::max(0.0, predicted - baseline) *
                                                          decode / 1000.0);
@@ -113,13 +114,34 @@ void WorkerRegistry::ObserveStepsLocked(WorkerEntry* e, const std::vector<StepOb
                                                         decode / 1000.0);
     }
   }
+  return learned;
 }
 
 bool WorkerRegistry::Report(uint64_t session, const WorkerReport& report) {
+  // What the steps teach (the cost model's fit, under the cost model's own lock) is learned
+  // outside mu_, which every placement decision takes: among 256 workers, each report's
+  // steps learned under it held decisions up behind them. A session's reports come in order
+  // on its one stream, so nothing else writes its learned state in between.
+  std::optional<StepLearning> learned;
+  if (!report.steps.empty()) {
+    uint64_t fingerprint;
+    {
+      absl::MutexLock lock(&mu_);
+      const WorkerEntry* e = FindSessionLocked(session);
+      if (e == nullptr) return false;
+      fingerprint = e->info.model_fingerprint;
+      learned = StepLearning{.attention_per_decode = e->attention_per_decode,
+                             .measured_step_ms = e->measured_step_ms};
+    }
+    learned = LearnFromSteps(fingerprint, *learned, report.steps);
+  }
   absl::MutexLock lock(&mu_);
   WorkerEntry* e = FindSessionLocked(session);
   if (e == nullptr) return false;
-  ObserveStepsLocked(e, report.steps);
+  if (learned.has_value()) {
+    e->attention_per_decode = learned->attention_per_decode;
+    e->measured_step_ms = learned->measured_step_ms;
+  }
   if (report.load.running == 0) e->measured_step_ms = 0;  // No stream: nothing to slow.
   const bool was_accepting = e->accepting();
   e->load = report.load;
@@ -162,6 +184,7 @@ WorkerRegistry::Removal WorkerRegistry::RemoveLocked(WorkerEntry* e, const std::
   for (auto& [key, listener] : e->listeners) r.listeners.push_back(std::move(listener));
   prefix_.RemoveWorker(e->slot);
   live_.erase(std::find(live_.begin(), live_.end(), e));
+  by_session_.erase(e->session);
   PDS_LOG(WARNING) << "removed " << RoleName(e->info.role) << " worker " << e->info.worker_id
                    << ": " << why << " (" << r.listeners.size() << " requests on it)";
   slots_[e->slot].reset();

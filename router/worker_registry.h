@@ -185,8 +185,14 @@ class WorkerRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishCountsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Notify(Removal removal);
-  void ObserveStepsLocked(WorkerEntry* entry, const std::vector<StepObservation>& steps)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker's state learned from its steps (WorkerEntry's fields of the same names).
+  struct StepLearning {
+    double attention_per_decode = 0;
+    double measured_step_ms = 0;
+  };
+  // Feeds `steps` to the cost model and returns `learned` updated by them; takes no mu_.
+  StepLearning LearnFromSteps(uint64_t fingerprint, StepLearning learned,
+                              const std::vector<StepObservation>& steps) ABSL_LOCKS_EXCLUDED(mu_);
 
   Clock* clock_;
   const absl::Duration report_timeout_;
@@ -196,6 +202,9 @@ class WorkerRegistry {
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<WorkerEntry>> slots_ ABSL_GUARDED_BY(mu_);  // Null: free slot.
   std::vector<WorkerEntry*> live_ ABSL_GUARDED_BY(mu_);                   // Registered entries.
+  // The same entries by session: a report, a prefix update and a lease find theirs without a
+  // walk over the whole fleet.
+  absl::flat_hash_map<uint64_t, WorkerEntry*> by_session_ ABSL_GUARDED_BY(mu_);
   PrefixIndex prefix_ ABSL_GUARDED_BY(mu_);
   // Registered decode workers that have reported (kept by PublishCountsLocked).
   int ready_decode_workers_ ABSL_GUARDED_BY(mu_) = 0;
