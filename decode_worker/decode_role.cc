@@ -20,9 +20,8 @@ absl::StatusOr<std::unique_ptr<DecodeRole>> DecodeRole::Create(WorkerProcess* pr
   SchedulerConfig scheduler = config.EffectiveScheduler();
   scheduler.block_size = layout.block_size;
   scheduler.model_fingerprint = model.fingerprint();
-  r->loop_ = std::make_unique<EngineLoop>(&model, &process->pool(), loaded.tokenizer.get(),
-                                          loaded.eos_token_ids, scheduler, r->metrics_.get(),
-                                          Clock::Real());
+  r->loop_ = std::make_unique<EngineLoop>(&model, &process->pool(), loaded.eos_token_ids, scheduler,
+                                          r->metrics_.get(), Clock::Real());
   DecodeServiceOptions options;
   options.epoch = process->epoch();
   options.eos_token_ids = loaded.eos_token_ids;

@@ -24,11 +24,10 @@ double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 }  // namespace
 
 EngineLoop::EngineLoop(engine::Model* model, kvcache::KvPool* pool,
-                       const text::Tokenizer* tokenizer, std::vector<int32_t> eos_token_ids,
-                       const SchedulerConfig& config, DecodeMetrics* metrics, Clock* clock)
+                       std::vector<int32_t> eos_token_ids, const SchedulerConfig& config,
+                       DecodeMetrics* metrics, Clock* clock)
     : model_(model),
       pool_(pool),
-      tokenizer_(tokenizer),
       eos_(std::move(eos_token_ids)),
       config_(config),
       metrics_(metrics),

@@ -41,9 +41,8 @@ struct WorkerStats {
 
 class EngineLoop {
  public:
-  EngineLoop(engine::Model* model, kvcache::KvPool* pool, const text::Tokenizer* tokenizer,
-             std::vector<int32_t> eos_token_ids, const SchedulerConfig& config,
-             DecodeMetrics* metrics, Clock* clock);
+  EngineLoop(engine::Model* model, kvcache::KvPool* pool, std::vector<int32_t> eos_token_ids,
+             const SchedulerConfig& config, DecodeMetrics* metrics, Clock* clock);
   ~EngineLoop();
 
   void Start();
@@ -107,7 +106,6 @@ class EngineLoop {
 
   engine::Model* model_;
   kvcache::KvPool* pool_;
-  const text::Tokenizer* tokenizer_;
   std::vector<int32_t> eos_;
   SchedulerConfig config_;
   DecodeMetrics* metrics_;

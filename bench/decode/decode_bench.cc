@@ -86,8 +86,8 @@ absl::StatusOr<std::unique_ptr<Harness>> MakeHarness(const std::string& dir, int
   sc.max_waiting = 1 << 20;
   sc.model_fingerprint = h->model.model->fingerprint();
   h->loop =
-      std::make_unique<EngineLoop>(h->model.model.get(), h->pool.get(), h->model.tokenizer.get(),
-                                   h->model.eos_token_ids, sc, h->metrics.get(), Clock::Real());
+      std::make_unique<EngineLoop>(h->model.model.get(), h->pool.get(), h->model.eos_token_ids, sc,
+                                   h->metrics.get(), Clock::Real());
   h->loop->Start();
   return h;
 }

@@ -96,8 +96,8 @@ class OffloadCoordinatorTest : public ::testing::TestWithParam<bool> {
     sc.max_num_batched_tokens = 32;
     sc.max_waiting = 64;
     sc.model_fingerprint = model_.model->fingerprint();
-    loop_ = std::make_unique<EngineLoop>(model_.model.get(), pool_.get(), model_.tokenizer.get(),
-                                         model_.eos_token_ids, sc, metrics_.get(), &clock_);
+    loop_ = std::make_unique<EngineLoop>(model_.model.get(), pool_.get(), model_.eos_token_ids, sc,
+                                         metrics_.get(), &clock_);
 
     prefill_ = std::make_unique<InProcessPrefillWorker>();
     auto pmodel = engine::LoadModel(dir, engine::EngineOptions{.num_threads = 1});

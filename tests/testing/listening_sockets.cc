@@ -38,12 +38,12 @@ std::string DecodeAddress(const std::string& hex, bool v6) {
   const std::vector<std::string> parts = absl::StrSplit(hex, ':');
   if (parts.size() != 2) return hex;
   uint32_t port = 0;
-  absl::SimpleHexAtoi(parts[1], &port);
+  if (!absl::SimpleHexAtoi(parts[1], &port)) return hex;
   unsigned char bytes[16] = {};
   const size_t words = v6 ? 4 : 1;
   for (size_t w = 0; w < words && parts[0].size() >= (w + 1) * 8; ++w) {
     uint32_t word = 0;
-    absl::SimpleHexAtoi(parts[0].substr(w * 8, 8), &word);
+    if (!absl::SimpleHexAtoi(parts[0].substr(w * 8, 8), &word)) return hex;
     std::memcpy(bytes + w * 4, &word, 4);  // Stored in host (little-endian) order.
   }
   char text[INET6_ADDRSTRLEN] = {};
