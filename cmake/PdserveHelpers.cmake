@@ -4,6 +4,11 @@ set(PDSERVE_WARNING_FLAGS -Wall -Wextra -Wno-unused-parameter -Wno-missing-field
 if(PDSERVE_WERROR)
   list(APPEND PDSERVE_WARNING_FLAGS -Werror)
 endif()
+# The lock annotations (ABSL_GUARDED_BY, ...), which GCC ignores: clang checks them on every
+# first-party file it compiles (scripts/check_thread_safety.sh does the same without a build).
+if(PDSERVE_THREAD_SAFETY)
+  list(APPEND PDSERVE_WARNING_FLAGS -Wthread-safety -Werror=thread-safety)
+endif()
 
 # Applies pdserve's compile options to a target we own (never to generated code).
 function(pdserve_target_options target)

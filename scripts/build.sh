@@ -6,7 +6,9 @@
 #                                       debug info), no tests, benchmarks or CUDA backend
 #   image              -> build-image/  the shipped binaries only (no tests, no benchmarks):
 #                                       what deploy/docker/Dockerfile builds
-#   sanitize           -> build-asan/   Debug, ASan + UBSan, -Werror: the unit tests only
+#   sanitize           -> build-asan/   clang, Debug, ASan + UBSan, -Werror: the unit tests and
+#                                       the fuzz targets (libFuzzer's coverage on every library),
+#                                       the lock annotations checked as errors (-Wthread-safety)
 #   tsan               -> build-tsan/   ThreadSanitizer: the server binaries and the stress test
 #   arm64              -> build-arm64/  the engine and its tests cross-compiled for 64-bit Arm
 #                                       (scripts/install_deps.sh --arm64); ctest runs them under
@@ -44,10 +46,18 @@ case "$flavor" in
     ;;
   sanitize)
     dir=build-asan
-    # The sanitizer build runs the unit tests: no CUDA, no benchmarks.
-    args=(-DCMAKE_BUILD_TYPE=Debug -DPDSERVE_WERROR=ON -DPDSERVE_SANITIZE=ON
-          -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF)
-    targets=(pdserve_unit_tests)
+    # One clang build serves three checks that each compiled the libraries once before: the
+    # unit tests under the sanitizers, the fuzzers (which need clang, and take the same
+    # sanitizers), and the lock annotations. No CUDA, no benchmarks.
+    compiler=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
+    args=("${compiler[@]}" -DCMAKE_BUILD_TYPE=Debug -DPDSERVE_WERROR=ON -DPDSERVE_SANITIZE=ON
+          -DPDSERVE_FUZZ=ON -DPDSERVE_THREAD_SAFETY=ON -DPDSERVE_CUDA=OFF
+          -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF)
+    targets=(pdserve_unit_tests pdserve_fuzzers)
+    # A tree configured with another compiler (GCC, before) cannot change it in place.
+    if [[ -f "$dir/CMakeCache.txt" ]] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang' "$dir/CMakeCache.txt"; then
+      rm -rf "$dir"
+    fi
     ;;
   tsan)
     dir=build-tsan

@@ -1,25 +1,21 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (build-fuzz/) and runs each for a short while from
-# the seed corpora in tests/fuzz/seeds. Usage: scripts/fuzz.sh [seconds per target, default 20]
+# Builds the libFuzzer targets in the sanitizer build (scripts/build.sh sanitize: clang, ASan +
+# UBSan) and runs each for a short while from the seed corpora in tests/fuzz/seeds.
+# Usage: scripts/fuzz.sh [seconds per target, default 20]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
-launcher=()
-if command -v ccache >/dev/null 2>&1; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+if [[ -f build-asan/build.ninja ]] && grep -q '^CMAKE_CXX_COMPILER:.*clang' build-asan/CMakeCache.txt; then
+  cmake --build build-asan --target pdserve_fuzzers
+else
+  scripts/build.sh sanitize
 fi
-if [[ ! -f build-fuzz/build.ninja ]]; then
-  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DPDSERVE_FUZZ=ON -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_TESTS=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF >/dev/null
-fi
-cmake --build build-fuzz --target safetensors_header_fuzzer tokenizer_json_fuzzer rpc_request_fuzzer \
-  openai_request_fuzzer jinja_template_fuzzer
 run() {
   local name=$1 seeds=$2
-  local corpus=build-fuzz/corpus/$name
+  local corpus=build-asan/corpus/$name
   mkdir -p "$corpus"
   echo "== fuzzing $name for ${seconds}s =="
-  build-fuzz/bin/"$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  build-asan/bin/"$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 "$corpus" "$seeds" 2>&1 | tail -n 6
 }
 run safetensors_header_fuzzer tests/fuzz/seeds/safetensors
