@@ -21,26 +21,32 @@ absl::Status Seconds(const char* flag, double v) {
   return absl::OkStatus();
 }
 
-// The window time (seconds of the window's own clock, from its first arrival) by which every
-// request of one copy has ended if it met its objectives: a request that meets them ends within
-// TTFT + (max_tokens - 1) * TPOT of being sent, and a follow-up is sent when its turn ends (at
-// the earliest at its own arrival_s). Requests without objectives count from their arrival.
-// `multiple`: window seconds per virtual second.
-double LastDeadline(const std::vector<SimRequest>& window, double first, double multiple) {
+// When the requests of one copy of the window have ended if they met their objectives, in
+// window time (seconds of the window's own clock, from its first arrival): a request that meets
+// them ends within TTFT + (max_tokens - 1) * TPOT of being sent, and a follow-up is sent when
+// its turn ends (at the earliest at its own arrival_s). Requests without objectives count from
+// their arrival. `multiple`: window seconds per virtual second.
+struct Deadlines {
+  double last = 0;     // The last of them.
+  double longest = 0;  // The longest from a request's arrival_s to its deadline.
+};
+Deadlines MeetingDeadlines(const std::vector<SimRequest>& window, double first, double multiple) {
   std::vector<double> deadline(window.size(), 0);
-  double last = 0;
+  Deadlines d;
   for (size_t i = 0; i < window.size(); ++i) {
     const SimRequest& r = window[i];
-    double sent = r.arrival_s - first;
+    const double arrival = r.arrival_s - first;
+    double sent = arrival;
     if (r.follow_up_of >= 0 && r.follow_up_of < static_cast<int>(i))
       sent = std::max(sent, deadline[r.follow_up_of]);
     double life_s = 0;
     if (r.slo.has_value())
       life_s = (r.slo->ttft_ms + std::max(0, r.max_tokens - 1) * r.slo->tpot_ms) / 1e3;
     deadline[i] = sent + life_s * multiple;
-    last = std::max(last, deadline[i]);
+    d.last = std::max(d.last, deadline[i]);
+    d.longest = std::max(d.longest, deadline[i] - arrival);
   }
-  return last;
+  return d;
 }
 
 }  // namespace
@@ -82,15 +88,17 @@ absl::StatusOr<std::vector<SimRequest>> SteadyStateRequests(const std::vector<Si
   // The next copy starts one mean gap after the window's last arrival.
   const double period = (last - first) * n / (n - 1);
   // Virtual seconds at `multiple` are `multiple` seconds of the window's time.
-  const double warmup = steady_state.warmup_s * multiple;
   // The load lasts until the last measured request has ended if it met its objectives (one
   // that ends later missed them however fast the cluster drains), however short cooldown_s:
   // outputs of 1,000 tokens at a 25 ms TPOT outlive a 20 s cool-down, and their streams
   // finished fast in a draining cluster, so that a rate above what the cluster sustains read
   // as met (goodput above the work bound, work_bound.h). The last measured copy starts one
-  // period before the measured span ends.
-  const double cooldown =
-      std::max(steady_state.cooldown_s * multiple, LastDeadline(window, first, multiple) - period);
+  // period before the measured span ends. Likewise the load starts at least one request's
+  // life before the first measured one arrives, so that it meets the streams of a full
+  // cluster, not of one still filling.
+  const Deadlines deadlines = MeetingDeadlines(window, first, multiple);
+  const double warmup = std::max(steady_state.warmup_s * multiple, deadlines.longest);
+  const double cooldown = std::max(steady_state.cooldown_s * multiple, deadlines.last - period);
   const double measured_copies =
       std::max(1.0, std::ceil(steady_state.measure_s * multiple / period));
   const double before = std::ceil(warmup / period), after = std::ceil(cooldown / period);

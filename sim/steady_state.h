@@ -10,8 +10,9 @@
 //
 // SteadyStateRequests repeats the window end to end at a given rate multiple until the
 // measured arrivals span `measure_s` seconds (whole windows, so every rate judges the same
-// requests), preceded by `warmup_s` seconds of the window's end (the cluster fills, the
-// router's cost model and arrival rates settle) and followed by `cooldown_s` seconds of its
+// requests), preceded by `warmup_s` seconds of the window's end, or longer: the longest life
+// of a request that meets its objectives (the cluster fills, the router's cost model and
+// arrival rates settle), and followed by `cooldown_s` seconds of its
 // start, or longer: until every measured request, sent as late as its objectives allow, would
 // have ended meeting them (the last measured requests finish under load, not in a draining
 // cluster; a request that ends later missed its objectives anyway); neither is measured. Each
@@ -29,7 +30,7 @@
 namespace pdserve::sim {
 
 struct SteadyState {
-  double warmup_s = 20;    // Virtual seconds of load before the measured requests.
+  double warmup_s = 20;    // Virtual seconds of load before the measured requests (at least).
   double measure_s = 60;   // The measured arrivals span at least this (0: the window once,
                            // every request measured: a burst, not a steady state).
   double cooldown_s = 20;  // Virtual seconds of load after them (at least; see above).

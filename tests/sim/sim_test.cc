@@ -372,11 +372,12 @@ TEST(SteadyStateTest, TheWindowRepeatsUntilTheMeasuredSpanWithLoadAroundIt) {
   }
 }
 
-// The load outlasts the measured requests' objectives, whatever --cooldown_s says: a request
+// The load outlasts the measured requests' objectives, whatever --cooldown_s says (and starts
+// one such life before them, whatever --warmup_s says): a request
 // with 1,000 output tokens at 25 ms and a 2 s TTFT may end 26.975 s after it is sent, and
 // its follow-up (sent when it ends) as long again. Until then requests keep arriving, so that
 // no measured stream finishes in a draining cluster.
-TEST(SteadyStateTest, TheCoolDownLastsUntilEveryMeasuredRequestCouldHaveMetItsObjectives) {
+TEST(SteadyStateTest, TheLoadSpansEveryMeasuredRequestsLifeAtItsObjectives) {
   std::vector<SimRequest> window = Poisson(20, 5, 40, 4);
   const double first = window.front().arrival_s;
   const double period = (window.back().arrival_s - first) * 20 / 19;
@@ -411,6 +412,13 @@ TEST(SteadyStateTest, TheCoolDownLastsUntilEveryMeasuredRequestCouldHaveMetItsOb
   const double offset3 = window[3].arrival_s - first;
   EXPECT_GE(last_after_measured(*one_long), life - (period - offset3) - gap);
   EXPECT_GT(last_after_measured(*one_long), 10);
+  // And it starts one such life before the first measured arrival (warmup_s is 1 s).
+  double first_measured = 1e300, first_any = 1e300;
+  for (const SimRequest& r : *one_long) {
+    if (r.measured) first_measured = std::min(first_measured, r.arrival_s);
+    first_any = std::min(first_any, r.arrival_s);
+  }
+  EXPECT_GE(first_measured - first_any, life - gap);
 
   // A follow-up of it doubles the time: it is sent when request 3 ends.
   SimRequest follow = window[3];
