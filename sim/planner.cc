@@ -339,9 +339,11 @@ std::string FormatPlan(const PlanResult& r) {
                                   : "",
                    r.simulations, " simulations of ", r.requests, " requests (trace rate ",
                    Fixed(r.trace_rate, 2), "/s) in ", Fixed(r.wall_s, 1), " s\n");
-  absl::StrAppend(&out, "steady state: ", Fixed(r.steady_state.warmup_s, 0),
-                  " s warm-up, >= ", Fixed(r.steady_state.measure_s, 0), " s measured, ",
-                  Fixed(r.steady_state.cooldown_s, 0), " s cool-down at every rate\n");
+  absl::StrAppend(&out, "steady state: >= ", Fixed(r.steady_state.warmup_s, 0),
+                  " s warm-up, >= ", Fixed(r.steady_state.measure_s, 0),
+                  " s measured, >= ", Fixed(r.steady_state.cooldown_s, 0),
+                  " s cool-down at every rate (warm-up and cool-down at least one request's "
+                  "life at its objectives)\n");
   if (r.bound_over_best_fixed > 0) {
     absl::StrAppend(&out, "the work bound is ", Fixed(r.bound_over_best_fixed, 2),
                     "x the best fixed policy's goodput: no policy can beat it by more\n");
