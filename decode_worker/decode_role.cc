@@ -91,8 +91,10 @@ bool DecodeRole::WaitUntilEmpty(absl::Time deadline) {
   while (true) {
     const WorkerStats s = loop_->Stats();
     const kvcache::BlockCounts& b = s.blocks;
+    // The streams too: a finished sequence's last message and status may still be on their
+    // way out, and a role change closes the registration the router relays them by.
     if (s.running == 0 && s.waiting == 0 && s.awaiting_kv == 0 && b.in_use == 0 &&
-        b.reserved == 0 && b.quarantined == 0) {
+        b.reserved == 0 && b.quarantined == 0 && service_->open_streams() == 0) {
       return true;
     }
     if (absl::Now() >= deadline) return false;

@@ -47,8 +47,9 @@ class DecodeRole {
   void BeginDrain() { loop_->BeginDrain(); }
   void EndDrain() { loop_->EndDrain(); }
   // Waits until the role holds nothing: no sequence (running, waiting, awaiting KV) and no
-  // block in use, reserved or quarantined (a writer not yet known to have stopped). Cached
-  // prefix blocks may remain (DropPrefixCache). False at `deadline`.
+  // block in use, reserved or quarantined (a writer not yet known to have stopped), and no
+  // Generate call still open. Cached prefix blocks may remain (DropPrefixCache). False at
+  // `deadline`.
   bool WaitUntilEmpty(absl::Time deadline);
   // Frees the prefix cache (the pool is about to hold another role's KV). Started only.
   int DropPrefixCache() { return loop_->DropPrefixCache(); }

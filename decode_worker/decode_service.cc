@@ -28,16 +28,23 @@ class GrpcStreamSink final : public StreamSink {
  public:
   class Reactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
    public:
-    explicit Reactor(std::shared_ptr<GrpcStreamSink> sink) : sink_(std::move(sink)) {}
+    // `open` counts the service's calls not yet done; the reactor is one of them until
+    // OnDone.
+    Reactor(std::shared_ptr<GrpcStreamSink> sink, std::atomic<int>* open)
+        : sink_(std::move(sink)), open_(open) {
+      open_->fetch_add(1);
+    }
     void OnWriteDone(bool ok) override { sink_->OnWriteDone(ok); }
     void OnCancel() override { sink_->OnCancel(); }
     void OnDone() override {
       sink_->Detach();
+      open_->fetch_sub(1);
       delete this;
     }
 
    private:
     std::shared_ptr<GrpcStreamSink> sink_;
+    std::atomic<int>* open_;
   };
 
   GrpcStreamSink(std::string request_id, v1::Placement placement, std::function<void()> notify)
@@ -261,7 +268,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(
   if (placement.reason().empty()) placement.set_reason("direct");
   auto sink = std::make_shared<GrpcStreamSink>(validated->request_id, placement,
                                                [loop = loop_] { loop->Notify(); });
-  auto* reactor = new GrpcStreamSink::Reactor(sink);
+  auto* reactor = new GrpcStreamSink::Reactor(sink, &open_streams_);
   sink->Attach(reactor);
   const absl::Time arrival =
       request->arrival_unix_nanos() > 0 ? absl::FromUnixNanos(request->arrival_unix_nanos()) : now;

@@ -5,6 +5,7 @@
 #ifndef PDSERVE_DECODE_WORKER_DECODE_SERVICE_H_
 #define PDSERVE_DECODE_WORKER_DECODE_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,6 +48,10 @@ class DecodeService final : public v1::Decode::CallbackService {
                                      const v1::GetStatsRequest* request,
                                      v1::DecodeStats* response) override;
 
+  // Generate calls not yet done: a sequence the engine has finished may still be writing its
+  // last message and status (a worker that changes role waits for them).
+  int open_streams() const { return open_streams_.load(); }
+
   // Builds a sequence for a validated request (used by the offload path too).
   std::unique_ptr<Sequence> MakeSequence(const wire::ValidatedRequest& request, absl::Time arrival,
                                          std::shared_ptr<StreamSink> sink) const;
@@ -60,6 +65,7 @@ class DecodeService final : public v1::Decode::CallbackService {
   Clock* clock_;
   DecodeMetrics* metrics_;
   OffloadHandler offload_;
+  std::atomic<int> open_streams_{0};
 };
 
 }  // namespace pdserve::decode

@@ -47,10 +47,12 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info,
             old.info.grpc_address, ", epoch ", old.info.epoch, ", last report ",
             absl::FormatDuration(silent), " ago); give each worker its own --worker_id"));
       }
+      const bool switching = old.switching;
       replaced = RemoveLocked(
           *same,
           absl::StrCat("worker ", info.worker_id, " registered again (epoch ", info.epoch,
                        unanswered ? "; the previous one did not answer at its address" : "", ")"));
+      if (switching) replaced.listeners.clear();  // As in Unregister.
     }
     if (auto it = pending_switches_.find(info.worker_id); it != pending_switches_.end()) {
       EndSwitchLocked(info.worker_id, it->second.to == info.role ? "completed" : "aborted");
@@ -218,7 +220,12 @@ void WorkerRegistry::Unregister(uint64_t session, const std::string& why) {
     absl::MutexLock lock(&mu_);
     WorkerEntry* e = FindSessionLocked(session);
     if (e == nullptr) return;
+    const bool switching = e->switching;
     removal = RemoveLocked(e, why);
+    // A worker changing role closes this registration once its work is done: what the router
+    // still relays from it is its last messages on their way, not lost work. Each call ends
+    // by its own stream (a worker that died meanwhile fails them, and they are placed again).
+    if (switching) removal.listeners.clear();
   }
   Notify(std::move(removal));
 }

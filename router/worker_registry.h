@@ -123,7 +123,8 @@ class WorkerRegistry {
   // close so that the worker registers again. The report's steps train the cost model.
   bool Report(uint64_t session, const WorkerReport& report);
   bool ApplyPrefix(uint64_t session, const PrefixCacheUpdate& update);
-  // The stream closed.
+  // The stream closed. The worker's requests are interrupted (kWorkerLeft), unless it was
+  // changing role: then its calls end by their own streams.
   void Unregister(uint64_t session, const std::string& why);
   // Removes workers whose last report (or registration) is older than the timeout; returns
   // how many. Called every `interval` (0: no expectation): when this call comes more than

@@ -250,6 +250,44 @@ TEST_F(RegistryTest, RoleSwitchesAreCheckedOrderedAndFinishedByTheNewRegistratio
   });
 }
 
+// A worker changing role closes its registration once its work is done, while its last
+// messages may still be on their way through the router: those calls are not cut (they end by
+// their own streams), whether the old stream closes before or after the new registration. A
+// worker that is not switching and leaves still has its calls told.
+TEST_F(RegistryTest, AWorkerChangingRoleLeavesItsLastCallsToFinish) {
+  auto control = std::make_shared<RecordingControl>();
+  std::vector<uint64_t> sessions;
+  for (const char* id : {"a", "b", "c"}) {
+    WorkerInfo info = Registration(id, WorkerRole::kDecode);
+    info.role_switching = true;
+    auto session = registry_.Register(info, control);
+    ASSERT_TRUE(session.ok());
+    EXPECT_TRUE(registry_.Report(*session, Load()));
+    sessions.push_back(*session);
+  }
+  std::vector<std::shared_ptr<Listener>> listeners;
+  for (uint64_t session : sessions) {
+    listeners.push_back(std::make_shared<Listener>());
+    ASSERT_NE(registry_.Acquire(session, listeners.back()), 0u);
+  }
+  ASSERT_TRUE(registry_.RequestSwitch("a", WorkerRole::kPrefill, "test").ok());
+  ASSERT_TRUE(registry_.RequestSwitch("b", WorkerRole::kPrefill, "test").ok());
+  WorkerInfo as_prefill = Registration("a", WorkerRole::kPrefill);
+  as_prefill.role_switching = true;
+  // `a`'s old stream closes first; `b` registers anew before its old stream closes.
+  registry_.Unregister(sessions[0], "registry stream closed");
+  ASSERT_TRUE(registry_.Register(as_prefill, control).ok());
+  as_prefill.worker_id = "b";
+  ASSERT_TRUE(registry_.Register(as_prefill, control).ok());
+  registry_.Unregister(sessions[1], "registry stream closed");
+  EXPECT_TRUE(listeners[0]->whys.empty()) << listeners[0]->reasons[0];
+  EXPECT_TRUE(listeners[1]->whys.empty()) << listeners[1]->reasons[0];
+  EXPECT_EQ(CounterSum(prometheus_, "pdserve_router_role_switches_total", "completed"), 2);
+  registry_.Unregister(sessions[2], "registry stream closed");
+  ASSERT_EQ(listeners[2]->whys.size(), 1u);
+  EXPECT_EQ(listeners[2]->whys[0], Interruption::kWorkerLeft);
+}
+
 // Switches the same way run together (the planner may order several after a shift of the
 // mix), as long as the role keeps a worker taking work.
 TEST_F(RegistryTest, SwitchesTheSameWayRunTogether) {
