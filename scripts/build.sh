@@ -19,6 +19,12 @@ cd "$(dirname "$0")/.."
 flavor=${1:-release}
 targets=()
 shift || true
+# Line tables only (-g1) in the optimised builds: backtraces, sanitizer reports and perf keep
+# file:line and function names; locals and types, which only a debugger wants, are dropped.
+# GCC compiles about a fifth faster for it (relay_call.cc: 7.0 s with -g, 5.5 s with -g1).
+# For a debugger: scripts/build.sh release -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g -DNDEBUG".
+line_tables=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+             -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
@@ -28,7 +34,7 @@ fi
 case "$flavor" in
   release)
     dir=build
-    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON)
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}" -DPDSERVE_WERROR=ON)
     ;;
   demo)
     dir=build-demo
@@ -62,13 +68,13 @@ case "$flavor" in
   tsan)
     dir=build-tsan
     scripts/fetch_abseil_source.sh "$dir/abseil-src"
-    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON -DPDSERVE_TSAN=ON
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}" -DPDSERVE_WERROR=ON -DPDSERVE_TSAN=ON
           -DPDSERVE_CUDA=OFF -DPDSERVE_BUILD_BENCH=OFF -DPDSERVE_BUILD_SIM=OFF -DPDSERVE_TSAN_ABSEIL_SOURCE="$PWD/$dir/abseil-src")
     targets=(pdserve-router pdserve-decode pdserve-prefill pdserve-kv-probe fault_router_test)
     ;;
   arm64)
     dir=build-arm64
-    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_WERROR=ON -DPDSERVE_ENGINE_ONLY=ON
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}" -DPDSERVE_WERROR=ON -DPDSERVE_ENGINE_ONLY=ON
           -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake")
     ;;
   *)
