@@ -138,9 +138,8 @@ PlacementInputs BuildPlacementInputs(const WorkerEntry& decode, int prompt_token
     c.pending_tokens = e.load.pending_prefill_tokens;
     c.pending_token_squares = e.load.pending_prefill_token_squares;
     c.tokens_per_second = e.load.prefill_tokens_per_second;
-    ArrivalMix::Snapshot arrivals = e.arrivals.Read(now);
-    c.arrivals_per_s = arrivals.per_s;
-    c.arrival_classes = std::move(arrivals.classes);
+    c.arrival_mix = &e.arrivals;  // Read if it is the one an offload goes to.
+    c.arrivals_at = now;
     in.prefill.push_back(c);
   }
   return in;

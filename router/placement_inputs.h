@@ -65,7 +65,8 @@ std::vector<WorkerEntry*> PrefillCandidatesFor(absl::Span<WorkerEntry* const> wo
 
 // What the placement policy is told of a request going to `decode` with `cached_tokens` of
 // its `prompt_tokens` cached there, and of the `prefill` workers (candidate i is prefill[i]);
-// rates are taken at `now`.
+// rates are taken at `now`. The prefill candidates point at their workers' arrival mixes: the
+// inputs are used under the registry's lock that the entries were read under.
 PlacementInputs BuildPlacementInputs(const WorkerEntry& decode, int prompt_tokens,
                                      int cached_tokens, absl::Span<WorkerEntry* const> prefill,
                                      absl::Time now, const std::optional<SloConfig>& slo);

@@ -133,9 +133,16 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
   e.transfer_tail_ms = model.TransferTailMs(last_layer_bytes);
   const double compute = model.PrefillMs(fp, in.prompt_tokens);
   e.prefill_compute_ms = compute;
+  // Each candidate's TTFT (its queue, then the prompt); the queueing interference only for
+  // the one an offload goes to, the first by TTFT (pricing every candidate's arrival mix was a
+  // fifth of a decision among 64 prefill workers).
+  std::vector<const PrefillCandidate*> source;
+  source.reserve(in.prefill.size());
+  e.prefill.reserve(in.prefill.size());
   for (const PrefillCandidate& p : in.prefill) {
     PrefillEstimate pe;
-    pe.index = p.index;
+    pe.index = static_cast<int>(source.size());  // Into `source` until sorted.
+    source.push_back(&p);
     if (p.pending_tokens > 0) {
       // Its queue at the model's price for those prompts: a queue of one long prompt takes
       // longer than as many tokens of short ones (priced at its recent throughput, a queue
@@ -151,6 +158,17 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
       }
     }
     pe.ttft_ms = model.offload_overhead_ms() + pe.queue_ms + compute + e.transfer_tail_ms;
+    e.prefill.push_back(pe);
+  }
+  std::stable_sort(
+      e.prefill.begin(), e.prefill.end(),
+      [](const PrefillEstimate& a, const PrefillEstimate& b) { return a.ttft_ms < b.ttft_ms; });
+  const PrefillCandidate* first_source =
+      e.prefill.empty() ? nullptr : source[static_cast<size_t>(e.prefill[0].index)];
+  for (PrefillEstimate& pe : e.prefill) pe.index = source[static_cast<size_t>(pe.index)]->index;
+  if (first_source != nullptr) {
+    PrefillEstimate& first = e.prefill[0];
+    const PrefillCandidate& p = *first_source;
     // Its compute delays every offload that arrives before the worker next idles. Offloads
     // keep arriving while the queue drains, so that busy period is not the queue's length but
     // 1 / (1 - rho) of it, rho the share of the worker's time the offloads sent to it take
@@ -158,17 +176,17 @@ CostEstimate EstimateCosts(const PlacementInputs& in, const CostModel& model) {
     // while three decode workers had room for the shorter ones at half the TPOT objective;
     // a burst then overflowed the queues, the refused offloads prefilled locally and broke
     // TPOT: 0.92x length_threshold, pdserve-sim's workload family, long/medium/none/bursty.)
-    double busy = p.arrivals_per_s * compute / 1e3;
-    if (!p.arrival_classes.empty()) busy = model.PrefillBusyShare(fp, p.arrival_classes);
+    ArrivalMix::Snapshot arrivals;
+    if (p.arrival_mix != nullptr) {
+      arrivals = p.arrival_mix->Read(p.arrivals_at);
+    } else {
+      arrivals = {.per_s = p.arrivals_per_s, .classes = p.arrival_classes};
+    }
+    double busy = arrivals.per_s * compute / 1e3;
+    if (!arrivals.classes.empty()) busy = model.PrefillBusyShare(fp, arrivals.classes);
     busy = std::clamp(busy, 0.0, 0.95);
-    pe.queueing_interference_ms =
-        p.arrivals_per_s / 1e3 * (pe.queue_ms * compute + compute * compute / 2) / (1 - busy);
-    e.prefill.push_back(pe);
-  }
-  std::stable_sort(
-      e.prefill.begin(), e.prefill.end(),
-      [](const PrefillEstimate& a, const PrefillEstimate& b) { return a.ttft_ms < b.ttft_ms; });
-  if (!e.prefill.empty()) {
+    first.queueing_interference_ms =
+        arrivals.per_s / 1e3 * (first.queue_ms * compute + compute * compute / 2) / (1 - busy);
     e.ttft_offload_ms = e.prefill[0].ttft_ms;
     e.offload_cost_ms = e.transfer_tail_ms + std::max(0.0, e.ttft_offload_ms - e.ttft_local_ms) +
                         e.prefill[0].queueing_interference_ms;

@@ -61,6 +61,12 @@ struct PrefillCandidate {
   double pending_token_squares = 0;  // The queue's attention work (LoadSnapshot's); 0: unknown.
   // Those offloads by prompt length class, ascending (empty: unknown; then priced as this one).
   std::vector<LengthClassRate> arrival_classes;
+  // Where the two above are read from instead, at `arrivals_at`, when set: only the candidate
+  // an offload would go to is priced by its arrivals, so the router hands its workers' mixes
+  // (read under its registry's lock, while they cannot change) rather than copying every
+  // candidate's. Must outlive the policy's Decide.
+  const ArrivalMix* arrival_mix = nullptr;
+  absl::Time arrivals_at;
 };
 
 struct SloConfig {
@@ -90,7 +96,8 @@ struct PrefillEstimate {
   double ttft_ms = 0;
   // Delay summed over the offloads expected to queue behind it there: the queue is FIFO, so
   // those arriving while it waits wait for its whole compute, those arriving while it
-  // computes half of it on average (the offload's counterpart of interference_ms).
+  // computes half of it on average (the offload's counterpart of interference_ms). Priced
+  // for the first estimate only, the worker an offload goes to; 0 in the others.
   double queueing_interference_ms = 0;
 };
 

@@ -660,6 +660,43 @@ TEST(PlacementPolicyTest, AnOffloadDelaysTheOffloadsUntilItsPrefillWorkerIdles) 
   EXPECT_NEAR(d.estimate.prefill[0].queueing_interference_ms, queue_only / (1 - 0.16), 1e-6);
 }
 
+// Only the candidate an offload goes to (the first by TTFT, whatever its place among the
+// candidates) is priced by the offloads arriving there; read from its worker's arrival mix
+// (as the router hands it) it is priced as from a copy of that mix.
+TEST(EstimateCostsTest, TheChosenPrefillWorkersArrivalsPriceTheOffload) {
+  CostModel model(Params());
+  ArrivalMix busy_mix(absl::Seconds(10));
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  for (int i = 0; i < 20; ++i) busy_mix.Count(now - absl::Milliseconds(400 * i), 2000);
+  ArrivalMix quiet_mix(absl::Seconds(10));
+  quiet_mix.Count(now, 300);
+  // The second candidate has the shorter queue: it is first.
+  PlacementInputs from_mixes = Inputs(2000, 0, 4, {9000, 5000});
+  from_mixes.prefill[0].arrival_mix = &quiet_mix;
+  from_mixes.prefill[1].arrival_mix = &busy_mix;
+  for (PrefillCandidate& c : from_mixes.prefill) c.arrivals_at = now;
+  const CostEstimate e = EstimateCosts(from_mixes, model);
+  ASSERT_EQ(e.prefill.size(), 2u);
+  EXPECT_EQ(e.prefill[0].index, 1);
+  EXPECT_EQ(e.prefill[1].index, 0);
+  EXPECT_GT(e.prefill[0].queueing_interference_ms, 0);
+  EXPECT_EQ(e.prefill[1].queueing_interference_ms, 0);  // Not priced: no offload goes there.
+
+  PlacementInputs copied = Inputs(2000, 0, 4, {9000, 5000});
+  for (int i : {0, 1}) {
+    const ArrivalMix::Snapshot read = (i == 0 ? quiet_mix : busy_mix).Read(now);
+    copied.prefill[i].arrivals_per_s = read.per_s;
+    copied.prefill[i].arrival_classes = read.classes;
+  }
+  const CostEstimate c = EstimateCosts(copied, model);
+  EXPECT_DOUBLE_EQ(c.prefill[0].queueing_interference_ms, e.prefill[0].queueing_interference_ms);
+  EXPECT_DOUBLE_EQ(c.offload_cost_ms, e.offload_cost_ms);
+  // Had the busy worker's mix been priced at the quiet one, the offload would cost less.
+  copied.prefill[1].arrivals_per_s = copied.prefill[0].arrivals_per_s;
+  copied.prefill[1].arrival_classes = copied.prefill[0].arrival_classes;
+  EXPECT_LT(EstimateCosts(copied, model).offload_cost_ms, e.offload_cost_ms);
+}
+
 TEST(PlacementPolicyTest, ConfigErrorsNameTheFlag) {
   PolicyConfig config;
   config.name = "random";
