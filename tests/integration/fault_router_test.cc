@@ -185,11 +185,13 @@ TEST(RouterFaultTest, APausedRouterKeepsItsWorkersAndTheirStreams) {
   ASSERT_NE(cluster, nullptr);
   GreedyReference reference;
   constexpr int kStreams = 4;
+  // Every prompt made before the first call starts: the calls read them from their threads
+  // (appending while they ran moved the vector under them: a SEGFAULT in CI).
   std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < kStreams; ++i) prompts.push_back({1, 2, 3, static_cast<int32_t>(10 + i)});
   std::vector<client::GenerationOutcome> outs(kStreams);
   std::vector<std::thread> calls;
   for (int i = 0; i < kStreams; ++i) {
-    prompts.push_back({1, 2, 3, static_cast<int32_t>(10 + i)});
     calls.emplace_back([&, i] {
       v1::GenerateRequest request = client::MakeRequest(prompts[i], 1500);
       request.mutable_sampling()->set_ignore_eos(true);
