@@ -47,12 +47,11 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerInfo& info,
             old.info.grpc_address, ", epoch ", old.info.epoch, ", last report ",
             absl::FormatDuration(silent), " ago); give each worker its own --worker_id"));
       }
-      const bool switching = old.switching;
       replaced = RemoveLocked(
           *same,
           absl::StrCat("worker ", info.worker_id, " registered again (epoch ", info.epoch,
-                       unanswered ? "; the previous one did not answer at its address" : "", ")"));
-      if (switching) replaced.listeners.clear();  // As in Unregister.
+                       unanswered ? "; the previous one did not answer at its address" : "", ")"),
+          CallsOfASwitchingWorker::kLeave);
     }
     if (auto it = pending_switches_.find(info.worker_id); it != pending_switches_.end()) {
       EndSwitchLocked(info.worker_id, it->second.to == info.role ? "completed" : "aborted");
@@ -179,11 +178,18 @@ bool WorkerRegistry::ApplyPrefix(uint64_t session, const PrefixCacheUpdate& upda
   return true;
 }
 
-WorkerRegistry::Removal WorkerRegistry::RemoveLocked(WorkerEntry* e, const std::string& why) {
+WorkerRegistry::Removal WorkerRegistry::RemoveLocked(WorkerEntry* e, const std::string& why,
+                                                     CallsOfASwitchingWorker calls) {
   Removal r;
   r.message = absl::StrCat(RoleName(e->info.role), " worker ", e->info.worker_id,
                            " left the cluster: ", why);
-  for (auto& [key, listener] : e->listeners) r.listeners.push_back(std::move(listener));
+  // A worker changing role closes its registration (or registers anew) once its work is done:
+  // what the router still relays from it is its last messages on their way, not lost work.
+  // Each call ends by its own stream (a worker that died meanwhile fails them, and they are
+  // placed again). A worker that went silent is another matter: its calls are interrupted.
+  if (!(e->switching && calls == CallsOfASwitchingWorker::kLeave)) {
+    for (auto& [key, listener] : e->listeners) r.listeners.push_back(std::move(listener));
+  }
   prefix_.RemoveWorker(e->slot);
   live_.erase(std::find(live_.begin(), live_.end(), e));
   by_session_.erase(e->session);
@@ -220,12 +226,7 @@ void WorkerRegistry::Unregister(uint64_t session, const std::string& why) {
     absl::MutexLock lock(&mu_);
     WorkerEntry* e = FindSessionLocked(session);
     if (e == nullptr) return;
-    const bool switching = e->switching;
-    removal = RemoveLocked(e, why);
-    // A worker changing role closes this registration once its work is done: what the router
-    // still relays from it is its last messages on their way, not lost work. Each call ends
-    // by its own stream (a worker that died meanwhile fails them, and they are placed again).
-    if (switching) removal.listeners.clear();
+    removal = RemoveLocked(e, why, CallsOfASwitchingWorker::kLeave);
   }
   Notify(std::move(removal));
 }

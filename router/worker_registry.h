@@ -182,7 +182,10 @@ class WorkerRegistry {
     std::string message;  // What the listeners are told.
   };
   WorkerEntry* FindSessionLocked(uint64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Removal RemoveLocked(WorkerEntry* entry, const std::string& why)
+  // Whether a removal interrupts the calls of a worker that is changing role.
+  enum class CallsOfASwitchingWorker { kInterrupt, kLeave };
+  Removal RemoveLocked(WorkerEntry* entry, const std::string& why,
+                       CallsOfASwitchingWorker calls = CallsOfASwitchingWorker::kInterrupt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishCountsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Notify(Removal removal);

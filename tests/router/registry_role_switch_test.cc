@@ -138,6 +138,22 @@ TEST_F(RegistryTest, AWorkerChangingRoleLeavesItsLastCallsToFinish) {
   EXPECT_EQ(listeners[2]->whys[0], Interruption::kWorkerLeft);
 }
 
+// A worker that goes silent while it changes role has died: its calls are interrupted, to be
+// placed again, as any silent worker's are.
+TEST_F(RegistryTest, ASwitchingWorkerThatGoesSilentHasItsCallsInterrupted) {
+  auto control = std::make_shared<RecordingControl>();
+  const std::vector<uint64_t> sessions =
+      RegisterSwitchingDecodeWorkers(registry_, {"a", "b"}, control);
+  ASSERT_EQ(sessions.size(), 2u);
+  auto listener = std::make_shared<Listener>();
+  ASSERT_NE(registry_.Acquire(sessions[0], listener), 0u);
+  ASSERT_TRUE(registry_.RequestSwitch("a", WorkerRole::kPrefill, "test").ok());
+  clock_.Advance(absl::Seconds(3));  // Past the 2 s report timeout.
+  EXPECT_EQ(registry_.ExpireSilent(), 2);
+  ASSERT_EQ(listener->whys.size(), 1u);
+  EXPECT_EQ(listener->whys[0], Interruption::kWorkerLeft);
+}
+
 // Switches the same way run together (the planner may order several after a shift of the
 // mix), as long as the role keeps a worker taking work.
 TEST_F(RegistryTest, SwitchesTheSameWayRunTogether) {
