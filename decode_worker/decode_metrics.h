@@ -19,9 +19,8 @@ namespace pdserve::decode {
 // pdserve_offload_fallbacks_total, and GenerateResult's fallback_cause). Each starts at 0, so
 // that rates and dashboards by cause have series before the first fallback.
 inline constexpr const char* kOffloadFallbackCauses[] = {
-    "no_transport",     "no_kv_blocks",         "prefill_error",
-    "prefill_deadline", "prefill_unresponsive", "transfer_incomplete",
-    "layout_mismatch",  "ttft_budget",          "awaiting_kv_full"};
+    "no_transport",        "prefill_error",   "prefill_deadline", "prefill_unresponsive",
+    "transfer_incomplete", "layout_mismatch", "ttft_budget",      "awaiting_kv_full"};
 
 struct DecodeMetrics {
   explicit DecodeMetrics(prometheus::Registry& registry, const std::string& model_name);

@@ -392,6 +392,7 @@ void EngineLoop::Run() {
     RetireCancelled();
     RetireStalled();
     const StepPlan plan = scheduler_.PlanStep();
+    HandOverTransferAdmissions(plan);
     if (!plan.empty()) RunStep(plan);
     PublishStats();
     if (plan.empty()) {

@@ -96,6 +96,8 @@ class OffloadCoordinator {
 
   // Loop thread.
   void OnAdded(Sequence* seq, std::shared_ptr<Offload> offload);
+  // `seq` was admitted AWAITING_KV (at once, or after waiting for blocks): reserve and start.
+  void ContinueAdmitted(Sequence* seq, std::shared_ptr<Offload> offload);
   void StartAttempt(Offload* offload);
   void OnCallDone(const std::shared_ptr<Attempt>& attempt, absl::StatusOr<PrefillResult> result);
   void OnTransferDone(const std::shared_ptr<Attempt>& attempt);

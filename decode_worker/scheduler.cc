@@ -60,7 +60,10 @@ PendingPrefill Scheduler::pending_prefill() const {
     p.tokens += rest;
     p.token_squares += static_cast<double>(rest) * (rest + 2.0 * computed);
   };
-  for (const Sequence* s : waiting_) add(s->num_computed, s->num_tokens() - s->num_computed);
+  for (const Sequence* s : waiting_) {
+    // An offload waiting for blocks is prefilled elsewhere: not this worker's backlog.
+    if (!s->on_admitted_for_transfer) add(s->num_computed, s->num_tokens() - s->num_computed);
+  }
   for (const Sequence* s : running_) {
     if (s->state == SequenceState::kRunning && s->uncomputed() > 1)
       add(s->num_computed, s->uncomputed());
@@ -230,6 +233,18 @@ StepPlan Scheduler::PlanStep() {
   while (budget > 0 && !waiting_.empty()) {
     Sequence* head = NextToAdmit();
     if (head == nullptr) break;
+    if (head->on_admitted_for_transfer) {
+      // An offload waiting for blocks takes them as an offload: its prompt is computed by a
+      // prefill worker, not in chunks beside the running streams (the router sent it away
+      // because those chunks would have harmed them). It needs the same blocks a local
+      // admission would, so it waits no longer; past max_awaiting_kv it waits for a slot.
+      bool admitted = Admit(head, SequenceState::kAwaitingKv, &plan);
+      while (!admitted && !awaiting_kv_full() && PreemptForFairness(head, &plan))
+        admitted = Admit(head, SequenceState::kAwaitingKv, &plan);
+      if (!admitted) break;
+      plan.admitted_for_transfer.push_back(head);
+      continue;
+    }
     bool admitted = TryAdmit(head, budget, &plan);
     while (!admitted && PreemptForFairness(head, &plan)) admitted = TryAdmit(head, budget, &plan);
     if (!admitted) break;
@@ -357,6 +372,14 @@ void Scheduler::TransferDone(Sequence* seq, int computed_tokens) {
   seq->num_computed = computed_tokens;
   seq->state = SequenceState::kRunning;
   PublishFullBlocks(seq);
+}
+
+void HandOverTransferAdmissions(const StepPlan& plan) {
+  for (Sequence* seq : plan.admitted_for_transfer) {
+    std::function<void(Sequence*)> handler = std::move(seq->on_admitted_for_transfer);
+    seq->on_admitted_for_transfer = nullptr;
+    if (handler) handler(seq);
+  }
 }
 
 }  // namespace pdserve::decode

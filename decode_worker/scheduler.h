@@ -88,12 +88,19 @@ struct PlannedChunk {
 struct StepPlan {
   std::vector<PlannedChunk> chunks;
   std::vector<Sequence*> admitted;
+  // Waiting offloads (Sequence::on_admitted_for_transfer) admitted AWAITING_KV by this plan:
+  // their blocks are allocated; HandOverTransferAdmissions starts their transfers.
+  std::vector<Sequence*> admitted_for_transfer;
   std::vector<Sequence*> preempted;
   int num_decode = 0;
   int num_prefill_tokens = 0;
   int blocks_allocated = 0;
   bool empty() const { return chunks.empty(); }
 };
+
+// Calls each of `plan`'s admitted_for_transfer sequences' on_admitted_for_transfer (once; it
+// is cleared first). The engine loop and the simulator call it after PlanStep.
+void HandOverTransferAdmissions(const StepPlan& plan);
 
 // LoadSnapshot::pending_prefill_tokens and pending_prefill_token_squares.
 struct PendingPrefill {

@@ -49,11 +49,15 @@ decode::Sequence* SimDecodeWorker::Submit(int request, const std::vector<int32_t
 
 bool SimDecodeWorker::AdmitForTransfer(decode::Sequence* seq, int* cached_tokens) {
   if (!scheduler_.AdmitForTransfer(seq)) return false;
+  ReserveForTransfer(seq, cached_tokens);
+  return true;
+}
+
+void SimDecodeWorker::ReserveForTransfer(decode::Sequence* seq, int* cached_tokens) {
   *cached_tokens = seq->num_computed;
   Meta& m = meta_.at(seq);
   m.reserved = decode::TransferBlocks(*seq, seq->num_computed, shape_.kv_layout.block_size);
   blocks_.MarkReserved(m.reserved, true);
-  return true;
 }
 
 void SimDecodeWorker::KvArrived(decode::Sequence* seq, std::vector<Emission>* out) {
@@ -68,6 +72,7 @@ void SimDecodeWorker::KvArrived(decode::Sequence* seq, std::vector<Emission>* ou
 bool SimDecodeWorker::StartStep(StepObservation* step) {
   PDS_CHECK(!busy_) << "a step is already running";
   plan_ = scheduler_.PlanStep();
+  decode::HandOverTransferAdmissions(plan_);
   if (plan_.empty()) return false;
   step_ = decode::ObserveStep(plan_);
   *step = step_;

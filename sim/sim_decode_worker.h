@@ -39,10 +39,16 @@ class SimDecodeWorker {
   // (the offload coordinator's OnAdded); false: it stays waiting and prefills locally.
   // `cached_tokens`: the prefix-cache hit the transfer skips.
   bool AdmitForTransfer(decode::Sequence* seq, int* cached_tokens);
+  // A sequence the scheduler admitted AWAITING_KV after it waited for blocks
+  // (Sequence::on_admitted_for_transfer): its prompt's blocks reserved as AdmitForTransfer's.
+  void ReserveForTransfer(decode::Sequence* seq, int* cached_tokens);
+  // --max_awaiting_kv offloads await their KV: a new one prefills locally.
+  bool awaiting_kv_full() const { return scheduler_.awaiting_kv_full(); }
   // The offloaded KV and the first token arrived (the coordinator's Complete).
   void KvArrived(decode::Sequence* seq, std::vector<Emission>* out);
 
-  // Plans the next step when none is running; false when there is nothing to run.
+  // Plans the next step when none is running (handing over the offloads it admitted for
+  // their transfers first); false when there is nothing to run.
   // `step` is what the worker reports.
   bool StartStep(StepObservation* step);
   // The running step's forward pass took `duration_ms`: applies it and retires finished

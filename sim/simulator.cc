@@ -117,6 +117,9 @@ class Simulation {
   void Send(int r);
   void AtDecode(int r);
   void Submit(int r);  // At its decode worker, between steps.
+  // Its offload admitted AWAITING_KV with `cached` prompt tokens from the prefix cache: the
+  // prefill job is sent.
+  void StartTransfer(int r, int cached);
   void KvArrived(int r);
   void TakeKv(int r);  // Between steps.
   void MaybeStep(int w);
@@ -365,12 +368,27 @@ void Simulation::Submit(int r) {
   SimDecodeWorker& w = *decode_[s.decode];
   s.seq = w.Submit(r, s.prompt, requests_[r].max_tokens);
   if (!s.offload || s.prefill.empty()) return;
-  int cached = 0;
-  if (!w.AdmitForTransfer(s.seq, &cached)) {
-    result_.requests[r].fell_back = true;  // No KV blocks for it now: local chunks.
+  if (w.awaiting_kv_full()) {
+    result_.requests[r].fell_back = true;  // As the real worker: local chunks.
     ++result_.counters.fallbacks;
     return;
   }
+  int cached = 0;
+  if (!w.AdmitForTransfer(s.seq, &cached)) {
+    // Too few free blocks now: it waits for them as an offload, as the real worker's does
+    // (OffloadCoordinator::OnAdded), and its transfer starts when the scheduler admits it.
+    s.seq->on_admitted_for_transfer = [this, r](decode::Sequence* seq) {
+      int admitted_cached = 0;
+      decode_[state_[r].decode]->ReserveForTransfer(seq, &admitted_cached);
+      StartTransfer(r, admitted_cached);
+    };
+    return;
+  }
+  StartTransfer(r, cached);
+}
+
+void Simulation::StartTransfer(int r, int cached) {
+  RequestState& s = state_[r];
   const int tokens = static_cast<int>(s.prompt.size());
   // When it is due at the prefill worker, which orders its queue: as the real decode worker
   // says, at its TTFT objective (the request's own or the router's default); without one at

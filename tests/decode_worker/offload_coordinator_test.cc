@@ -560,7 +560,9 @@ TEST_P(OffloadCoordinatorTest, TooLittleDeadlineLeftPrefillsLocallyWithoutCallin
   ExpectBaseline();
 }
 
-TEST_P(OffloadCoordinatorTest, PoolTooFullForThePromptWaitsForLocalAdmission) {
+// An offload that finds too few free blocks waits for them as an offload: it is not prefilled
+// in local chunks beside the streams the router sent it away from.
+TEST_P(OffloadCoordinatorTest, PoolTooFullForThePromptWaitsForBlocksAsAnOffload) {
   Start(8);
   // A local sequence whose client stopped reading holds 6 of the 8 blocks; the offloaded
   // prompt needs 6.
@@ -572,14 +574,20 @@ TEST_P(OffloadCoordinatorTest, PoolTooFullForThePromptWaitsForLocalAdmission) {
   const auto prompt = Prompt(21, 13);
   auto sink = Offload(prompt, 2, kOneWorker);
   ASSERT_TRUE(WaitOnLoop([this] { return loop_->Stats().waiting + loop_->Stats().running == 2; }));
+  // Waiting: no blocks, no call, and not the worker's own prefill backlog.
+  ASSERT_TRUE(WaitOnLoop([this] {
+    return loop_->scheduler().num_waiting() == 1 && loop_->scheduler().num_awaiting_kv() == 0 &&
+           loop_->scheduler().pending_prefill().tokens == 0;
+  }));
+  EXPECT_EQ(client_->prefill_calls(), 0);
   first->SetUnread(0);
   loop_->Notify();
   ASSERT_TRUE(first->WaitFinished());
   ASSERT_TRUE(sink->WaitFinished());
   EXPECT_EQ(sink->tokens(), Alone(prompt, 2));
   EXPECT_EQ(first->tokens(), Alone(long_prompt, 3));
-  EXPECT_EQ(sink->final().fallback_cause, "no_kv_blocks");
-  EXPECT_EQ(client_->prefill_calls(), 0);
+  EXPECT_FALSE(sink->final().fell_back_to_local) << sink->final().fallback_cause;
+  EXPECT_EQ(client_->prefill_calls(), 1);
   ExpectBaseline();
 }
 

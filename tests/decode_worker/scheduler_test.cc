@@ -380,6 +380,37 @@ TEST_F(SchedulerTest, KvExhaustionWithPrefixCachingNeverPlansAShortBlockTable) {
 }
 
 // Offload admissions (AWAITING_KV) as a table: what each call leaves in the scheduler.
+// An offload that waits for blocks (on_admitted_for_transfer) is admitted AWAITING_KV when
+// they free, never in local chunks, and is not counted as local prefill backlog meanwhile.
+TEST_F(SchedulerTest, AWaitingOffloadIsAdmittedForItsTransferNotLocally) {
+  Init(/*blocks=*/6, /*budget=*/64);
+  Sequence* a = Add("A", 16);  // 5 blocks with its first output token.
+  EXPECT_EQ(Step(), (std::vector<std::string>{"A:0+16*"}));
+  Sequence* b = Add("B", 12);  // 4 blocks: only 1 free.
+  EXPECT_FALSE(scheduler_->AdmitForTransfer(b));
+  int handed_over = 0;
+  b->on_admitted_for_transfer = [&](Sequence* seq) {
+    EXPECT_EQ(seq, b);
+    ++handed_over;
+  };
+  EXPECT_EQ(scheduler_->pending_prefill().tokens, 0);
+  StepPlan plan;
+  EXPECT_EQ(Step(&plan), (std::vector<std::string>{"A:16+1*"}));
+  EXPECT_TRUE(plan.admitted_for_transfer.empty());
+  EXPECT_EQ(b->state, SequenceState::kWaiting);
+  scheduler_->Finish(a);
+  EXPECT_TRUE(Step(&plan).empty());  // No chunk of B: it is admitted for its transfer.
+  ASSERT_EQ(plan.admitted_for_transfer, (std::vector<Sequence*>{b}));
+  EXPECT_EQ(b->state, SequenceState::kAwaitingKv);
+  EXPECT_EQ(b->block_table.size(), 4u);
+  HandOverTransferAdmissions(plan);
+  HandOverTransferAdmissions(plan);  // Once only.
+  EXPECT_EQ(handed_over, 1);
+  EXPECT_FALSE(b->on_admitted_for_transfer);
+  scheduler_->Finish(b);
+  ExpectAllFreeOrCached();
+}
+
 TEST_F(SchedulerTest, AdmitForTransferTransferDoneAndReturnToWaiting) {
   Init(/*blocks=*/16, /*budget=*/64, /*max_seqs=*/2, /*max_awaiting_kv=*/2);
   Sequence* a = Add("A", 9);          // ceil(10/4) = 3 blocks.

@@ -93,7 +93,7 @@ TEST_P(PolicyTest, LongColdPromptsNextToRunningDecodes) {
   std::mt19937 rng(41);
   // Short enough that both streams on one decode worker (the router's view of the load lags
   // a restart) still leave room for the offloaded prompt's blocks (--num_blocks=400 of 16
-  // tokens: 2 x 94 + 44), which would otherwise wait for local admission (no_kv_blocks).
+  // tokens: 2 x 94 + 44), which would otherwise wait for them.
   BackgroundStreams background(cluster->channel(), 2, /*max_tokens=*/1500);
   ASSERT_TRUE(background.WaitStarted(absl::Seconds(20)));
   // The router sees them in load reports.
