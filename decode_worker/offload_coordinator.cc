@@ -175,27 +175,26 @@ absl::Status OffloadCoordinator::Handle(std::unique_ptr<Sequence> seq,
 
 void OffloadCoordinator::OnAdded(Sequence* seq, std::shared_ptr<Offload> offload) {
   offload->seq = seq;
-  if (loop_->scheduler().awaiting_kv_full()) {
-    // --max_awaiting_kv offloads already await theirs: it waits for local admission like any
-    // other.
-    seq->offload.fell_back_to_local = true;
-    seq->offload.fallback_cause = "awaiting_kv_full";
-    loop_->CountOffload(false, "awaiting_kv_full");
-    return;
+  // Too few free blocks for the prompt (offloads awaiting their KV hold many): it waits for
+  // them as an offload. Falling back to local chunks then, as it once did, undid the router's
+  // decision when it mattered most: pdserve-sim, heavy-tailed prompts with 1-16 output tokens
+  // on one decode worker, 191 offloads of up to 32k tokens prefilled beside the streams, 0.70
+  // of requests within their objectives against 0.93 for length_threshold.
+  switch (loop_->scheduler().AdmitOrAwaitTransfer(
+      seq, [this, offload](Sequence* admitted) { ContinueAdmitted(admitted, offload); })) {
+    case Scheduler::TransferAdmission::kAdmitted:
+      ContinueAdmitted(seq, std::move(offload));
+      return;
+    case Scheduler::TransferAdmission::kWaitingForBlocks:
+      return;
+    case Scheduler::TransferAdmission::kAwaitingKvFull:
+      // --max_awaiting_kv offloads already await theirs: it waits for local admission like
+      // any other.
+      seq->offload.fell_back_to_local = true;
+      seq->offload.fallback_cause = "awaiting_kv_full";
+      loop_->CountOffload(false, "awaiting_kv_full");
+      return;
   }
-  if (!loop_->scheduler().AdmitForTransfer(seq)) {
-    // Too few free blocks for the prompt now (offloads awaiting their KV hold many): it waits
-    // for them as an offload. Falling back to local chunks here, as it once did, undid the
-    // router's decision when it mattered most: pdserve-sim, heavy-tailed prompts with 1-16
-    // output tokens on one decode worker, 191 offloads of up to 32k tokens prefilled beside
-    // the streams, 0.70 of requests within their objectives against 0.93 for
-    // length_threshold. A local prefill needs the same blocks, so it waits no longer.
-    seq->on_admitted_for_transfer = [this, offload](Sequence* admitted) {
-      ContinueAdmitted(admitted, offload);
-    };
-    return;
-  }
-  ContinueAdmitted(seq, std::move(offload));
 }
 
 void OffloadCoordinator::ContinueAdmitted(Sequence* seq, std::shared_ptr<Offload> offload) {

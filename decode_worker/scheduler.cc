@@ -368,6 +368,14 @@ bool Scheduler::AdmitForTransfer(Sequence* seq) {
   return Admit(seq, SequenceState::kAwaitingKv, nullptr);
 }
 
+Scheduler::TransferAdmission Scheduler::AdmitOrAwaitTransfer(
+    Sequence* seq, std::function<void(Sequence*)> on_admitted) {
+  if (awaiting_kv_full()) return TransferAdmission::kAwaitingKvFull;
+  if (AdmitForTransfer(seq)) return TransferAdmission::kAdmitted;
+  seq->on_admitted_for_transfer = std::move(on_admitted);
+  return TransferAdmission::kWaitingForBlocks;
+}
+
 void Scheduler::TransferDone(Sequence* seq, int computed_tokens) {
   seq->num_computed = computed_tokens;
   seq->state = SequenceState::kRunning;

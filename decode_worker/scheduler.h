@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <set>
 #include <vector>
@@ -137,6 +138,17 @@ class Scheduler {
   // allocated; the caller then reserves them for a transfer. Returns false if blocks are short
   // or max_awaiting_kv sequences already await KV. `seq` must be waiting.
   bool AdmitForTransfer(Sequence* seq);
+  // How an offload arriving at this worker is admitted (AdmitOrAwaitTransfer).
+  enum class TransferAdmission {
+    kAdmitted,          // AWAITING_KV now, its blocks allocated.
+    kWaitingForBlocks,  // Too few free blocks: it waits for them as an offload.
+    kAwaitingKvFull,    // max_awaiting_kv offloads await KV: it stays waiting, a local prefill.
+  };
+  // Offload: AdmitForTransfer if blocks allow; else, unless max_awaiting_kv offloads already
+  // await KV, `seq` waits for blocks as an offload: PlanStep admits it AWAITING_KV when they
+  // free (never in local chunks) and HandOverTransferAdmissions calls `on_admitted` once. A
+  // local prefill needs the same blocks, so it waits no longer. `seq` must be waiting.
+  TransferAdmission AdmitOrAwaitTransfer(Sequence* seq, std::function<void(Sequence*)> on_admitted);
   // The sequence (AWAITING_KV) joins the running batch with `computed_tokens` positions in
   // its KV: the whole prompt when the transfer delivered it (the first token is appended by
   // the caller), or the cached prefix when its prefill falls back to local chunks. With

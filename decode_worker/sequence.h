@@ -62,10 +62,11 @@ struct Sequence {
   absl::Time paused_since;  // Its client stopped reading (zero while it reads).
   // Offload (see offload_coordinator.h).
   OffloadOutcome offload;
-  // Set on an offload that found too few free blocks for its prompt when it arrived: it waits
-  // for them as an offload, not as a local prefill. The scheduler admits it AWAITING_KV when
-  // the blocks are there (StepPlan::admitted_for_transfer) and HandOverTransferAdmissions
-  // calls this once, to start its transfer. Dropped with the sequence if it ends first.
+  // Set (Scheduler::AdmitOrAwaitTransfer) on an offload that found too few free blocks for its
+  // prompt when it arrived: it waits for them as an offload, not as a local prefill. The
+  // scheduler admits it AWAITING_KV when the blocks are there (StepPlan::admitted_for_transfer)
+  // and HandOverTransferAdmissions calls this once, to start its transfer. Dropped with the
+  // sequence if it ends first.
   std::function<void(Sequence*)> on_admitted_for_transfer;
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }

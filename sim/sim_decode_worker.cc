@@ -47,17 +47,18 @@ decode::Sequence* SimDecodeWorker::Submit(int request, const std::vector<int32_t
   return raw;
 }
 
-bool SimDecodeWorker::AdmitForTransfer(decode::Sequence* seq, int* cached_tokens) {
-  if (!scheduler_.AdmitForTransfer(seq)) return false;
-  ReserveForTransfer(seq, cached_tokens);
-  return true;
-}
-
-void SimDecodeWorker::ReserveForTransfer(decode::Sequence* seq, int* cached_tokens) {
-  *cached_tokens = seq->num_computed;
-  Meta& m = meta_.at(seq);
-  m.reserved = decode::TransferBlocks(*seq, seq->num_computed, shape_.kv_layout.block_size);
-  blocks_.MarkReserved(m.reserved, true);
+decode::Scheduler::TransferAdmission SimDecodeWorker::AdmitOrAwaitTransfer(
+    decode::Sequence* seq, std::function<void(int)> start) {
+  auto reserve_and_start = [this, start = std::move(start)](decode::Sequence* admitted) {
+    Meta& m = meta_.at(admitted);
+    m.reserved =
+        decode::TransferBlocks(*admitted, admitted->num_computed, shape_.kv_layout.block_size);
+    blocks_.MarkReserved(m.reserved, true);
+    start(admitted->num_computed);
+  };
+  const auto admission = scheduler_.AdmitOrAwaitTransfer(seq, reserve_and_start);
+  if (admission == decode::Scheduler::TransferAdmission::kAdmitted) reserve_and_start(seq);
+  return admission;
 }
 
 void SimDecodeWorker::KvArrived(decode::Sequence* seq, std::vector<Emission>* out) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -35,15 +36,12 @@ class SimDecodeWorker {
 
   // A request's sequence joins the waiting queue.
   decode::Sequence* Submit(int request, const std::vector<int32_t>& prompt, int max_tokens);
-  // Offload: admits a waiting sequence with its prompt's blocks reserved for the transfer
-  // (the offload coordinator's OnAdded); false: it stays waiting and prefills locally.
-  // `cached_tokens`: the prefix-cache hit the transfer skips.
-  bool AdmitForTransfer(decode::Sequence* seq, int* cached_tokens);
-  // A sequence the scheduler admitted AWAITING_KV after it waited for blocks
-  // (Sequence::on_admitted_for_transfer): its prompt's blocks reserved as AdmitForTransfer's.
-  void ReserveForTransfer(decode::Sequence* seq, int* cached_tokens);
-  // --max_awaiting_kv offloads await their KV: a new one prefills locally.
-  bool awaiting_kv_full() const { return scheduler_.awaiting_kv_full(); }
+  // Offload, as the offload coordinator's OnAdded: Scheduler::AdmitOrAwaitTransfer, and once
+  // the sequence is admitted AWAITING_KV (now, or after waiting for blocks) its prompt's
+  // blocks are reserved for the transfer and `start` is called with the prefix-cache hit the
+  // transfer skips. kAwaitingKvFull: it stays waiting and prefills locally.
+  decode::Scheduler::TransferAdmission AdmitOrAwaitTransfer(decode::Sequence* seq,
+                                                            std::function<void(int)> start);
   // The offloaded KV and the first token arrived (the coordinator's Complete).
   void KvArrived(decode::Sequence* seq, std::vector<Emission>* out);
 

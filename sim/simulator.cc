@@ -368,23 +368,13 @@ void Simulation::Submit(int r) {
   SimDecodeWorker& w = *decode_[s.decode];
   s.seq = w.Submit(r, s.prompt, requests_[r].max_tokens);
   if (!s.offload || s.prefill.empty()) return;
-  if (w.awaiting_kv_full()) {
-    result_.requests[r].fell_back = true;  // As the real worker: local chunks.
+  // Now, or when blocks free (it waits for them as an offload); with max_awaiting_kv
+  // offloads awaiting KV, local chunks.
+  if (w.AdmitOrAwaitTransfer(s.seq, [this, r](int cached) { StartTransfer(r, cached); }) ==
+      decode::Scheduler::TransferAdmission::kAwaitingKvFull) {
+    result_.requests[r].fell_back = true;
     ++result_.counters.fallbacks;
-    return;
   }
-  int cached = 0;
-  if (!w.AdmitForTransfer(s.seq, &cached)) {
-    // Too few free blocks now: it waits for them as an offload, as the real worker's does
-    // (OffloadCoordinator::OnAdded), and its transfer starts when the scheduler admits it.
-    s.seq->on_admitted_for_transfer = [this, r](decode::Sequence* seq) {
-      int admitted_cached = 0;
-      decode_[state_[r].decode]->ReserveForTransfer(seq, &admitted_cached);
-      StartTransfer(r, admitted_cached);
-    };
-    return;
-  }
-  StartTransfer(r, cached);
 }
 
 void Simulation::StartTransfer(int r, int cached) {

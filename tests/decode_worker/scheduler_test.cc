@@ -387,12 +387,14 @@ TEST_F(SchedulerTest, AWaitingOffloadIsAdmittedForItsTransferNotLocally) {
   Sequence* a = Add("A", 16);  // 5 blocks with its first output token.
   EXPECT_EQ(Step(), (std::vector<std::string>{"A:0+16*"}));
   Sequence* b = Add("B", 12);  // 4 blocks: only 1 free.
-  EXPECT_FALSE(scheduler_->AdmitForTransfer(b));
   int handed_over = 0;
-  b->on_admitted_for_transfer = [&](Sequence* seq) {
-    EXPECT_EQ(seq, b);
-    ++handed_over;
-  };
+  EXPECT_EQ(scheduler_->AdmitOrAwaitTransfer(b,
+                                             [&](Sequence* seq) {
+                                               EXPECT_EQ(seq, b);
+                                               ++handed_over;
+                                             }),
+            Scheduler::TransferAdmission::kWaitingForBlocks);
+  EXPECT_EQ(b->state, SequenceState::kWaiting);
   EXPECT_EQ(scheduler_->pending_prefill().tokens, 0);
   StepPlan plan;
   EXPECT_EQ(Step(&plan), (std::vector<std::string>{"A:16+1*"}));
