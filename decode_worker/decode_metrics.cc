@@ -152,6 +152,13 @@ DecodeMetrics::DecodeMetrics(prometheus::Registry& r, const std::string& model)
                             .Help("Requests refused before admission (invalid or overloaded).")
                             .Register(r)
                             .Add({{"model_name", model}})),
+      requests_handed_back(BuildCounter()
+                               .Name("pdserve_requests_handed_back_total")
+                               .Help("Requests that had produced nothing, handed back to the "
+                                     "router to be placed elsewhere by a worker leaving the "
+                                     "decode role.")
+                               .Register(r)
+                               .Add({{"model_name", model}})),
       offload_fallbacks_family(BuildCounter()
                                    .Name("pdserve_offload_fallbacks_total")
                                    .Help("Offloaded prefills that fell back, by cause.")

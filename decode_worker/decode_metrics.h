@@ -50,6 +50,7 @@ struct DecodeMetrics {
   prometheus::Counter& prompt_tokens;
   prometheus::Family<prometheus::Counter>& request_success_family;
   prometheus::Counter& requests_rejected;
+  prometheus::Counter& requests_handed_back;
   // Offload path (issue: prefill worker): set by the offload coordinator.
   prometheus::Family<prometheus::Counter>& offload_fallbacks_family;
   prometheus::Counter& offload_completions;

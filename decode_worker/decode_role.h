@@ -45,6 +45,9 @@ class DecodeRole {
 
   // New requests are refused (UNAVAILABLE: the router places them elsewhere) / taken again.
   void BeginDrain() { loop_->BeginDrain(); }
+  // As BeginDrain, leaving the decode role: requests that have given their clients nothing go
+  // back to the router to be placed elsewhere (EngineLoop::BeginDrainHandingBack).
+  void BeginDrainHandingBack() { loop_->BeginDrainHandingBack(); }
   void EndDrain() { loop_->EndDrain(); }
   // Waits until the role holds nothing: no sequence (running, waiting, awaiting KV) and no
   // block in use, reserved or quarantined (a writer not yet known to have stopped), and no

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/hand_back.h"
 #include "common/logging.h"
 
 namespace pdserve::decode {
@@ -30,11 +33,16 @@ class GrpcStreamSink final : public StreamSink {
    public:
     // `open` counts the service's calls not yet done; the reactor is one of them until
     // OnDone.
-    Reactor(std::shared_ptr<GrpcStreamSink> sink, std::atomic<int>* open)
-        : sink_(std::move(sink)), open_(open) {
+    Reactor(std::shared_ptr<GrpcStreamSink> sink, grpc::CallbackServerContext* context,
+            std::atomic<int>* open)
+        : sink_(std::move(sink)), context_(context), open_(open) {
       open_->fetch_add(1);
     }
     void OnWriteDone(bool ok) override { sink_->OnWriteDone(ok); }
+    void HandBack(const std::string& why) {
+      context_->AddTrailingMetadata(kHandedBackTrailer, "1");
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, why));
+    }
     void OnCancel() override { sink_->OnCancel(); }
     void OnDone() override {
       sink_->Detach();
@@ -44,6 +52,7 @@ class GrpcStreamSink final : public StreamSink {
 
    private:
     std::shared_ptr<GrpcStreamSink> sink_;
+    grpc::CallbackServerContext* context_;  // The call's: valid until OnDone.
     std::atomic<int>* open_;
   };
 
@@ -114,6 +123,16 @@ class GrpcStreamSink final : public StreamSink {
     Run(op);
   }
 
+  void HandBack(const std::string& why) override {
+    Op op;
+    {
+      absl::MutexLock lock(&mu_);
+      hand_back_ = why;
+      op = PlanLocked();
+    }
+    Run(op);
+  }
+
   int pending_tokens() const override {
     absl::MutexLock lock(&mu_);
     return pending_.token_ids_size();
@@ -124,8 +143,9 @@ class GrpcStreamSink final : public StreamSink {
   // A gRPC operation decided under the lock and started after releasing it (its reaction
   // may run inline and take the lock).
   struct Op {
-    enum Kind { kNone, kWrite, kWriteAndFinish, kFinishCancelled } kind = kNone;
+    enum Kind { kNone, kWrite, kWriteAndFinish, kFinishCancelled, kFinishHandedBack } kind = kNone;
     Reactor* reactor = nullptr;
+    std::string message;  // kFinishHandedBack's.
   };
 
   Op PlanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -135,6 +155,13 @@ class GrpcStreamSink final : public StreamSink {
       finished_ = true;
       op.kind = Op::kFinishCancelled;
       op.reactor = reactor_;
+      return op;
+    }
+    if (hand_back_.has_value()) {  // Nothing was pushed (HandBack's contract).
+      finished_ = true;
+      op.kind = Op::kFinishHandedBack;
+      op.reactor = reactor_;
+      op.message = *hand_back_;
       return op;
     }
     if (!has_pending_ && !final_ready_) return op;
@@ -166,6 +193,9 @@ class GrpcStreamSink final : public StreamSink {
         return;
       case Op::kFinishCancelled:
         op.reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+        return;
+      case Op::kFinishHandedBack:
+        op.reactor->HandBack(op.message);
         return;
     }
   }
@@ -214,6 +244,7 @@ class GrpcStreamSink final : public StreamSink {
   bool final_ready_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // Cancelled or a write failed: no more writes.
+  std::optional<std::string> hand_back_ ABSL_GUARDED_BY(mu_);  // HandBack's message.
   std::atomic<bool> cancelled_{false};
 };
 
@@ -268,7 +299,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* DecodeService::Generate(
   if (placement.reason().empty()) placement.set_reason("direct");
   auto sink = std::make_shared<GrpcStreamSink>(validated->request_id, placement,
                                                [loop = loop_] { loop->Notify(); });
-  auto* reactor = new GrpcStreamSink::Reactor(sink, &open_streams_);
+  auto* reactor = new GrpcStreamSink::Reactor(sink, context, &open_streams_);
   sink->Attach(reactor);
   const absl::Time arrival =
       request->arrival_unix_nanos() > 0 ? absl::FromUnixNanos(request->arrival_unix_nanos()) : now;

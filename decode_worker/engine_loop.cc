@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/hand_back.h"
 #include "common/logging.h"
 #include "common/retry_after.h"
 #include "decode_worker/step_report.h"
@@ -54,6 +55,10 @@ void EngineLoop::Stop() {
 absl::Status EngineLoop::Submit(std::unique_ptr<Sequence> seq,
                                 std::function<void(Sequence*)> on_added) {
   absl::MutexLock lock(&mu_);
+  if (hand_back_) {
+    return HandedBackError(
+        "the decode worker is leaving the decode role; send the request elsewhere");
+  }
   if (draining_ || stop_)
     return absl::UnavailableError("decode worker is draining; send the request elsewhere");
   if (stats_.waiting + static_cast<int>(inbox_.size()) >= config_.max_waiting) {
@@ -84,9 +89,17 @@ void EngineLoop::BeginDrain() {
   draining_ = true;
 }
 
+void EngineLoop::BeginDrainHandingBack() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  hand_back_ = true;
+  wake_ = true;
+}
+
 void EngineLoop::EndDrain() {
   absl::MutexLock lock(&mu_);
   draining_ = false;
+  hand_back_ = false;
 }
 
 bool EngineLoop::draining() const {
@@ -138,8 +151,8 @@ void EngineLoop::TakeReport(bool request_reset, std::vector<StepObservation>* st
   events_ = {};
 }
 
-void EngineLoop::SetAwaitingKvCancelHandler(std::function<void(Sequence*)> handler) {
-  awaiting_kv_cancel_ = std::move(handler);
+void EngineLoop::SetAwaitingKvEndHandler(std::function<void(Sequence*, AwaitingKvEnd)> handler) {
+  awaiting_kv_end_ = std::move(handler);
 }
 
 void EngineLoop::SetIterationHook(std::function<bool()> hook) { iteration_hook_ = std::move(hook); }
@@ -287,12 +300,39 @@ void EngineLoop::RetireCancelled() {
   all.insert(all.end(), scheduler_.running().begin(), scheduler_.running().end());
   for (Sequence* seq : all) {
     if (seq->sink == nullptr || !seq->sink->cancelled()) continue;
-    if (seq->state == SequenceState::kAwaitingKv && awaiting_kv_cancel_) {
-      awaiting_kv_cancel_(seq);  // The coordinator finishes it once the transfer stopped.
+    if (seq->state == SequenceState::kAwaitingKv && awaiting_kv_end_) {
+      awaiting_kv_end_(seq, AwaitingKvEnd::kCancelled);  // The coordinator stops its transfer.
       continue;
     }
     FinishSequence(seq, text::FinishReason::kCancelled);
   }
+}
+
+void EngineLoop::HandBackUnstarted() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!hand_back_) return;
+  }
+  std::vector<Sequence*> all = scheduler_.waiting();
+  all.insert(all.end(), scheduler_.running().begin(), scheduler_.running().end());
+  for (Sequence* seq : all) {
+    // Without a sink (tests, benches) there is no router to take it.
+    if (seq->generated() > 0 || seq->sink == nullptr) continue;
+    if (seq->state == SequenceState::kAwaitingKv && awaiting_kv_end_) {
+      awaiting_kv_end_(seq, AwaitingKvEnd::kHandBack);  // The coordinator stops its transfer.
+      continue;
+    }
+    HandBackSequence(seq);
+  }
+}
+
+void EngineLoop::HandBackSequence(Sequence* seq) {
+  PDS_LOG(INFO) << seq->request_id << ": handed back to the router (leaving the decode role)";
+  metrics_->requests_handed_back.Increment();
+  seq->sink->HandBack(
+      "the decode worker is leaving the decode role and handed the request back before its "
+      "first token; place it elsewhere");
+  scheduler_.Finish(seq);
 }
 
 void EngineLoop::RetireStalled() {
@@ -390,6 +430,7 @@ void EngineLoop::Run() {
     if (stop) break;
     const bool hook_pending = iteration_hook_ && iteration_hook_();
     RetireCancelled();
+    HandBackUnstarted();
     RetireStalled();
     const StepPlan plan = scheduler_.PlanStep();
     HandOverTransferAdmissions(plan);

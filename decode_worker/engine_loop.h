@@ -60,6 +60,11 @@ class EngineLoop {
   void Notify();
   // Refuse new sequences from now on.
   void BeginDrain();
+  // Draining to leave the decode role: from now until EndDrain, between steps, every sequence
+  // that has given its client nothing (waiting, prefilling locally, awaiting offloaded KV) is
+  // handed back to the router (StreamSink::HandBack), which places it elsewhere; the drain
+  // then waits only for the streams that have started. Refuses new sequences too.
+  void BeginDrainHandingBack();
   // Take new sequences again (a role change that was given up).
   void EndDrain();
   bool draining() const;
@@ -85,8 +90,13 @@ class EngineLoop {
   // Emits one generated token (the last of seq->tokens) and finishes the sequence if it is
   // done. Returns false if it finished.
   bool EmitToken(Sequence* seq);
-  // Offload hooks: cancellation of an AWAITING_KV sequence is the coordinator's to finish.
-  void SetAwaitingKvCancelHandler(std::function<void(Sequence*)> handler);
+  // Ends a sequence that has given its client nothing: the router places it again (see
+  // BeginDrainHandingBack); its blocks are released.
+  void HandBackSequence(Sequence* seq);
+  // Offload hooks: ending an AWAITING_KV sequence is the coordinator's (its transfer must stop
+  // first), for its client's cancellation and for a hand-back.
+  enum class AwaitingKvEnd { kCancelled, kHandBack };
+  void SetAwaitingKvEndHandler(std::function<void(Sequence*, AwaitingKvEnd)> handler);
   // Runs on the loop thread once per iteration (the offload coordinator's timers); returns
   // whether it has timed work pending (the loop then keeps looking every 20 ms even when it
   // holds no sequence). Set before Start().
@@ -100,6 +110,8 @@ class EngineLoop {
   void Run();
   void RunStep(const StepPlan& plan);
   void RetireCancelled();
+  // With hand_back_: hands back the sequences that have given their clients nothing.
+  void HandBackUnstarted();
   // Ends sequences paused longer than max_client_stall (their clients read nothing).
   void RetireStalled();
   void PublishStats();
@@ -112,7 +124,7 @@ class EngineLoop {
   Clock* clock_;
   kvcache::BlockManager blocks_;
   Scheduler scheduler_;
-  std::function<void(Sequence*)> awaiting_kv_cancel_;
+  std::function<void(Sequence*, AwaitingKvEnd)> awaiting_kv_end_;
   std::function<bool()> iteration_hook_;
 
   // Loop-thread scratch, reused every step.
@@ -133,6 +145,7 @@ class EngineLoop {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool hand_back_ ABSL_GUARDED_BY(mu_) = false;  // BeginDrainHandingBack until EndDrain.
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);
   StepHistory steps_ ABSL_GUARDED_BY(mu_);  // Since the last report.
   kvcache::PrefixCacheEvents events_ ABSL_GUARDED_BY(mu_);

@@ -159,7 +159,8 @@ OffloadCoordinator::~OffloadCoordinator() {
 }
 
 void OffloadCoordinator::Attach() {
-  loop_->SetAwaitingKvCancelHandler([this](Sequence* seq) { OnClientCancel(seq); });
+  loop_->SetAwaitingKvEndHandler(
+      [this](Sequence* seq, EngineLoop::AwaitingKvEnd how) { EndAwaitingKv(seq, how); });
   loop_->SetIterationHook([this] { return Tick(); });
 }
 
@@ -421,10 +422,17 @@ void OffloadCoordinator::MarkFellBack(Sequence* seq, const std::string& cause) {
 
 void OffloadCoordinator::FinishOffload(Sequence* seq) { offloads_.erase(seq); }
 
-void OffloadCoordinator::OnClientCancel(Sequence* seq) {
+void OffloadCoordinator::EndAwaitingKv(Sequence* seq, EngineLoop::AwaitingKvEnd how) {
+  auto end = [&] {
+    if (how == EngineLoop::AwaitingKvEnd::kHandBack) {
+      loop_->HandBackSequence(seq);
+    } else {
+      loop_->FinishSequence(seq, text::FinishReason::kCancelled);
+    }
+  };
   auto it = offloads_.find(seq);
   if (it == offloads_.end()) {
-    loop_->FinishSequence(seq, text::FinishReason::kCancelled);
+    end();
     return;
   }
   Offload* offload = it->second.get();
@@ -445,7 +453,7 @@ void OffloadCoordinator::OnClientCancel(Sequence* seq) {
     }
   }
   FinishOffload(seq);
-  loop_->FinishSequence(seq, text::FinishReason::kCancelled);
+  end();
 }
 
 bool OffloadCoordinator::QuarantineAttempt(Attempt* attempt) {

@@ -108,7 +108,9 @@ class OffloadCoordinator {
   // replaced; then the next prefill worker or local prefill.
   void AttemptFailed(Attempt* attempt, const std::string& cause, bool maybe_written);
   void FallBackToLocal(Offload* offload, const std::string& cause);
-  void OnClientCancel(Sequence* seq);
+  // Its client cancelled, or it is handed back: the transfer is stopped (its blocks
+  // quarantined until the writer stopped) and the sequence ends at once.
+  void EndAwaitingKv(Sequence* seq, EngineLoop::AwaitingKvEnd how);
   // Quarantines what `attempt`'s writer may still write and asks the prefill worker to stop.
   // True when that includes the sequence's blocks (they leave it); false when only the
   // transport's own (staging) blocks may be written, and the sequence's are un-reserved and

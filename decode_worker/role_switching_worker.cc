@@ -170,7 +170,10 @@ void RoleSwitchingWorker::Switch(v1::WorkerRole to, const std::string& reason) {
                 << "): finishing the " << RoleName(from) << " work first";
   const bool from_decode = from == v1::WORKER_ROLE_DECODE;
   if (from_decode) {
-    decode_->BeginDrain();
+    // What has not started goes back to the router: the switch waits for the started
+    // streams only, not for the offloads queued behind a busy prefill pool (the shortage the
+    // switch is often ordered to relieve; bench/README, sim, the hand-back).
+    decode_->BeginDrainHandingBack();
   } else {
     prefill_->BeginDrain();
   }

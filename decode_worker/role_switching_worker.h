@@ -7,7 +7,10 @@
 //      the router places nothing new on it;
 //   2. waits until that role holds nothing: every stream finished (none is dropped), every
 //      offloaded transfer done or known to have stopped writing; a decode role then drops its
-//      prefix cache (the pool's memory is about to hold other KV);
+//      prefix cache (the pool's memory is about to hold other KV). A decode role hands back
+//      to the router every request that has given its client nothing yet (waiting, prefilling
+//      locally, awaiting offloaded KV: the transfer is cancelled), which places it elsewhere;
+//      it waits only for the streams that have started;
 //   3. takes work in the other role and registers again in it (same worker id and epoch).
 // If step 2 does not finish within switch_drain_timeout the switch is given up: the worker
 // takes work in its old role again (the router counts the switch aborted).

@@ -42,6 +42,10 @@ class StreamSink {
     double offload_wait_ms = 0;  // Fell back: the offload's time before it was given up.
   };
   virtual void Finish(const Final& final) = 0;
+  // Ends the call without a result, for the router to place the request again elsewhere
+  // (common/hand_back.h): only for a sequence that has pushed nothing. `why` is the status
+  // message.
+  virtual void HandBack(const std::string& why) = 0;
   // Tokens pushed but not yet written to the client.
   virtual int pending_tokens() const = 0;
   // The client went away or its deadline passed.

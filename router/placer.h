@@ -57,12 +57,18 @@ struct PlacerConfig {
   DecodeBalance decode_balance = DecodeBalance::kStreams;
 };
 
+// How many times one request may be handed back by decode workers draining for a role switch
+// (before its first token) and placed again; once more and it fails UNAVAILABLE. A request
+// goes back only from a worker that is leaving the decode role, so more than one is rare.
+inline constexpr int kMaxHandBacks = 3;
+
 struct PlacementRequest {
   std::string request_id;
   const CatalogModel* model = nullptr;
   const std::vector<int32_t>* prompt = nullptr;
   int max_tokens = 0;
-  // Decode workers not to use (a retry after one failed before its first token).
+  // Decode workers not to use (a retry after one failed, or handed the request back, before
+  // its first token).
   std::vector<std::string> exclude;
   // The request's objectives (resolved by the router's SloCatalog); unset: the policy's.
   std::optional<SloConfig> slo;

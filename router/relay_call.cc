@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/hand_back.h"
 #include "common/logging.h"
 #include "common/retry_after.h"
 #include "router/learning.h"
@@ -282,8 +283,23 @@ void RelayCall::OnDownstreamDone(const grpc::Status& status) {
       // the worker, a request with nothing produced yet may go elsewhere; a drain may not.
       const bool worker_gone = interrupted ? interrupted_->why == Interruption::kWorkerLeft
                                            : status.error_code() == grpc::StatusCode::UNAVAILABLE;
+      // A decode worker leaving the decode role handed it back before its first token
+      // (common/hand_back.h): placed again, elsewhere, without using the failure's retry.
+      const bool handed_back =
+          status.error_code() == grpc::StatusCode::UNAVAILABLE && messages_ == 0 &&
+          downstream_->context.GetServerTrailingMetadata().count(kHandedBackTrailer) > 0;
       if (cancelled_) {
         s = ClientGoneStatusLocked();
+      } else if (handed_back && handed_back_ < kMaxHandBacks) {
+        ++handed_back_;
+        retried = true;
+        PDS_LOG(INFO) << request_.request_id() << ": handed back by decode worker "
+                      << placement_.placement.decode.worker_id << "; placing again";
+        deps_.metrics->requests_handed_back.Increment();
+        placement_request_.exclude.push_back(placement_.placement.decode.worker_id);
+        interrupted_.reset();
+        actions.detach = std::move(listener_);
+        PlaceLocked(&actions);
       } else if (worker_gone && messages_ == 0 && retries_ < 1) {
         // It failed before producing anything: place once more, elsewhere.
         ++retries_;

@@ -141,6 +141,7 @@ class RelayCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   std::optional<Interrupt> interrupted_ ABSL_GUARDED_BY(mu_);
   int messages_ ABSL_GUARDED_BY(mu_) = 0;
   int retries_ ABSL_GUARDED_BY(mu_) = 0;
+  int handed_back_ ABSL_GUARDED_BY(mu_) = 0;  // Times a switching decode worker gave it back.
   double router_ms_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time first_token_ ABSL_GUARDED_BY(mu_);
   absl::Time last_token_ ABSL_GUARDED_BY(mu_);

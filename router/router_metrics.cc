@@ -134,6 +134,12 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
               .Register(r)
               .Add({}, prometheus::Histogram::BucketBoundaries{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60,
                                                                120, 300, 600})),
+      requests_handed_back(BuildCounter()
+                               .Name("pdserve_router_requests_handed_back_total")
+                               .Help("Requests handed back before their first token by a decode "
+                                     "worker leaving the decode role, and placed again.")
+                               .Register(r)
+                               .Add({})),
       http_requests_family(
           BuildCounter()
               .Name("pdserve_router_http_requests_total")

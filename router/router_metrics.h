@@ -48,6 +48,8 @@ struct RouterMetrics {
   // refused (the request's checks failed).
   prometheus::Family<prometheus::Counter>& role_switches_family;
   prometheus::Histogram& role_switch_seconds;  // Ordered to registered in the new role.
+  // Requests a decode worker leaving the decode role handed back, placed again.
+  prometheus::Counter& requests_handed_back;
   // The OpenAI-compatible HTTP front (router/openai/).
   prometheus::Family<prometheus::Counter>& http_requests_family;  // {path, code}
   prometheus::Gauge& http_open_connections;

@@ -61,6 +61,24 @@ decode::Scheduler::TransferAdmission SimDecodeWorker::AdmitOrAwaitTransfer(
   return admission;
 }
 
+std::vector<int> SimDecodeWorker::Unstarted() const {
+  std::vector<int> out;
+  for (const auto& [seq, meta] : meta_) {
+    if (seq->generated() == 0) out.push_back(meta.request);
+  }
+  std::sort(out.begin(), out.end());  // The map's order is not deterministic.
+  return out;
+}
+
+void SimDecodeWorker::HandBack(decode::Sequence* seq) {
+  PDS_CHECK(!busy_) << "handing a request back during a step";
+  PDS_CHECK(seq->generated() == 0) << "handing back a request that has tokens";
+  Meta& m = meta_.at(seq);
+  blocks_.MarkReserved(m.reserved, false);
+  meta_.erase(seq);
+  scheduler_.Finish(seq);
+}
+
 void SimDecodeWorker::KvArrived(decode::Sequence* seq, std::vector<Emission>* out) {
   Meta& m = meta_.at(seq);
   blocks_.MarkReserved(m.reserved, false);

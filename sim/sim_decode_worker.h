@@ -42,6 +42,13 @@ class SimDecodeWorker {
   // transfer skips. kAwaitingKvFull: it stays waiting and prefills locally.
   decode::Scheduler::TransferAdmission AdmitOrAwaitTransfer(decode::Sequence* seq,
                                                             std::function<void(int)> start);
+  // The requests it holds that have given their client nothing yet (waiting, prefilling
+  // locally, or awaiting offloaded KV), in request order: what a worker switching role hands
+  // back to the router (decode::EngineLoop::BeginDrainHandingBack).
+  std::vector<int> Unstarted() const;
+  // Drops request `seq`, which has given its client nothing, releasing its blocks (those
+  // reserved for a transfer too: the caller has withdrawn the transfer). Between steps only.
+  void HandBack(decode::Sequence* seq);
   // The offloaded KV and the first token arrived (the coordinator's Complete).
   void KvArrived(decode::Sequence* seq, std::vector<Emission>* out);
 

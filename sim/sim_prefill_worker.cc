@@ -41,6 +41,25 @@ void SimPrefillWorker::Submit(const SimPrefillJob& job) {
   queued_token_squares_ += Square(job.prompt_tokens);
 }
 
+bool SimPrefillWorker::Withdraw(int request) {
+  // Computing: the batch runs on (its time does not change); the job's KV is not delivered,
+  // as the real worker stops writing a cancelled request's KV.
+  auto running = std::find_if(running_.begin(), running_.end(),
+                              [&](const SimPrefillDone& d) { return d.job.request == request; });
+  if (running != running_.end()) {
+    running_.erase(running);
+    return true;
+  }
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [&](const SimPrefillJob& j) { return j.request == request; });
+  if (it == queue_.end()) return false;
+  queued_tokens_ -= it->prompt_tokens;
+  queued_token_squares_ -= Square(it->prompt_tokens);
+  queue_.erase(it);
+  if (queue_.empty()) queued_token_squares_ = 0;
+  return true;
+}
+
 double SimPrefillWorker::StartBatch(double now_ms) {
   if (busy_ || queue_.empty()) return -1;
   const int pool_blocks =

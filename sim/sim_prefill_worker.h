@@ -60,6 +60,9 @@ class SimPrefillWorker {
   SimPrefillWorker(const WorkerShape& shape, const CostModelParams& timing, const LinkModel& link);
 
   void Submit(const SimPrefillJob& job);
+  // Drops request `request`'s job, queued or computing (its decode worker cancelled it to
+  // hand the request back to the router); false when it is not here (its KV has landed).
+  bool Withdraw(int request);
   // Starts the next forward if none runs: returns its length (to its last transfer landing),
   // or a negative value when idle or the queue is empty.
   double StartBatch(double now_ms);

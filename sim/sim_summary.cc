@@ -113,6 +113,7 @@ nlohmann::json ToJson(const SimCounters& c) {
           {"prefill_batches", c.prefill_batches},
           {"offloaded", c.offloaded},
           {"fallbacks", c.fallbacks},
+          {"handed_back", c.handed_back},
           {"rejected", c.rejected},
           {"prefix_hit_tokens", c.prefix_hit_tokens},
           {"prefix_queried_tokens", c.prefix_queried_tokens},

@@ -5,6 +5,7 @@
 #include <memory>
 #include <queue>
 #include <random>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,7 @@ enum class EventKind : uint8_t {
   kPrefillReport,  // Prefill worker `a` reports.
   kRebalance,      // The router's rebalancing planner looks (with rebalancing).
   kSwitchDone,     // Worker `a`, drained, registers in its new role.
+  kPlaceAgain,     // Request `a`, handed back by a decode worker, reaches the router again.
 };
 
 struct Event {
@@ -72,6 +74,12 @@ struct RequestState {
   SimPrefillDone prefill_done;
   router::PlacementForLearning learning;  // What the router learns with (its placement's).
   std::vector<int> followers;             // Follow-ups waiting for this turn to end.
+  // Handed back (or refused) by draining decode workers: how often, and those workers, which
+  // its next placement excludes (the relay's rule).
+  int handed_back = 0;
+  std::vector<std::string> exclude;
+  bool job_in_flight = false;  // Its prefill job is on its way to the prefill worker...
+  bool job_withdrawn = false;  // ...and is dropped there: the request was handed back.
 };
 
 // What arrives at a decode worker while its step runs waits for the step's end, as the real
@@ -115,6 +123,7 @@ class Simulation {
   }
   absl::Status Start();
   void Send(int r);
+  void Place(int r);  // Send's placement (again, after a hand-back).
   void AtDecode(int r);
   void Submit(int r);  // At its decode worker, between steps.
   // Its offload admitted AWAITING_KV with `cached` prompt tokens from the prefix cache: the
@@ -144,6 +153,15 @@ class Simulation {
   // A draining worker that holds nothing more goes on to its new role.
   void MaybeFinishSwitch(int slot);
   void SwitchDone(int slot);
+  // A decode worker draining for a switch takes nothing new and, between steps, hands back to
+  // the router every request that has given its client nothing and whose KV nobody is writing
+  // (decode::EngineLoop::BeginDrainHandingBack, the product's rule): it is placed again elsewhere,
+  // and the worker drains only what has started.
+  bool HandingBack(int w) const {
+    return switching_ && draining_[w] && role_[w] == router::WorkerRole::kDecode;
+  }
+  void HandBackUnstarted(int w);
+  void HandBack(int r);
 
   const SimConfig& config_;
   const std::vector<SimRequest>& requests_;
@@ -325,12 +343,19 @@ void Simulation::Send(int r) {
       s.prompt.push_back(SimToken(q.follow_up_of, k, config_.profile.shape.vocab_size));
   }
   s.prompt.insert(s.prompt.end(), q.prompt.begin(), q.prompt.end());
+  Place(r);
+}
+
+void Simulation::Place(int r) {
+  RequestState& s = state_[r];
+  const SimRequest& q = requests_[r];
   router::PlacementRequest place;
   place.request_id = absl::StrCat("r", r);
   place.model = &model_;
   place.prompt = &s.prompt;
   place.max_tokens = q.max_tokens;
   place.slo = q.slo;
+  place.exclude = s.exclude;
   absl::StatusOr<router::PlacementResult> placed = placer_->Place(place);
   if (!placed.ok()) {
     ++result_.counters.rejected;
@@ -365,6 +390,11 @@ void Simulation::AtDecode(int r) {
 
 void Simulation::Submit(int r) {
   RequestState& s = state_[r];
+  if (HandingBack(s.decode)) {
+    // A draining worker refuses new requests (EngineLoop::Submit): the router places it again.
+    HandBack(r);
+    return;
+  }
   SimDecodeWorker& w = *decode_[s.decode];
   s.seq = w.Submit(r, s.prompt, requests_[r].max_tokens);
   if (!s.offload || s.prefill.empty()) return;
@@ -393,6 +423,7 @@ void Simulation::StartTransfer(int r, int cached) {
                                      .transfer_tokens = tokens - cached,
                                      .arrival_ms = now_ms_ + config_.rpc_ms,
                                      .due_ms = due_ms};
+  s.job_in_flight = true;
   Schedule(now_ms_ + config_.rpc_ms, EventKind::kAtPrefill, r, s.prefill.front());
 }
 
@@ -430,6 +461,7 @@ void Simulation::StepDone(int w) {
   emissions_.clear();
   decode_[w]->FinishStep(step_ms_[w], &emissions_);
   HandleEmissions(emissions_);
+  HandBackUnstarted(w);
   // The inbox, all of it, as the engine loop takes it between steps; then the next plan.
   DecodeInbox in;
   std::swap(in, inbox_[w]);
@@ -526,7 +558,48 @@ void Simulation::Rebalance() {
 void Simulation::OrderSwitch(int slot, router::WorkerRole to) {
   draining_[slot] = true;
   switch_to_[slot] = to;
+  if (!decode_[slot]->busy()) {  // Else at the step's end.
+    HandBackUnstarted(slot);
+    // The blocks they held may admit what waited for them (streams it preempted, which it
+    // finishes before it switches), as the engine loop's next plan would.
+    MaybeStep(slot);
+  }
   MaybeFinishSwitch(slot);
+}
+
+void Simulation::HandBackUnstarted(int w) {
+  if (!HandingBack(w)) return;
+  for (int r : decode_[w]->Unstarted()) {
+    RequestState& s = state_[r];
+    if (s.seq->state == decode::SequenceState::kAwaitingKv) {
+      // Its transfer was started: cancelled, unless its KV has already landed.
+      if (s.job_in_flight) {
+        s.job_withdrawn = true;
+      } else if (!prefill_[s.prefill.front()]->Withdraw(r)) {
+        continue;
+      }
+    }
+    HandBack(r);
+  }
+  MaybeFinishSwitch(w);
+}
+
+void Simulation::HandBack(int r) {
+  RequestState& s = state_[r];
+  if (s.seq != nullptr) decode_[s.decode]->HandBack(s.seq);
+  s.seq = nullptr;
+  registry_.Release(s.session, s.lease);
+  s.exclude.push_back(absl::StrCat("worker-", s.decode));
+  s.decode = -1;
+  s.offload = false;
+  s.prefill.clear();
+  ++result_.counters.handed_back;
+  if (++s.handed_back > router::kMaxHandBacks) {
+    Finish(r, "handed back by draining decode workers too many times");
+    return;
+  }
+  // Worker -> router: one hop; the placement then sends it on.
+  Schedule(now_ms_ + config_.rpc_ms, EventKind::kPlaceAgain, r);
 }
 
 void Simulation::MaybeFinishSwitch(int slot) {
@@ -569,10 +642,17 @@ void Simulation::SwitchDone(int slot) {
 absl::StatusOr<SimResult> Simulation::Run() {
   RETURN_IF_ERROR(Start());
   step_ms_.assign(decode_.size(), 0);
+  // Reports and the planner's looks recur for ever: a request that never finishes would keep
+  // the loop running. None may take a virtual day after the last arrival.
+  double last_arrival_ms = 0;
+  for (const SimRequest& q : requests_)
+    last_arrival_ms = std::max(last_arrival_ms, q.arrival_s * 1e3 / config_.rate_scale);
+  const double give_up_ms = last_arrival_ms + 24 * 3600e3;
   while (!queue_.empty() && finished_ < requests_.size()) {
     const Event e = queue_.top();
     queue_.pop();
     now_ms_ = e.ms;
+    if (now_ms_ > give_up_ms) break;
     clock_.Set(epoch_ + absl::Microseconds(static_cast<int64_t>(std::llround(e.ms * 1e3))));
     ++result_.counters.events;
     switch (e.kind) {
@@ -585,10 +665,14 @@ absl::StatusOr<SimResult> Simulation::Run() {
       case EventKind::kStepDone:
         StepDone(e.a);
         break;
-      case EventKind::kAtPrefill:
-        prefill_[e.b]->Submit(state_[e.a].prefill_done.job);
+      case EventKind::kAtPrefill: {
+        RequestState& s = state_[e.a];
+        s.job_in_flight = false;
+        if (std::exchange(s.job_withdrawn, false)) break;
+        prefill_[e.b]->Submit(s.prefill_done.job);
         MaybeBatch(e.b);
         break;
+      }
       case EventKind::kBatchDone:
         BatchDone(e.a);
         break;
@@ -619,6 +703,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
         break;
       case EventKind::kSwitchDone:
         SwitchDone(e.a);
+        break;
+      case EventKind::kPlaceAgain:
+        Place(e.a);
         break;
     }
   }

@@ -110,6 +110,9 @@ struct SimCounters {
   uint64_t prefill_batches = 0;
   uint64_t offloaded = 0;
   uint64_t fallbacks = 0;
+  // Requests a draining decode worker handed back to the router (or refused) to be placed
+  // again (with rebalancing).
+  uint64_t handed_back = 0;
   uint64_t rejected = 0;
   uint64_t prefix_hit_tokens = 0;
   uint64_t prefix_queried_tokens = 0;

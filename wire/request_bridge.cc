@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/hand_back.h"
 #include "common/retry_after.h"
 #include "common/status_macros.h"
 
@@ -265,6 +266,7 @@ grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContextBase* context) {
     context->AddTrailingMetadata(kRetryAfterTrailer,
                                  absl::StrCat(absl::ToInt64Milliseconds(*hint)));
   }
+  if (IsHandedBack(s) && context != nullptr) context->AddTrailingMetadata(kHandedBackTrailer, "1");
   return ToGrpc(s);
 }
 

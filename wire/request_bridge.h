@@ -91,7 +91,8 @@ absl::StatusOr<ValidatedRequest> ValidateGenerateRequest(
 // absl -> gRPC, keeping code and message.
 grpc::Status ToGrpc(const absl::Status& status);
 // The same, and a retry-after hint on `status` (common/retry_after.h) becomes the
-// "retry-after-ms" trailer on `context` (set before the call finishes).
+// "retry-after-ms" trailer on `context` (set before the call finishes), a hand-back mark
+// (common/hand_back.h) the "pdserve-handed-back" one.
 grpc::Status ToGrpc(const absl::Status& status, grpc::ServerContextBase* context);
 absl::Status FromGrpc(const grpc::Status& status);
 

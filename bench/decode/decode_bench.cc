@@ -36,6 +36,9 @@ class CountingSink final : public decode::StreamSink {
   void Finish(const Final&) override {
     if (on_finish_) on_finish_();
   }
+  void HandBack(const std::string&) override {
+    if (on_finish_) on_finish_();
+  }
   int pending_tokens() const override { return 0; }
   bool cancelled() const override { return false; }
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
+#include "common/hand_back.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/loopback/loopback_transport.h"
 #include "kvtransfer/staging/staging_transport.h"
@@ -609,6 +610,73 @@ TEST_P(OffloadCoordinatorTest, OffloadsBeyondMaxAwaitingKvRunLocallyAndSayWhy) {
   held->Cancel();
   loop_->Notify();
   ASSERT_TRUE(held->WaitFinished());
+  ExpectBaseline();
+}
+
+// Leaving the decode role (a role switch), the worker hands back to the router what has given
+// its client nothing: an offload awaiting its KV at once (its transfer cancelled, its blocks
+// held until the prefill worker says it stopped), while a stream that has started stays and
+// finishes with its own tokens. Nothing new is taken.
+TEST_P(OffloadCoordinatorTest, LeavingTheDecodeRoleHandsBackOffloadsAwaitingKvAndFinishesStreams) {
+  Start(64);
+  client_->SetScript(
+      "prefill-0", Script{.prefill = Script::OnPrefill::kHang, .cancel = Script::OnCancel::kHold});
+  // A stream with its first token sent, paused while its client reads nothing.
+  auto started = std::make_shared<RecordingSink>();
+  started->SetUnread(1 << 20);
+  const auto started_prompt = Prompt(9, 21);
+  ASSERT_TRUE(loop_->Submit(MakeSequence(started_prompt, 5, started)).ok());
+  ASSERT_TRUE(WaitOnLoop([&] { return started->tokens().size() == 1; }));
+  auto awaiting = Offload(Prompt(22, 22), 4, kOneWorker);  // 6 blocks.
+  ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().num_awaiting_kv() == 1; }));
+
+  loop_->BeginDrainHandingBack();
+  ASSERT_TRUE(awaiting->WaitFinished());
+  EXPECT_TRUE(absl::StrContains(awaiting->handed_back(), "handed the request back"))
+      << awaiting->handed_back();
+  EXPECT_TRUE(awaiting->tokens().empty());
+  EXPECT_EQ(metrics_->requests_handed_back.Value(), 1);
+  ASSERT_TRUE(WaitOnLoop([this] { return client_->cancel_calls() == 1; }));
+  if (!staged()) {  // Staged, the writer only ever targeted staging blocks.
+    EXPECT_EQ(Quarantined(), 6);
+  }
+  EXPECT_FALSE(started->finished());
+  // New requests are refused, marked for the router to place them elsewhere at once.
+  const absl::Status refused =
+      loop_->Submit(MakeSequence(Prompt(5, 23), 2, std::make_shared<RecordingSink>()));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(IsHandedBack(refused)) << refused;
+
+  started->SetUnread(0);
+  loop_->Notify();
+  ASSERT_TRUE(started->WaitFinished());
+  EXPECT_EQ(started->tokens(), Alone(started_prompt, 5));
+  EXPECT_TRUE(started->handed_back().empty());
+  EXPECT_EQ(metrics_->requests_handed_back.Value(), 1);
+  client_->AckHeldCancels();
+  ExpectBaseline();
+}
+
+// An offload still waiting for blocks, and before the order it was never called out: handed
+// back without a call to any prefill worker.
+TEST_P(OffloadCoordinatorTest, LeavingTheDecodeRoleHandsBackAnOffloadWaitingForBlocks) {
+  Start(8);
+  auto first = std::make_shared<RecordingSink>();
+  first->SetUnread(1 << 20);
+  const auto long_prompt = Prompt(22, 24);  // 6 of the 8 blocks.
+  ASSERT_TRUE(loop_->Submit(MakeSequence(long_prompt, 3, first)).ok());
+  ASSERT_TRUE(WaitOnLoop([&] { return first->tokens().size() == 1; }));
+  auto waiting = Offload(Prompt(21, 25), 2, kOneWorker);  // Needs 6.
+  ASSERT_TRUE(WaitOnLoop([this] { return loop_->scheduler().num_waiting() == 1; }));
+
+  loop_->BeginDrainHandingBack();
+  ASSERT_TRUE(waiting->WaitFinished());
+  EXPECT_FALSE(waiting->handed_back().empty());
+  EXPECT_EQ(client_->prefill_calls(), 0);
+  first->SetUnread(0);
+  loop_->Notify();
+  ASSERT_TRUE(first->WaitFinished());
+  EXPECT_EQ(first->tokens(), Alone(long_prompt, 3));
   ExpectBaseline();
 }
 

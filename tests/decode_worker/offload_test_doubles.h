@@ -45,6 +45,11 @@ class RecordingSink : public StreamSink {
     final_ = final;
     finished_ = true;
   }
+  void HandBack(const std::string& why) override {
+    absl::MutexLock lock(&mu_);
+    handed_back_ = why;
+    finished_ = true;
+  }
   int pending_tokens() const override { return pending_.load(); }
   bool cancelled() const override { return cancelled_.load(); }
 
@@ -69,11 +74,17 @@ class RecordingSink : public StreamSink {
     absl::MutexLock lock(&mu_);
     return final_;
   }
+  // HandBack's message; empty unless it was handed back.
+  std::string handed_back() const {
+    absl::MutexLock lock(&mu_);
+    return handed_back_;
+  }
 
  private:
   mutable absl::Mutex mu_;
   std::vector<int32_t> tokens_ ABSL_GUARDED_BY(mu_);
   Final final_ ABSL_GUARDED_BY(mu_);
+  std::string handed_back_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> cancelled_{false};
   std::atomic<int> pending_{0};

@@ -22,6 +22,7 @@ class FakeSink : public StreamSink {
     pending += ids.size();
   }
   void Finish(const Final&) override {}
+  void HandBack(const std::string&) override {}
   int pending_tokens() const override { return pending; }
   bool cancelled() const override { return false; }
   int pending = 0;

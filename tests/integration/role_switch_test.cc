@@ -172,6 +172,55 @@ TEST(RoleSwitchTest, WorkersChangeRoleUnderLoadLosingNothingAndTheRouterKeepsEve
   ExpectClusterAtBaseline(*cluster);
 }
 
+// A decode worker leaving the decode role hands back what has not started: an offload whose
+// KV a slow prefill worker has not delivered goes back to the router, which places it on
+// another decode worker, where it completes with its own tokens; the switch does not wait for
+// that prefill.
+TEST(RoleSwitchTest, ASwitchingWorkerHandsBackAnOffloadAwaitingItsKvAndItCompletesElsewhere) {
+  auto cluster = LocalCluster::Start(
+      ClusterOptions{.prefill_workers = 1,
+                     .decode_workers = 3,
+                     .router_flags = {"--policy=always_offload"},
+                     .decode_flags = {"--role_switching"},
+                     .prefill_flags = {"--layer_delay=3s"}});  // 4 layers: 12 s a prefill.
+  ASSERT_NE(cluster, nullptr);
+  GreedyReference reference;
+  std::mt19937 rng(37);
+  const std::vector<int32_t> prompt = reference.RandomPrompt(rng, 40);
+  BackgroundCall call(cluster->channel(), client::MakeRequest(prompt, 4));
+  int holder = -1;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (holder < 0 && absl::Now() < deadline) {
+    for (int i = 0; i < 3; ++i) {
+      if (LocalCluster::DecodeStats(*cluster->decode()[i]).awaiting_kv() > 0) holder = i;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_GE(holder, 0) << "no decode worker awaits the offload's KV";
+  const std::string victim = "decode-" + std::to_string(holder);
+  const absl::Time ordered = absl::Now();
+  ASSERT_TRUE(SwitchRole(*cluster, victim, v1::WORKER_ROLE_PREFILL).ok());
+  ASSERT_TRUE(WaitForRole(*cluster, victim, v1::WORKER_ROLE_PREFILL))
+      << cluster->Status().DebugString();
+  const absl::Duration switched = absl::Now() - ordered;
+
+  const auto& out = call.Join();
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.tokens, reference.Generate(prompt, 4));
+  EXPECT_NE(out.result.placement().decode_worker_id(), victim)
+      << out.result.placement().DebugString();
+  EXPECT_EQ(
+      Metric(cluster->decode()[holder]->metrics_address(), "pdserve_requests_handed_back_total"),
+      1);
+  EXPECT_EQ(
+      Metric(cluster->router().metrics_address(), "pdserve_router_requests_handed_back_total"), 1);
+  // Waiting for the prefill would have taken the rest of its four 3-s layers (sleeps, not
+  // compute: the same on any machine); the worker waits only for the prefill worker to stop
+  // writing, at its next layer.
+  EXPECT_LT(switched, absl::Seconds(9)) << switched;
+  ExpectClusterAtBaseline(*cluster);
+}
+
 // --rebalance=on: with prompts backing up (a TTFT objective of 1 ms makes any backlog a
 // shortage) and the streams far inside the TPOT objective, the router's planner moves a
 // role-switching decode worker to prefill by itself, keeps a decode worker, and every request

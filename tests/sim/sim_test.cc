@@ -51,6 +51,18 @@ SimConfig Config(const std::string& policy, int decode, int prefill) {
   return c;
 }
 
+// With rebalancing that reacts within a second or two (objectives TTFT 200 ms, TPOT 20 ms).
+SimConfig RebalancingConfig(const std::string& policy, int decode, int prefill) {
+  SimConfig c = Config(policy, decode, prefill);
+  c.policy.slo = {.ttft_ms = 200, .tpot_ms = 20};
+  c.rebalance = router::RebalanceConfig{.interval = absl::Milliseconds(500),
+                                        .min_between = absl::Seconds(1),
+                                        .confirm = 1,
+                                        .high = 0.3,
+                                        .margin = 0.1};
+  return c;
+}
+
 std::vector<int32_t> Tokens(int n, int salt) {
   std::vector<int32_t> t(n);
   for (int i = 0; i < n; ++i) t[i] = 16 + (i * 7 + salt * 131) % 30000;
@@ -218,13 +230,7 @@ TEST(SimTest, FollowUpsReuseTheirEarlierTurnsKv) {
 // moves workers to where the work is (a worker that started as a prefill worker decodes in the
 // second phase), every request completes, nothing is left held, and the run is deterministic.
 TEST(SimTest, WithRebalancingWorkersFollowAShiftingMixAndNothingIsLost) {
-  SimConfig c = Config("cost_model", 2, 2);
-  c.policy.slo = {.ttft_ms = 200, .tpot_ms = 20};
-  c.rebalance = router::RebalanceConfig{.interval = absl::Milliseconds(500),
-                                        .min_between = absl::Seconds(1),
-                                        .confirm = 1,
-                                        .high = 0.3,
-                                        .margin = 0.1};
+  SimConfig c = RebalancingConfig("cost_model", 2, 2);
   std::vector<SimRequest> requests = Poisson(200, 10, 800, 2);
   std::vector<SimRequest> second = Poisson(200, 10, 20, 200);
   const double offset = requests.back().arrival_s + 1;
@@ -264,6 +270,30 @@ TEST(SimTest, WithRebalancingWorkersFollowAShiftingMixAndNothingIsLost) {
   ASSERT_TRUE(fixed.ok());
   EXPECT_EQ(fixed->counters.role_switches, 0u);
   for (const SimRequestResult& r : fixed->requests) EXPECT_LT(r.decode_worker, 2);
+}
+
+// A decode worker moving to prefill because prompts back up holds offloads queued behind that
+// backlog: it hands them back (the product's rule, decode::EngineLoop::BeginDrainHandingBack),
+// they are placed on other decode workers, and its switch waits only for what has started.
+TEST(SimTest, ADecodeWorkerLeavingTheRoleHandsBackWhatHasNotStartedAndNothingIsLost) {
+  SimConfig c = RebalancingConfig("always_offload", 3, 1);
+  // 45 ms a prefill at 30 a second: one prefill worker falls behind at once.
+  const std::vector<SimRequest> requests = Poisson(300, 30, 800, 2);
+  auto a = Simulate(c, requests);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_GT(a->counters.handed_back, 0u);
+  ASSERT_GE(a->counters.role_switches, 1u);
+  EXPECT_EQ(a->counters.role_switches_unfinished, 0u);
+  // A switch to prefill waits for the streams that have started (two tokens each) and then
+  // re-registers one report interval later; the offloads it held would have waited their turn
+  // in the prefill queue.
+  for (const SimRoleSwitch& s : a->switches) {
+    if (s.to != router::WorkerRole::kPrefill) continue;
+    EXPECT_LE(s.done_ms - s.ordered_ms, c.report_interval_ms + 50) << "worker " << s.worker;
+  }
+  for (const SimRequestResult& r : a->requests) ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(a->counters.sequences_left, 0u);
+  EXPECT_EQ(a->counters.blocks_held_at_end, 0u);
 }
 
 TEST(SimTest, BadInputIsRefusedNamingTheField) {
