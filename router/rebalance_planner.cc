@@ -38,7 +38,7 @@ absl::Status RebalanceConfig::Validate() const {
 
 PlannerSnapshot SnapshotForPlanner(const std::vector<WorkerEntry*>& workers,
                                    const std::string& model, const CostModel& cost_model,
-                                   const SloConfig& slo) {
+                                   const SloConfig& slo, absl::Time now) {
   PlannerSnapshot s;
   s.slo = slo;
   for (const WorkerEntry* e : workers) {
@@ -70,6 +70,11 @@ PlannerSnapshot SnapshotForPlanner(const std::vector<WorkerEntry*>& workers,
       w.base_step_ms = cost_model.StepMs(fp, {});
       w.step_ms = w.base_step_ms + price.per_stream_ms * decoding + price.per_position_ms * context;
       w.backlog_s = pending > 0 ? priced_s() : 0;
+      const double step_s = (e->measured_step_ms > 0 ? e->measured_step_ms : w.step_ms) / 1000;
+      for (const auto& [key, span] : e->lease_spans) {
+        w.drain_s = std::max(w.drain_s,
+                             span.max_tokens * step_s - absl::ToDoubleSeconds(now - span.acquired));
+      }
     } else {
       // A prefill worker that does not report the shape: its measured throughput.
       w.backlog_s = pending <= 0 ? 0
@@ -125,8 +130,8 @@ std::vector<RebalanceOrder> RebalancePlanner::Look(const PlannerSnapshot& s, abs
   const double d = DecodePressure(s, decode);
   const double p = PrefillPressure(s, prefill);
   const double worst = std::max(d, p);
-  // The workers that may move, the cheapest to move first: decode workers by their streams
-  // (the shortest drain), prefill workers by their backlog.
+  // The workers that may move, the cheapest to move first: decode workers by their drain
+  // time, then their streams; prefill workers by their backlog.
   std::vector<const PlannerWorker*> to_prefill;
   std::vector<const PlannerWorker*> to_decode;
   for (const PlannerWorker& w : s.workers) {
@@ -134,8 +139,9 @@ std::vector<RebalanceOrder> RebalancePlanner::Look(const PlannerSnapshot& s, abs
     (w.role == WorkerRole::kDecode ? to_prefill : to_decode).push_back(&w);
   }
   std::stable_sort(
-      to_prefill.begin(), to_prefill.end(),
-      [](const PlannerWorker* a, const PlannerWorker* b) { return a->streams < b->streams; });
+      to_prefill.begin(), to_prefill.end(), [](const PlannerWorker* a, const PlannerWorker* b) {
+        return a->drain_s != b->drain_s ? a->drain_s < b->drain_s : a->streams < b->streams;
+      });
   std::stable_sort(
       to_decode.begin(), to_decode.end(),
       [](const PlannerWorker* a, const PlannerWorker* b) { return a->backlog_s < b->backlog_s; });

@@ -10,12 +10,13 @@
 // swinging around a balance), as many as bring the two roles nearest their balance (at most
 // `max_moves` in one order), never leaving a role empty, only after a move was called for
 // `confirm` looks in a row, and at most one order per `min_between`. The decode workers chosen
-// are those with the fewest streams (the shortest drains), the prefill workers those with the
-// smallest backlogs. It moves workers between the two roles of a cluster that has both; it
-// never creates a role (a cluster without prefill workers is a deliberate choice).
-// The planner holds only its hysteresis state; the registry orders and checks the switch
-// (WorkerRegistry::RequestSwitch). The simulator can run the same class.
-// Thread-safety: one caller at a time.
+// are those that would drain soonest (their requests' remaining tokens at their step time;
+// what has not started is handed back, but a started stream is waited for), then those with
+// the fewest streams; the prefill workers those with the smallest backlogs. It moves workers
+// between the two roles of a cluster that has both; it never creates a role (a cluster without
+// prefill workers is a deliberate choice). The planner holds only its hysteresis state; the
+// registry orders and checks the switch (WorkerRegistry::RequestSwitch). The simulator can run the
+// same class. Thread-safety: one caller at a time.
 #ifndef PDSERVE_ROUTER_REBALANCE_PLANNER_H_
 #define PDSERVE_ROUTER_REBALANCE_PLANNER_H_
 
@@ -61,6 +62,10 @@ struct PlannerWorker {
   double base_step_ms = 0;
   // Prefill: queued work in seconds; decode: its local prefill backlog in seconds.
   double backlog_s = 0;
+  // Decode: how long until its longest request could end (each may run its max_tokens at the
+  // worker's step time, less the time since the router relayed it): how long a switch would
+  // wait for the streams it cannot hand back.
+  double drain_s = 0;
 };
 
 struct PlannerSnapshot {
@@ -68,10 +73,11 @@ struct PlannerSnapshot {
   SloConfig slo;                       // The objectives pressures are measured against.
 };
 
-// The snapshot of `model`'s workers (under the registry's lock, as the placer reads them).
+// The snapshot of `model`'s workers at `now` (the registry's clock), under the registry's
+// lock, as the placer reads them.
 PlannerSnapshot SnapshotForPlanner(const std::vector<WorkerEntry*>& workers,
                                    const std::string& model, const CostModel& cost_model,
-                                   const SloConfig& slo);
+                                   const SloConfig& slo, absl::Time now);
 
 struct RebalanceOrder {
   std::string worker_id;

@@ -178,7 +178,8 @@ void Router::Rebalance() {
     for (const auto& model : catalog_->models()) {
       PlannerSnapshot snapshot;
       registry_->WithLock([&](std::vector<WorkerEntry*>& workers, const PrefixIndex&) {
-        snapshot = SnapshotForPlanner(workers, model->name, *cost_model_, config_.policy.slo);
+        snapshot = SnapshotForPlanner(workers, model->name, *cost_model_, config_.policy.slo,
+                                      registry_->clock()->Now());
       });
       RebalancePlanner& planner =
           planners.try_emplace(model->name, config_.rebalance_config).first->second;

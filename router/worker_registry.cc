@@ -280,6 +280,7 @@ uint64_t WorkerRegistry::Acquire(uint64_t session, std::shared_ptr<WorkerListene
     const int bucket = StreamLengthBucket(max_tokens);
     e->lease_length_bucket[key] = bucket;
     e->streams_by_length.Add(bucket, tpot_objective_ms);
+    e->lease_spans[key] = WorkerEntry::LeaseSpan{clock_->Now(), max_tokens};
   }
   return key;
 }
@@ -299,6 +300,7 @@ void WorkerRegistry::Release(uint64_t session, uint64_t key) {
     e->streams_by_length.Remove(it->second, objective);
     e->lease_length_bucket.erase(it);
   }
+  e->lease_spans.erase(key);
 }
 
 void WorkerRegistry::WithLock(

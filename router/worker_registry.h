@@ -84,6 +84,13 @@ struct WorkerEntry {
   // each lease's bucket.
   absl::flat_hash_map<uint64_t, int> lease_length_bucket;
   StreamLengths streams_by_length;
+  // When each request was relayed to it and the tokens it may generate: how long the worker
+  // would take to finish them (the rebalancing planner's drain time).
+  struct LeaseSpan {
+    absl::Time acquired;
+    int max_tokens = 0;
+  };
+  absl::flat_hash_map<uint64_t, LeaseSpan> lease_spans;
   // Null when the worker cannot be told anything (tests, the simulator).
   std::shared_ptr<WorkerControl> control;
   // Told to change role; its registration in the new role will replace this entry.

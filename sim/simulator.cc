@@ -540,7 +540,8 @@ void SlotControl::SwitchRole(router::WorkerRole role, const std::string&) {
 void Simulation::Rebalance() {
   router::PlannerSnapshot snapshot;
   registry_.WithLock([&](std::vector<router::WorkerEntry*>& workers, const router::PrefixIndex&) {
-    snapshot = router::SnapshotForPlanner(workers, kModelName, cost_model_, config_.policy.slo);
+    snapshot = router::SnapshotForPlanner(workers, kModelName, cost_model_, config_.policy.slo,
+                                          clock_.Now());
   });
   const absl::Time now = clock_.Now();
   bool ordered = false;

@@ -94,6 +94,24 @@ TEST(RebalancePlannerTest, AShortPrefillRoleTakesTheIdlestDecodeWorkerAfterConfi
   EXPECT_EQ(planner.Look(s, kStart + absl::Seconds(200)).size(), 1u);
 }
 
+// Of decode workers alike in load, the one whose streams would end soonest moves: its switch
+// waits for them (what has not started is handed back).
+TEST(RebalancePlannerTest, AShortPrefillRoleTakesTheDecodeWorkerThatDrainsSoonest) {
+  RebalancePlanner planner(Config());
+  PlannerWorker long_answers = Decode("d0", 2, 7);
+  long_answers.drain_s = 20;
+  PlannerWorker ending = Decode("d1", 4, 9);
+  ending.drain_s = 0.5;
+  PlannerWorker middle = Decode("d2", 3, 8);
+  middle.drain_s = 4;
+  const PlannerSnapshot s =
+      Snapshot({long_answers, ending, middle, Prefill("p0", 2.0, /*can_switch=*/false)});
+  absl::Time now = kStart;
+  auto order = LookTimes(planner, s, 3, &now);
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(order->worker_id, "d1");
+}
+
 TEST(RebalancePlannerTest, AShortDecodeRoleTakesTheLeastBusyPrefillWorker) {
   RebalancePlanner planner(Config());
   // Decode steps at 60 ms against 50 ms; prefill nearly idle on three workers.
@@ -225,7 +243,11 @@ TEST(RebalancePlannerTest, TheSnapshotPricesWhatEachRoleHasToDo) {
   WorkerEntry other;
   other.info = WorkerInfo{.worker_id = "o", .role = WorkerRole::kDecode, .model = "other"};
   const std::vector<WorkerEntry*> entries = {&decode, &prefill, &other};
-  const PlannerSnapshot s = SnapshotForPlanner(entries, "m", cost_model, {});
+  // Two requests relayed to it: 100 tokens 3 s ago, 400 tokens 1 s ago; its steps take 20 ms.
+  decode.measured_step_ms = 20;
+  decode.lease_spans[1] = {kStart - absl::Seconds(3), 100};
+  decode.lease_spans[2] = {kStart - absl::Seconds(1), 400};
+  const PlannerSnapshot s = SnapshotForPlanner(entries, "m", cost_model, {}, kStart);
   ASSERT_EQ(s.workers.size(), 2u);
   const PlannerWorker& d = s.workers[0];
   EXPECT_TRUE(d.can_switch);
@@ -235,6 +257,9 @@ TEST(RebalancePlannerTest, TheSnapshotPricesWhatEachRoleHasToDo) {
   EXPECT_DOUBLE_EQ(d.base_step_ms, base);
   const double two_streams = cost_model.StepMs(kFp, {.decode = 2, .decode_attention = 200});
   EXPECT_NEAR(d.step_ms, two_streams, 1e-6 * two_streams);
+  // The second ends last: 400 x 20 ms = 8 s from its start, 7 s from now (the first, 2 s
+  // from its start, could have ended already).
+  EXPECT_NEAR(d.drain_s, 7.0, 1e-9);
   const PlannerWorker& p = s.workers[1];
   EXPECT_FALSE(p.accepting);
   EXPECT_FALSE(p.can_switch);
@@ -244,7 +269,7 @@ TEST(RebalancePlannerTest, TheSnapshotPricesWhatEachRoleHasToDo) {
   prefill.load.pending_prefill_token_squares = 2 * 500.0 * 500;
   decode.load.pending_prefill_tokens = 1000;
   decode.load.pending_prefill_token_squares = 2 * 500.0 * 500;
-  const PlannerSnapshot shaped = SnapshotForPlanner(entries, "m", cost_model, {});
+  const PlannerSnapshot shaped = SnapshotForPlanner(entries, "m", cost_model, {}, kStart);
   const double two_prompts_s =
       cost_model.PrefillMs(kFp, PrefillBatchWork{1000, 2 * 500.0 * 500}) / 1000;
   EXPECT_DOUBLE_EQ(shaped.workers[1].backlog_s, two_prompts_s);
