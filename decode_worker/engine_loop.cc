@@ -309,10 +309,6 @@ void EngineLoop::RetireCancelled() {
 }
 
 void EngineLoop::HandBackUnstarted() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!hand_back_) return;
-  }
   std::vector<Sequence*> all = scheduler_.waiting();
   all.insert(all.end(), scheduler_.running().begin(), scheduler_.running().end());
   for (Sequence* seq : all) {
@@ -414,12 +410,14 @@ void EngineLoop::Run() {
     std::vector<Incoming> inbox;
     std::vector<std::function<void()>> posted;
     bool stop;
+    bool hand_back;
     {
       absl::MutexLock lock(&mu_);
       inbox.swap(inbox_);
       posted.swap(posted_);
       wake_ = false;
       stop = stop_;
+      hand_back = hand_back_;
     }
     for (Incoming& in : inbox) {
       Sequence* raw = in.seq.get();
@@ -430,7 +428,7 @@ void EngineLoop::Run() {
     if (stop) break;
     const bool hook_pending = iteration_hook_ && iteration_hook_();
     RetireCancelled();
-    HandBackUnstarted();
+    if (hand_back) HandBackUnstarted();
     RetireStalled();
     const StepPlan plan = scheduler_.PlanStep();
     HandOverTransferAdmissions(plan);

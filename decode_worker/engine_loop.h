@@ -110,7 +110,8 @@ class EngineLoop {
   void Run();
   void RunStep(const StepPlan& plan);
   void RetireCancelled();
-  // With hand_back_: hands back the sequences that have given their clients nothing.
+  // Hands back the sequences that have given their clients nothing (while hand_back_, read
+  // with the inbox).
   void HandBackUnstarted();
   // Ends sequences paused longer than max_client_stall (their clients read nothing).
   void RetireStalled();

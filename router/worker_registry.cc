@@ -277,9 +277,7 @@ uint64_t WorkerRegistry::Acquire(uint64_t session, std::shared_ptr<WorkerListene
     e->tpot_objectives.insert(tpot_objective_ms);
   }
   if (max_tokens > 0) {
-    const int bucket = StreamLengthBucket(max_tokens);
-    e->lease_length_bucket[key] = bucket;
-    e->streams_by_length.Add(bucket, tpot_objective_ms);
+    e->streams_by_length.Add(StreamLengthBucket(max_tokens), tpot_objective_ms);
     e->lease_spans[key] = WorkerEntry::LeaseSpan{clock_->Now(), max_tokens};
   }
   return key;
@@ -296,11 +294,10 @@ void WorkerRegistry::Release(uint64_t session, uint64_t key) {
     e->tpot_objectives.erase(e->tpot_objectives.find(it->second));
     e->lease_tpot_ms.erase(it);
   }
-  if (auto it = e->lease_length_bucket.find(key); it != e->lease_length_bucket.end()) {
-    e->streams_by_length.Remove(it->second, objective);
-    e->lease_length_bucket.erase(it);
+  if (auto it = e->lease_spans.find(key); it != e->lease_spans.end()) {
+    e->streams_by_length.Remove(StreamLengthBucket(it->second.max_tokens), objective);
+    e->lease_spans.erase(it);
   }
-  e->lease_spans.erase(key);
 }
 
 void WorkerRegistry::WithLock(

@@ -80,12 +80,10 @@ struct WorkerEntry {
   // order: the tightest is what a local prefill there must not break.
   absl::flat_hash_map<uint64_t, double> lease_tpot_ms;
   std::multiset<double> tpot_objectives;
-  // The same requests by the tokens they may generate (DecodeCandidate::short_streams), and
-  // each lease's bucket.
-  absl::flat_hash_map<uint64_t, int> lease_length_bucket;
+  // The same requests by the tokens they may generate (DecodeCandidate::short_streams).
   StreamLengths streams_by_length;
-  // When each request was relayed to it and the tokens it may generate: how long the worker
-  // would take to finish them (the rebalancing planner's drain time).
+  // When each of them was relayed to it and the tokens it may generate (its bucket above, and
+  // how long the worker would take to finish it: the rebalancing planner's drain time).
   struct LeaseSpan {
     absl::Time acquired;
     int max_tokens = 0;

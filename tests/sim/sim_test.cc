@@ -15,76 +15,15 @@
 #include "sim/simulator.h"
 #include "sim/steady_state.h"
 #include "sim/work_bound.h"
+#include "tests/sim/sim_test_inputs.h"
 
 namespace pdserve::sim {
 namespace {
 
-// A small model: 2 layers, 16 KV positions a block, fast round numbers.
-SimProfile Profile() {
-  SimProfile p;
-  p.timing.step_intercept_ms = 10;
-  p.timing.step_per_decode_ms = 1;
-  p.timing.step_per_prefill_token_ms = 0.1;
-  p.timing.step_per_attention_ms = 0;
-  p.timing.step_per_prefill_attention_ms = 0;
-  p.timing.prefill_overhead_ms = 5;
-  p.timing.prefill_per_token_ms = 0.05;
-  p.timing.prefill_per_token_squared_ms = 0;
-  p.timing.transfer_latency_ms = 1;
-  p.timing.transfer_bytes_per_ms = 1e6;
-  p.shape.kv_layout.num_layers = 2;
-  p.shape.kv_layout.num_kv_heads = 2;
-  p.shape.kv_layout.head_dim = 16;
-  p.shape.kv_layout.num_blocks = 512;
-  p.shape.max_num_batched_tokens = 256;
-  p.shape.max_context_tokens = 4096;
-  return p;
-}
-
-SimConfig Config(const std::string& policy, int decode, int prefill) {
-  SimConfig c;
-  c.profile = Profile();
-  c.policy.name = policy;
-  c.decode_workers = decode;
-  c.prefill_workers = prefill;
-  c.rpc_ms = 0.5;
-  return c;
-}
-
-// With rebalancing that reacts within a second or two (objectives TTFT 200 ms, TPOT 20 ms).
-SimConfig RebalancingConfig(const std::string& policy, int decode, int prefill) {
-  SimConfig c = Config(policy, decode, prefill);
-  c.policy.slo = {.ttft_ms = 200, .tpot_ms = 20};
-  c.rebalance = router::RebalanceConfig{.interval = absl::Milliseconds(500),
-                                        .min_between = absl::Seconds(1),
-                                        .confirm = 1,
-                                        .high = 0.3,
-                                        .margin = 0.1};
-  return c;
-}
-
-std::vector<int32_t> Tokens(int n, int salt) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = 16 + (i * 7 + salt * 131) % 30000;
-  return t;
-}
-
-std::vector<SimRequest> Poisson(int n, double rate, int prompt, int output) {
-  std::vector<SimRequest> out;
-  double t = 0;
-  uint64_t x = 12345;
-  for (int i = 0; i < n; ++i) {
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    t += -std::log((static_cast<double>(x >> 11) + 0.5) / 9007199254740992.0) / rate;
-    SimRequest r;
-    r.arrival_s = t;
-    r.prompt = Tokens(prompt + (i % 5) * 37, i);
-    r.max_tokens = output;
-    r.kind = "k";
-    out.push_back(r);
-  }
-  return out;
-}
+using testing::Config;
+using testing::Poisson;
+using testing::Profile;
+using testing::Tokens;
 
 TEST(SimTest, OneUnloadedRequestTakesTheCalibratedTime) {
   SimRequest r;
@@ -223,77 +162,6 @@ TEST(SimTest, FollowUpsReuseTheirEarlierTurnsKv) {
   EXPECT_EQ(second.decode_worker, result->requests[0].decode_worker);
   EXPECT_GE(second.cached_tokens, 224);  // Every full block of the earlier turn's KV.
   EXPECT_GT(result->counters.prefix_hit_tokens, 0u);
-}
-
-// With rebalancing every worker can switch role: a prefill-heavy phase (long prompts, two
-// output tokens) then a decode-heavy one (short prompts, long outputs). The router's own planner
-// moves workers to where the work is (a worker that started as a prefill worker decodes in the
-// second phase), every request completes, nothing is left held, and the run is deterministic.
-TEST(SimTest, WithRebalancingWorkersFollowAShiftingMixAndNothingIsLost) {
-  SimConfig c = RebalancingConfig("cost_model", 2, 2);
-  std::vector<SimRequest> requests = Poisson(200, 10, 800, 2);
-  std::vector<SimRequest> second = Poisson(200, 10, 20, 200);
-  const double offset = requests.back().arrival_s + 1;
-  for (SimRequest& r : second) {
-    r.arrival_s += offset;
-    r.phase = 1;
-    requests.push_back(r);
-  }
-  auto a = Simulate(c, requests);
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_GE(a->counters.role_switches, 1u);
-  EXPECT_EQ(a->counters.role_switches_unfinished, 0u);
-  // Each completed switch is in the log, done after it was ordered, with the planner's reason.
-  ASSERT_EQ(a->switches.size(), a->counters.role_switches);
-  for (const SimRoleSwitch& s : a->switches) {
-    EXPECT_GE(s.done_ms, s.ordered_ms);
-    EXPECT_NE(s.reason.find("pressure"), std::string::npos) << s.reason;
-  }
-  EXPECT_EQ(a->counters.sequences_left, 0u);
-  EXPECT_EQ(a->counters.blocks_held_at_end, 0u);
-  bool started_as_prefill_decodes = false;
-  for (const SimRequestResult& r : a->requests) {
-    ASSERT_TRUE(r.ok) << r.error;
-    if (r.phase == 1 && r.decode_worker >= 2) started_as_prefill_decodes = true;
-  }
-  EXPECT_TRUE(started_as_prefill_decodes);
-  auto b = Simulate(c, requests);
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->counters.role_switches, a->counters.role_switches);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(a->requests[i].ttft_ms, b->requests[i].ttft_ms) << i;
-    EXPECT_EQ(a->requests[i].decode_worker, b->requests[i].decode_worker) << i;
-  }
-  // Without it the roles stay as they started.
-  c.rebalance.reset();
-  auto fixed = Simulate(c, requests);
-  ASSERT_TRUE(fixed.ok());
-  EXPECT_EQ(fixed->counters.role_switches, 0u);
-  for (const SimRequestResult& r : fixed->requests) EXPECT_LT(r.decode_worker, 2);
-}
-
-// A decode worker moving to prefill because prompts back up holds offloads queued behind that
-// backlog: it hands them back (the product's rule, decode::EngineLoop::BeginDrainHandingBack),
-// they are placed on other decode workers, and its switch waits only for what has started.
-TEST(SimTest, ADecodeWorkerLeavingTheRoleHandsBackWhatHasNotStartedAndNothingIsLost) {
-  SimConfig c = RebalancingConfig("always_offload", 3, 1);
-  // 45 ms a prefill at 30 a second: one prefill worker falls behind at once.
-  const std::vector<SimRequest> requests = Poisson(300, 30, 800, 2);
-  auto a = Simulate(c, requests);
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_GT(a->counters.handed_back, 0u);
-  ASSERT_GE(a->counters.role_switches, 1u);
-  EXPECT_EQ(a->counters.role_switches_unfinished, 0u);
-  // A switch to prefill waits for the streams that have started (two tokens each) and then
-  // re-registers one report interval later; the offloads it held would have waited their turn
-  // in the prefill queue.
-  for (const SimRoleSwitch& s : a->switches) {
-    if (s.to != router::WorkerRole::kPrefill) continue;
-    EXPECT_LE(s.done_ms - s.ordered_ms, c.report_interval_ms + 50) << "worker " << s.worker;
-  }
-  for (const SimRequestResult& r : a->requests) ASSERT_TRUE(r.ok) << r.error;
-  EXPECT_EQ(a->counters.sequences_left, 0u);
-  EXPECT_EQ(a->counters.blocks_held_at_end, 0u);
 }
 
 TEST(SimTest, BadInputIsRefusedNamingTheField) {
